@@ -1,0 +1,49 @@
+"""perfkit's exception hierarchy.
+
+Every error a user can cause is a ``PerfkitError``. Messages say what went wrong, where
+(which file, which parameter) and how to fix it; the CLI prints them as one line.
+"""
+from __future__ import annotations
+
+
+class PerfkitError(Exception):
+    """Base class of every error perfkit raises on purpose."""
+
+
+class TraceError(PerfkitError):
+    """A trace file or directory cannot be read as a PyTorch profiler trace."""
+
+    def __init__(self, path, problem: str, fix: str = ""):
+        self.path = str(path)
+        self.problem = problem
+        self.fix = fix
+        msg = f"{self.path}: {problem}"
+        super().__init__(f"{msg}. {fix}" if fix else msg)
+
+
+class TruncatedTraceError(TraceError):
+    """The JSON stops mid-write; ``recoverable`` complete events could be salvaged."""
+
+    def __init__(self, path, problem: str, recoverable: int):
+        self.recoverable = recoverable
+        super().__init__(
+            path, problem,
+            f"{recoverable} complete events can be recovered: "
+            "load it with load_trace(..., salvage=True) or `perfkit summary --salvage`",
+        )
+
+
+class ParameterError(PerfkitError):
+    """A function, notebook or CLI argument has a value perfkit cannot use."""
+
+
+class MissingDependencyError(PerfkitError):
+    """An optional package is needed for this feature and is not installed."""
+
+    def __init__(self, package: str, feature: str):
+        self.package = package
+        super().__init__(f"{feature} needs the '{package}' package: pip install {package}")
+
+
+class NotebookError(PerfkitError):
+    """A notebook failed while perfkit ran it; names the notebook and the failing cell."""

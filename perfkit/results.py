@@ -1,0 +1,84 @@
+"""Shared building blocks of result objects: findings, warnings and safe HTML.
+
+Results are frozen dataclasses that keep their raw data and warnings, offer ``to_frame()``,
+a short ``__repr__`` and ``_repr_html_``. Everything rendered to HTML goes through
+``html_table``/``html_text``, which escape trace-supplied names (a kernel called
+``<script>`` renders as text).
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import pandas as pd
+
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One ranked observation with its evidence and a recommended fix.
+
+    ``evidence`` maps a label to a number (or short string) that supports the finding;
+    ``threshold`` says which threshold fired and where it comes from.
+    """
+
+    severity: str
+    title: str
+    evidence: dict = field(default_factory=dict)
+    fix: str = ""
+    threshold: str = ""
+
+    def __post_init__(self):
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
+
+    @property
+    def rank(self) -> int:
+        return SEVERITIES.index(self.severity)
+
+
+def rank_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """Most severe first; stable within a severity."""
+    return tuple(sorted(findings, key=lambda f: f.rank))
+
+
+def findings_frame(findings: Iterable[Finding]) -> pd.DataFrame:
+    rows = [
+        {
+            "severity": f.severity,
+            "finding": f.title,
+            "evidence": "; ".join(f"{k}={_fmt(v)}" for k, v in f.evidence.items()),
+            "fix": f.fix,
+            "threshold": f.threshold,
+        }
+        for f in rank_findings(findings)
+    ]
+    return pd.DataFrame(rows, columns=["severity", "finding", "evidence", "fix", "threshold"])
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.4g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def html_text(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def html_table(frame: pd.DataFrame, max_rows: int = 20) -> str:
+    """Render a DataFrame as HTML with every cell and header escaped."""
+    return frame.head(max_rows).to_html(escape=True, index=False, float_format=lambda x: f"{x:,.4g}")
+
+
+def html_warnings(warnings: Iterable[str]) -> str:
+    items = "".join(f"<li>{html_text(w)}</li>" for w in warnings)
+    return f"<ul class='perfkit-warnings'>{items}</ul>" if items else ""
+
+
+def html_section(title: str, *parts: str) -> str:
+    return f"<div class='perfkit-result'><h4>{html_text(title)}</h4>{''.join(parts)}</div>"
