@@ -1,0 +1,1 @@
+"""perfkit.workloads."""
