@@ -1,0 +1,145 @@
+"""The ``Trace``: one or more profiler files loaded into typed tables.
+
+A Trace holds the events table (schema in :mod:`perfkit.trace.schema`), the flows table, one
+``TraceFile`` of metadata per source file, the profiler steps and the warnings raised while loading.
+It is read-only in use: analyses take a Trace and return results, they never modify it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ParameterError
+from .schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """Metadata of one source file."""
+
+    path: str
+    rank: int
+    schema_version: object = None
+    base_time_ns: int | None = None
+    trace_name: str = ""
+    devices: tuple = ()
+    distributed: dict = field(default_factory=dict)
+    flags: dict = field(default_factory=dict)
+    events_read: int = 0
+
+    @property
+    def has_python_stacks(self) -> bool:
+        return bool(self.flags.get("with_stack"))
+
+
+class Trace:
+    """Events, flows, metadata and steps of one or more profiler trace files."""
+
+    def __init__(self, events: pd.DataFrame, flows: pd.DataFrame, files: list[TraceFile],
+                 steps: pd.DataFrame, warnings: list[str]):
+        self.events = events
+        self.flows = flows
+        self.files = tuple(files)
+        self.steps = steps
+        self.warnings = tuple(warnings)
+
+    def __repr__(self) -> str:
+        paths = ", ".join(f.path.rsplit("/", 1)[-1] for f in self.files[:3])
+        more = f" +{len(self.files) - 3} files" if len(self.files) > 3 else ""
+        return (f"<Trace {paths}{more}: {len(self.events):,} events, ranks {self.ranks}, "
+                f"{len(self.steps)} steps, {len(self.warnings)} warnings>")
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({f.rank for f in self.files})
+
+    @property
+    def devices(self) -> list[dict]:
+        """deviceProperties of the first file that has them (every rank sees the same GPUs)."""
+        return next((list(f.devices) for f in self.files if f.devices), [])
+
+    @property
+    def has_gpu_events(self) -> bool:
+        return bool(self.events["cat"].isin(GPU_CATEGORIES).any())
+
+    @property
+    def has_python_stacks(self) -> bool:
+        return bool((self.events["cat"] == "python_function").any())
+
+    def select(self, *categories: str) -> pd.DataFrame:
+        """Complete events of the given normalized categories."""
+        ev = self.events
+        return ev[(ev["ph"] == "X") & ev["cat"].isin(categories)]
+
+    def kernels(self) -> pd.DataFrame:
+        return self.select("kernel")
+
+    def gpu_events(self) -> pd.DataFrame:
+        """Kernels, memcpys and memsets: the intervals during which a GPU does work."""
+        return self.select(*GPU_CATEGORIES)
+
+    def launches(self) -> pd.DataFrame:
+        """CPU launch -> GPU activity links, one row per GPU event whose launch is in the trace.
+
+        Columns: ``cpu_index`` / ``gpu_index`` (labels in ``events``), ``file_id``, ``correlation``,
+        ``launch_name``, ``gpu_name``, ``gpu_cat``, ``launch_ts_us``, ``launch_dur_us``, ``gpu_ts_us``,
+        ``gpu_dur_us``, ``queue_delay_us`` (GPU start minus launch start). Links are joined on
+        (file, correlation id); GPU events without a correlation id are linked through ``ac2g`` flow
+        events (same id from the launch's start to the GPU event's start) where the trace has them.
+        """
+        ev = self.events
+        cpu = ev[(ev["ph"] == "X") & ev["cat"].isin(LAUNCH_CATEGORIES) & (ev["correlation"] >= 0)]
+        gpu = ev[(ev["ph"] == "X") & ev["cat"].isin(GPU_CATEGORIES + ("cuda_sync",))]
+        gpu = _fill_correlation_from_flows(gpu, cpu, self.flows)
+        left = cpu[["file_id", "correlation", "name", "ts_us", "dur_us"]].reset_index(names="cpu_index")
+        right = gpu[gpu["correlation"] >= 0][["file_id", "correlation", "name", "cat", "ts_us", "dur_us"]]
+        right = right.reset_index(names="gpu_index")
+        left = left.drop_duplicates(["file_id", "correlation"])
+        out = right.merge(left, on=["file_id", "correlation"], suffixes=("_gpu", "_cpu"))
+        out = out.rename(columns={
+            "name_cpu": "launch_name", "name_gpu": "gpu_name", "cat": "gpu_cat", "ts_us_cpu": "launch_ts_us",
+            "dur_us_cpu": "launch_dur_us", "ts_us_gpu": "gpu_ts_us", "dur_us_gpu": "gpu_dur_us",
+        })
+        out["queue_delay_us"] = out["gpu_ts_us"] - out["launch_ts_us"]
+        for col in ("launch_name", "gpu_name", "gpu_cat"):
+            out[col] = out[col].astype(str)
+        return out[["cpu_index", "gpu_index", "file_id", "correlation", "launch_name", "gpu_name", "gpu_cat",
+                    "launch_ts_us", "launch_dur_us", "gpu_ts_us", "gpu_dur_us", "queue_delay_us"]]
+
+    def step_of(self, ts_us: pd.Series, rank: pd.Series) -> pd.Series:
+        """Step number containing each timestamp (per rank), -1 outside every step."""
+        out = pd.Series(-1, index=ts_us.index, dtype=np.int64)
+        for r, steps in self.steps.groupby("rank"):
+            mask = (rank == r).to_numpy()
+            if not mask.any():
+                continue
+            starts = steps["start_us"].to_numpy()
+            ends = steps["end_us"].to_numpy()
+            t = ts_us.to_numpy()[mask]
+            pos = np.searchsorted(starts, t, side="right") - 1
+            inside = (pos >= 0) & (t < ends[np.clip(pos, 0, None)])
+            values = np.where(inside, steps["step"].to_numpy()[np.clip(pos, 0, None)], -1)
+            out.iloc[np.flatnonzero(mask)] = values
+        return out
+
+    def require(self, *columns: str) -> None:
+        missing = [c for c in columns if c not in self.events.columns]
+        if missing:
+            raise ParameterError(f"trace events lack columns {missing}; reload the trace with this perfkit version")
+
+
+def _fill_correlation_from_flows(gpu: pd.DataFrame, cpu: pd.DataFrame, flows: pd.DataFrame) -> pd.DataFrame:
+    """GPU events with no correlation id get the id of the launch flow that ends at their start."""
+    missing = gpu["correlation"] < 0
+    if not missing.any() or flows.empty:
+        return gpu
+    ends = flows[flows["ph"] == "f"][["file_id", "pid", "tid", "ts_us", "id"]]
+    key = gpu.loc[missing, ["file_id", "pid", "tid", "ts_us"]].reset_index()
+    key[["pid", "tid"]] = key[["pid", "tid"]].astype(str)
+    ends = ends.assign(pid=ends["pid"].astype(str), tid=ends["tid"].astype(str))
+    matched = key.merge(ends, on=["file_id", "pid", "tid", "ts_us"]).drop_duplicates("index")
+    gpu = gpu.copy()
+    gpu.loc[matched["index"].to_numpy(), "correlation"] = matched["id"].to_numpy()
+    return gpu

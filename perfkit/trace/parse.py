@@ -1,0 +1,183 @@
+"""Read a Chrome-trace JSON file into (metadata, batches of event dicts), fast and lean.
+
+Kineto writes one event per line, so the ``traceEvents`` array is parsed in chunks cut at line
+breaks (a raw newline never occurs inside a JSON string, so such a cut is always between tokens):
+each chunk is parsed by orjson, its columns extracted, and its dicts freed before the next one.
+Peak memory is the file's text plus the columns, not a Python dict per event. Any chunk that does
+not parse as a list of whole events falls back to one full parse, so an unusual layout is slower,
+never wrong. Bad input raises :class:`~perfkit.errors.TraceError` naming the file and the problem.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from pathlib import Path
+from typing import Iterator
+
+import orjson
+
+from ..errors import TraceError, TruncatedTraceError
+
+CHUNK_BYTES = 16 << 20
+_ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
+_REPORT_FIX = "Re-export the trace with torch.profiler (prof.export_chrome_trace or tensorboard_trace_handler)"
+
+
+def read_bytes(path: Path, *, salvage: bool = False) -> tuple[bytes, list[str]]:
+    """The file's JSON text (gunzipped when it is gzip). A truncated gzip is an error unless
+    ``salvage``, which keeps what decompresses."""
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise TraceError(path, "file is empty (0 bytes of JSON)", _REPORT_FIX)
+    if raw[:2] != b"\x1f\x8b":
+        return raw, []
+    try:
+        return gzip.decompress(raw), []
+    except (EOFError, OSError, zlib.error) as exc:
+        if not salvage:
+            raise TraceError(
+                path, f"gzip data is truncated or corrupt ({exc})",
+                "Copy the file again, or load_trace(..., salvage=True) to keep the events that decompress",
+            ) from None
+        partial = zlib.decompressobj(wbits=31).decompress(raw)
+        return partial, [f"gzip stream truncated: salvaged from the first {len(partial):,} decompressed bytes"]
+
+
+def iter_event_batches(path: Path, text: bytes, *, salvage: bool = False, chunked: bool = True):
+    """Return (top-level metadata without traceEvents, iterator of event-dict lists, warnings).
+
+    With ``chunked``, the iterator may raise :class:`LayoutFallback` part-way; the caller then
+    starts again with ``chunked=False``.
+    """
+    match = _ARRAY_START.search(text, 0, 1 << 22) or _ARRAY_START.search(text)
+    if chunked and match is not None:
+        split = _split_layout(text, match.end())
+        if split is not None:
+            meta, start, end = split
+            return meta, _chunks(path, text, start, end), []
+    return _full_parse(path, text, salvage=salvage)
+
+
+def _split_layout(text: bytes, start: int):
+    """Find the array's closing bracket so that text outside it is the metadata object."""
+    head = text[: start - 1]
+    pos = len(text)
+    for _ in range(64):
+        pos = text.rfind(b"]", start - 1, pos)
+        if pos < 0:
+            return None
+        try:
+            meta = orjson.loads(head + b"[]" + text[pos + 1:])
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(meta, dict) and meta.get("traceEvents") == []:
+            del meta["traceEvents"]
+            return meta, start, pos
+        return None
+    return None
+
+
+def _chunks(path: Path, text: bytes, start: int, end: int) -> Iterator[list]:
+    pos = start
+    while pos < end:
+        cut = text.find(b"\n", min(pos + CHUNK_BYTES, end), end)
+        cut = end if cut < 0 else cut
+        body = text[pos:cut].strip().rstrip(b",")
+        if body:
+            try:
+                batch = orjson.loads(b"[" + body + b"]")
+            except orjson.JSONDecodeError:
+                raise LayoutFallback() from None
+            yield batch
+        pos = cut + 1
+
+
+class LayoutFallback(Exception):
+    """A chunk cut did not land between events: parse the whole text at once instead."""
+
+
+def _full_parse(path: Path, text: bytes, *, salvage: bool) -> tuple[dict, Iterator[list], list[str]]:
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        return _handle_bad_json(path, text, exc, salvage=salvage)
+    if isinstance(doc, list):
+        return {}, iter([_only_dicts(path, doc)]), ["trace is a bare JSON array of events (no metadata)"]
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        keys = ", ".join(sorted(doc)[:8]) if isinstance(doc, dict) else type(doc).__name__
+        raise TraceError(
+            path, f"JSON has no 'traceEvents' list (top level: {keys}); this is not a PyTorch profiler trace",
+            "Pass a Chrome trace written by torch.profiler",
+        )
+    events = doc.pop("traceEvents")
+    return doc, iter([_only_dicts(path, events)]), []
+
+
+def _only_dicts(path: Path, events: list) -> list:
+    bad = next((i for i, e in enumerate(events) if not isinstance(e, dict)), None)
+    if bad is not None:
+        raise TraceError(path, f"traceEvents[{bad}] is {type(events[bad]).__name__}, not an event object", _REPORT_FIX)
+    return events
+
+
+def _handle_bad_json(path: Path, text: bytes, exc, *, salvage: bool):
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as uexc:
+        raise TraceError(
+            path, f"bytes at offset {uexc.start} are not valid UTF-8 ({text[uexc.start:uexc.start + 4]!r})",
+            "The file is corrupt or not a JSON trace; re-export it",
+        ) from None
+    if not _looks_truncated(text, exc):
+        raise TraceError(path, f"not valid JSON: {exc}", _REPORT_FIX) from None
+    meta, events = salvage_events(text)
+    if not events:
+        raise TraceError(path, "JSON ends mid-write and no complete event can be recovered", _REPORT_FIX) from None
+    if not salvage:
+        raise TruncatedTraceError(path, f"JSON is cut off after {len(text):,} bytes (profiler killed during export?)", len(events))
+    warning = f"trace was cut off mid-write: recovered {len(events):,} complete events; later events are lost"
+    return meta, iter([events]), [warning]
+
+
+def _looks_truncated(text: bytes, exc) -> bool:
+    tail = text.rstrip()
+    if not tail.endswith((b"}", b"]")):
+        return True
+    try:
+        json.loads(tail.decode("utf-8"))
+    except json.JSONDecodeError as jexc:
+        return jexc.pos >= len(tail) - 2
+    return False
+
+
+def salvage_events(text: bytes) -> tuple[dict, list]:
+    """Complete events at the start of a truncated ``traceEvents`` array, plus the metadata keys
+    written before it."""
+    s = text.decode("utf-8", errors="replace")
+    match = re.search(r'"traceEvents"\s*:\s*\[', s)
+    if match is None:
+        return {}, []
+    meta = _salvage_head(s[: match.start()])
+    decoder = json.JSONDecoder()
+    events, pos, n = [], match.end(), len(s)
+    while pos < n:
+        while pos < n and s[pos] in " \t\r\n,":
+            pos += 1
+        try:
+            event, pos = decoder.raw_decode(s, pos)
+        except json.JSONDecodeError:
+            break
+        if isinstance(event, dict):
+            events.append(event)
+    return meta, events
+
+
+def _salvage_head(head: str) -> dict:
+    body = head.rstrip().rstrip(",")
+    try:
+        meta = json.loads(body + "}")
+        return meta if isinstance(meta, dict) else {}
+    except json.JSONDecodeError:
+        return {}

@@ -1,0 +1,90 @@
+"""Profiler steps: the windows that per-step numbers are computed over.
+
+Where the trace has them, steps are the ``ProfilerStep#N`` events that ``prof.step()`` writes.
+Fallbacks, in order, for traces recorded without a profiler schedule:
+
+1. ``dataloader``: each ``enumerate(DataLoader)...`` annotation starts a step that lasts until the
+   next one starts (the last ends at the end of the host activity of its rank);
+2. ``optimizer``: each ``Optimizer.step#...`` annotation ends a step that began where the previous
+   one ended (the first begins at the first host event);
+3. ``whole trace``: one step spanning all events of the rank, with a warning that per-step numbers
+   are whole-trace numbers.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+STEP_COLUMNS = ["rank", "step", "start_us", "end_us", "dur_us", "source"]
+_HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function")
+
+
+def find_steps(events: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Return the steps table (columns STEP_COLUMNS) and warnings about fallbacks used."""
+    frames, warnings = [], []
+    for rank, ev in events.groupby("rank", sort=True, observed=True):
+        steps, warning = _rank_steps(ev)
+        steps.insert(0, "rank", rank)
+        frames.append(steps)
+        if warning:
+            warnings.append(f"rank {rank}: {warning}")
+    if not frames:
+        return pd.DataFrame(columns=STEP_COLUMNS), warnings
+    return pd.concat(frames, ignore_index=True)[STEP_COLUMNS], warnings
+
+
+def _rank_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    complete = ev[ev["ph"] == "X"]
+    names = complete["name"].astype(str)
+    marked = complete[names.str.startswith("ProfilerStep#") & complete["cat"].isin(["cpu_op", "user_annotation"])]
+    if len(marked):
+        numbers = marked["name"].astype(str).str.slice(len("ProfilerStep#")).map(_step_number)
+        return _table(numbers, marked["ts_us"], marked["ts_us"] + marked["dur_us"], "ProfilerStep"), ""
+    host = complete[complete["cat"].isin(_HOST_CATS)]
+    if host.empty:
+        return _empty(), "no host events, so no steps"
+    first, last = host["ts_us"].min(), (host["ts_us"] + host["dur_us"]).max()
+    loader = host[names.loc[host.index].str.startswith("enumerate(DataLoader)")]
+    if len(loader) >= 2:
+        starts = np.sort(loader["ts_us"].to_numpy())
+        ends = np.append(starts[1:], last)
+        return _table(range(len(starts)), starts, ends, "dataloader"), (
+            "no ProfilerStep# events: steps start at each enumerate(DataLoader) annotation; "
+            "record with a torch.profiler schedule and prof.step() for exact steps")
+    optim = host[names.loc[host.index].str.startswith("Optimizer.step#")]
+    if len(optim) >= 2:
+        ends = np.sort((optim["ts_us"] + optim["dur_us"]).to_numpy())
+        starts = np.insert(ends[:-1], 0, first)
+        return _table(range(len(ends)), starts, ends, "optimizer"), (
+            "no ProfilerStep# events: steps end at each Optimizer.step; "
+            "record with a torch.profiler schedule and prof.step() for exact steps")
+    return _table([0], [first], [last], "whole trace"), (
+        "no ProfilerStep# events and no DataLoader/Optimizer.step annotations: the whole trace is one step; "
+        "call prof.step() once per training step when profiling")
+
+
+def _step_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return -1
+
+
+def _table(numbers, starts, ends, source: str) -> pd.DataFrame:
+    starts = np.asarray(starts, dtype=np.float64)
+    ends = np.asarray(ends, dtype=np.float64)
+    order = np.argsort(starts, kind="stable")
+    frame = pd.DataFrame({
+        "step": np.asarray(list(numbers), dtype=np.int64)[order],
+        "start_us": starts[order],
+        "end_us": ends[order],
+    })
+    frame["dur_us"] = frame["end_us"] - frame["start_us"]
+    frame["source"] = source
+    return frame.reset_index(drop=True)
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=np.float64),
+                         "end_us": pd.Series(dtype=np.float64), "dur_us": pd.Series(dtype=np.float64),
+                         "source": pd.Series(dtype=object)})
