@@ -32,7 +32,7 @@ class Encoder:
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         categories = list(self.codes)
-        return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object))
+        return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype="str"))
 
 
 def _get(events: list, key: str, default=None) -> list:
@@ -147,7 +147,7 @@ class ColumnBuilder:
                 data[col] = self.encoders[col].categorical(merged) if col in _STRING_COLUMNS else merged
         frame = pd.DataFrame(data, columns=list(EVENT_COLUMNS))
         frame["dur_us"] = frame["dur_us"].where(frame["ph"] != "i", 0.0)
-        return frame.astype({c: t for c, t in INT_COLUMNS.items()}, copy=False)
+        return frame.astype(dict(INT_COLUMNS))
 
     def _flows_frame(self) -> pd.DataFrame:
         flows = [e for part in self.flow_parts for e in part if e.get("cat") in FLOW_CATEGORIES]

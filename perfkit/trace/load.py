@@ -108,6 +108,7 @@ def _build(path: Path, text: bytes, *, salvage: bool, chunked: bool, warnings: l
         builder.add(batch)
     events, flows = builder.frames()
     _validate(path, events, builder.n_seen)
+    _fill_copy_bytes(events)
     meta = _meta(meta_doc, builder)
     return events, flows, meta, warnings + parse_warnings
 
@@ -137,6 +138,17 @@ def _validate(path: Path, events: pd.DataFrame, n_seen: int) -> None:
         first = negative.iloc[0]
         raise TraceError(path, f"{len(negative):,} events have a negative duration (first: {first['name']!r} "
                          f"dur {first['dur_us']} us at ts {first['ts_us']})", "The trace is corrupt; re-export it")
+
+
+def _fill_copy_bytes(events: pd.DataFrame) -> None:
+    """ROCm writes a copy's size only on its runtime call (``hipMemcpy* size``): give it to the GPU event."""
+    gpu = (events["cat"] == "gpu_memcpy") & (events["bytes"] < 0) & (events["correlation"] >= 0)
+    if not gpu.any():
+        return
+    host = events[events["cat"].isin(["cuda_runtime", "cuda_driver"]) & (events["bytes"] >= 0) & (events["correlation"] >= 0)]
+    size = host.drop_duplicates("correlation").set_index("correlation")["bytes"]
+    filled = events.loc[gpu, "correlation"].map(size)
+    events.loc[filled.dropna().index, "bytes"] = filled.dropna().astype("int64")
 
 
 def _meta(meta_doc: dict, builder: ColumnBuilder) -> dict:

@@ -90,7 +90,7 @@ def _chunks(path: Path, text: bytes, start: int, end: int) -> Iterator[list]:
                 batch = orjson.loads(b"[" + body + b"]")
             except orjson.JSONDecodeError:
                 raise LayoutFallback() from None
-            yield batch
+            yield _only_dicts(path, batch)
         pos = cut + 1
 
 
@@ -116,6 +116,8 @@ def _full_parse(path: Path, text: bytes, *, salvage: bool) -> tuple[dict, Iterat
 
 
 def _only_dicts(path: Path, events: list) -> list:
+    if all(e.__class__ is dict for e in events):
+        return events
     bad = next((i for i, e in enumerate(events) if not isinstance(e, dict)), None)
     if bad is not None:
         raise TraceError(path, f"traceEvents[{bad}] is {type(events[bad]).__name__}, not an event object", _REPORT_FIX)
@@ -130,7 +132,7 @@ def _handle_bad_json(path: Path, text: bytes, exc, *, salvage: bool):
             path, f"bytes at offset {uexc.start} are not valid UTF-8 ({text[uexc.start:uexc.start + 4]!r})",
             "The file is corrupt or not a JSON trace; re-export it",
         ) from None
-    if not _looks_truncated(text, exc):
+    if b'"traceEvents"' not in text or not _looks_truncated(text, exc):
         raise TraceError(path, f"not valid JSON: {exc}", _REPORT_FIX) from None
     meta, events = salvage_events(text)
     if not events:

@@ -1,0 +1,87 @@
+"""Shared classifications of trace events: copy direction and memory kind, blocking runtime
+calls, launch calls, and interval unions. Every analysis uses these, so a rule changes in one place.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+# "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)", ROCm "Memcpy HtoD (Host -> Device)".
+_COPY = re.compile(r"Memcpy\s+(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA)\b(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.I)
+DIRECTIONS = ("HtoD", "DtoH", "DtoD")
+
+# Host runtime calls that block the calling thread until the GPU catches up.
+SYNC_RUNTIME = {
+    "cudaStreamSynchronize": "stream_sync", "hipStreamSynchronize": "stream_sync",
+    "cudaDeviceSynchronize": "device_sync", "hipDeviceSynchronize": "device_sync",
+    "cudaEventSynchronize": "event_sync", "hipEventSynchronize": "event_sync",
+    "cudaStreamWaitEvent": None, "hipStreamWaitEvent": None,
+    "cudaMemcpy": "memcpy_sync", "hipMemcpy": "memcpy_sync", "hipMemcpyWithStream": "memcpy_sync",
+    "cuStreamSynchronize": "stream_sync", "cuCtxSynchronize": "device_sync", "cuEventSynchronize": "event_sync",
+}
+SYNC_RUNTIME = {k: v for k, v in SYNC_RUNTIME.items() if v is not None}
+
+LAUNCH_PREFIXES = ("cudaLaunchKernel", "cuLaunchKernel", "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
+                   "cudaGraphLaunch", "hipGraphLaunch", "cudaLaunchCooperativeKernel", "cuLaunchKernelEx",
+                   "hipExtModuleLaunchKernel", "cudaLaunchKernelExC")
+
+
+def copy_direction(name: str) -> str:
+    m = _COPY.search(name)
+    return m.group(1)[0].upper() + "to" + m.group(1)[-1].upper() if m else "other"
+
+
+def copy_memory(name: str) -> str:
+    """Host memory kind of a copy: "pageable", "pinned", or "unknown" (ROCm writes only "Host")."""
+    m = _COPY.search(name)
+    if not m or not m.group(2):
+        return "unknown"
+    ends = {m.group(2).lower(), m.group(3).lower()}
+    if "pageable" in ends:
+        return "pageable"
+    if "pinned" in ends:
+        return "pinned"
+    return "device" if ends == {"device"} else "unknown"
+
+
+def copies_frame(events: pd.DataFrame) -> pd.DataFrame:
+    """GPU-side copies with ``direction`` and ``memory`` columns added (names mapped once per distinct name)."""
+    copies = events[(events["ph"] == "X") & (events["cat"] == "gpu_memcpy")]
+    names = copies["name"].astype(str)
+    unique = names.unique()
+    direction = dict(zip(unique, map(copy_direction, unique)))
+    memory = dict(zip(unique, map(copy_memory, unique)))
+    return copies.assign(direction=names.map(direction).to_numpy(), memory=names.map(memory).to_numpy())
+
+
+def sync_kind(name: str) -> str | None:
+    return SYNC_RUNTIME.get(name)
+
+
+def is_launch(name: str) -> bool:
+    return name.startswith(LAUNCH_PREFIXES)
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
+    """Total length covered by the union of [start, end) intervals."""
+    if len(starts) == 0:
+        return 0.0
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts, dtype=np.float64)[order], np.asarray(ends, dtype=np.float64)[order]
+    running_end = np.maximum.accumulate(e)
+    gap_start = np.concatenate(([False], s[1:] > running_end[:-1]))
+    block_id = np.cumsum(gap_start)
+    block_start = pd.Series(s).groupby(block_id).min().to_numpy()
+    block_end = pd.Series(running_end).groupby(block_id).max().to_numpy()
+    return float((block_end - block_start).sum())
+
+
+def busy_us(gpu: pd.DataFrame) -> float:
+    """Union of GPU activity intervals per (file, device), summed over devices."""
+    total = 0.0
+    for _, grp in gpu.groupby(["file_id", "device"], observed=True, sort=False):
+        start = grp["ts_us"].to_numpy()
+        total += union_length(start, start + grp["dur_us"].to_numpy())
+    return total

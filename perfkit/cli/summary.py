@@ -1,0 +1,46 @@
+"""``perfkit summary TRACE... [--json]``: whole-file counts of each trace."""
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("summary", help="counts, GPU time, copies and syncs of each trace")
+    p.add_argument("traces", nargs="+", help=".json / .json.gz trace files or tensorboard_trace_handler directories")
+    p.add_argument("--json", action="store_true", help="one JSON object per trace, one per line")
+    p.add_argument("--salvage", action="store_true", help="recover the complete events of a file cut off mid-write")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..analysis.summary import summarize
+    from ..trace import load_trace
+
+    for source in args.traces:
+        summary = summarize(load_trace(source, use_cache=not args.no_cache, salvage=args.salvage))
+        print(json.dumps(summary) if args.json else format_summary(summary))
+    return 0
+
+
+def format_summary(s: dict) -> str:
+    lines = [f"trace      {s['trace']}", f"ranks      {s['ranks']}",
+             f"devices    {', '.join(d['name'] or '?' for d in s['devices']) or 'none listed'}",
+             f"events     {s['events']['total']:,}", f"steps      {s['steps']['count']} "
+             f"(median {_us(s['steps']['median_us'])}, from {', '.join(s['steps']['source']) or '-'})",
+             f"kernels    {s['gpu']['kernel_count']:,} taking {_us(s['gpu']['kernel_time_us'])}; "
+             f"GPU busy {_us(s['gpu']['busy_us'])}",
+             f"syncs      {s['syncs']['count']:,} blocking calls, {_us(s['syncs']['blocked_us'])} blocked"]
+    for direction, c in s["memcpy"].items():
+        if c["count"]:
+            lines.append(f"memcpy     {direction}: {c['count']:,} copies, {c['bytes'] / 1e6:,.1f} MB, "
+                         f"{_us(c['time_us'])} ({c['pageable_count']} pageable, {c['pinned_count']} pinned)")
+    lines.append("categories " + ", ".join(f"{k}={v:,}" for k, v in sorted(s["events"]["by_category"].items())))
+    lines += [f"warning    {w}" for w in s["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
+def _us(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1e6:.3f} s" if value >= 1e6 else f"{value / 1e3:.2f} ms" if value >= 1e3 else f"{value:.1f} us"

@@ -1,0 +1,125 @@
+"""Loader correctness on every real trace, checked against an independent count of the raw JSON."""
+import gzip
+import json
+from collections import Counter
+
+import pytest
+
+from perfkit.analysis.summary import summarize
+from perfkit.trace import load_trace
+
+from conftest import SHARED_TRACES, shared_traces
+
+OLD_TO_NEW = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
+              "Memset": "gpu_memset", "Trace": "trace"}
+BLOCKING = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+            "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize", "hipMemcpy",
+            "hipMemcpyWithStream", "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"}
+
+
+def raw_counts(path):
+    doc = json.load(gzip.open(path))
+    events = doc["traceEvents"]
+    complete = [e for e in events if e.get("ph") == "X"]
+    cats = Counter(OLD_TO_NEW.get(e.get("cat"), e.get("cat")) for e in complete)
+    kernels = [e for e in complete if cats and OLD_TO_NEW.get(e.get("cat"), e.get("cat")) == "kernel"]
+    copies = [e for e in complete if OLD_TO_NEW.get(e.get("cat"), e.get("cat")) == "gpu_memcpy"]
+    memcpy = {}
+    for direction in ("HtoD", "DtoH", "DtoD"):
+        mine = [e for e in copies if f"Memcpy {direction}" in e["name"]]
+        memcpy[direction] = {
+            "count": len(mine),
+            "pageable_count": sum("Pageable" in e["name"] for e in mine),
+            "pinned_count": sum("Pinned" in e["name"] for e in mine),
+        }
+    syncs = [e for e in complete if OLD_TO_NEW.get(e.get("cat"), e.get("cat")) in ("cuda_runtime", "cuda_driver")
+             and e["name"] in BLOCKING]
+    return {
+        "total": len(events), "by_category": dict(cats), "kernel_count": len(kernels),
+        "kernel_time_us": sum(e["dur"] for e in kernels), "memcpy": memcpy,
+        "memcpy_bytes": sum(e.get("args", {}).get("bytes", 0) for e in copies),
+        "sync_count": len(syncs), "sync_us": sum(e["dur"] for e in syncs),
+        "steps": sum(1 for e in complete if str(e.get("name", "")).startswith("ProfilerStep#")
+                     and OLD_TO_NEW.get(e.get("cat"), e.get("cat")) in ("cpu_op", "user_annotation")),
+    }
+
+
+TRACES = shared_traces()
+
+
+@pytest.mark.skipif(not TRACES, reason=f"{SHARED_TRACES} not found: real traces live in ../shared/traces")
+@pytest.mark.parametrize("path", TRACES, ids=[p.name[:50] for p in TRACES])
+def test_counts_match_raw_json(path):
+    expected = raw_counts(path)
+    got = summarize(load_trace(path))
+    assert got["events"]["total"] == expected["total"]
+    assert got["events"]["by_category"] == expected["by_category"]
+    assert got["gpu"]["kernel_count"] == expected["kernel_count"]
+    assert got["gpu"]["kernel_time_us"] == pytest.approx(expected["kernel_time_us"], rel=1e-9, abs=1e-6)
+    assert got["gpu"]["busy_us"] <= sum(
+        got["memcpy"][d]["time_us"] for d in got["memcpy"]) + got["gpu"]["kernel_time_us"] + 1e6
+    for direction, counts in expected["memcpy"].items():
+        for key, value in counts.items():
+            assert got["memcpy"][direction][key] == value, (direction, key)
+    if expected["memcpy_bytes"]:
+        assert sum(got["memcpy"][d]["bytes"] for d in got["memcpy"]) <= expected["memcpy_bytes"]
+    assert got["syncs"]["count"] == expected["sync_count"]
+    assert got["syncs"]["blocked_us"] == pytest.approx(expected["sync_us"], abs=1e-6)
+    if expected["steps"]:
+        assert got["steps"]["count"] == expected["steps"]
+
+
+def test_old_2021_trace_has_string_tids_and_modern_categories():
+    from conftest import shared_trace
+
+    trace = load_trace(shared_trace("kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz"))
+    cats = set(trace.events["cat"].astype(str))
+    assert {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy"} <= cats
+    assert not cats & {"Operator", "Runtime", "Kernel", "Memcpy"}
+    kernels = trace.kernels()
+    assert (kernels["stream"] == 7).any() and (kernels["device"] == 0).all()
+    links = trace.launches()
+    assert len(links) == len(trace.gpu_events()) - 0 or len(links) > 0.9 * len(trace.gpu_events())
+    assert (links["queue_delay_us"] >= 0).mean() > 0.99
+
+
+def test_rocm_copy_bytes_come_from_the_runtime_call():
+    from conftest import shared_trace
+
+    trace = load_trace(shared_trace("hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"))
+    copies = trace.select("gpu_memcpy")
+    assert list(copies["bytes"]) == [2560, 2560] or (copies["bytes"] > 0).all()
+    assert summarize(trace)["memcpy"]["HtoD"]["count"] == 2
+
+
+def test_multi_rank_list_keeps_ranks_and_correlations_apart():
+    from conftest import shared_trace
+
+    paths = [shared_trace(f"param_v100_dlrm_rank{r}.pt.trace.json.gz") for r in range(8)]
+    trace = load_trace(paths)
+    assert trace.ranks == list(range(8))
+    assert sorted(trace.steps["rank"]) == list(range(8))
+    links = trace.launches()
+    assert links.groupby("file_id").size().min() > 100
+    single = load_trace(paths[3])
+    assert len(trace.events[trace.events["rank"] == 3]) == len(single.events)
+
+
+def test_directory_of_worker_files(tmp_path):
+    from conftest import shared_trace
+
+    for r in (0, 1):
+        src = shared_trace(f"param_v100_dlrm_rank{r}.pt.trace.json.gz")
+        (tmp_path / src.name).write_bytes(src.read_bytes())
+    (tmp_path / "notes.txt").write_text("not a trace")
+    trace = load_trace(tmp_path)
+    assert trace.ranks == [0, 1] and len(trace.files) == 2
+
+
+def test_cpu_only_trace_has_no_gpu_events():
+    from conftest import shared_trace
+
+    trace = load_trace(shared_trace("hta_cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"))
+    assert not trace.has_gpu_events
+    assert trace.ranks == [34]
+    assert summarize(trace)["gpu"]["busy_us"] == 0
