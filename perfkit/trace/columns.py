@@ -151,14 +151,13 @@ class ColumnBuilder:
 
     def _flows_frame(self) -> pd.DataFrame:
         flows = [e for part in self.flow_parts for e in part if e.get("cat") in FLOW_CATEGORIES]
-        frame = pd.DataFrame({
-            "id": _ints(_get(flows, "id")),
-            "ph": pd.Categorical(_get(flows, "ph")),
-            "cat": pd.Categorical(_get(flows, "cat")),
-            "pid": pd.Categorical([str(p) for p in _get(flows, "pid", "")]),
-            "tid": pd.Categorical([str(t) for t in _get(flows, "tid", "")]),
-            "ts_us": _floats(_get(flows, "ts")),
-        })
+        encoders = {c: Encoder() for c in ("ph", "cat", "pid", "tid")}
+        frame = pd.DataFrame({"id": _ints(_get(flows, "id"))})
+        for col in ("ph", "cat"):
+            frame[col] = encoders[col].categorical(encoders[col].encode(_get(flows, col)))
+        for col in ("pid", "tid"):
+            frame[col] = encoders[col].categorical(encoders[col].encode([str(v) for v in _get(flows, col, "")]))
+        frame["ts_us"] = _floats(_get(flows, "ts"))
         frame["file_id"] = np.int16(self.file_id)
         return frame
 

@@ -35,8 +35,7 @@ def find_steps(events: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 def _rank_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     complete = ev[ev["ph"] == "X"]
-    names = complete["name"].astype(str)
-    marked = complete[names.str.startswith("ProfilerStep#") & complete["cat"].isin(["cpu_op", "user_annotation"])]
+    marked = complete[_name_startswith(complete, "ProfilerStep#") & complete["cat"].isin(["cpu_op", "user_annotation"])]
     if len(marked):
         numbers = marked["name"].astype(str).str.slice(len("ProfilerStep#")).map(_step_number)
         return _table(numbers, marked["ts_us"], marked["ts_us"] + marked["dur_us"], "ProfilerStep"), ""
@@ -44,14 +43,14 @@ def _rank_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if host.empty:
         return _empty(), "no host events, so no steps"
     first, last = host["ts_us"].min(), (host["ts_us"] + host["dur_us"]).max()
-    loader = host[names.loc[host.index].str.startswith("enumerate(DataLoader)")]
+    loader = host[_name_startswith(host, "enumerate(DataLoader)")]
     if len(loader) >= 2:
         starts = np.sort(loader["ts_us"].to_numpy())
         ends = np.append(starts[1:], last)
         return _table(range(len(starts)), starts, ends, "dataloader"), (
             "no ProfilerStep# events: steps start at each enumerate(DataLoader) annotation; "
             "record with a torch.profiler schedule and prof.step() for exact steps")
-    optim = host[names.loc[host.index].str.startswith("Optimizer.step#")]
+    optim = host[_name_startswith(host, "Optimizer.step#")]
     if len(optim) >= 2:
         ends = np.sort((optim["ts_us"] + optim["dur_us"]).to_numpy())
         starts = np.insert(ends[:-1], 0, first)
@@ -61,6 +60,15 @@ def _rank_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return _table([0], [first], [last], "whole trace"), (
         "no ProfilerStep# events and no DataLoader/Optimizer.step annotations: the whole trace is one step; "
         "call prof.step() once per training step when profiling")
+
+
+def _name_startswith(frame: pd.DataFrame, prefix: str) -> pd.Series:
+    """Prefix test on the categories of the name column: one string test per distinct name."""
+    names = frame["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        hits = names.cat.categories.str.startswith(prefix)
+        return pd.Series(hits[names.cat.codes.to_numpy()] & (names.cat.codes.to_numpy() >= 0), index=frame.index)
+    return names.astype(str).str.startswith(prefix)
 
 
 def _step_number(text: str) -> int:
