@@ -1,2 +1,45 @@
-"""perfkit: performance investigation workbook for PyTorch training."""
+"""perfkit: performance investigation workbook for PyTorch training.
+
+``import perfkit`` is light: torch, matplotlib, papermill and pynvml are imported only by the
+functions that need them. The public API below is resolved lazily on first use.
+"""
+from __future__ import annotations
+
+import importlib
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    # trace
+    "load_trace": "perfkit.trace", "Trace": "perfkit.trace",
+    # analyses
+    "summarize": "perfkit.analysis.summary", "cpu_bound": "perfkit.analysis.cpu_bound",
+    "htod": "perfkit.analysis.htod", "syncs": "perfkit.analysis.syncs", "diff": "perfkit.analysis.diff",
+    # sync detectors
+    "detect_syncs": "perfkit.syncs.runtime", "scan": "perfkit.syncs.static",
+    # harnesses
+    "compare": "perfkit.bench.compare", "compile_ab": "perfkit.bench.compile_ab", "amp_ab": "perfkit.bench.amp_ab",
+    "htod_sweep": "perfkit.bench.htod", "hunt_leak": "perfkit.bench.leak",
+    "load_memory_snapshot": "perfkit.bench.snapshot", "SystemMonitor": "perfkit.bench.monitor",
+    "environment_report": "perfkit.bench.environment",
+    # workloads and reports
+    "make_workload": "perfkit.workloads.registry", "record_trace": "perfkit.workloads.record",
+    "PerfLog": "perfkit.report.perflog", "run_notebook": "perfkit.report.runner", "run_all": "perfkit.report.runner",
+    # errors
+    "PerfkitError": "perfkit.errors", "TraceError": "perfkit.errors", "ParameterError": "perfkit.errors",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'perfkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -12,7 +12,7 @@ import sys
 
 from ..errors import PerfkitError
 
-COMMANDS = ("summary",)
+COMMANDS = ("summary", "run", "log")
 
 
 def build_parser() -> argparse.ArgumentParser:

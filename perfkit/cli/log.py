@@ -1,0 +1,24 @@
+"""``perfkit log [--path reports/perf_log.csv] [--investigation X] [--json]``: print the
+performance log as a markdown table (regressions in bold) or as JSON records."""
+from __future__ import annotations
+
+from ..report.perflog import PerfLog
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("log", help="print the performance log",
+                              description="Print the perf log: date | investigation | change | "
+                                          "metric | before -> after | delta | verdict.")
+    p.add_argument("--path", default="reports/perf_log.csv", help="log file (default: reports/perf_log.csv)")
+    p.add_argument("--investigation", default=None, help="only rows of this investigation")
+    p.add_argument("--json", action="store_true", help="all columns as JSON records")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    log = PerfLog(args.path)
+    if args.json:
+        print(log.read(args.investigation).to_json(orient="records", indent=1))
+    else:
+        print(log.to_markdown(args.investigation), end="")
+    return 0
