@@ -2,6 +2,7 @@
 import gzip
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,14 @@ def test_cpu_only_trace_has_no_gpu_events():
     assert not trace.has_gpu_events
     assert trace.ranks == [34]
     assert summarize(trace)["gpu"]["busy_us"] == 0
+
+
+OWN = sorted(Path(__file__).resolve().parents[1].glob("data/traces/**/*.json.gz"))
+
+
+@pytest.mark.parametrize("path", OWN, ids=[p.name for p in OWN])
+def test_project_traces_load_with_steps_and_stacks(path):
+    trace = load_trace(path)
+    assert len(trace.steps) >= 1 and set(trace.steps["source"]) == {"ProfilerStep"}
+    assert trace.has_python_stacks
+    assert summarize(trace)["events"]["total"] == trace.files[0].events_read
