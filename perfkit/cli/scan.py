@@ -1,0 +1,36 @@
+"""``perfkit scan PATH... [--json] [--rules a,b] [--fail-on-findings]``: static sync-point lint.
+
+Exits 0 even with findings unless ``--fail-on-findings`` is given (then 1 when any is found).
+"""
+from __future__ import annotations
+
+import json
+
+from ..syncs.static import ScanReport, scan
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "scan", help="find sync-point patterns (.item() in loops, tensor conditions, ...) in Python source",
+        description=__doc__.split("\n\n", 1)[0])
+    p.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
+    p.add_argument("--json", action="store_true", help="print a JSON list of findings")
+    p.add_argument("--rules", default=None, help="comma-separated rule ids to run (default: all)")
+    p.add_argument("--fail-on-findings", action="store_true", help="exit 1 when anything is found")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    rules = [r.strip() for r in args.rules.split(",") if r.strip()] if args.rules else None
+    report = scan(args.paths, rules=rules)
+    print(json.dumps(report.to_records(), indent=2) if args.json else format_table(report))
+    return 1 if args.fail_on_findings and report.findings else 0
+
+
+def format_table(report: ScanReport) -> str:
+    """One line per finding (``file:line: [rule] message``), then counts by rule."""
+    lines = [f"{f.file}:{f.line}: [{f.rule}] {f.message}" for f in report.findings]
+    counts = ", ".join(f"{rule}={n}" for rule, n in report.counts_by_rule.items() if n)
+    lines.append(f"{len(report.findings)} findings in {len(report.files)} files" + (f" ({counts})" if counts else ""))
+    lines += [f"note: {w}" for w in report.warnings]
+    return "\n".join(lines)
