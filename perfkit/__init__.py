@@ -21,7 +21,8 @@ _EXPORTS = {
     "compare": "perfkit.bench.compare", "compile_ab": "perfkit.bench.compile_ab", "amp_ab": "perfkit.bench.amp_ab",
     "htod_sweep": "perfkit.bench.htod", "hunt_leak": "perfkit.bench.leak",
     "load_memory_snapshot": "perfkit.bench.snapshot", "SystemMonitor": "perfkit.bench.monitor",
-    "environment_report": "perfkit.bench.environment",
+    "environment_report": "perfkit.bench.environment", "hardware_defaults": "perfkit.bench.environment",
+    "load_profiler_memory_timeline": "perfkit.bench.snapshot",
     # workloads and reports
     "make_workload": "perfkit.workloads.registry", "record_trace": "perfkit.workloads.record",
     "PerfLog": "perfkit.report.perflog", "run_notebook": "perfkit.report.runner", "run_all": "perfkit.report.runner",

@@ -1,0 +1,422 @@
+"""Leak hunt: run a step function many times and decide whether memory grows with steps.
+
+``hunt_leak(step)`` samples, every ``sample_every`` steps after a warm-up: process RSS
+(psutil), CUDA allocated/reserved bytes (when the device is CUDA), the number of
+gc-tracked Python objects (with a per-type count) and ``tracemalloc``'s current size. Each
+series gets a least-squares slope with a t-based confidence interval, scaled to growth per
+1,000 steps.
+
+Verdict rule (thresholds are parameters, defaults below):
+
+* deterministic series decide: ``tracemalloc_bytes`` (Python heap, numpy buffers),
+  ``cuda_allocated_bytes`` and ``objects``. They do not move unless something is kept.
+* "leak" when the CI lower bound of any of them is above its threshold;
+  "no leak" when every CI upper bound is below its threshold and RSS does not grow
+  confidently faster than ``rss_threshold_bytes``; otherwise "inconclusive".
+* RSS is noisy (allocator caching, page reuse), so it is supporting evidence only; a
+  confident RSS-only growth makes the verdict "inconclusive" with a finding.
+
+Default thresholds, per 1,000 steps: 64 KiB of Python heap or CUDA allocated memory (a
+leaked scalar CUDA tensor costs a 512 B allocator block, 500 KiB per 1,000 steps; a clean
+tiny-MLP loop on CPU measures ~10 KiB), 100 objects (one leaked object per step is 1,000),
+8 MiB of RSS (glibc arenas and page reuse move RSS by a few MiB in loops that keep nothing).
+
+Measurement: after the warm-up every existing object is frozen (``gc.freeze()``, undone at
+the end), so each sample's ``gc.collect()`` and type count walk only objects created since;
+the collect keeps uncollected cyclic garbage from looking like growth. Object counts are
+therefore counts of objects created after the warm-up. Note: CPU tensor storage is
+invisible to tracemalloc (torch allocates it in C++); tensor *objects* show in the counts.
+"""
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..device import is_cuda, resolve_device, synchronize
+from ..errors import ParameterError
+from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+
+COLUMNS = ("step", "rss_bytes", "tracemalloc_bytes", "cuda_allocated_bytes", "cuda_reserved_bytes", "objects")
+PRIMARY = ("tracemalloc_bytes", "cuda_allocated_bytes", "objects")
+UNITS = {c: "objects" if c == "objects" else "bytes" for c in COLUMNS[1:]}
+DEFAULT_THRESHOLD_BYTES = 64 * 1024
+DEFAULT_THRESHOLD_OBJECTS = 100
+DEFAULT_RSS_THRESHOLD_BYTES = 8 * 1024 * 1024
+_TENSOR_TYPES = ("torch.Tensor", "torch.nn.parameter.Parameter")
+
+
+@dataclass(frozen=True)
+class SeriesGrowth:
+    """Least-squares growth of one sampled series, per 1,000 steps, with its CI."""
+
+    series: str
+    unit: str
+    per_1000: float
+    ci_low: float
+    ci_high: float
+    threshold: float
+    samples: int
+
+    @property
+    def state(self) -> str:
+        """"growing" (CI above threshold), "flat" (CI below it) or "unclear"."""
+        if self.ci_low > self.threshold:
+            return "growing"
+        return "flat" if self.ci_high < self.threshold else "unclear"
+
+
+@dataclass(frozen=True, eq=False)
+class LeakResult:
+    """Outcome of ``hunt_leak``. ``samples`` rows follow ``COLUMNS``; ``top_types`` rows are
+    (type, first_count, last_count); ``top_lines`` rows are (file:line, size_diff_bytes,
+    count_diff) from a tracemalloc snapshot diff between the first and last sample."""
+
+    verdict: str
+    decided_by: str
+    growth: tuple[SeriesGrowth, ...]
+    samples: tuple[tuple, ...]
+    top_types: tuple[tuple[str, int, int], ...]
+    top_lines: tuple[tuple[str, int, int], ...]
+    steps: int
+    warmup: int
+    sample_every: int
+    device: str
+    elapsed_s: float
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def series(self, name: str) -> SeriesGrowth | None:
+        return next((g for g in self.growth if g.series == name), None)
+
+    @property
+    def decision(self) -> SeriesGrowth | None:
+        """The growth of the series that decided the verdict."""
+        return self.series(self.decided_by)
+
+    @property
+    def per_1000(self) -> float:
+        """Growth per 1,000 steps of the deciding series (NaN if none)."""
+        return self.decision.per_1000 if self.decision else float("nan")
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return (self.decision.ci_low, self.decision.ci_high) if self.decision else (float("nan"),) * 2
+
+    def to_frame(self) -> pd.DataFrame:
+        """The samples: step, rss_bytes, tracemalloc_bytes, cuda_allocated_bytes,
+        cuda_reserved_bytes, objects (NaN where not measured)."""
+        return pd.DataFrame(list(self.samples), columns=list(COLUMNS))
+
+    def growth_frame(self) -> pd.DataFrame:
+        """One row per series: growth per 1,000 steps, its CI, threshold and state."""
+        rows = [{"series": g.series, "unit": g.unit, "per_1000_steps": g.per_1000, "ci_low": g.ci_low,
+                 "ci_high": g.ci_high, "threshold": g.threshold, "state": g.state} for g in self.growth]
+        return pd.DataFrame(rows, columns=["series", "unit", "per_1000_steps", "ci_low", "ci_high",
+                                           "threshold", "state"])
+
+    def types_frame(self) -> pd.DataFrame:
+        """Growing object types: type, first, last, growth, per_1000_steps."""
+        span = max(self.steps, 1)
+        rows = [{"type": t, "first": a, "last": b, "growth": b - a, "per_1000_steps": (b - a) * 1000 / span}
+                for t, a, b in self.top_types]
+        return pd.DataFrame(rows, columns=["type", "first", "last", "growth", "per_1000_steps"])
+
+    def lines_frame(self) -> pd.DataFrame:
+        """Growing allocation lines: location (file:line), size_diff_bytes, count_diff."""
+        return pd.DataFrame(list(self.top_lines), columns=["location", "size_diff_bytes", "count_diff"])
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return rank_findings(_findings(self))
+
+    def __repr__(self) -> str:
+        lo, hi = self.ci
+        return (f"LeakResult(verdict={self.verdict!r}, decided_by={self.decided_by!r}, "
+                f"per_1000={self.per_1000:,.4g} [{lo:,.4g}, {hi:,.4g}], steps={self.steps})")
+
+    def _repr_html_(self) -> str:
+        head = html_text(f"verdict: {self.verdict} (decided by {self.decided_by}; {self.steps} steps "
+                         f"on {self.device})")
+        return html_section("Leak hunt", f"<p>{head}</p>", html_table(self.growth_frame()),
+                            html_table(self.types_frame()), html_table(self.lines_frame()),
+                            html_table(findings_frame(self.findings)), html_warnings(self.warnings))
+
+
+def fit_growth(steps, values, *, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Least-squares slope of ``values`` against ``steps``, scaled to per 1,000 steps, and its
+    two-sided t-based confidence interval: (slope, low, high). NaN with fewer than 3 points."""
+    from scipy import stats
+
+    x = np.asarray(steps, dtype=float)
+    y = np.asarray(values, dtype=float)
+    n = len(x)
+    if n < 3 or np.ptp(x) == 0:
+        return (float("nan"),) * 3
+    xc = x - x.mean()
+    slope = float((xc * (y - y.mean())).sum() / (xc**2).sum())
+    resid = y - y.mean() - slope * xc
+    se = float(np.sqrt((resid**2).sum() / (n - 2) / (xc**2).sum()))
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 2)) * se
+    return slope * 1000, (slope - half) * 1000, (slope + half) * 1000
+
+
+def hunt_leak(step, *, steps: int = 300, warmup: int = 30, sample_every: int = 10, device: str = "auto",
+              track_objects: bool = True, tracemalloc_frames: int = 1,
+              threshold_bytes: float = DEFAULT_THRESHOLD_BYTES,
+              threshold_objects: float = DEFAULT_THRESHOLD_OBJECTS,
+              rss_threshold_bytes: float = DEFAULT_RSS_THRESHOLD_BYTES,
+              confidence: float = 0.95, top: int = 10) -> LeakResult:
+    """Call ``step()`` ``warmup`` + ``steps`` times and decide whether memory leaks.
+
+    Thresholds are growth per 1,000 steps (bytes, objects); see the module docstring for the
+    rule. ``top`` limits the growing types and lines tables. Raises ParameterError for
+    non-positive counts, fewer than 3 samples, or a confidence outside (0, 1).
+    """
+    _check_params(steps, warmup, sample_every, tracemalloc_frames, confidence)
+    dev = _device(device)
+    thresholds = {**dict.fromkeys(COLUMNS[1:], threshold_bytes), "objects": threshold_objects,
+                  "rss_bytes": rss_threshold_bytes}
+    started_here = not tracemalloc.is_tracing()
+    if started_here:
+        tracemalloc.start(tracemalloc_frames)
+    try:
+        t0 = time.perf_counter()
+        rec = _run(step, steps, warmup, sample_every, dev, track_objects)
+        elapsed = time.perf_counter() - t0
+    finally:
+        if started_here:
+            tracemalloc.stop()
+    growth = tuple(g for name in COLUMNS[1:] if (g := _growth(rec.table, name, thresholds[name], confidence)))
+    verdict, decided_by = _verdict(growth)
+    warns = _warnings(rec, started_here)
+    return LeakResult(verdict, decided_by, growth, tuple(map(tuple, rec.table.tolist())),
+                      _top_types(rec.first_types, rec.last_types, top), _top_lines(rec, top),
+                      int(steps), int(warmup), int(sample_every), dev, elapsed, warns)
+
+
+def _check_params(steps, warmup, sample_every, frames, confidence) -> None:
+    if int(steps) < 1 or int(sample_every) < 1 or int(warmup) < 0:
+        raise ParameterError(f"hunt_leak: steps={steps}, sample_every={sample_every} must be >= 1 "
+                             f"and warmup={warmup} >= 0")
+    if int(steps) >= 1 and int(sample_every) >= 1 and len(_marks(steps, sample_every)) < 3:
+        raise ParameterError(f"hunt_leak: steps={steps} with sample_every={sample_every} gives fewer "
+                             "than 3 samples; lower sample_every or run more steps")
+    if int(frames) < 1:
+        raise ParameterError(f"hunt_leak: tracemalloc_frames={frames} must be >= 1")
+    if not 0 < confidence < 1:
+        raise ParameterError(f"hunt_leak: confidence={confidence} must be in (0, 1)")
+
+
+def _device(device: str) -> str:
+    """Resolved device; "cpu" when torch is not installed (a pure-Python step)."""
+    try:
+        return resolve_device(device)
+    except ImportError:
+        if str(device) not in ("auto", "cpu"):
+            raise ParameterError(f"hunt_leak: device={device!r} needs torch, which is not installed")
+        return "cpu"
+
+
+def _marks(steps, sample_every) -> list[int]:
+    """Steps after which to sample: 0, every ``sample_every``, and the last step."""
+    marks = list(range(0, int(steps) + 1, int(sample_every)))
+    return marks + ([int(steps)] if marks[-1] != int(steps) else [])
+
+
+@dataclass
+class _Recording:
+    table: np.ndarray
+    first_types: Counter | None = None
+    last_types: Counter | None = None
+    marks: list = field(default_factory=list)
+    proc: object = None
+    first_snapshot: object = None
+    last_snapshot: object = None
+    froze: bool = True
+
+
+def _run(step, steps, warmup, sample_every, device, track_objects) -> _Recording:
+    """Warm up, set up the hunt's own bookkeeping, then freeze every object that exists
+    (``gc.freeze``) so the per-sample ``gc.collect()`` and object count only walk objects
+    created since, and step and sample."""
+    import psutil
+
+    for _ in range(int(warmup)):
+        step()
+    marks = _marks(steps, sample_every)
+    rec = _Recording(np.full((len(marks), len(COLUMNS)), np.nan), marks=marks, proc=psutil.Process())
+    _prime(rec)
+    gc.collect()
+    rec.first_snapshot = tracemalloc.take_snapshot()
+    rec.froze = gc.get_freeze_count() == 0
+    if rec.froze:
+        gc.freeze()
+    try:
+        _sample_loop(step, rec, device, track_objects)
+    finally:
+        if rec.froze:
+            gc.unfreeze()
+    rec.last_snapshot = tracemalloc.take_snapshot()
+    return rec
+
+
+def _sample_loop(step, rec: _Recording, device: str, track_objects: bool) -> None:
+    """Cyclic garbage is collected before each reading (it would otherwise pile up in the
+    oldest generation and look like growth). The hunt's bookkeeping (table, first snapshot,
+    type counts) exists at constant size from the first reading on, so it adds no growth."""
+    done = 0
+    for row, mark in enumerate(rec.marks):
+        while done < mark:
+            step()
+            done += 1
+        gc.collect()
+        if track_objects:
+            _count_objects(rec, row)
+        _sample(rec.table[row], mark, rec.proc, device)
+
+
+def _prime(rec: _Recording) -> None:
+    """Run each bookkeeping call once before the freeze: the first ``Counter(map(...))`` fills
+    ``abc``'s weakref caches and the first psutil call builds its own state; done later, those
+    objects would show up as growth between the first two samples."""
+    rec.proc.memory_info()
+    rec.first_types = Counter()
+    rec.first_types.update(Counter(map(type, ())))
+
+
+def _count_objects(rec: _Recording, row: int) -> None:
+    """Count gc-tracked objects by type. ``first_types`` was created before the freeze and the
+    latest count is dropped before counting, so neither is in the count."""
+    rec.last_types = None
+    objs = gc.get_objects()
+    rec.table[row, COLUMNS.index("objects")] = len(objs)
+    counts = Counter(map(type, objs))
+    del objs
+    if row == 0:
+        rec.first_types.update(counts)
+    rec.last_types = counts
+
+
+def _sample(out: np.ndarray, mark: int, proc, device: str) -> None:
+    """Fill one row: step, RSS, tracemalloc size and (on CUDA) allocator bytes."""
+    synchronize(device)
+    out[0] = mark
+    out[2] = tracemalloc.get_traced_memory()[0]
+    out[1] = proc.memory_info().rss
+    if is_cuda(device):
+        import torch
+        out[3] = torch.cuda.memory_allocated(device)
+        out[4] = torch.cuda.memory_reserved(device)
+
+
+def _growth(table: np.ndarray, name: str, threshold: float, confidence: float) -> SeriesGrowth | None:
+    col = table[:, COLUMNS.index(name)]
+    if np.isnan(col).all():
+        return None
+    slope, lo, hi = fit_growth(table[:, 0], col, confidence=confidence)
+    return SeriesGrowth(name, UNITS[name], slope, lo, hi, float(threshold), len(col))
+
+
+def _verdict(growth: tuple[SeriesGrowth, ...]) -> tuple[str, str]:
+    """Apply the rule in the module docstring; returns (verdict, deciding series)."""
+    primary = [g for g in growth if g.series in PRIMARY]
+    if not primary:
+        return "inconclusive", "rss_bytes" if any(g.series == "rss_bytes" for g in growth) else ""
+    growing = [g for g in primary if g.state == "growing"]
+    if growing:
+        return "leak", max(growing, key=lambda g: g.ci_low / g.threshold).series
+    rss = next((g for g in growth if g.series == "rss_bytes"), None)
+    if rss is not None and rss.state == "growing":
+        return "inconclusive", "rss_bytes"
+    if all(g.state == "flat" for g in primary):
+        return "no leak", max(primary, key=lambda g: g.ci_high / g.threshold).series
+    return "inconclusive", next(g.series for g in primary if g.state == "unclear")
+
+
+def _top_types(first: Counter | None, last: Counter | None, top: int) -> tuple:
+    if first is None or last is None:
+        return ()
+    diffs = [(f"{t.__module__}.{t.__qualname__}", first.get(t, 0), n) for t, n in last.items() if n > first.get(t, 0)]
+    diffs.sort(key=lambda r: r[2] - r[1], reverse=True)
+    return tuple(diffs[:top])
+
+
+def _top_lines(rec: _Recording, top: int) -> tuple:
+    """Biggest growing allocation lines, leaving out tracemalloc's and this module's own."""
+    if rec.first_snapshot is None or rec.last_snapshot is None:
+        return ()
+    skip = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
+    first = rec.first_snapshot.filter_traces(skip)
+    last = rec.last_snapshot.filter_traces(skip)
+    stats = [s for s in last.compare_to(first, "lineno") if s.size_diff > 0]
+    return tuple((f"{s.traceback[0].filename}:{s.traceback[0].lineno}", int(s.size_diff), int(s.count_diff))
+                 for s in stats[:top])
+
+
+def _warnings(rec: _Recording, started_here: bool) -> tuple[str, ...]:
+    out = []
+    if len(rec.table) < 10:
+        out.append(f"only {len(rec.table)} samples: the growth CIs are wide; run more steps or "
+                   "sample more often (sample_every)")
+    if not rec.froze:
+        out.append("gc.freeze() was already in use, so object counts include every object in the "
+                   "process and each sample walks all of them (slower)")
+    if not started_here:
+        out.append("tracemalloc was already tracing: its size includes allocations made before the hunt")
+    return tuple(out)
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit != "bytes":
+        return f"{value:,.0f} {unit}"
+    for scale, suffix in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if abs(value) >= scale:
+            return f"{value / scale:,.2f} {suffix}"
+    return f"{value:,.0f} B"
+
+
+def _findings(r: LeakResult) -> list[Finding]:
+    out = [_verdict_finding(r)]
+    if r.verdict != "leak":
+        return out
+    objects = r.series("objects")
+    tensors = sum(b - a for t, a, b in r.top_types if t in _TENSOR_TYPES) * 1000 / r.steps
+    if objects is not None and tensors > objects.threshold:
+        out.append(Finding("high", f"torch tensors accumulate: +{tensors:,.0f} per 1,000 steps",
+                           {"tensors_per_1000_steps": tensors},
+                           "store loss.item() (or loss.detach()) instead of the loss tensor, and don't keep "
+                           "outputs across steps; if you must, keep .detach().cpu() copies in a bounded "
+                           "collections.deque(maxlen=...)", "tensor objects grow faster than the objects threshold"))
+    heap = r.series("tracemalloc_bytes")
+    if r.top_lines and heap is not None and r.top_lines[0][1] * 1000 / r.steps > heap.threshold:
+        loc, size, count = r.top_lines[0]
+        out.append(Finding("high", f"Python allocations grow at {loc}",
+                           {"bytes_per_1000_steps": size * 1000 / r.steps, "blocks": count},
+                           "what this line allocates is kept across steps: bound the history with "
+                           "collections.deque(maxlen=...) or keep running statistics instead of appending",
+                           "largest growing line of a tracemalloc snapshot diff (first vs last sample) "
+                           "above the heap threshold"))
+    return out
+
+
+def _verdict_finding(r: LeakResult) -> Finding:
+    d = r.decision
+    if d is None:
+        return Finding("medium", "no memory series could be measured", {}, "check that psutil works here")
+    ev = {"series": d.series, "per_1000_steps": _fmt(d.per_1000, d.unit),
+          "ci": f"[{_fmt(d.ci_low, d.unit)}, {_fmt(d.ci_high, d.unit)}]"}
+    rule = f"threshold {_fmt(d.threshold, d.unit)} per 1,000 steps on the CI of a least-squares slope"
+    if r.verdict == "leak":
+        return Finding("critical", f"memory leak: {d.series} grows {_fmt(d.per_1000, d.unit)} per 1,000 steps",
+                       ev, "see the growing types and lines below", rule)
+    if r.verdict == "no leak":
+        return Finding("info", "no leak detected", ev, "", rule)
+    fix = ("RSS grows while the Python heap and object counts are flat: the memory is outside "
+           "Python's allocator (C/C++ extensions, tensors held only in C++, allocator fragmentation); "
+           "re-run with more steps" if d.series == "rss_bytes" else "run more steps (steps=1000+) so the CI narrows")
+    return Finding("medium", f"leak inconclusive ({d.series})", ev, fix, rule)
