@@ -1,53 +1,62 @@
-"""Turn batches of Chrome-trace event dicts into typed columns, one batch at a time.
+"""Turn batches of typed events (:mod:`perfkit.trace.events`) into typed columns, one batch at a time.
 
-String columns are dictionary-encoded while reading (one shared code table per column across
-batches), so a name repeated two million times is stored once; the result is a pandas
-``category`` column whose values are the original strings.
+String columns are dictionary-encoded while reading: each batch is factorized in C (pandas), and its
+few distinct values are mapped into one code table per column shared across batches, so a name repeated
+two million times is stored once. The result is a pandas ``category`` column whose values are the
+original strings. Argument fields are read only for the events that carry them (Python ids for
+python_function events, device and stream for GPU events, ...).
 """
 from __future__ import annotations
 
-from operator import itemgetter
+from operator import attrgetter
 
 import numpy as np
 import pandas as pd
 
+from .events import NO_ARGS
 from .schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COLUMNS, normalize_category
 
-_EMPTY: dict = {}
 _STRING_COLUMNS = ("name", "cat", "ph", "pid", "tid")
+_KEEP_PH = ("X", "i", "I")
+_FLOW_PH = ("s", "f", "t")
 
 
 class Encoder:
-    """Maps strings to int32 codes, shared across batches."""
+    """Maps values to int32 codes through their string form, shared across batches."""
 
-    def __init__(self):
-        self.codes: dict = {}
+    def __init__(self, normalize=str):
+        self.codes: dict[str, int] = {}
+        self.normalize = normalize
 
-    def encode(self, values) -> np.ndarray:
+    def encode(self, values: list) -> np.ndarray:
+        local, uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=False)
         table = self.codes
-        out = [table.get(v) for v in values]
-        if None in out:
-            out = [table.setdefault(v, len(table)) for v in values]
-        return np.fromiter(out, dtype=np.int32, count=len(out))
+        mapping = np.fromiter((table.setdefault(self.normalize(u), len(table)) for u in uniques),
+                              dtype=np.int32, count=len(uniques))
+        return mapping[local] if len(local) else np.empty(0, dtype=np.int32)
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
-        categories = list(self.codes)
-        return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype="str"))
+        return pd.Categorical.from_codes(codes, categories=pd.Index(list(self.codes), dtype="str"))
 
 
-def _get(events: list, key: str, default=None) -> list:
-    try:
-        return list(map(itemgetter(key), events))
-    except KeyError:
-        return [e.get(key, default) for e in events]
+def _blank(value) -> bool:
+    return value is None or value != value or value == ""  # None, NaN (how factorize may return None), ""
+
+
+def _text(value) -> str:
+    return "" if _blank(value) else str(value)
 
 
 def _ints(values: list, default: int = -1) -> np.ndarray:
-    """Integers from JSON values that may be ints, floats, numeric strings, hex strings or None."""
+    """Integers from JSON values that may be ints, floats, numeric or hex strings, or None."""
     try:
-        return np.fromiter((default if v is None else v for v in values), dtype=np.int64, count=len(values))
-    except (TypeError, ValueError, OverflowError):
-        return np.fromiter((_to_int(v, default) for v in values), dtype=np.int64, count=len(values))
+        floats = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.array([_to_int(v, default) for v in values], dtype=np.int64)
+    out = np.full(len(floats), default, dtype=np.int64)
+    ok = np.isfinite(floats)
+    out[ok] = floats[ok].astype(np.int64)
+    return out
 
 
 def _to_int(v, default: int) -> int:
@@ -65,7 +74,7 @@ def _to_int(v, default: int) -> int:
 
 def _floats(values: list) -> np.ndarray:
     try:
-        return np.fromiter((np.nan if v is None else v for v in values), dtype=np.float64, count=len(values))
+        return np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
         return np.array([_to_float(v) for v in values], dtype=np.float64)
 
@@ -77,58 +86,97 @@ def _to_float(v) -> float:
         return np.nan
 
 
+def _field(items: list, name: str) -> list:
+    return list(map(attrgetter(name), items))
+
+
+def _subset(items: list, mask: np.ndarray) -> list:
+    return [items[i] for i in np.flatnonzero(mask).tolist()]
+
+
+def _scatter(n: int, mask: np.ndarray, values: np.ndarray, default: int) -> np.ndarray:
+    out = np.full(n, default, dtype=np.int64)
+    out[mask] = values
+    return out
+
+
 class ColumnBuilder:
     """Accumulates event and flow columns over batches; ``frames()`` returns the two tables."""
 
     def __init__(self, file_id: int, rank: int):
         self.file_id, self.rank = file_id, rank
-        self.encoders = {c: Encoder() for c in _STRING_COLUMNS}
+        self.encoders = {c: Encoder(_text) for c in _STRING_COLUMNS}
         self.parts: list[dict] = []
-        self.flow_parts: list[list] = []
-        self.metadata_events: list[dict] = []
+        self.flows: list = []
         self.n_seen = 0
 
     def add(self, batch: list) -> None:
         self.n_seen += len(batch)
-        phases = _get(batch, "ph")
-        keep, flows = [], []
-        for event, ph in zip(batch, phases):
-            if ph == "X" or ph == "i" or ph == "I":
-                keep.append(event)
-            elif ph == "s" or ph == "f" or ph == "t":
-                flows.append(event)
-            elif ph == "M":
-                self.metadata_events.append(event)
-        if keep:
-            self.parts.append(self._columns(keep))
-        if flows:
-            self.flow_parts.append(flows)
+        phases = np.array(_field(batch, "ph"), dtype=object)
+        keep = np.isin(phases, _KEEP_PH)
+        flows = np.isin(phases, _FLOW_PH)
+        if keep.all():
+            self.parts.append(self._columns(batch))
+        elif keep.any():
+            self.parts.append(self._columns(_subset(batch, keep)))
+        if flows.any():
+            self.flows.extend(e for e in _subset(batch, flows) if e.cat in FLOW_CATEGORIES)
 
     def _columns(self, events: list) -> dict:
-        enc = self.encoders
-        names = [n if isinstance(n, str) else str(n) for n in _get(events, "name", "")]
-        raw_cats = _get(events, "cat")
-        cats = [_norm_cat(c, n) for c, n in zip(raw_cats, names)]
-        args = [a if a.__class__ is dict else _EMPTY for a in _get(events, "args")]
-        gpu = np.fromiter((c in GPU_SIDE_CATEGORIES for c in cats), dtype=bool, count=len(cats))
+        n = len(events)
+        names = _field(events, "name")
+        cat_codes = self._categories(events, names)
+        cats = np.array(list(self.encoders["cat"].codes), dtype=object)[cat_codes]
+        args = [a if a is not None else NO_ARGS for a in _field(events, "args")]
+        gpu = np.isin(cats, GPU_SIDE_CATEGORIES)
         cols = {
-            "name": enc["name"].encode(names),
-            "cat": enc["cat"].encode(cats),
-            "ph": enc["ph"].encode(["i" if p == "I" else p for p in _get(events, "ph")]),
-            "ts_us": _floats(_get(events, "ts")),
-            "dur_us": _floats(_get(events, "dur")),
-            "pid": enc["pid"].encode([str(p) for p in _get(events, "pid", "")]),
-            "tid": enc["tid"].encode([str(t) for t in _get(events, "tid", "")]),
-            "correlation": _ints([a.get("correlation") for a in args]),
-            "external_id": _ints([a.get("External id", a.get("external id")) for a in args]),
-            "bytes": _ints([a.get("bytes", a.get("size")) for a in args]),
-            "python_id": _ints([a.get("Python id") for a in args]),
-            "python_parent": _ints([a.get("Python parent id") for a in args]),
-            "alloc_bytes": _ints([a.get("Bytes") for a in args], default=0),
+            "name": self.encoders["name"].encode(names),
+            "cat": cat_codes,
+            "ph": self.encoders["ph"].encode(["i" if p == "I" else p for p in _field(events, "ph")]),
+            "ts_us": _floats(_field(events, "ts")),
+            "dur_us": _floats(_field(events, "dur")),
+            "pid": self.encoders["pid"].encode(_field(events, "pid")),
+            "tid": self.encoders["tid"].encode(_field(events, "tid")),
+            "correlation": _ints(_field(args, "correlation")),
+            "external_id": self._external_ids(args),
         }
-        cols["device"] = np.where(gpu, _ints([a.get("device") for a in args]), -1).astype(np.int16)
-        cols["stream"] = np.where(gpu, _ints([a.get("stream") for a in args]), -1).astype(np.int32)
+        copies = np.isin(cats, ("gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver"))
+        copy_args = _subset(args, copies)
+        sizes = [b if b is not None else s for b, s in zip(_field(copy_args, "bytes"), _field(copy_args, "size"))]
+        cols["bytes"] = _scatter(n, copies, _ints(sizes), -1)
+        python = cats == "python_function"
+        py_args = _subset(args, python)
+        cols["python_id"] = _scatter(n, python, _ints(_field(py_args, "python_id")), -1)
+        cols["python_parent"] = _scatter(n, python, _ints(_field(py_args, "python_parent")), -1)
+        memory = cats == "cpu_instant_event"
+        cols["alloc_bytes"] = _scatter(n, memory, _ints(_field(_subset(args, memory), "alloc_bytes"), 0), 0)
+        gpu_args = _subset(args, gpu)
+        cols["device"] = _scatter(n, gpu, _ints(_field(gpu_args, "device")), -1)
+        cols["stream"] = _scatter(n, gpu, _ints(_field(gpu_args, "stream")), -1)
         return cols
+
+    def _categories(self, events: list, names: list) -> np.ndarray:
+        """Normalized category codes; events without a category are named by what they are."""
+        raw = _field(events, "cat")
+        local, uniques = pd.factorize(np.array(raw, dtype=object), use_na_sentinel=False)
+        table = self.encoders["cat"].codes
+        mapped = [table.setdefault(normalize_category(None if _blank(u) else u, ""), len(table)) for u in uniques]
+        codes = np.array(mapped, dtype=np.int32)[local] if len(local) else np.empty(0, dtype=np.int32)
+        blank = [i for i, u in enumerate(uniques) if _blank(u)]
+        if blank:
+            rows = np.flatnonzero(np.isin(local, blank))
+            memory = table.setdefault("cpu_instant_event", len(table))
+            codes[rows] = [memory if names[i] == "[memory]" else codes[i] for i in rows.tolist()]
+        return codes
+
+    @staticmethod
+    def _external_ids(args: list) -> np.ndarray:
+        new = _ints(_field(args, "external_id"))
+        missing = new < 0
+        if missing.any():
+            old = _ints(_field(_subset(args, missing), "external_id_old"))
+            new[missing] = old
+        return new
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         return self._events_frame(), self._flows_frame()
@@ -150,14 +198,12 @@ class ColumnBuilder:
         return frame.astype(dict(INT_COLUMNS))
 
     def _flows_frame(self) -> pd.DataFrame:
-        flows = [e for part in self.flow_parts for e in part if e.get("cat") in FLOW_CATEGORIES]
-        encoders = {c: Encoder() for c in ("ph", "cat", "pid", "tid")}
-        frame = pd.DataFrame({"id": _ints(_get(flows, "id"))})
-        for col in ("ph", "cat"):
-            frame[col] = encoders[col].categorical(encoders[col].encode(_get(flows, col)))
-        for col in ("pid", "tid"):
-            frame[col] = encoders[col].categorical(encoders[col].encode([str(v) for v in _get(flows, col, "")]))
-        frame["ts_us"] = _floats(_get(flows, "ts"))
+        flows = self.flows
+        encoders = {c: Encoder(_text) for c in ("ph", "cat", "pid", "tid")}
+        frame = pd.DataFrame({"id": _ints(_field(flows, "id"))})
+        for col in ("ph", "cat", "pid", "tid"):
+            frame[col] = encoders[col].categorical(encoders[col].encode(_field(flows, col)))
+        frame["ts_us"] = _floats(_field(flows, "ts"))
         frame["file_id"] = np.int16(self.file_id)
         return frame
 
@@ -168,15 +214,3 @@ def _dtype(col: str):
     if col in ("ts_us", "dur_us"):
         return np.float64
     return np.int64
-
-
-_CAT_CACHE: dict = {}
-
-
-def _norm_cat(cat, name: str) -> str:
-    if not cat:
-        return normalize_category(cat, name)
-    out = _CAT_CACHE.get(cat)
-    if out is None:
-        out = _CAT_CACHE[cat] = normalize_category(cat, name)
-    return out

@@ -2,8 +2,9 @@
 
 Kineto writes one event per line, so the ``traceEvents`` array is parsed in chunks cut at line
 breaks (a raw newline never occurs inside a JSON string, so such a cut is always between tokens):
-each chunk is parsed by orjson, its columns extracted, and its dicts freed before the next one.
-Peak memory is the file's text plus the columns, not a Python dict per event. Any chunk that does
+each chunk is decoded into typed events (:mod:`perfkit.trace.events`), its columns extracted, and
+its events freed before the next one. Peak memory is the file's text plus the columns, not a
+Python dict per event. Any chunk that does
 not parse as a list of whole events falls back to one full parse, so an unusual layout is slower,
 never wrong. Bad input raises :class:`~perfkit.errors.TraceError` naming the file and the problem.
 """
@@ -16,9 +17,11 @@ import zlib
 from pathlib import Path
 from typing import Iterator
 
+import msgspec
 import orjson
 
 from ..errors import TraceError, TruncatedTraceError
+from .events import EVENTS, TOP_LEVEL
 
 CHUNK_BYTES = 16 << 20
 _ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -87,10 +90,10 @@ def _chunks(path: Path, text: bytes, start: int, end: int) -> Iterator[list]:
         body = text[pos:cut].strip().rstrip(b",")
         if body:
             try:
-                batch = orjson.loads(b"[" + body + b"]")
-            except orjson.JSONDecodeError:
+                batch = EVENTS.decode(b"[" + body + b"]")
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
                 raise LayoutFallback() from None
-            yield _only_dicts(path, batch)
+            yield batch
         pos = cut + 1
 
 
@@ -100,31 +103,40 @@ class LayoutFallback(Exception):
 
 def _full_parse(path: Path, text: bytes, *, salvage: bool) -> tuple[dict, Iterator[list], list[str]]:
     try:
-        doc = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
+        top = TOP_LEVEL.decode(text)
+    except msgspec.ValidationError:
+        return {}, iter([_decode_events(path, text)]), ["trace is a bare JSON array of events (no metadata)"]
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         return _handle_bad_json(path, text, exc, salvage=salvage)
-    if isinstance(doc, list):
-        return {}, iter([_only_dicts(path, doc)]), ["trace is a bare JSON array of events (no metadata)"]
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        keys = ", ".join(sorted(doc)[:8]) if isinstance(doc, dict) else type(doc).__name__
+    if "traceEvents" not in top:
+        keys = ", ".join(sorted(top)[:8]) or "an empty object"
         raise TraceError(
             path, f"JSON has no 'traceEvents' list (top level: {keys}); this is not a PyTorch profiler trace",
             "Pass a Chrome trace written by torch.profiler",
         )
-    events = doc.pop("traceEvents")
-    return doc, iter([_only_dicts(path, events)]), []
+    try:
+        meta = {k: orjson.loads(bytes(v)) for k, v in top.items() if k != "traceEvents"}
+        return meta, iter([_decode_events(path, bytes(top["traceEvents"]))]), []
+    except (UnicodeDecodeError, orjson.JSONDecodeError) as exc:
+        _raise_if_not_utf8(path, text)
+        raise TraceError(path, f"not valid JSON: {exc}", _REPORT_FIX) from None
 
 
-def _only_dicts(path: Path, events: list) -> list:
-    if all(e.__class__ is dict for e in events):
-        return events
-    bad = next((i for i, e in enumerate(events) if not isinstance(e, dict)), None)
-    if bad is not None:
-        raise TraceError(path, f"traceEvents[{bad}] is {type(events[bad]).__name__}, not an event object", _REPORT_FIX)
-    return events
+def _decode_events(path: Path, raw: bytes) -> list:
+    try:
+        return EVENTS.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+        doc = orjson.loads(raw)
+        if not isinstance(doc, list):
+            raise TraceError(path, f"traceEvents is {type(doc).__name__}, not a list of events", _REPORT_FIX) from None
+        bad = next((i for i, e in enumerate(doc) if not isinstance(e, dict)), None)
+        if bad is not None:
+            raise TraceError(path, f"traceEvents[{bad}] is {type(doc[bad]).__name__}, not an event object",
+                             _REPORT_FIX) from None
+        raise TraceError(path, f"an event has a field of an unexpected type ({exc})", _REPORT_FIX) from None
 
 
-def _handle_bad_json(path: Path, text: bytes, exc, *, salvage: bool):
+def _raise_if_not_utf8(path: Path, text: bytes) -> None:
     try:
         text.decode("utf-8")
     except UnicodeDecodeError as uexc:
@@ -132,6 +144,10 @@ def _handle_bad_json(path: Path, text: bytes, exc, *, salvage: bool):
             path, f"bytes at offset {uexc.start} are not valid UTF-8 ({text[uexc.start:uexc.start + 4]!r})",
             "The file is corrupt or not a JSON trace; re-export it",
         ) from None
+
+
+def _handle_bad_json(path: Path, text: bytes, exc, *, salvage: bool):
+    _raise_if_not_utf8(path, text)
     if b'"traceEvents"' not in text or not _looks_truncated(text, exc):
         raise TraceError(path, f"not valid JSON: {exc}", _REPORT_FIX) from None
     meta, events = salvage_events(text)
@@ -140,7 +156,7 @@ def _handle_bad_json(path: Path, text: bytes, exc, *, salvage: bool):
     if not salvage:
         raise TruncatedTraceError(path, f"JSON is cut off after {len(text):,} bytes (profiler killed during export?)", len(events))
     warning = f"trace was cut off mid-write: recovered {len(events):,} complete events; later events are lost"
-    return meta, iter([events]), [warning]
+    return meta, iter([_decode_events(path, orjson.dumps(events))]), [warning]
 
 
 def _looks_truncated(text: bytes, exc) -> bool:
