@@ -1,4 +1,4 @@
-"""Columnar cache of loaded traces (Arrow IPC files, lz4-compressed).
+"""Columnar cache of loaded traces (uncompressed Arrow IPC files, memory-mapped when read).
 
 The first load of a file writes ``<key>.events.arrow``, ``<key>.flows.arrow`` and ``<key>.json``
 (format version, perfkit version, the file's fingerprint and its metadata) into the cache directory:
@@ -20,7 +20,7 @@ import pandas as pd
 from .. import __version__
 from .schema import SCHEMA_VERSION
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 _EDGE = 64 << 10
 
 
@@ -61,8 +61,8 @@ def read(path: Path):
             return None
         import pyarrow.feather as feather
 
-        events = feather.read_table(f"{base}.events.arrow").to_pandas()
-        flows = feather.read_table(f"{base}.flows.arrow").to_pandas()
+        events = feather.read_table(f"{base}.events.arrow", memory_map=True).to_pandas(split_blocks=True)
+        flows = feather.read_table(f"{base}.flows.arrow", memory_map=True).to_pandas(split_blocks=True)
     except (OSError, ValueError, KeyError):
         return None
     return events, flows, info["meta"]
@@ -79,7 +79,7 @@ def write(path: Path, events: pd.DataFrame, flows: pd.DataFrame, meta: dict) -> 
         directory.mkdir(parents=True, exist_ok=True)
         for suffix, frame in ((".events.arrow", events), (".flows.arrow", flows)):
             table = pa.Table.from_pandas(frame, preserve_index=False)
-            _atomic(f"{base}{suffix}", lambda tmp, t=table: feather.write_feather(t, tmp, compression="lz4"))
+            _atomic(f"{base}{suffix}", lambda tmp, t=table: feather.write_feather(t, tmp, compression="uncompressed"))
         info = dict(_stamp(path), meta=meta)
         _atomic(str(base.with_suffix(".json")), lambda tmp: Path(tmp).write_text(json.dumps(info)))
     except OSError as exc:

@@ -47,6 +47,10 @@ def _text(value) -> str:
     return "" if _blank(value) else str(value)
 
 
+def _phase(value) -> str:
+    return "i" if value == "I" else _text(value)  # "I" is the legacy spelling of an instant event
+
+
 def _ints(values: list, default: int = -1) -> np.ndarray:
     """Integers from JSON values that may be ints, floats, numeric or hex strings, or None."""
     try:
@@ -106,33 +110,34 @@ class ColumnBuilder:
     def __init__(self, file_id: int, rank: int):
         self.file_id, self.rank = file_id, rank
         self.encoders = {c: Encoder(_text) for c in _STRING_COLUMNS}
+        self.encoders["ph"] = Encoder(_phase)
         self.parts: list[dict] = []
         self.flows: list = []
         self.n_seen = 0
 
     def add(self, batch: list) -> None:
         self.n_seen += len(batch)
-        phases = np.array(_field(batch, "ph"), dtype=object)
-        keep = np.isin(phases, _KEEP_PH)
-        flows = np.isin(phases, _FLOW_PH)
+        phases = _field(batch, "ph")
+        local, uniques = pd.factorize(np.array(phases, dtype=object), use_na_sentinel=False)
+        keep = np.isin(local, [i for i, u in enumerate(uniques) if u in _KEEP_PH])
+        flows = np.isin(local, [i for i, u in enumerate(uniques) if u in _FLOW_PH])
         if keep.all():
-            self.parts.append(self._columns(batch))
+            self.parts.append(self._columns(batch, phases))
         elif keep.any():
-            self.parts.append(self._columns(_subset(batch, keep)))
+            rows = np.flatnonzero(keep).tolist()
+            self.parts.append(self._columns([batch[i] for i in rows], [phases[i] for i in rows]))
         if flows.any():
             self.flows.extend(e for e in _subset(batch, flows) if e.cat in FLOW_CATEGORIES)
 
-    def _columns(self, events: list) -> dict:
+    def _columns(self, events: list, phases: list) -> dict:
         n = len(events)
         names = _field(events, "name")
         cat_codes = self._categories(events, names)
-        cats = np.array(list(self.encoders["cat"].codes), dtype=object)[cat_codes]
         args = [a if a is not None else NO_ARGS for a in _field(events, "args")]
-        gpu = np.isin(cats, GPU_SIDE_CATEGORIES)
         cols = {
             "name": self.encoders["name"].encode(names),
             "cat": cat_codes,
-            "ph": self.encoders["ph"].encode(["i" if p == "I" else p for p in _field(events, "ph")]),
+            "ph": self.encoders["ph"].encode(phases),
             "ts_us": _floats(_field(events, "ts")),
             "dur_us": _floats(_field(events, "dur")),
             "pid": self.encoders["pid"].encode(_field(events, "pid")),
@@ -140,20 +145,25 @@ class ColumnBuilder:
             "correlation": _ints(_field(args, "correlation")),
             "external_id": self._external_ids(args),
         }
-        copies = np.isin(cats, ("gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver"))
+        copies = self._is(cat_codes, "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver")
         copy_args = _subset(args, copies)
         sizes = [b if b is not None else s for b, s in zip(_field(copy_args, "bytes"), _field(copy_args, "size"))]
         cols["bytes"] = _scatter(n, copies, _ints(sizes), -1)
-        python = cats == "python_function"
+        python = self._is(cat_codes, "python_function")
         py_args = _subset(args, python)
         cols["python_id"] = _scatter(n, python, _ints(_field(py_args, "python_id")), -1)
         cols["python_parent"] = _scatter(n, python, _ints(_field(py_args, "python_parent")), -1)
-        memory = cats == "cpu_instant_event"
+        memory = self._is(cat_codes, "cpu_instant_event")
         cols["alloc_bytes"] = _scatter(n, memory, _ints(_field(_subset(args, memory), "alloc_bytes"), 0), 0)
+        gpu = self._is(cat_codes, *GPU_SIDE_CATEGORIES)
         gpu_args = _subset(args, gpu)
         cols["device"] = _scatter(n, gpu, _ints(_field(gpu_args, "device")), -1)
         cols["stream"] = _scatter(n, gpu, _ints(_field(gpu_args, "stream")), -1)
         return cols
+
+    def _is(self, cat_codes: np.ndarray, *categories: str) -> np.ndarray:
+        table = self.encoders["cat"].codes
+        return np.isin(cat_codes, [table[c] for c in categories if c in table])
 
     def _categories(self, events: list, names: list) -> np.ndarray:
         """Normalized category codes; events without a category are named by what they are."""

@@ -13,7 +13,7 @@ from . import cache
 from .columns import ColumnBuilder
 from .model import Trace, TraceFile
 from .parse import LayoutFallback, iter_event_batches, read_bytes
-from .steps import find_steps
+from .steps import STEP_COLUMNS, file_steps
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 _FLAG_KEYS = ("with_stack", "record_shapes", "profile_memory", "with_flops", "with_modules")
@@ -29,7 +29,7 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
     Raises :class:`~perfkit.errors.TraceError` (naming the file and the problem) for unreadable input.
     """
     paths = resolve_paths(source)
-    files, events, flows, warnings = [], [], [], []
+    files, events, flows, steps, warnings = [], [], [], [], []
     for file_id, path in enumerate(_progress(paths, progress)):
         ev, fl, meta, warns = _load_file(path, file_id, use_cache=use_cache, salvage=salvage)
         if meta["rank"] is None:
@@ -38,10 +38,12 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
         files.append(_trace_file(path, meta))
         events.append(ev)
         flows.append(fl)
+        steps.append(pd.DataFrame(meta["steps"]).assign(rank=meta["rank"]))
         warnings.extend(f"{path.name}: {w}" for w in warns)
-    ev = _concat(events)
-    steps, step_warnings = find_steps(ev)
-    return Trace(ev, _concat(flows), files, steps, warnings + step_warnings)
+        if meta["step_warning"]:
+            warnings.append(f"{path.name} (rank {meta['rank']}): {meta['step_warning']}")
+    table = pd.concat(steps, ignore_index=True)[STEP_COLUMNS].sort_values(["rank", "start_us"], kind="stable")
+    return Trace(_concat(events), _concat(flows), files, table.reset_index(drop=True), warnings)
 
 
 def resolve_paths(source) -> list[Path]:
@@ -94,22 +96,29 @@ def _with_file_id(events: pd.DataFrame, flows: pd.DataFrame, file_id: int):
 
 def _parse_file(path: Path, *, salvage: bool):
     text, warnings = read_bytes(path, salvage=salvage)
+    box = [text]
+    del text
     try:
-        return _build(path, text, salvage=salvage, chunked=True, warnings=warnings)
+        return _build(path, box, salvage=salvage, chunked=True, warnings=warnings)
     except LayoutFallback:
-        return _build(path, text, salvage=salvage, chunked=False, warnings=warnings)
+        return _build(path, box, salvage=salvage, chunked=False, warnings=warnings)
 
 
-def _build(path: Path, text: bytes, *, salvage: bool, chunked: bool, warnings: list):
-    meta_doc, batches, parse_warnings = iter_event_batches(path, text, salvage=salvage, chunked=chunked)
+def _build(path: Path, box: list, *, salvage: bool, chunked: bool, warnings: list):
+    """Parse the text in ``box``; the box is emptied once parsed so the text is freed before the
+    tables are assembled (the peak is then text or tables, not both)."""
+    meta_doc, batches, parse_warnings = iter_event_batches(path, box[0], salvage=salvage, chunked=chunked)
     rank = _rank(meta_doc)
     builder = ColumnBuilder(file_id=0, rank=rank if rank is not None else 0)
     for batch in batches:
         builder.add(batch)
+    box.clear()
+    del batches
     events, flows = builder.frames()
     _validate(path, events, builder.n_seen)
     _fill_copy_bytes(events)
-    meta = _meta(meta_doc, builder)
+    steps, step_warning = file_steps(events)
+    meta = dict(_meta(meta_doc, builder), steps=steps.to_dict(orient="list"), step_warning=step_warning)
     return events, flows, meta, warnings + parse_warnings
 
 

@@ -32,7 +32,7 @@ def read_bytes(path: Path, *, salvage: bool = False) -> tuple[bytes, list[str]]:
     """The file's JSON text (gunzipped when it is gzip). A truncated gzip is an error unless
     ``salvage``, which keeps what decompresses."""
     raw = path.read_bytes()
-    if not raw.strip():
+    if not raw[:4096].strip() and not raw.strip():
         raise TraceError(path, "file is empty (0 bytes of JSON)", _REPORT_FIX)
     if raw[:2] != b"\x1f\x8b":
         return raw, []
@@ -83,18 +83,31 @@ def _split_layout(text: bytes, start: int):
 
 
 def _chunks(path: Path, text: bytes, start: int, end: int) -> Iterator[list]:
+    view = memoryview(text)
     pos = start
     while pos < end:
         cut = text.find(b"\n", min(pos + CHUNK_BYTES, end), end)
         cut = end if cut < 0 else cut
-        body = text[pos:cut].strip().rstrip(b",")
-        if body:
+        first, last = _trim(text, pos, cut)
+        if first < last:
+            buffer = bytearray(b"[")
+            buffer += view[first:last]
+            buffer += b"]"
             try:
-                batch = EVENTS.decode(b"[" + body + b"]")
+                batch = EVENTS.decode(buffer)
             except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
                 raise LayoutFallback() from None
             yield batch
         pos = cut + 1
+
+
+def _trim(text: bytes, first: int, last: int) -> tuple[int, int]:
+    """Bounds of text[first:last] without surrounding whitespace and trailing commas, without copying."""
+    while first < last and text[first] in b" \t\r\n":
+        first += 1
+    while last > first and text[last - 1] in b" \t\r\n,":
+        last -= 1
+    return first, last
 
 
 class LayoutFallback(Exception):

@@ -19,42 +19,28 @@ STEP_COLUMNS = ["rank", "step", "start_us", "end_us", "dur_us", "source"]
 _HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function")
 
 
-def find_steps(events: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Return the steps table (columns STEP_COLUMNS) and warnings about fallbacks used."""
-    frames, warnings = [], []
-    for rank, ev in events.groupby("rank", sort=True, observed=True):
-        steps, warning = _rank_steps(ev)
-        steps.insert(0, "rank", rank)
-        frames.append(steps)
-        if warning:
-            warnings.append(f"rank {rank}: {warning}")
-    if not frames:
-        return pd.DataFrame(columns=STEP_COLUMNS), warnings
-    return pd.concat(frames, ignore_index=True)[STEP_COLUMNS], warnings
-
-
-def _rank_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    complete = ev[ev["ph"] == "X"]
-    marked = complete[_name_startswith(complete, "ProfilerStep#") & complete["cat"].isin(["cpu_op", "user_annotation"])]
-    if len(marked):
-        numbers = marked["name"].astype(str).str.slice(len("ProfilerStep#")).map(_step_number)
-        return _table(numbers, marked["ts_us"], marked["ts_us"] + marked["dur_us"], "ProfilerStep"), ""
-    host = complete[complete["cat"].isin(_HOST_CATS)]
-    if host.empty:
+def file_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Steps of one rank's events (columns STEP_COLUMNS without ``rank``) and a fallback warning."""
+    complete = (ev["ph"] == "X").to_numpy()
+    ts, end = ev["ts_us"].to_numpy(), (ev["ts_us"] + ev["dur_us"]).to_numpy()
+    marked = complete & _name_startswith(ev, "ProfilerStep#") & ev["cat"].isin(["cpu_op", "user_annotation"]).to_numpy()
+    if marked.any():
+        numbers = ev["name"][marked].astype(str).str.slice(len("ProfilerStep#")).map(_step_number)
+        return _table(numbers, ts[marked], end[marked], "ProfilerStep"), ""
+    host = complete & ev["cat"].isin(_HOST_CATS).to_numpy()
+    if not host.any():
         return _empty(), "no host events, so no steps"
-    first, last = host["ts_us"].min(), (host["ts_us"] + host["dur_us"]).max()
-    loader = host[_name_startswith(host, "enumerate(DataLoader)")]
-    if len(loader) >= 2:
-        starts = np.sort(loader["ts_us"].to_numpy())
-        ends = np.append(starts[1:], last)
-        return _table(range(len(starts)), starts, ends, "dataloader"), (
+    first, last = ts[host].min(), end[host].max()
+    loader = host & _name_startswith(ev, "enumerate(DataLoader)")
+    if loader.sum() >= 2:
+        starts = np.sort(ts[loader])
+        return _table(range(len(starts)), starts, np.append(starts[1:], last), "dataloader"), (
             "no ProfilerStep# events: steps start at each enumerate(DataLoader) annotation; "
             "record with a torch.profiler schedule and prof.step() for exact steps")
-    optim = host[_name_startswith(host, "Optimizer.step#")]
-    if len(optim) >= 2:
-        ends = np.sort((optim["ts_us"] + optim["dur_us"]).to_numpy())
-        starts = np.insert(ends[:-1], 0, first)
-        return _table(range(len(ends)), starts, ends, "optimizer"), (
+    optim = host & _name_startswith(ev, "Optimizer.step#")
+    if optim.sum() >= 2:
+        ends = np.sort(end[optim])
+        return _table(range(len(ends)), np.insert(ends[:-1], 0, first), ends, "optimizer"), (
             "no ProfilerStep# events: steps end at each Optimizer.step; "
             "record with a torch.profiler schedule and prof.step() for exact steps")
     return _table([0], [first], [last], "whole trace"), (
@@ -62,13 +48,14 @@ def _rank_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         "call prof.step() once per training step when profiling")
 
 
-def _name_startswith(frame: pd.DataFrame, prefix: str) -> pd.Series:
+def _name_startswith(frame: pd.DataFrame, prefix: str) -> np.ndarray:
     """Prefix test on the categories of the name column: one string test per distinct name."""
     names = frame["name"]
     if isinstance(names.dtype, pd.CategoricalDtype):
-        hits = names.cat.categories.str.startswith(prefix)
-        return pd.Series(hits[names.cat.codes.to_numpy()] & (names.cat.codes.to_numpy() >= 0), index=frame.index)
-    return names.astype(str).str.startswith(prefix)
+        codes = names.cat.codes.to_numpy()
+        hits = np.asarray(names.cat.categories.str.startswith(prefix), dtype=bool)
+        return hits[codes] & (codes >= 0)
+    return names.astype(str).str.startswith(prefix).to_numpy()
 
 
 def _step_number(text: str) -> int:
