@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..syncs.runtime import SyncReport, run_script
+from ..detect.runtime import SyncReport, run_script
 
 
 def register(subparsers) -> None:

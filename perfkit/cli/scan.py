@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ..syncs.static import ScanReport, scan
+from ..detect.static import ScanReport, scan
 
 
 def register(subparsers) -> None:

@@ -1,0 +1,49 @@
+"""``perfkit diff A B [--json]``: what changed from trace A (baseline) to trace B."""
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("diff", help="compare two traces: step time, GPU idle, ops, kernels, copies, syncs")
+    p.add_argument("a", help="baseline trace (file or tensorboard_trace_handler directory)")
+    p.add_argument("b", help="candidate trace")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--top", type=int, default=10, help="ops and kernels to list (default 10)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..analysis.diff import diff
+    from ..trace import load_trace
+
+    a = load_trace(args.a, use_cache=not args.no_cache)
+    b = load_trace(args.b, use_cache=not args.no_cache)
+    result = diff(a, b)
+    print(json.dumps(result.to_json(top=args.top)) if args.json else format_diff(result.to_json(top=args.top)))
+    return 0
+
+
+def format_diff(d: dict) -> str:
+    """Human-readable summary of a ``DiffResult.to_json()`` dict."""
+    s = d["step_change"]
+    lines = [f"A  {d['a']}", f"B  {d['b']}",
+             f"median step B/A {_num(s['ratio'])} [{_num(s['low'])}, {_num(s['high'])}]: {s['verdict']} ({s['reason']})",
+             "", f"{'metric':<28}{'A':>14}{'B':>14}{'delta':>14}"]
+    lines += [f"{m['metric']:<28}{_num(m['a']):>14}{_num(m['b']):>14}{_num(m['delta']):>14}" for m in d["metrics"]]
+    for title, key in (("ops", "ops"), ("kernels", "kernels")):
+        lines += ["", f"{title} by change in time per step (us): {'A':>10}{'B':>12}  status"]
+        lines += [f"  {r['name'][:60]:<60}{_num(r['per_step_us_a']):>12}{_num(r['per_step_us_b']):>12}  {r['status']}"
+                  for r in d[key]]
+    lines += ["", f"{len(d['new_kernels'])} new kernels listed, {len(d['vanished_kernels'])} vanished listed"]
+    lines += [""] + [f"{f['severity']:<8} {f['title']}" + (f"\n         fix: {f['fix']}" if f["fix"] else "")
+                     for f in d["findings"]]
+    lines += [f"warning  {w}" for w in d["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
+def _num(v) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.4g}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)

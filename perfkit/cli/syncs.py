@@ -1,0 +1,48 @@
+"""``perfkit syncs TRACE [--json]``: every host-device sync point, ranked by blocked time."""
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("syncs", help="host-device sync points with their source line, count per step "
+                                            "and time blocked")
+    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--top", type=int, default=20, help="sites to list in the table (default 20)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..analysis.syncs import syncs
+    from ..trace import load_trace
+
+    result = syncs(load_trace(args.trace, use_cache=not args.no_cache))
+    print(json.dumps(result.to_json()) if args.json else format_syncs(result.to_json(), args.top))
+    return 0
+
+
+def format_syncs(d: dict, top: int = 20) -> str:
+    """Human-readable table of a ``SyncResult.to_json()`` dict."""
+    t = d["total"]
+    lines = [f"{t['count']:,} sync points ({t['per_step']:.3g} per step over {t['steps']} steps), "
+             f"{_ms(t['blocked_us'])} blocked; {t['gpu_confirmed']:,} confirmed by a GPU wait", ""]
+    lines.append(f"{'kind':<14}{'count':>8}{'per step':>10}{'blocked':>12}")
+    for kind, k in d["by_kind"].items():
+        lines.append(f"{kind:<14}{k['count']:>8,}{k['per_step']:>10.3g}{_ms(k['blocked_us']):>12}")
+    lines += ["", f"{'blocked':>10}{'count':>7}{'/step':>7}  {'kind':<14}{'op':<28}"
+                  "source: file:line (function), line = where the function starts"]
+    for s in d["sites"][:top]:
+        source = f"{s['file']}:{s['line']} ({s['func']})" if s["file"] else "- (no Python stack)"
+        lines.append(f"{_ms(s['blocked_us']):>10}{s['count']:>7,}{s['per_step']:>7.3g}  {s['kind']:<14}"
+                     f"{(s['op'] or '-')[:27]:<28}{source}")
+    if len(d["sites"]) > top:
+        lines.append(f"... {len(d['sites']) - top} more sites (--top N or --json)")
+    lines += [""] + [f"{f['severity']:<8} {f['title']}\n         fix: {f['fix']}" for f in d["findings"]]
+    lines += [f"warning  {w}" for w in d["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.3f} ms"

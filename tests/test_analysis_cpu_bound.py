@@ -1,0 +1,263 @@
+"""cpu_bound: exact numbers on synthetic traces, and per-step numbers of real traces checked
+against an independent reading of the raw JSON."""
+import gzip
+import json
+
+import pytest
+
+from perfkit.analysis.cpu_bound import VERDICTS, cpu_bound
+from perfkit.trace import load_trace
+
+from conftest import shared_trace
+from tracebuilder import TraceBuilder
+
+NW0 = "kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz"
+NW4 = "kineto_v100_resnet50_dataloader_nw4.pt.trace.json.gz"
+CPU_ONLY = "hta_cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+
+
+def build(tmp_path, builder, name="t.json"):
+    return load_trace(builder.write(tmp_path / name), use_cache=False)
+
+
+# --- synthetic: exact expectations ---------------------------------------------------------------
+
+@pytest.fixture
+def small(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0, 1000)
+    b.cpu_op("aten::linear", 100, 300)
+    b.cpu_op("aten::addmm", 120, 200)
+    b.launch("gemm", 150, 20, gpu_ts=200, gpu_dur=100)
+    b.cpu_op("aten::relu", 500, 50)
+    b.launch("relu_kernel", 510, 10, gpu_ts=560, gpu_dur=5)
+    b.cpu_op("aten::linear", 600, 100, tid=2000)
+    return cpu_bound(build(tmp_path, b))
+
+
+def test_self_time_subtracts_children_on_the_same_thread_only(small):
+    ops = small.ops.set_index("name")
+    assert ops.at["aten::linear", "count"] == 2
+    assert ops.at["aten::linear", "total_us"] == 400
+    assert ops.at["aten::linear", "self_us"] == 100 + 100  # 300 - addmm 200 on tid 1000; 100 alone on tid 2000
+    assert ops.at["aten::addmm", "self_us"] == 200 - 20
+    assert ops.at["aten::relu", "self_us"] == 50 - 10
+    assert ops.at["cudaLaunchKernel", "self_us"] == 30 and ops.at["cudaLaunchKernel", "count"] == 2
+    assert "ProfilerStep#1" not in ops.index
+    # inclusive time as a share of host busy time: union of work per thread = 300 + 50 (tid 1000) + 100 (tid 2000)
+    assert ops.at["aten::linear", "total_pct"] == pytest.approx(100 * 400 / 450)
+    assert small.ops["self_pct"].sum() == pytest.approx(100.0)
+
+
+def test_busy_idle_ratio_launches_and_queue_delay(small):
+    step = small.steps.iloc[0]
+    assert step["wall_us"] == 1000
+    assert step["gpu_busy_us"] == 105
+    assert step["gpu_busy_pct"] == pytest.approx(10.5) and step["gpu_idle_pct"] == pytest.approx(89.5)
+    assert step["host_busy_us"] == 450  # union over threads: [100,400) + [500,550) + [600,700)
+    assert step["cpu_gpu_ratio"] == pytest.approx(450 / 105)
+    assert step["launches"] == 2 and step["launch_us"] == 30 and step["queue_delay_us"] == 50
+    assert small.overall["median_queue_delay_us"] == 50
+    assert small.verdict == "CPU-launch-bound"
+
+
+def test_gpu_busy_is_clipped_to_each_step_and_unions_overlaps(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 100)
+    b.step(1, 100, 100)
+    b.kernel("k", 50, 100)                    # 50 us in each step
+    b.gpu("gpu_memset", "Memset (Device)", 60, 10)  # inside the kernel: adds nothing
+    b.gpu("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 180, 10, stream=8, bytes=64)
+    steps = cpu_bound(build(tmp_path, b)).steps
+    assert steps["gpu_busy_us"].tolist() == [50, 60]
+    assert steps["step"].tolist() == [0, 1]
+
+
+def test_launch_count_covers_runtime_driver_and_graph_launches(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    b.launch("a", 10, 5, 20, 5)
+    b.launch("triton_poi_x", 30, 5, 40, 5, launch_name="cuLaunchKernel", cat="cuda_driver")
+    b.runtime("cudaGraphLaunch", 50, 5)
+    b.memcpy("HtoD", "Pinned", 70, 5, 80, 5, 1024)
+    b.runtime("cudaStreamIsCapturing", 90, 1)
+    r = cpu_bound(build(tmp_path, b))
+    assert r.steps["launches"].tolist() == [3]
+    assert r.overall["launches_per_step"] == 3
+
+
+def scenario(tmp_path, busy, loader, sync, name="s.json"):
+    """One 1000 us step: DataLoader for loader*1000 us, then a stream sync for sync*1000 us, GPU busy
+    for the last busy*1000 us, and a few host ops in between."""
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    if loader:
+        b.dataloader(0, loader * 1000)
+    if sync:
+        b.sync("cudaStreamSynchronize", loader * 1000, sync * 1000)
+    b.cpu_op("aten::add", 900, 10)
+    b.kernel("k", 1000 - busy * 1000, busy * 1000)
+    return build(tmp_path, b, name)
+
+
+@pytest.mark.parametrize("busy, loader, sync, verdict", [
+    (0.85, 0, 0, "GPU-bound"),
+    (0.80, 0, 0, "GPU-bound"),            # threshold is inclusive
+    (0.79, 0, 0, "CPU-launch-bound"),
+    (0.30, 0.30, 0, "input-bound"),
+    (0.30, 0.09, 0, "CPU-launch-bound"),  # below the 10% input share
+    (0.30, 0, 0.20, "sync-bound"),
+    (0.30, 0.15, 0.20, "sync-bound"),     # sync share larger than the loader share
+    (0.30, 0.20, 0.15, "input-bound"),
+    (0.85, 0.30, 0.30, "GPU-bound"),      # a busy GPU wins over host-side causes
+])
+def test_verdict_thresholds(tmp_path, busy, loader, sync, verdict):
+    r = cpu_bound(scenario(tmp_path, busy, loader, sync))
+    assert r.verdict == verdict
+    assert r.steps["verdict"].tolist() == [verdict]
+    assert r.evidence["threshold_gpu_bound_busy"] == 0.80
+    assert r.evidence["gpu_busy_share"] == pytest.approx(busy)
+    assert r.evidence["dataloader_share"] == pytest.approx(loader)
+    assert r.evidence["sync_share"] == pytest.approx(sync)
+    finding = next(f for f in r.findings if f.title.startswith(verdict))
+    assert finding.threshold and not any(k.startswith("threshold_") for k in finding.evidence)
+    # severity: info when GPU-bound, high under torch-tb-profiler's 50% "low utilization", else medium
+    assert finding.severity == ("info" if verdict == "GPU-bound" else "high" if busy < 0.5 else "medium")
+
+
+def test_thresholds_are_knobs(tmp_path):
+    trace = scenario(tmp_path, 0.85, 0.3, 0)
+    assert cpu_bound(trace).verdict == "GPU-bound"
+    assert cpu_bound(trace, gpu_bound_busy=0.9).verdict == "input-bound"
+    assert cpu_bound(trace, gpu_bound_busy=0.9, input_share=0.5).verdict == "CPU-launch-bound"
+
+
+def test_tiny_kernel_share_follows_the_knob(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    for i, dur in enumerate((2, 5, 9, 30)):
+        b.kernel(f"k{i}", 100 * i, dur)
+    trace = build(tmp_path, b)
+    assert cpu_bound(trace).steps["tiny_kernel_pct"].tolist() == [75.0]
+    assert cpu_bound(trace, tiny_kernel_us=5).steps["tiny_kernels"].tolist() == [1]
+
+
+def test_annotations_copy_ops_and_dataloader_time(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    b.dataloader(0, 90)
+    b.annotation("## train/sample ##", 100, 50)
+    b.annotation("## train/sample ##", 300, 30)
+    b.cpu_op("aten::to", 400, 100)
+    b.cpu_op("aten::_to_copy", 405, 90)
+    b.cpu_op("aten::copy_", 410, 80)
+    b.memcpy("HtoD", "Pageable", 420, 20, 450, 10, 4096)
+    r = cpu_bound(build(tmp_path, b))
+    ann = r.annotations.set_index("name")
+    assert ann.at["## train/sample ##", "count"] == 2 and ann.at["## train/sample ##", "total_us"] == 80
+    assert "ProfilerStep#0" not in ann.index
+    copies = r.copy_ops.set_index("name")
+    assert copies["count"].to_dict() == {"aten::to": 1, "aten::_to_copy": 1, "aten::copy_": 1}
+    assert copies.at["aten::copy_", "self_us"] == 80 - 20
+    assert r.steps["dataloader_us"].tolist() == [90]
+
+
+def test_trace_without_gpu_events_warns_and_uses_host_time(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    b.dataloader(0, 600)
+    b.cpu_op("aten::add", 700, 10)
+    r = cpu_bound(build(tmp_path, b))
+    assert not r.has_gpu and r.verdict == "input-bound"
+    assert next(f for f in r.findings if f.title.startswith("input-bound")).severity == "medium"
+    assert any("no GPU events" in w and "ProfilerActivity.CUDA" in w for w in r.warnings)
+    assert "no GPU events" in repr(r)
+
+
+def test_trace_without_steps_warns(tmp_path):
+    b = TraceBuilder()
+    b.cpu_op("aten::add", 0, 10)
+    b.launch("k", 2, 3, 10, 40)
+    r = cpu_bound(build(tmp_path, b))
+    assert len(r.steps) == 1 and r.steps["wall_us"].iloc[0] == 50
+    assert any("prof.step()" in w for w in r.warnings)
+
+
+def test_html_escapes_trace_names_and_repr_is_short(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 100)
+    b.cpu_op("<script>alert(1)</script>", 10, 10)
+    r = cpu_bound(build(tmp_path, b))
+    html = r._repr_html_()
+    assert "&lt;script&gt;" in html and "<script>" not in html
+    assert len(repr(r)) < 200 and r.verdict in repr(r)
+    assert r.to_frame() is not r.steps and list(r.to_frame()["step"]) == [0]
+    json.dumps(r.to_json(), allow_nan=False)
+
+
+# --- real traces against the raw JSON ------------------------------------------------------------
+
+def raw_complete(path):
+    return [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("ph") == "X"]
+
+
+def raw_step_numbers(events):
+    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if str(e["name"]).startswith("ProfilerStep#"))
+    loaders, launches, gpu = [], [], []
+    for s, t in steps:
+        loaders.append(sum(e["dur"] for e in events if e["name"].startswith("enumerate(DataLoader)")
+                           and s <= e["ts"] < t))
+        launches.append(sum(1 for e in events if e["name"] == "cudaLaunchKernel" and s <= e["ts"] < t))
+        gpu.append(_union_inside([(e["ts"], e["ts"] + e["dur"]) for e in events
+                                  if e.get("cat") in ("Kernel", "Memcpy", "Memset")], s, t))
+    return {"dataloader_us": loaders, "launches": launches, "gpu_busy_us": gpu}
+
+
+def _union_inside(intervals, lo, hi):
+    clipped = sorted((max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi)
+    total, end = 0.0, lo
+    for a, b in clipped:
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    out = {}
+    for key, name in (("nw0", NW0), ("nw4", NW4)):
+        path = shared_trace(name)
+        out[key] = (cpu_bound(load_trace(path, use_cache=False)), raw_complete(path))
+    return out
+
+
+@pytest.mark.parametrize("key", ["nw0", "nw4"])
+def test_per_step_numbers_match_raw_json(resnet, key):
+    result, events = resnet[key]
+    expected = raw_step_numbers(events)
+    assert result.steps["dataloader_us"].tolist() == pytest.approx(expected["dataloader_us"])
+    assert result.steps["launches"].tolist() == expected["launches"]
+    assert result.steps["gpu_busy_us"].tolist() == pytest.approx(expected["gpu_busy_us"])
+    ops = result.ops.set_index("name")
+    for name in ("aten::cudnn_convolution", "cudaLaunchKernel", "aten::copy_"):
+        mine = [e["dur"] for e in events if e["name"] == name]
+        assert ops.at[name, "count"] == len(mine)
+        assert ops.at[name, "total_us"] == pytest.approx(sum(mine))
+
+
+def test_num_workers_0_is_input_bound_and_4_is_not(resnet):
+    nw0, nw4 = resnet["nw0"][0], resnet["nw4"][0]
+    assert nw0.verdict == "input-bound"
+    assert nw4.verdict != "input-bound" and nw4.verdict in VERDICTS
+    per_step = [r.overall["dataloader_us"] / r.overall["steps"] for r in (nw0, nw4)]
+    assert per_step[0] > 10 * per_step[1]
+    assert nw0.evidence["dataloader_share"] >= 0.10 > nw4.evidence["dataloader_share"]
+    assert any(f.title.startswith("input-bound") and "num_workers" in f.fix for f in nw0.findings)
+
+
+def test_cpu_only_trace_gives_warning_not_exception():
+    r = cpu_bound(load_trace(shared_trace(CPU_ONLY), use_cache=False))
+    assert r.verdict in VERDICTS and not r.has_gpu
+    assert any("ProfilerActivity.CUDA" in w for w in r.warnings)
+    assert r.steps["gpu_busy_us"].sum() == 0

@@ -1,0 +1,184 @@
+"""diff: per-name deltas, new/vanished kernels and the step-time verdict, exact on synthetic A/B
+traces and checked against the raw JSON of real pairs; and the CLI."""
+import argparse
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from perfkit.analysis.diff import compare_steps, diff
+from perfkit.cli import diff as diff_cli
+from perfkit.errors import ParameterError
+from perfkit.trace import load_trace
+
+from conftest import shared_trace
+from tracebuilder import TraceBuilder
+
+NW0 = "kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz"
+NW4 = "kineto_v100_resnet50_dataloader_nw4.pt.trace.json.gz"
+BERT = "tracelens_mi300x_bert_small_infer_bf16.json.gz"
+COMPILED = "tracelens_mi300x_compile_triton_small.json.gz"
+TRITON = "hta_triton_example__triton_example.json.gz"
+CONTROL = "hta_trace_diff__control__control.json.gz"
+TEST = "hta_trace_diff__test__test.json.gz"
+
+
+def side(tmp_path, name, *, step_us, kernels, mm_calls, steps=3, gpu_name="NVIDIA Test GPU"):
+    """``steps`` steps of ``step_us``; per step the given (kernel, dur) pairs and ``mm_calls`` aten::mm of 50 us."""
+    b = TraceBuilder(gpu_name=gpu_name)
+    for s in range(steps):
+        t0 = s * step_us
+        b.step(s, t0, step_us)
+        for i in range(mm_calls):
+            b.cpu_op("aten::mm", t0 + 10 + 60 * i, 50)
+        for j, (kernel, dur) in enumerate(kernels):
+            b.launch(kernel, t0 + 12 + 60 * j, 5, t0 + 300 + 50 * j, dur)
+    return load_trace(b.write(tmp_path / f"{name}.json"), use_cache=False)
+
+
+@pytest.fixture
+def pair(tmp_path):
+    a = side(tmp_path, "a", step_us=1000, kernels=[("k1", 10), ("k2", 20)], mm_calls=1)
+    b = side(tmp_path, "b", step_us=1500, kernels=[("k1", 20), ("triton_poi_fused_add_0", 5)], mm_calls=2)
+    return a, b
+
+
+def test_kernel_and_op_deltas_per_step(pair):
+    r = diff(*pair)
+    k = r.kernels.set_index("name")
+    assert (k.at["k1", "status"], k.at["k1", "per_step_us_a"], k.at["k1", "per_step_us_b"]) == ("common", 10, 20)
+    assert k.at["k1", "delta_per_step_us"] == 10 and k.at["k1", "delta_pct"] == 100
+    assert (k.at["k2", "status"], k.at["k2", "count_b"]) == ("vanished", 0)
+    assert k.at["triton_poi_fused_add_0", "status"] == "new" and k.at["triton_poi_fused_add_0", "triton"]
+    assert r.new_kernels["name"].tolist() == ["triton_poi_fused_add_0"]
+    assert r.vanished_kernels["name"].tolist() == ["k2"]
+    mm = r.ops.set_index("name").loc["aten::mm"]
+    assert (mm["count_a"], mm["count_b"], mm["per_step_us_a"], mm["per_step_us_b"]) == (3, 6, 50, 100)
+
+
+def test_step_time_verdict_and_metrics(pair):
+    r = diff(*pair)
+    s = r.step_change
+    assert s["verdict"] == "slower" and s["ratio"] == 1.5 and s["low"] == s["high"] == 1.5
+    m = r.to_frame().set_index("metric")
+    assert (m.at["median step (us)", "a"], m.at["median step (us)", "b"]) == (1000, 1500)
+    assert m.at["median step (us)", "delta_pct"] == 50
+    assert (m.at["launches per step", "a"], m.at["launches per step", "b"]) == (2, 2)
+    assert any(f.severity == "high" and "slower" in f.title for f in r.findings)
+    assert any("Triton" in f.title and f.evidence["triton"] == 1 for f in r.findings)
+    assert "slower" in repr(r)
+
+
+def test_a_trace_against_itself_shows_no_change(pair):
+    r = diff(pair[0], pair[0])
+    assert r.step_change["verdict"] == "no detectable change" and r.step_change["ratio"] == 1
+    assert r.new_kernels.empty and r.vanished_kernels.empty
+    assert (r.kernels["delta_per_step_us"] == 0).all() and (r.to_frame()["delta"] == 0).all()
+    assert not [f for f in r.findings if f.severity != "info"]
+
+
+@pytest.mark.parametrize("a, b, verdict", [
+    ([100.0] * 5, [90.0] * 5, "faster"),
+    ([100.0] * 5, [110.0] * 5, "slower"),
+    ([100.0, 104.0, 96.0, 101.0, 99.0], [101.0, 95.0, 104.0, 99.0, 100.0], "no detectable change"),
+    ([100.0, 100.0], [200.0, 200.0, 200.0], "not enough data"),
+    ([], [1.0, 2.0, 3.0], "not enough data"),
+])
+def test_compare_steps_verdicts(a, b, verdict):
+    out = compare_steps(a, b)
+    assert out["verdict"] == verdict and out["reason"]
+    if verdict == "not enough data":
+        assert np.isnan(out["low"])
+    else:
+        assert out["low"] <= out["ratio"] <= out["high"]
+
+
+def test_warnings_for_different_gpus_and_bad_arguments(tmp_path):
+    a = side(tmp_path, "a", step_us=1000, kernels=[("k1", 10)], mm_calls=1, gpu_name="NVIDIA A100")
+    b = side(tmp_path, "b", step_us=1000, kernels=[("k1", 10)], mm_calls=1, steps=2, gpu_name="NVIDIA H100")
+    r = diff(a, b)
+    assert any("different GPUs" in w and "A100" in w and "H100" in w for w in r.warnings)
+    assert r.step_change["verdict"] == "not enough data"
+    with pytest.raises(ParameterError, match="load_trace"):
+        diff(a, "b.json")
+
+
+def test_cli_text_and_json(tmp_path, pair, capsys):
+    paths = []
+    for name, step_us, kernels in (("a", 1000, [("k1", 10)]), ("b", 1500, [("k1", 20)])):
+        side(tmp_path, name, step_us=step_us, kernels=kernels, mm_calls=1)
+        paths.append(str(tmp_path / f"{name}.json"))
+    parser = argparse.ArgumentParser()
+    diff_cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["diff", *paths])
+    assert args.func(args) == 0
+    text = capsys.readouterr().out
+    assert "slower" in text and "median step (us)" in text and "k1" in text
+    args = parser.parse_args(["diff", *paths, "--json", "--top", "1"])
+    assert args.func(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["step_change"]["verdict"] == "slower" and len(out["kernels"]) == 1
+
+
+# --- real pairs ----------------------------------------------------------------------------------
+
+def raw(path):
+    return [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("ph") == "X"]
+
+
+def raw_loader_per_step(events):
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["name"].startswith("ProfilerStep#")]
+    total = sum(e["dur"] for e in events if e["name"].startswith("enumerate(DataLoader)")
+                and any(s <= e["ts"] < t for s, t in steps))
+    return total / len(steps)
+
+
+def raw_triton_names(events):
+    return {e["name"] for e in events if e.get("cat") == "kernel" and e["name"].startswith("triton_")}
+
+
+@pytest.fixture(scope="module")
+def resnet_diff():
+    paths = [shared_trace(n) for n in (NW0, NW4)]
+    return diff(*(load_trace(p, use_cache=False) for p in paths)), [raw(p) for p in paths]
+
+
+def test_num_workers_4_is_faster_and_spends_less_time_in_the_dataloader(resnet_diff):
+    r, (raw0, raw4) = resnet_diff
+    assert r.step_change["verdict"] == "faster" and r.step_change["high"] < 1
+    m = r.to_frame().set_index("metric")
+    assert m.at["DataLoader per step (us)", "a"] == pytest.approx(raw_loader_per_step(raw0))
+    assert m.at["DataLoader per step (us)", "b"] == pytest.approx(raw_loader_per_step(raw4))
+    assert m.at["DataLoader per step (us)", "a"] > 10 * m.at["DataLoader per step (us)", "b"]
+    ops = r.ops.set_index("name")
+    assert ops.at["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "status"] == "vanished"
+    assert ops.at["enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "status"] == "new"
+    assert m.at["GPU idle (%)", "delta"] < 0
+
+
+def test_compiled_trace_brings_new_triton_kernels():
+    a, b = (shared_trace(n) for n in (BERT, COMPILED))
+    r = diff(load_trace(a, use_cache=False), load_trace(b, use_cache=False))
+    expected = raw_triton_names(raw(b)) - raw_triton_names(raw(a))
+    assert len(expected) == 4
+    new = r.new_kernels
+    assert set(new.loc[new["triton"], "name"]) == expected
+    json.dumps(r.to_json(), allow_nan=False)
+
+
+def test_triton_example_against_itself():
+    path = shared_trace(TRITON)
+    trace = load_trace(path, use_cache=False)
+    r = diff(trace, trace)
+    assert int(r.kernels["triton"].sum()) == len(raw_triton_names(raw(path))) == 1
+    assert r.new_kernels.empty and r.step_change["verdict"] == "not enough data"
+
+
+def test_hta_control_vs_test_is_slower_on_different_hardware():
+    a, b = (load_trace(shared_trace(n), use_cache=False) for n in (CONTROL, TEST))
+    r = diff(a, b)
+    assert r.step_change["verdict"] == "slower"
+    assert any("different GPUs" in w for w in r.warnings)
+    kinds = r.sync_kinds.set_index("kind")
+    assert kinds.at["item", "blocked_us_b"] > kinds.at["item", "blocked_us_a"]

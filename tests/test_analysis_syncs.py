@@ -1,0 +1,266 @@
+"""syncs: one count per sync point with its kind, blocked time, step, op and source line; exact on
+synthetic traces, checked against the raw JSON of real traces, and the CLI."""
+import argparse
+import gzip
+import json
+from collections import Counter
+
+import pytest
+
+import perfkit.cli
+from perfkit.analysis.stacks import is_library, parse_frame
+from perfkit.analysis.syncs import syncs
+from perfkit.cli import syncs as syncs_cli
+from perfkit.trace import load_trace
+
+from conftest import shared_trace
+from tracebuilder import TraceBuilder
+
+ALEXNET = "hta_critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+EVENT_SYNC = "hta_critical_path__cuda_event_sync__event_sync_trace.json.gz"
+QWEN = "tracelens_h100_qwen05b_infer_bf16.json.gz"
+CPU_ONLY = "hta_cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+DLRM = [f"param_v100_dlrm_rank{i}.pt.trace.json.gz" for i in range(8)]
+
+
+def item(b, ts, dur=40, *, device=True):
+    """aten::item -> _local_scalar_dense -> (DtoH pageable copy + stream sync when on the GPU)."""
+    b.cpu_op("aten::item", ts, dur)
+    b.cpu_op("aten::_local_scalar_dense", ts + 1, dur - 2)
+    if device:
+        b.memcpy("DtoH", "Pageable", ts + 2, 5, ts + 8, 1, 4)
+        b.sync("cudaStreamSynchronize", ts + 8, dur - 12, gpu_kind="Stream Sync")
+
+
+def synthetic(with_stack=True):
+    b = TraceBuilder(with_stack=with_stack)
+    b.step(0, 0, 1000)
+    b.step(1, 1000, 1000)
+    if with_stack:
+        b.python("train.py(42): step", 0, 2000)
+        b.python("torch/_tensor.py(1): item", 95, 50)
+    item(b, 100)                                        # step 0, under train.py:42 (torch frame skipped)
+    item(b, 1100)                                       # step 1, same line
+    item(b, 300, 10, device=False)                      # a CPU-tensor item: listed, not confirmed
+    b.cpu_op("aten::to", 400, 100)                      # .cpu(): one memcpy_dtoh, not copy + stream sync
+    b.cpu_op("aten::_to_copy", 401, 98)
+    b.cpu_op("aten::copy_", 402, 96)
+    b.memcpy("DtoH", "Pageable", 403, 60, 410, 2, 1024)
+    b.sync("cudaStreamSynchronize", 465, 20)
+    b.cpu_op("aten::is_nonzero", 600, 50)               # `if tensor:`: one is_nonzero
+    item(b, 601, 48)
+    b.cpu_op("aten::nonzero", 700, 30)
+    b.sync("cudaStreamSynchronize", 705, 20)
+    b.cpu_op("aten::copy_", 800, 40)                    # blocking HtoD copy: stream_sync in aten::copy_
+    b.memcpy("HtoD", "Pageable", 801, 10, 812, 5, 2048)
+    b.sync("cudaStreamSynchronize", 812, 20)
+    b.sync("cudaDeviceSynchronize", 900, 50, gpu_kind="Context Sync")
+    wait = b.runtime("cudaStreamWaitEvent", 960, 2)      # a GPU-side wait: not a host sync
+    b.gpu("cuda_sync", "Stream Wait Event", 962, 1, correlation=wait["args"]["correlation"],
+          cuda_sync_kind="Stream Wait Event")
+    return b
+
+
+@pytest.fixture
+def result(tmp_path):
+    return syncs(load_trace(synthetic().write(tmp_path / "s.json"), use_cache=False))
+
+
+def test_each_sync_point_counted_once_with_its_kind(result):
+    ev = result.events
+    assert Counter(ev["kind"]) == {"item": 3, "memcpy_dtoh": 1, "is_nonzero": 1, "nonzero": 1, "stream_sync": 1,
+                                   "device_sync": 1}
+    by_name = ev.set_index("ts_us")
+    base = by_name.index.min() - 100   # the first item starts at 100 us
+    at = {round(ts - base): row for ts, row in by_name.iterrows()}
+    assert at[100]["name"] == "aten::item" and at[100]["blocked_us"] == 40 and at[100]["gpu_confirmed"]
+    assert at[300]["kind"] == "item" and not at[300]["gpu_confirmed"]
+    assert (at[402]["kind"], at[402]["name"], at[402]["top_op"], at[402]["blocked_us"]) == (
+        "memcpy_dtoh", "aten::copy_", "aten::to", 96)
+    assert (at[600]["kind"], at[600]["blocked_us"]) == ("is_nonzero", 50)
+    assert (at[812]["kind"], at[812]["op"], at[812]["blocked_us"]) == ("stream_sync", "aten::copy_", 20)
+    assert (at[900]["kind"], at[900]["op"]) == ("device_sync", "")
+
+
+def test_totals_do_not_add_gpu_side_cuda_sync_time(result):
+    total = result.total
+    assert total["count"] == 8
+    assert total["blocked_us"] == 40 + 40 + 10 + 96 + 50 + 30 + 20 + 50
+    side = result.gpu_side.set_index("name")
+    assert side.at["Stream Sync", "host_blocking"] == 3   # one per GPU item
+    assert side.at["Context Sync", "host_blocking"] == 1
+    assert side.at["Stream Wait Event", "host_blocking"] == 0 and side.at["Stream Wait Event", "host_other"] == 1
+
+
+def test_sites_per_step_and_source_line(result):
+    sites = result.to_frame()
+    items = sites[(sites["kind"] == "item") & (sites["line"] == 42)]
+    row = items[items["op"] == "aten::item"].iloc[0]
+    assert row["file"] == "train.py" and row["func"] == "step"
+    assert (row["count"], row["steps_seen"], row["per_step"]) == (3, 2, 1.5)
+    assert row["blocked_us"] == 90 and row["gpu_confirmed"] == 2
+    assert sites["blocked_us"].is_monotonic_decreasing
+
+
+def test_to_json_schema(result):
+    d = result.to_json()
+    json.dumps(d, allow_nan=False)
+    assert d["total"]["count"] == 8 and d["total"]["blocked_us"] == 336
+    assert d["by_kind"]["item"] == {"count": 3, "blocked_us": 90.0, "per_step": 1.5}
+    assert set(d["by_kind"]) == {"item", "memcpy_dtoh", "is_nonzero", "nonzero", "stream_sync", "device_sync"}
+    site = d["sites"][0]
+    assert {"kind", "op", "file", "line", "count", "blocked_us"} <= set(site)
+    assert isinstance(site["line"], int) and site["file"] == "train.py"
+
+
+def test_without_stacks_sites_have_null_lines_and_a_warning(tmp_path):
+    r = syncs(load_trace(synthetic(with_stack=False).write(tmp_path / "s.json"), use_cache=False))
+    d = r.to_json()
+    assert all(s["file"] is None and s["line"] is None for s in d["sites"])
+    assert any("with_stack=True" in w for w in r.warnings)
+    assert d["total"]["count"] == 8
+
+
+def test_findings_rank_confirmed_sites_with_fixes(result):
+    assert result.findings
+    kinds = [f.title.split(" ")[0] for f in result.findings]
+    assert "memcpy_dtoh" in kinds
+    first = result.findings[0]
+    assert first.fix and first.threshold and first.evidence["blocked_us"] > 0
+    assert not any(f.title.startswith("item") and f.evidence["count"] == 1 for f in result.findings)
+
+
+def test_cli_table_and_json(tmp_path, capsys):
+    path = synthetic().write(tmp_path / "s.json.gz")
+    parser = argparse.ArgumentParser()
+    syncs_cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["syncs", str(path)])
+    assert args.func(args) == 0
+    text = capsys.readouterr().out
+    assert "8 sync points" in text and "train.py:42 (step)" in text and "memcpy_dtoh" in text
+    args = parser.parse_args(["syncs", str(path), "--json"])
+    assert args.func(args) == 0
+    assert json.loads(capsys.readouterr().out)["total"]["count"] == 8
+
+
+def test_main_cli_turns_a_missing_trace_into_exit_code_2(tmp_path, monkeypatch, capsys):
+    if "syncs" not in perfkit.cli.COMMANDS:
+        monkeypatch.setattr(perfkit.cli, "COMMANDS", perfkit.cli.COMMANDS + ("syncs",))
+    assert perfkit.cli.main(["syncs", str(tmp_path / "missing.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, parsed", [
+    ("train.py(42): step", ("train.py", 42, "step")),
+    ("my pkg/model.py(7): <lambda>", ("my pkg/model.py", 7, "<lambda>")),
+    ("<built-in method item of Tensor object at 0x7f>", None),
+    ("nn.Module: Linear_0", None),
+])
+def test_parse_frame(name, parsed):
+    assert parse_frame(name) == parsed
+
+
+@pytest.mark.parametrize("path, library", [
+    ("torch/nn/modules/module.py", True), ("contextlib.py", True), ("logging/__init__.py", True),
+    ("/usr/lib/python3/site-packages/foo/bar.py", True), ("transformers/models/x.py", True),
+    ("/usr/lib/python3.10/contextlib.py", True),
+    ("train.py", False), ("rl/ppo.py", False), ("/home/me/torchy/run.py", False),
+])
+def test_library_frames(path, library):
+    assert is_library(path) is library
+
+
+# --- a trace recorded here by torch.profiler ------------------------------------------------------
+
+def _train_step(x):
+    y = (x * 2).sum()
+    for _ in range(3):
+        y.item()
+    return x.double()
+
+
+@pytest.mark.filterwarnings("ignore:.*Profiler clears events:UserWarning")
+def test_trace_recorded_by_torch_profiler_names_the_function_and_count_per_step(tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    out = tmp_path / "recorded.json"
+    x = torch.randn(16, 16)
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True, schedule=schedule(wait=0, warmup=1, active=3),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(out))) as prof:
+        for _ in range(4):
+            _train_step(x)
+            prof.step()
+    r = syncs(load_trace(out, use_cache=False))
+    site = r.to_json()["sites"][0]
+    assert (site["kind"], site["op"], site["count"], site["per_step"]) == ("item", "aten::item", 9, 3.0)
+    assert site["func"] == "_train_step" and site["line"] == _train_step.__code__.co_firstlineno
+    assert site["file"].endswith("test_analysis_syncs.py")
+    assert any("ProfilerActivity.CUDA" in w for w in r.warnings)   # CPU-only recording: possible syncs
+
+
+# --- real traces ---------------------------------------------------------------------------------
+
+def raw(path):
+    return [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("ph") == "X"]
+
+
+def test_alexnet_counts_and_blocked_time_match_raw_runtime_calls():
+    path = shared_trace(ALEXNET)
+    events = raw(path)
+    r = syncs(load_trace(path, use_cache=False))
+    kinds = r.by_kind.set_index("kind")
+    for name, kind in (("cudaStreamSynchronize", "stream_sync"), ("cudaDeviceSynchronize", "device_sync")):
+        mine = [e["dur"] for e in events if e["name"] == name and e["cat"] == "cuda_runtime"]
+        assert kinds.at[kind, "count"] == len(mine) and kinds.at[kind, "blocked_us"] == sum(mine)
+    cuda_sync = Counter(e["name"] for e in events if e["cat"] == "cuda_sync")
+    side = r.gpu_side.set_index("name")
+    assert side["count"].to_dict() == dict(cuda_sync)
+    assert side.at["Stream Wait Event", "host_blocking"] == 0
+    assert r.total["blocked_us"] == sum(e["dur"] for e in events if e["name"] in (
+        "cudaStreamSynchronize", "cudaDeviceSynchronize"))
+
+
+def test_event_sync_trace_nests_the_stream_sync_in_is_nonzero():
+    path = shared_trace(EVENT_SYNC)
+    events = raw(path)
+    outer = next(e for e in events if e["name"] == "aten::is_nonzero")
+    inner = next(e for e in events if e["name"] == "cudaStreamSynchronize")
+    assert outer["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
+    r = syncs(load_trace(path, use_cache=False))
+    assert dict(Counter(r.events["kind"])) == {"is_nonzero": 1, "event_sync": 1, "device_sync": 1}
+    assert r.events.set_index("kind").at["is_nonzero", "blocked_us"] == outer["dur"]
+    assert r.gpu_side.set_index("name").at["Event Sync", "host_other"] == 1   # cudaEventQuery
+
+
+@pytest.mark.parametrize("name", DLRM)
+def test_dlrm_item_counts_match_raw_json(name):
+    path = shared_trace(name)
+    events = raw(path)
+    n_item = sum(e["name"] == "aten::item" for e in events)
+    r = syncs(load_trace(path, use_cache=False))
+    sites = r.to_frame()
+    assert sites[sites["op"] == "aten::item"]["count"].sum() == n_item == 57
+    assert r.to_json()["by_kind"]["item"]["count"] >= n_item
+
+
+def test_python_line_of_a_real_sync_encloses_it():
+    path = shared_trace(QWEN)
+    events = raw(path)
+    r = syncs(load_trace(path, use_cache=False))
+    row = r.events[r.events["kind"] == "is_nonzero"].iloc[0]
+    op = next(e for e in events if e["name"] == "aten::is_nonzero")
+    frames = [e for e in events if e["cat"] == "python_function" and e["tid"] == op["tid"]
+              and e["ts"] <= op["ts"] and op["ts"] + op["dur"] <= e["ts"] + e["dur"]]
+    chosen = next(f for f in frames if f["name"] == row["frame"])
+    inner = [f for f in frames if f["ts"] > chosen["ts"]]
+    assert not row["file"].startswith("torch/")
+    assert all(f["name"].startswith(("torch/", "<", "nn.Module", "transformers/")) for f in inner)
+    assert f"{row['file']}({row['line']}): {row['func']}" == row["frame"]
+
+
+def test_cpu_only_trace_warns_instead_of_failing():
+    r = syncs(load_trace(shared_trace(CPU_ONLY), use_cache=False))
+    assert r.total["count"] == 0
+    assert any("re-profile" in w for w in r.warnings)
+    assert "0 sync points" in repr(r)
