@@ -159,7 +159,7 @@ class ColumnBuilder:
         gpu_args = _subset(args, gpu)
         cols["device"] = _scatter(n, gpu, _ints(_field(gpu_args, "device")), -1)
         cols["stream"] = _scatter(n, gpu, _ints(_field(gpu_args, "stream")), -1)
-        return cols
+        return {k: v.astype(INT_COLUMNS[k], copy=False) if k in INT_COLUMNS else v for k, v in cols.items()}
 
     def _is(self, cat_codes: np.ndarray, *categories: str) -> np.ndarray:
         table = self.encoders["cat"].codes
@@ -200,12 +200,13 @@ class ColumnBuilder:
             elif col == "rank":
                 data[col] = np.full(n, self.rank, dtype=np.int32)
             else:
-                arrays = [p[col] for p in self.parts]
+                arrays = [p.pop(col) for p in self.parts]  # free each batch's column once merged
                 merged = np.concatenate(arrays) if arrays else np.empty(0, dtype=_dtype(col))
+                del arrays
                 data[col] = self.encoders[col].categorical(merged) if col in _STRING_COLUMNS else merged
-        frame = pd.DataFrame(data, columns=list(EVENT_COLUMNS))
-        frame["dur_us"] = frame["dur_us"].where(frame["ph"] != "i", 0.0)
-        return frame.astype(dict(INT_COLUMNS))
+        self.parts = []
+        data["dur_us"][_instant(data["ph"])] = 0.0
+        return pd.DataFrame(data, columns=list(EVENT_COLUMNS), copy=False)
 
     def _flows_frame(self) -> pd.DataFrame:
         flows = self.flows
@@ -218,9 +219,14 @@ class ColumnBuilder:
         return frame
 
 
+def _instant(ph: pd.Categorical) -> np.ndarray:
+    codes = [i for i, c in enumerate(ph.categories) if c == "i"]
+    return np.isin(ph.codes, codes)
+
+
 def _dtype(col: str):
     if col in _STRING_COLUMNS:
         return np.int32
     if col in ("ts_us", "dur_us"):
         return np.float64
-    return np.int64
+    return INT_COLUMNS.get(col, np.int64)
