@@ -1,0 +1,171 @@
+import inspect
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from perfkit.bench.compare import compare  # noqa: E402
+from perfkit.bench.compile_ab import CompileABResult, GraphBreak, Recompile, compile_ab  # noqa: E402
+from perfkit.bench.stats import VERDICTS  # noqa: E402
+from perfkit.errors import ParameterError  # noqa: E402
+
+FAST = dict(steps=20, warmup=2)
+
+
+class Branchy(torch.nn.Module):
+    """A tiny MLP with a planted data-dependent branch (a graph break)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = self.a(x).relu()
+        if h.sum() > 0:  # planted graph break
+            h = h * 2
+        return self.b(h)
+
+
+class Chatty(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        print("", end="")  # planted graph break
+        return self.a(x).tanh()
+
+
+def _tiny_mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+def test_data_dependent_branch_is_a_graph_break_with_reason_and_location():
+    result = compile_ab(Branchy(), torch.randn(4, 8), backend="eager", **FAST)
+    assert result.graph_break_count == 1
+    brk = result.graph_breaks[0]
+    assert "data-dependent" in brk.reason.lower()
+    lines, first = inspect.getsourcelines(Branchy.forward)
+    planted = first + next(i for i, line in enumerate(lines) if "if h.sum()" in line)
+    assert brk.location == f"{__file__}:{planted}"
+    assert brk.code == "if h.sum() > 0:  # planted graph break"
+    assert "torch.cond" in brk.detail or "torch.where" in brk.detail
+    assert result.findings[0].severity == "high" and "graph break" in result.findings[0].title
+    assert result.recompile_count == 0
+
+
+def test_print_is_a_graph_break():
+    result = compile_ab(Chatty(), torch.randn(4, 8), backend="eager", **FAST)
+    assert result.graph_break_count == 1
+    assert "print" in result.graph_breaks[0].detail + result.graph_breaks[0].reason
+    assert result.graph_breaks[0].code.startswith("print(")
+
+
+def test_changing_batch_sizes_are_counted_as_recompiles():
+    variants = [torch.randn(8, 8), torch.randn(16, 8), torch.randn(3, 8)]
+    result = compile_ab(Branchy(), torch.randn(4, 8), backend="eager", shape_variants=variants, **FAST)
+    # 4 -> 8 recompiles both frames (the forward and the code resumed after the break) with a
+    # dynamic batch dim; 16 and 3 then reuse it.
+    assert result.recompile_count == 2
+    assert all("size mismatch" in r.reason for r in result.recompiles)
+    assert {r.compile_id for r in result.recompiles} == {"0/1", "1/1"}
+    assert any("forward" in r.function for r in result.recompiles)
+    assert len(result.variant_call_s) == 3
+    titles = [f.title for f in result.findings]
+    assert any("recompile" in t for t in titles)
+    frame = result.to_frame()
+    assert frame["kind"].value_counts().to_dict() == {"recompile": 2, "graph_break": 1}
+
+
+def test_dynamic_true_avoids_recompiles():
+    variants = [torch.randn(8, 16), torch.randn(16, 16)]
+    result = compile_ab(_tiny_mlp(), torch.randn(4, 16), backend="eager", dynamic=True,
+                        shape_variants=variants, **FAST)
+    assert result.recompile_count == 0 and result.graph_break_count == 0
+
+
+def test_train_mode_runs_backward():
+    model = Branchy()
+    result = compile_ab(model, torch.randn(4, 8), backend="aot_eager", train=True, **FAST)
+    assert result.graph_break_count == 1
+    assert model.a.weight.grad is not None
+    assert any("no code generation" in w for w in result.warnings)
+
+
+@pytest.mark.slow  # ~6 s with a warm inductor cache, ~13 s cold (C++ build on 2 cores)
+def test_inductor_on_cpu_small_model():
+    result = compile_ab(_tiny_mlp(), torch.randn(64, 16), backend="inductor", steps=30, warmup=2)
+    assert isinstance(result, CompileABResult)
+    assert result.graph_break_count == 0 and result.recompile_count == 0
+    assert result.verdict in VERDICTS
+    assert result.compiled_first_call_s > result.timing.median_b
+    assert result.compile_time_s > 0.05  # inductor generates and builds C++ on the first call
+    if result.verdict == "faster":
+        assert math.isfinite(result.break_even_steps)
+    else:
+        assert result.break_even_steps == math.inf
+        assert any("no steady-state speedup" in f.title for f in result.findings)
+    summary = result.summary()
+    assert summary["backend"] == "inductor" and summary["graph_breaks"] == 0
+    assert "torch.compile A/B (inductor)" in result._repr_html_()
+    assert repr(result).startswith("CompileABResult(inductor:")
+
+
+def _fake_timing(eager_s, compiled_s):
+    world = {"now": 0.0, "i": 0}
+
+    def work(seconds):
+        def fn():
+            world["i"] += 1
+            world["now"] += seconds * (1 + 0.01 * (world["i"] % 5))
+        return fn
+
+    return compare(work(eager_s), work(compiled_s), repeats=30, warmup=1, clock=lambda: world["now"],
+                   device="cpu", labels=("eager", "compiled"))
+
+
+def test_break_even_is_compile_time_over_saving():
+    timing = _fake_timing(0.010, 0.006)
+    result = CompileABResult(timing, 0.02, 2.0 + timing.median_b, (), (), planned_steps=100)
+    assert result.verdict == "faster"
+    assert result.compile_time_s == pytest.approx(2.0)
+    saving = timing.median_a - timing.median_b
+    assert result.break_even_steps == math.ceil(2.0 / saving)
+    from perfkit.bench.compile_ab import _with_findings
+
+    findings = _with_findings(result).findings
+    assert any("pays off only after" in f.title for f in findings)
+    assert not any("pays off" in f.title for f in _with_findings(
+        CompileABResult(timing, 0.02, 2.0, (), (), planned_steps=10**6)).findings)
+
+
+def test_no_saving_means_infinite_break_even():
+    result = CompileABResult(_fake_timing(0.010, 0.012), 0.02, 3.0, (), ())
+    assert result.verdict == "slower" and result.break_even_steps == math.inf
+
+
+def test_frame_lists_breaks_and_recompiles():
+    result = CompileABResult(_fake_timing(0.01, 0.01), 0.0, 0.0,
+                             (GraphBreak("Data-dependent branching", "m.py:3", "if x:", "hint"),),
+                             (Recompile("0/1", "forward (m.py:1)", "size mismatch"),))
+    frame = result.to_frame()
+    assert frame.to_dict("records") == [
+        {"kind": "graph_break", "reason": "Data-dependent branching", "location": "m.py:3", "detail": "hint"},
+        {"kind": "recompile", "reason": "size mismatch", "location": "forward (m.py:1)", "detail": "0/1"}]
+
+
+@pytest.mark.parametrize("kwargs, match", [({"backend": "nope"}, "backend"), ({"mode": "fast"}, "mode"),
+                                           ({"planned_steps": 0}, "planned_steps"),
+                                           ({"device": "tpu"}, "device"), ({"steps": 0}, "steps"),
+                                           ({"confidence": 0.2}, "confidence"), ({"warmup": -1}, "warmup")])
+def test_bad_arguments_raise_before_compiling(kwargs, match, monkeypatch):
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: pytest.fail("compiled despite a bad argument"))
+    with pytest.raises(ParameterError, match=match):
+        compile_ab(_tiny_mlp(), torch.randn(2, 16), **kwargs)
+
+
+def test_model_must_be_a_module():
+    with pytest.raises(ParameterError, match="nn.Module"):
+        compile_ab(lambda x: x, torch.randn(2, 16), backend="eager")
