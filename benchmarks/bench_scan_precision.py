@@ -31,7 +31,7 @@ def expected_labels(path) -> set[tuple[str, int, str]]:
 
 def score(paths) -> dict[str, dict[str, float]]:
     """Rule -> {tp, fp, fn, precision, recall}, plus "all"; precision/recall are 1.0 when undefined."""
-    from perfkit.syncs.static import scan
+    from perfkit.detect.static import scan
 
     paths = [str(p) for p in paths]
     expected = set().union(*(expected_labels(p) for p in paths))

@@ -16,7 +16,7 @@ _EXPORTS = {
     "summarize": "perfkit.analysis.summary", "cpu_bound": "perfkit.analysis.cpu_bound",
     "htod": "perfkit.analysis.htod", "syncs": "perfkit.analysis.syncs", "diff": "perfkit.analysis.diff",
     # sync detectors
-    "detect_syncs": "perfkit.syncs.runtime", "scan": "perfkit.syncs.static",
+    "detect_syncs": "perfkit.detect.runtime", "scan": "perfkit.detect.static",
     # harnesses
     "compare": "perfkit.bench.compare", "compile_ab": "perfkit.bench.compile_ab", "amp_ab": "perfkit.bench.amp_ab",
     "htod_sweep": "perfkit.bench.htod", "hunt_leak": "perfkit.bench.leak",

@@ -1,4 +1,4 @@
-"""Run-time sync detector (perfkit.syncs.runtime) and the ``perfkit detect`` command."""
+"""Run-time sync detector (perfkit.detect.runtime) and the ``perfkit detect`` command."""
 import argparse
 import inspect
 import io
@@ -17,8 +17,8 @@ import torch
 import perfkit.cli
 from perfkit.cli import detect as detect_cli
 from perfkit.errors import ParameterError
-from perfkit.syncs import runtime as rt
-from perfkit.syncs.runtime import SyncEvent, SyncReport, detect_syncs, run_script
+from perfkit.detect import runtime as rt
+from perfkit.detect.runtime import SyncEvent, SyncReport, detect_syncs, run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -1,4 +1,4 @@
-"""Static sync scanner (perfkit.syncs.static, rules) and the ``perfkit scan`` command."""
+"""Static sync scanner (perfkit.detect.static, rules) and the ``perfkit scan`` command."""
 import argparse
 import importlib.util
 import json
@@ -12,8 +12,8 @@ import pytest
 import perfkit.cli
 from perfkit.cli import scan as scan_cli
 from perfkit.errors import ParameterError
-from perfkit.syncs.rules import RULES
-from perfkit.syncs.static import ScanFinding, ScanReport, scan
+from perfkit.detect.rules import RULES
+from perfkit.detect.static import ScanFinding, ScanReport, scan
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

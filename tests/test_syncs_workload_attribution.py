@@ -1,7 +1,7 @@
 """Syncs planted in perfkit's own reference workloads are attributed to the workload's lines."""
 import torch
 
-from perfkit.syncs.runtime import detect_syncs
+from perfkit.detect.runtime import detect_syncs
 from perfkit.workloads.registry import make_workload
 
 

@@ -1,1 +1,1 @@
-"""perfkit.syncs."""
+"""perfkit.detect: sync points found at run time (runtime.py) and in source code (static.py, rules.py)."""

@@ -1,6 +1,6 @@
 """Static sync-point scanner: ``scan(paths) -> ScanReport`` reads Python source, never runs it.
 
-Each rule (catalog in ``perfkit.syncs.rules.RULES``) is a pattern in the AST that usually forces
+Each rule (catalog in ``perfkit.detect.rules.RULES``) is a pattern in the AST that usually forces
 a host-device sync or wastes device time. The tensor-or-not guesses are heuristics local to one
 file (see ``rules.ExprKinds``), so findings are leads to check, not proofs; ``perfkit detect``
 confirms them at run time. In a file that never imports torch, method names (``mask.any()``,

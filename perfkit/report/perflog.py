@@ -76,7 +76,7 @@ def infer_higher_is_better(metric: str, unit: str) -> bool:
     """Rates (unit ``*/s``, names with throughput/speedup/util) are better high; times,
     bytes and counts are better low. Pass ``higher_is_better`` to override."""
     text = f"{metric} {unit}".lower()
-    return "/s" in unit.lower() or any(w in text for w in ("throughput", "speedup", "util", "per_s", "mfu"))
+    return "/s" in unit.lower() or any(w in text for w in ("throughput", "speedup", "util", "per_sec", "mfu"))
 
 
 class PerfLog:

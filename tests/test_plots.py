@@ -1,0 +1,228 @@
+"""Figures of perfkit.report.plots on small real results, and the widgets explorer.
+
+Each plot is called on a real result (a shipped CPU trace, a tiny A/B, a short leak hunt, a
+short monitor run, a perf log) and checked for its axes, labels and drawn artists; GPU-only
+figures are checked for their "no GPU" text on this CPU machine and, where ../shared has GPU
+traces, for their GPU lanes.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from matplotlib.figure import Figure
+
+from conftest import shared_trace
+from perfkit.errors import ParameterError
+from perfkit.report import plots, widgets
+from perfkit.trace import load_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU = ROOT / "data" / "traces" / "cpu"
+
+
+def _texts(fig) -> str:
+    out = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+    return " | ".join(out)
+
+
+@pytest.fixture(scope="module")
+def cpu_trace():
+    return load_trace(CPU / "ppo_item_logging.json.gz")
+
+
+@pytest.fixture(scope="module")
+def ab():
+    from perfkit.bench.compare import compare
+
+    return compare(lambda: sum(range(200)), lambda: sum(range(2000)), repeats=12, warmup=1, labels=("short", "long"))
+
+
+@pytest.fixture(scope="module")
+def leak():
+    from perfkit.bench.leak import hunt_leak
+    from perfkit.workloads.registry import make_workload
+
+    with make_workload("leaky", "cpu", variant="unbounded_history") as w:
+        return hunt_leak(w.step, steps=40, warmup=2, sample_every=10)
+
+
+def test_step_timeline_cpu_trace_has_thread_lanes_and_says_no_gpu(cpu_trace):
+    fig = plots.step_timeline(cpu_trace, step=2)
+    ax = fig.axes[0]
+    lanes = [t.get_text() for t in ax.get_yticklabels()]
+    assert lanes[0].startswith("thread ") and lanes[-1] == "GPU: no GPU events"
+    assert "step 2" in ax.get_title() and ax.get_xlabel().endswith("(ms)")
+    assert len(ax.collections) >= 1  # broken_barh per lane and category
+    wall_ms = float(cpu_trace.steps.set_index("step").loc[2, "dur_us"]) / 1e3
+    assert ax.get_xlim()[1] == pytest.approx(wall_ms)
+    assert "no GPU events in this trace" in _texts(fig)
+
+
+def test_step_timeline_rejects_unknown_step(cpu_trace):
+    with pytest.raises(ParameterError, match="step=99.*steps: 1, 2, 3"):
+        plots.step_timeline(cpu_trace, step=99)
+
+
+def test_step_timeline_gpu_trace_has_stream_lanes():
+    trace = load_trace(shared_trace("param_v100_dlrm_rank0.pt.trace.json.gz"))
+    ax = plots.step_timeline(trace).axes[0]
+    lanes = [t.get_text() for t in ax.get_yticklabels()]
+    assert any(l.startswith("stream 0:") for l in lanes) and any(l.startswith("thread ") for l in lanes)
+    assert {"kernel", "cuda_runtime"} <= {c.get_label() for c in ax.collections}
+
+
+def test_breakdown_bars_follow_the_table(cpu_trace):
+    from perfkit.analysis.cpu_bound import cpu_bound
+
+    result = cpu_bound(cpu_trace)
+    table = result.top_ops(5)
+    ax = plots.breakdown(table, value="self_us", top=5).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == table["name"].tolist()
+    widths = sorted((p.get_width() for p in ax.patches), reverse=True)
+    assert widths == pytest.approx(sorted(table["self_us"], reverse=True))
+    with pytest.raises(ParameterError, match="total_ms"):
+        plots.breakdown(table, value="total_ms")
+    fig = plots.step_breakdown(result)
+    assert "CPU-launch-bound" in fig.axes[0].get_title() and len(fig.axes[0].patches) == 4 * len(result.steps)
+
+
+def test_names_with_dollar_are_literal_text():
+    import pandas as pd
+
+    fig = plots.breakdown(pd.DataFrame({"name": ["$x$ kernel<script>"], "total_us": [1.0]}))
+    assert fig.axes[0].get_yticklabels()[0].get_text() == r"\$x\$ kernel<script>"
+    plots.figure_png(fig)  # renders without a mathtext error
+
+
+def test_ab_distribution_shows_both_sides_and_the_ratio_ci(ab):
+    fig = plots.ab_distribution(ab)
+    left, right = fig.axes
+    assert [t.get_text() for t in left.get_xticklabels()] == ["short", "long"]
+    assert left.get_ylabel() == "time per call (ms)"
+    assert ab.verdict in left.get_title()
+    assert f"{ab.ratio:.3g}" in right.get_title() and right.get_ylabel() == "time ratio (CI)"
+    assert len(left.collections) >= 2  # violins and strip points
+
+
+def test_memory_growth_panels_have_samples_and_fit(leak):
+    fig = plots.memory_growth(leak)
+    assert leak.verdict in fig._suptitle.get_text()
+    heap = next(ax for ax in fig.axes if ax.get_ylabel().startswith("tracemalloc_bytes"))
+    assert [l.get_label() for l in heap.get_lines()] == ["samples", "fit"]
+    assert len(heap.get_lines()[0].get_xdata()) == len(leak.to_frame())
+    assert "growing" in heap.get_title()
+
+
+def test_monitor_timeline_without_gpu_says_why():
+    import time
+
+    from perfkit.bench.monitor import SystemMonitor
+
+    with SystemMonitor(interval_s=0.02, gpu=False) as mon:
+        time.sleep(0.1)
+    fig = plots.monitor_timeline(mon.result())
+    assert "no GPU: GPU monitoring switched off" in fig.axes[0].get_title()
+    assert [ax.get_ylabel() for ax in fig.axes] == ["cpu_process_percent", "cpu_system_percent", "rss (MiB)"]
+    assert fig.axes[-1].get_xlabel() == "time since start (s)"
+
+
+def test_copy_figures_without_gpu_say_no_gpu(cpu_trace):
+    from perfkit.analysis.htod import htod
+    from perfkit.bench.htod import htod_sweep
+
+    sweep = htod_sweep(sizes_bytes=[4096], repeats=1, device="auto")
+    if sweep.available:
+        fig = plots.copy_bandwidth(sweep)
+        assert fig.axes[0].get_xscale() == "log" and fig.axes[0].get_ylabel().startswith("GB/s")
+    else:
+        assert "no GPU: torch.cuda.is_available() is False" in _texts(plots.copy_bandwidth(sweep))
+    assert "no GPU" in _texts(plots.copy_kinds(htod(cpu_trace)))
+
+
+def test_copy_kinds_on_a_gpu_trace():
+    from perfkit.analysis.htod import htod
+
+    result = htod(load_trace(shared_trace("param_v100_dlrm_rank0.pt.trace.json.gz")))
+    left, right = plots.copy_kinds(result).axes
+    kinds = [t.get_text() for t in left.get_xticklabels()]
+    assert "HtoD pageable" in kinds and "HtoD pinned" in kinds
+    assert right.get_ylabel().startswith("GB/s") and len(right.patches) == len(result.to_frame())
+
+
+def test_diff_breakdown_and_loss_curves():
+    from perfkit.analysis.diff import diff
+    from perfkit.bench.amp_ab import amp_ab
+    from perfkit.report.headline import mlp_problem
+
+    d = diff(load_trace(CPU / "leaky_accumulating_callback.json.gz"), load_trace(CPU / "leaky_clean.json.gz"))
+    ax = plots.diff_breakdown(d, top=5).axes[0]
+    assert len(ax.patches) == 5 and ax.get_xlabel() == "change in time per step (us)"
+    assert all(t.get_text().startswith(("op: ", "kernel: ")) for t in ax.get_yticklabels())
+    p = mlp_problem(batch=4, features=4, hidden=8, layers=1)
+    amp = amp_ab(p.make_model, p.make_batch, p.loss_fn, steps=3, repeats=5, warmup=1, device="cpu", compare_fused=False)
+    left, right = plots.loss_curves(amp).axes
+    assert [l.get_label() for l in left.get_lines()] == ["fp32", "bfloat16 autocast"]
+    assert len(left.get_lines()[0].get_xdata()) == 3 and right.get_xlabel() == "step"
+
+
+def test_perf_log_trend_marks_regressions(tmp_path):
+    from perfkit.report.perflog import PerfLog
+
+    log = PerfLog(tmp_path / "log.csv")
+    for i, v in enumerate([10.0, 10.1, 14.0]):
+        log.append(investigation="cpu_bound", metric="median_step_ms", value=v, unit="ms", change=f"c{i}",
+                   device="cpu", higher_is_better=False)
+    ax = plots.perf_log_trend(log.read(), "cpu_bound").axes[0]
+    lines = {l.get_label(): l for l in ax.get_lines()}
+    assert list(lines["regressed"].get_ydata()) == [14.0]
+    assert "cpu_bound: median_step_ms (cpu)" == ax.get_title()
+    assert "no rows" in _texts(plots.perf_log_trend(log.read(), "htod"))
+
+
+def test_workload_steps_and_png(tmp_path):
+    from perfkit.workloads.registry import make_workload
+
+    with make_workload("leaky", "cpu") as w:
+        run = w.run(3)
+    fig = plots.workload_steps(run)
+    assert isinstance(fig, Figure) and len(fig.axes[0].get_lines()[0].get_xdata()) == 3
+    assert plots.figure_png(fig)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plots_do_not_touch_pyplot(cpu_trace):
+    plots.step_timeline(cpu_trace)
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    assert pyplot is None or pyplot.get_fignums() == []
+
+
+# -- widgets -----------------------------------------------------------------------------------
+
+def test_trace_files_lists_shipped_traces():
+    files = widgets.trace_files()
+    assert CPU / "ppo_item_logging.json.gz" in files and all(f.name != "MANIFEST.json" for f in files)
+    with pytest.raises(ParameterError, match="does not exist"):
+        widgets.trace_files(ROOT / "no-such-folder")
+
+
+def test_filter_ops_is_literal_and_case_insensitive():
+    import pandas as pd
+
+    table = pd.DataFrame({"name": ["aten::addmm", "aten::ADD_", "aten::mm", "a.b"]})
+    assert widgets.filter_ops(table, "add")["name"].tolist() == ["aten::addmm", "aten::ADD_"]
+    assert widgets.filter_ops(table, ".")["name"].tolist() == ["a.b"]
+    assert len(widgets.filter_ops(table, "")) == 4
+    with pytest.raises(ParameterError, match="op"):
+        widgets.filter_ops(table, "x", column="op")
+
+
+def test_explorer_updates_its_view_on_filter_and_step():
+    ex = widgets.explorer(trace_path=CPU / "leaky_clean.json.gz", top=5)
+    assert ex.view.step == 1 and len(ex.view.ops) == 5
+    assert [list(o["data"]) for o in ex.out.outputs][1][0] == "image/png"
+    ex.filter_box.value = "ADDMM"
+    assert ex.view.pattern == "ADDMM" and all("addmm" in n.lower() for n in ex.view.ops["name"])
+    ex.step_box.value = 3
+    assert ex.view.step == 3 and "step 3" in ex.view.timeline.axes[0].get_title()
+    assert len(ex.out.outputs) == 4  # replaced, not appended
