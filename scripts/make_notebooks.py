@@ -331,7 +331,7 @@ eager and a compiled run of your own job. The defaults are the two MPPI planner 
 `data/traces/cpu` (tensor construction before/after the fix), since no compiled trace is shipped.
 '''),
         params('''
-mode = "trace"  # "trace": diff trace_path against trace_path_b; "live": run the compile A/B now
+mode = "live"  # "trace": diff trace_path against trace_path_b; "live": run the compile A/B now
 trace_path = "data/traces/cpu/mppi_float_tensor.json.gz"  # trace mode: before
 trace_path_b = "data/traces/cpu/mppi_from_numpy.json.gz"  # trace mode: after
 device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
@@ -387,7 +387,7 @@ fp32 and an AMP run of your job); the defaults are the PPO traces shipped in `da
 (per-step `.item()` logging before, batched metrics after), since no AMP trace is shipped.
 '''),
         params('''
-mode = "trace"  # "trace": diff trace_path against trace_path_b; "live": run the AMP A/B now
+mode = "live"  # "trace": diff trace_path against trace_path_b; "live": run the AMP A/B now
 trace_path = "data/traces/cpu/ppo_item_logging.json.gz"  # trace mode: before
 trace_path_b = "data/traces/cpu/ppo_batched_metrics.json.gz"  # trace mode: after
 device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
@@ -446,7 +446,7 @@ leaky loop (`trace_path`) against the fixed one (`trace_path_b`): the extra per-
 leak (copies, clones, appends) shows up op by op.
 '''),
         params('''
-mode = "trace"  # "trace": diff trace_path against trace_path_b; "live": hunt the leak now
+mode = "live"  # "trace": diff trace_path against trace_path_b; "live": hunt the leak now
 trace_path = "data/traces/cpu/leaky_accumulating_callback.json.gz"  # trace mode: the leaky loop
 trace_path_b = "data/traces/cpu/leaky_clean.json.gz"  # trace mode: the fixed loop
 workload = "leaky"  # live mode: the workload whose step() is repeated
