@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import html as h
+from ..atomic import write_text_atomic
 from ..errors import PerfkitError
 from .perflog import PerfLog, empty_log, format_value
 from .runner import load_run_record
@@ -51,7 +52,7 @@ def build_index(reports_dir: str | os.PathLike = "reports",
     parts = [h.html_warnings(problems), _reports_section(entries),
              "<h2>Performance log</h2>", h.perf_log_table(log), _trends_section(log)]
     target = root / "index.html"
-    _replace_text(target, h.page("perfkit reports", *parts))
+    write_text_atomic(target, h.page("perfkit reports", *parts))
     return target
 
 
@@ -161,13 +162,3 @@ def _trend_png(title: str, rows: pd.DataFrame, unit: str) -> bytes:
     return buf.getvalue()
 
 
-def _replace_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

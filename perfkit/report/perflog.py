@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from ..atomic import fsync_path
 from ..errors import ParameterError, PerfkitError
 
 FORMAT_VERSION = 1
@@ -375,15 +376,7 @@ def _append_bytes(path: Path, data: bytes, new: bool) -> None:
     finally:
         os.close(fd)
     if new:
-        _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fsync_path(path.parent)
 
 
 def _ends_with_newline(path: Path) -> bool:

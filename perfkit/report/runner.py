@@ -20,6 +20,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from ..atomic import fsync_path
 from ..errors import MissingDependencyError, ParameterError
 from ..results import html_section, html_table, html_text, html_warnings
 
@@ -257,7 +258,7 @@ def _execute(path: Path, target: Path, params: dict, day: str, kernel_name, prog
         run = _make_run(path, day, final, params, time.perf_counter() - start, failure, warnings, nb)
         if nb is not None:
             _write_text(tmp[".html"], notebook_html(nb))
-            _fsync(tmp[".ipynb"])
+            fsync_path(tmp[".ipynb"])
         _write_text(tmp[".run.json"], json.dumps(_record(run), indent=1, default=repr))
         for ext in final:
             if tmp[ext].exists():
@@ -346,9 +347,3 @@ def _write_text(path: Path, text: str) -> None:
         os.fsync(fh.fileno())
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

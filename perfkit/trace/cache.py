@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from .. import __version__
+from ..atomic import atomic_write, write_text_atomic
 from .schema import SCHEMA_VERSION
 
 CACHE_FORMAT = 2
@@ -79,21 +79,9 @@ def write(path: Path, events: pd.DataFrame, flows: pd.DataFrame, meta: dict) -> 
         directory.mkdir(parents=True, exist_ok=True)
         for suffix, frame in ((".events.arrow", events), (".flows.arrow", flows)):
             table = pa.Table.from_pandas(frame, preserve_index=False)
-            _atomic(f"{base}{suffix}", lambda tmp, t=table: feather.write_feather(t, tmp, compression="uncompressed"))
+            atomic_write(f"{base}{suffix}", lambda tmp, t=table: feather.write_feather(t, tmp, compression="uncompressed"))
         info = dict(_stamp(path), meta=meta)
-        _atomic(str(base.with_suffix(".json")), lambda tmp: Path(tmp).write_text(json.dumps(info)))
+        write_text_atomic(base.with_suffix(".json"), json.dumps(info))
     except OSError as exc:
         return f"trace cache not written to {directory} ({exc}); set PERFKIT_CACHE_DIR to a writable directory"
     return None
-
-
-def _atomic(target: str, write_fn) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-", suffix=".part")
-    os.close(fd)
-    try:
-        write_fn(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

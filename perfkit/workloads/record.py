@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..atomic import atomic_write
 from ..device import is_cuda
 from ..errors import ParameterError, PerfkitError, TraceError
 from .base import check_int
@@ -97,17 +98,17 @@ def export_gzipped_trace(prof, path) -> Path:
     path = Path(path)
     fd, raw = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".json")
     os.close(fd)
-    packed = raw + ".gz"
     try:
         prof.export_chrome_trace(raw)
-        with open(raw, "rb") as src, gzip.open(packed, "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
-        os.replace(packed, path)
+        atomic_write(path, lambda packed: _gzip_file(raw, packed))
     finally:
-        for leftover in (raw, packed):
-            if os.path.exists(leftover):
-                os.remove(leftover)
+        os.remove(raw)
     return path
+
+
+def _gzip_file(source: str, target: str) -> None:
+    with open(source, "rb") as src, gzip.open(target, "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
 
 
 def trace_event_counts(path) -> dict:
