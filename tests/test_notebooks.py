@@ -163,7 +163,9 @@ def test_notebook_declares_its_parameters(name):
     declared = notebook_parameters(NOTEBOOKS / f"{name}.ipynb")
     for key in ("mode", "trace_path", "device", "interactive", "perf_log_path", "change", "run_label"):
         assert key in declared, f"{name} lacks parameter {key}"
-    assert declared["mode"]["default"] == '"trace"'
+    # The A/B and leak harnesses are live by nature, so the main job runs them live by default.
+    live_by_default = name in ("compile_ab", "amp_regression", "memory_leak")
+    assert declared["mode"]["default"] == ('"live"' if live_by_default else '"trace"')
     assert declared["interactive"]["default"] == "False"
     assert declared["perf_log_path"]["default"] == '"reports/perf_log.csv"'
     assert declared["change"]["default"] == '"baseline"'

@@ -8,6 +8,7 @@ and moved into place with ``os.replace``: an interrupted run leaves the previous
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -274,14 +275,30 @@ def _papermill_execute(path: Path, output: Path, params: dict, kernel_name, prog
     papermill = _papermill()
     engine = {} if kernel_name not in (None, "python3") else {"kernel_manager_class": kernel_manager_class()}
     try:
-        papermill.execute_notebook(str(path), str(output), parameters=params,
-                                   kernel_name=kernel_name or "python3", progress_bar=progress,
-                                   cwd=str(path.parent), **engine)
+        with _inline_figures():
+            papermill.execute_notebook(str(path), str(output), parameters=params,
+                                       kernel_name=kernel_name or "python3", progress_bar=progress,
+                                       cwd=str(path.parent), **engine)
     except papermill.PapermillExecutionError as exc:
         return {"error": f"{exc.ename}: {exc.evalue}", "cell_index": exc.cell_index, "source": exc.source}
     except Exception as exc:  # kernel death, timeouts, missing kernel: reported, the batch goes on
         return {"error": f"{type(exc).__name__}: {exc}", "cell_index": None, "source": ""}
     return None
+
+
+@contextlib.contextmanager
+def _inline_figures():
+    """The kernel inherits MPLBACKEND; a non-inline value (e.g. Agg in CI) would drop every figure
+    from the report, so the kernel is started with the inline backend."""
+    saved = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("MPLBACKEND", None)
+        else:
+            os.environ["MPLBACKEND"] = saved
 
 
 def _read_notebook(path: Path):
