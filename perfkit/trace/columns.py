@@ -112,7 +112,8 @@ class ColumnBuilder:
         self.encoders = {c: Encoder(_text) for c in _STRING_COLUMNS}
         self.encoders["ph"] = Encoder(_phase)
         self.parts: list[dict] = []
-        self.flows: list = []
+        self.flow_parts: list[dict] = []
+        self.flow_encoders = {c: Encoder(_text) for c in ("ph", "cat", "pid", "tid")}
         self.n_seen = 0
 
     def add(self, batch: list) -> None:
@@ -127,7 +128,15 @@ class ColumnBuilder:
             rows = np.flatnonzero(keep).tolist()
             self.parts.append(self._columns([batch[i] for i in rows], [phases[i] for i in rows]))
         if flows.any():
-            self.flows.extend(e for e in _subset(batch, flows) if e.cat in FLOW_CATEGORIES)
+            arrows = [e for e in _subset(batch, flows) if e.cat in FLOW_CATEGORIES]
+            if arrows:
+                self.flow_parts.append(self._flow_columns(arrows))
+
+    def _flow_columns(self, flows: list) -> dict:
+        cols = {"id": _ints(_field(flows, "id")), "ts_us": _floats(_field(flows, "ts"))}
+        for col, encoder in self.flow_encoders.items():
+            cols[col] = encoder.encode(_field(flows, col))
+        return cols
 
     def _columns(self, events: list, phases: list) -> dict:
         n = len(events)
@@ -209,14 +218,19 @@ class ColumnBuilder:
         return pd.DataFrame(data, columns=list(EVENT_COLUMNS), copy=False)
 
     def _flows_frame(self) -> pd.DataFrame:
-        flows = self.flows
-        encoders = {c: Encoder(_text) for c in ("ph", "cat", "pid", "tid")}
-        frame = pd.DataFrame({"id": _ints(_field(flows, "id"))})
-        for col in ("ph", "cat", "pid", "tid"):
-            frame[col] = encoders[col].categorical(encoders[col].encode(_field(flows, col)))
-        frame["ts_us"] = _floats(_field(flows, "ts"))
+        parts = self.flow_parts
+        frame = pd.DataFrame({
+            "id": _merge(parts, "id", np.int64),
+            **{c: self.flow_encoders[c].categorical(_merge(parts, c, np.int32)) for c in ("ph", "cat", "pid", "tid")},
+            "ts_us": _merge(parts, "ts_us", np.float64),
+        })
         frame["file_id"] = np.int16(self.file_id)
+        self.flow_parts = []
         return frame
+
+
+def _merge(parts: list[dict], col: str, dtype) -> np.ndarray:
+    return np.concatenate([p[col] for p in parts]) if parts else np.empty(0, dtype=dtype)
 
 
 def _instant(ph: pd.Categorical) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import mmap
 import re
 import zlib
 from pathlib import Path
@@ -29,13 +30,19 @@ _REPORT_FIX = "Re-export the trace with torch.profiler (prof.export_chrome_trace
 
 
 def read_bytes(path: Path, *, salvage: bool = False) -> tuple[bytes, list[str]]:
-    """The file's JSON text (gunzipped when it is gzip). A truncated gzip is an error unless
+    """The file's JSON text: gunzipped bytes for gzip, else a read-only memory map (parsed chunks
+    are released from memory as the parse moves on). A truncated gzip is an error unless
     ``salvage``, which keeps what decompresses."""
-    raw = path.read_bytes()
-    if not raw[:4096].strip() and not raw.strip():
+    if path.stat().st_size == 0:
         raise TraceError(path, "file is empty (0 bytes of JSON)", _REPORT_FIX)
-    if raw[:2] != b"\x1f\x8b":
-        return raw, []
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        if head != b"\x1f\x8b":
+            text = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            if not text[:4096].strip() and not text[:].strip():
+                raise TraceError(path, "file is empty (0 bytes of JSON)", _REPORT_FIX)
+            return text, []
+    raw = path.read_bytes()
     try:
         return gzip.decompress(raw), []
     except (EOFError, OSError, zlib.error) as exc:
@@ -98,7 +105,16 @@ def _chunks(path: Path, text: bytes, start: int, end: int) -> Iterator[list]:
             except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
                 raise LayoutFallback() from None
             yield batch
+        _release(text, pos, cut)
         pos = cut + 1
+
+
+def _release(text, first: int, last: int) -> None:
+    """Drop the parsed pages of a memory-mapped file from memory (they are re-read if needed)."""
+    if isinstance(text, mmap.mmap):
+        start = first - first % mmap.PAGESIZE
+        if last > start:
+            text.madvise(mmap.MADV_DONTNEED, start, last - start)
 
 
 def _trim(text: bytes, first: int, last: int) -> tuple[int, int]:
@@ -115,6 +131,7 @@ class LayoutFallback(Exception):
 
 
 def _full_parse(path: Path, text: bytes, *, salvage: bool) -> tuple[dict, Iterator[list], list[str]]:
+    text = text if isinstance(text, bytes) else text[:]
     try:
         top = TOP_LEVEL.decode(text)
     except msgspec.ValidationError:
