@@ -282,7 +282,7 @@ def _findings(events: pd.DataFrame, n_steps: int, wall_us: float) -> list[Findin
         share = site["blocked_us"] / wall_us if wall_us > 0 else 0.0
         if not site["gpu_confirmed"] and site["kind"] in ("item", "nonzero", "is_nonzero", "dynamic_shape"):
             continue
-        where = f"{site['file']}:{site['line']}" if site["file"] else (site["top_op"] or site["op"] or "?")
+        where = f"{site['file']}:{site['line']}" if site["file"] else _op_path(site["top_op"], site["op"])
         severity = "high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low"
         out.append(Finding(
             severity, f"{site['kind']} at {where}: {site['count']}x, {site['blocked_us'] / 1e3:.3f} ms blocked",
@@ -291,6 +291,13 @@ def _findings(events: pd.DataFrame, n_steps: int, wall_us: float) -> list[Findin
             FIXES[site["kind"]].format(op=site["op"] or "an op"),
             f"'high' from {HIGH_SHARE:.0%}, 'medium' from {MEDIUM_SHARE:.0%} of step wall time blocked (perfkit rule)"))
     return out
+
+
+def _op_path(top_op, op) -> str:
+    """'aten::index (via aten::copy_)': the outermost op the user called, and the op that synced."""
+    if top_op and op and top_op != op:
+        return f"{top_op} (via {op})"
+    return top_op or op or "?"
 
 
 def _warnings(trace, host: pd.DataFrame, gpu_side: pd.DataFrame) -> tuple:
