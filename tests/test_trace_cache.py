@@ -62,3 +62,12 @@ def test_unwritable_cache_dir_warns(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(blocker / "sub"))
     trace = load_trace(make(tmp_path))
     assert any("cache not written" in w for w in trace.warnings)
+
+
+def test_progress_bar_over_bytes_of_a_large_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("perfkit.trace.load.CHUNK_BYTES", 64)
+    monkeypatch.setattr("perfkit.trace.parse.CHUNK_BYTES", 64)
+    doc = dict(GOOD, traceEvents=GOOD["traceEvents"] * 20)
+    trace = load_trace(make(tmp_path, doc), use_cache=False, progress=True)
+    assert len(trace.events) == 60
+    assert "parsing t.json" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 
 def register(subparsers) -> None:
@@ -18,7 +19,8 @@ def run(args) -> int:
     from ..trace import load_trace
 
     for source in args.traces:
-        summary = summarize(load_trace(source, use_cache=not args.no_cache, salvage=args.salvage))
+        trace = load_trace(source, use_cache=not args.no_cache, salvage=args.salvage, progress=sys.stderr.isatty())
+        summary = summarize(trace)
         print(json.dumps(summary) if args.json else format_summary(summary))
     return 0
 

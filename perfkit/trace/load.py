@@ -12,7 +12,7 @@ from ..errors import TraceError
 from . import cache
 from .columns import ColumnBuilder
 from .model import Trace, TraceFile
-from .parse import LayoutFallback, iter_event_batches, read_bytes
+from .parse import CHUNK_BYTES, LayoutFallback, iter_event_batches, read_bytes
 from .steps import STEP_COLUMNS, file_steps
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -26,12 +26,13 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
     ``torch.profiler.tensorboard_trace_handler``), or an iterable of paths.
     ``use_cache``: read/write the columnar cache (see :mod:`perfkit.trace.cache`).
     ``salvage``: keep the complete events of a file cut off mid-write (with a warning) instead of raising.
+    ``progress``: show tqdm progress over files, and over the bytes parsed of each large file.
     Raises :class:`~perfkit.errors.TraceError` (naming the file and the problem) for unreadable input.
     """
     paths = resolve_paths(source)
     files, events, flows, steps, warnings = [], [], [], [], []
     for file_id, path in enumerate(_progress(paths, progress)):
-        ev, fl, meta, warns = _load_file(path, file_id, use_cache=use_cache, salvage=salvage)
+        ev, fl, meta, warns = _load_file(path, file_id, use_cache=use_cache, salvage=salvage, progress=progress)
         if meta["rank"] is None:
             meta["rank"] = file_id
             ev = ev.assign(rank=np.int32(file_id))
@@ -69,13 +70,13 @@ def resolve_paths(source) -> list[Path]:
     raise TraceError(repr(source), "expected a path, a directory or a list of paths")
 
 
-def _load_file(path: Path, file_id: int, *, use_cache: bool, salvage: bool):
+def _load_file(path: Path, file_id: int, *, use_cache: bool, salvage: bool, progress: bool = False):
     if use_cache:
         hit = cache.read(path)
         if hit is not None:
             events, flows, meta = hit
             return (*_with_file_id(events, flows, file_id), *_split_meta(meta))
-    events, flows, meta, warnings = _parse_file(path, salvage=salvage)
+    events, flows, meta, warnings = _parse_file(path, salvage=salvage, progress=progress)
     if use_cache and not warnings:
         problem = cache.write(path, events, flows, dict(meta, warnings=warnings))
         warnings = warnings + ([problem] if problem else [])
@@ -94,24 +95,31 @@ def _with_file_id(events: pd.DataFrame, flows: pd.DataFrame, file_id: int):
     return events, flows
 
 
-def _parse_file(path: Path, *, salvage: bool):
+def _parse_file(path: Path, *, salvage: bool, progress: bool = False):
     text, warnings = read_bytes(path, salvage=salvage)
     box = [text]
+    bar = _byte_progress(path, len(text)) if progress else None
     del text
     try:
-        return _build(path, box, salvage=salvage, chunked=True, warnings=warnings)
+        return _build(path, box, salvage=salvage, chunked=True, warnings=warnings, bar=bar)
     except LayoutFallback:
-        return _build(path, box, salvage=salvage, chunked=False, warnings=warnings)
+        return _build(path, box, salvage=salvage, chunked=False, warnings=warnings, bar=bar)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
-def _build(path: Path, box: list, *, salvage: bool, chunked: bool, warnings: list):
+def _build(path: Path, box: list, *, salvage: bool, chunked: bool, warnings: list, bar=None):
     """Parse the text in ``box``; the box is emptied once parsed so the text is freed before the
     tables are assembled (the peak is then text or tables, not both)."""
     meta_doc, batches, parse_warnings = iter_event_batches(path, box[0], salvage=salvage, chunked=chunked)
     rank = _rank(meta_doc)
     builder = ColumnBuilder(file_id=0, rank=rank if rank is not None else 0)
+    size = len(box[0])
     for batch in batches:
         builder.add(batch)
+        if bar is not None:
+            bar.update(min(size, CHUNK_BYTES, bar.total - bar.n))
     box.clear()
     del batches
     events, flows = builder.frames()
@@ -196,6 +204,15 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
         else:
             out[col] = np.concatenate([p.to_numpy() for p in parts])
     return pd.DataFrame(out)
+
+
+def _byte_progress(path: Path, size: int):
+    """A tqdm bar over the bytes of one file, only for files large enough to wait for."""
+    if size < 4 * CHUNK_BYTES:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=size, desc=f"parsing {path.name}", unit="B", unit_scale=True, leave=False)
 
 
 def _progress(paths, enabled: bool):
