@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..bench.stats import bootstrap_median_ratio
 from ..errors import ParameterError
 from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
 from .cpu_bound import cpu_bound
@@ -136,11 +137,7 @@ def compare_steps(a_us, b_us, *, confidence: float = CONFIDENCE, resamples: int 
     if len(a) < MIN_STEPS or len(b) < MIN_STEPS or not np.isfinite(ratio):
         return dict(out, low=float("nan"), high=float("nan"), verdict="not enough data",
                     reason=f"need >= {MIN_STEPS} steps on each side, have {len(a)} and {len(b)}")
-    rng = np.random.default_rng(seed)
-    ma = np.median(rng.choice(a, size=(resamples, len(a))), axis=1)
-    mb = np.median(rng.choice(b, size=(resamples, len(b))), axis=1)
-    tail = 100 * (1 - confidence) / 2
-    low, high = np.percentile(mb / ma, [tail, 100 - tail])
+    low, high = bootstrap_median_ratio(a, b, confidence=confidence, resamples=resamples, seed=seed)
     verdict = "slower" if low > 1 else "faster" if high < 1 else "no detectable change"
     return dict(out, low=float(low), high=float(high), verdict=verdict,
                 reason=f"{confidence:.0%} bootstrap CI of median(B)/median(A) is [{low:.3g}, {high:.3g}]")
