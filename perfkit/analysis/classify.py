@@ -17,11 +17,10 @@ SYNC_RUNTIME = {
     "cudaStreamSynchronize": "stream_sync", "hipStreamSynchronize": "stream_sync",
     "cudaDeviceSynchronize": "device_sync", "hipDeviceSynchronize": "device_sync",
     "cudaEventSynchronize": "event_sync", "hipEventSynchronize": "event_sync",
-    "cudaStreamWaitEvent": None, "hipStreamWaitEvent": None,
     "cudaMemcpy": "memcpy_sync", "hipMemcpy": "memcpy_sync", "hipMemcpyWithStream": "memcpy_sync",
     "cuStreamSynchronize": "stream_sync", "cuCtxSynchronize": "device_sync", "cuEventSynchronize": "event_sync",
 }
-SYNC_RUNTIME = {k: v for k, v in SYNC_RUNTIME.items() if v is not None}
+# cudaStreamWaitEvent is absent on purpose: it orders two streams on the device, the host never waits.
 
 LAUNCH_PREFIXES = ("cudaLaunchKernel", "cuLaunchKernel", "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
                    "cudaGraphLaunch", "hipGraphLaunch", "cudaLaunchCooperativeKernel", "cuLaunchKernelEx",
@@ -54,10 +53,6 @@ def copies_frame(events: pd.DataFrame) -> pd.DataFrame:
     direction = dict(zip(unique, map(copy_direction, unique)))
     memory = dict(zip(unique, map(copy_memory, unique)))
     return copies.assign(direction=names.map(direction).to_numpy(), memory=names.map(memory).to_numpy())
-
-
-def sync_kind(name: str) -> str | None:
-    return SYNC_RUNTIME.get(name)
 
 
 def is_launch(name: str) -> bool:
