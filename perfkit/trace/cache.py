@@ -20,7 +20,7 @@ from .. import __version__
 from ..atomic import atomic_write, write_text_atomic
 from .schema import SCHEMA_VERSION
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 _EDGE = 64 << 10
 
 

@@ -75,17 +75,12 @@ def _load_file(path: Path, file_id: int, *, use_cache: bool, salvage: bool, prog
         hit = cache.read(path)
         if hit is not None:
             events, flows, meta = hit
-            return (*_with_file_id(events, flows, file_id), *_split_meta(meta))
+            return (*_with_file_id(events, flows, file_id), meta, [])
     events, flows, meta, warnings = _parse_file(path, salvage=salvage, progress=progress)
-    if use_cache and not warnings:
-        problem = cache.write(path, events, flows, dict(meta, warnings=warnings))
-        warnings = warnings + ([problem] if problem else [])
+    if use_cache and not warnings:  # only clean parses are cached, so a cache hit has no warnings
+        problem = cache.write(path, events, flows, meta)
+        warnings = [problem] if problem else []
     return (*_with_file_id(events, flows, file_id), meta, warnings)
-
-
-def _split_meta(meta: dict):
-    warnings = meta.pop("warnings", [])
-    return meta, warnings
 
 
 def _with_file_id(events: pd.DataFrame, flows: pd.DataFrame, file_id: int):
