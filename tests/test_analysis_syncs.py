@@ -264,3 +264,37 @@ def test_cpu_only_trace_warns_instead_of_failing():
     assert r.total["count"] == 0
     assert any("re-profile" in w for w in r.warnings)
     assert "0 sync points" in repr(r)
+
+
+def _internal_items(tmp_path, *, cuda: bool):
+    """A user's .item(), and aten::std / aten::multinomial whose implementations call aten::item."""
+    b = TraceBuilder(with_stack=False)
+    b.step(0, 0, 1000)
+    item(b, 100, device=cuda)                            # the user's own .item(): outermost op
+    b.cpu_op("aten::std", 200, 60)
+    item(b, 210, 30, device=cuda)
+    b.cpu_op("aten::multinomial", 300, 80)
+    b.cpu_op("aten::_assert_async", 310, 40)
+    item(b, 312, 30, device=False)                       # CUDA's _assert_async never reads on the host
+    b.cpu_op("aten::nonzero", 500, 30)                   # a sync op: kept, on CPU too
+    item(b, 502, 20, device=False)
+    if cuda:
+        b.launch("gemm", 600, 5, gpu_ts=610, gpu_dur=10)
+    return syncs(load_trace(b.write(tmp_path / "t.json"), use_cache=False))
+
+
+def test_cpu_trace_drops_items_issued_inside_other_ops(tmp_path):
+    result = _internal_items(tmp_path, cuda=False)
+    assert sorted(zip(result.events["kind"], result.events["top_op"])) == [("item", "aten::item"),
+                                                                         ("nonzero", "aten::nonzero")]
+    assert any("2 aten::item calls inside other ops (aten::std 1x, aten::multinomial 1x)" in w
+               for w in result.warnings)
+
+
+def test_gpu_trace_keeps_internal_items_for_confirmation(tmp_path):
+    result = _internal_items(tmp_path, cuda=True)
+    ev = result.events.set_index("top_op")
+    assert bool(ev.at["aten::std", "gpu_confirmed"]) and not bool(ev.at["aten::multinomial", "gpu_confirmed"])
+    assert len(result.events) == 4 and not any("inside other ops" in w for w in result.warnings)
+    # Only GPU-confirmed item sites become findings: the unconfirmed multinomial one does not.
+    assert not [f for f in result.findings if "multinomial" in f.title]

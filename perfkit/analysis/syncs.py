@@ -14,7 +14,10 @@ One sync point is counted once. Candidates nested in a sync op belong to its out
 ``is_nonzero``); a blocking call or copy inside an op that launched a device-to-host copy belongs
 to that op (``memcpy_dtoh``: ``.cpu()`` is one sync, not a copy plus a stream sync). Blocked time is
 the host duration of that outermost event. ``gpu_confirmed`` says a blocking runtime call or copy
-was seen inside it (an aten::item on a CPU tensor is listed, but not confirmed).
+was seen inside it (an aten::item on a CPU tensor is listed, but not confirmed). On a trace with no
+CUDA runtime events at all, an aten::item issued from inside another op that is not a sync op
+(aten::std, fused Adam, aten::multinomial's aten::_assert_async) is that op's CPU implementation and
+is left out, with a warning: the op's CUDA kernel does not read the value on the host.
 
 ``cuda_sync`` events are the GPU timeline's view of the same synchronize calls (same correlation
 id): they are never added to the totals, only listed in ``gpu_side`` with how many match a host
@@ -129,12 +132,12 @@ def syncs(trace) -> SyncResult:
     candidates = _candidates(host, dtoh)
     anchors = _anchors(candidates, host, nested, dtoh_ops=set(nested["op"].reindex(dtoh.index).dropna()) - {-1})
     windows = step_windows(trace)
-    events = _episodes(trace, anchors, host, nested, windows)
+    events, internal = _drop_cpu_internal(_episodes(trace, anchors, host, nested, windows), host)
     n_steps, wall_us = max(len(windows), 1), float(windows["dur_us"].sum())
     gpu_side = _gpu_side(trace, candidates)
     findings = _findings(events, n_steps, wall_us)
     return SyncResult(events=events, gpu_side=gpu_side, n_steps=n_steps, wall_us=wall_us,
-                      findings=rank_findings(findings), warnings=_warnings(trace, host, gpu_side))
+                      findings=rank_findings(findings), warnings=_warnings(trace, host, gpu_side) + internal)
 
 
 # --- candidates and anchors ----------------------------------------------------------------------
@@ -224,6 +227,25 @@ def _episodes(trace, anchors: pd.DataFrame, host: pd.DataFrame, nested: pd.DataF
     }, index=ev.index)
     frame = frame.join(user_frames(trace, ev))
     return frame[EPISODE_COLUMNS].sort_values("ts_us", kind="stable")
+
+
+def _drop_cpu_internal(events: pd.DataFrame, host: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """On a trace without CUDA runtime events, drop ``item`` sync points issued from inside
+    another op that is not a sync op (aten::std, aten::multinomial via aten::_assert_async):
+    those are the op's CPU implementation reading a scalar, which its CUDA kernel does not do.
+    A user's own ``.item()`` is an outermost op and stays. Returns the kept events and a warning."""
+    if host["cat"].isin(["cuda_runtime", "cuda_driver"]).any() or events.empty:
+        return events, ()
+    internal = (events["kind"] == "item") & (events["top_op"] != events["op"]) & ~events["top_op"].isin(
+        list(SYNC_OPS)) & (events["top_op"] != "")
+    if not internal.any():
+        return events, ()
+    tops = events.loc[internal, "top_op"].value_counts()
+    listed = ", ".join(f"{op} {n}x" for op, n in tops.head(5).items())
+    return events[~internal], (
+        f"{int(internal.sum())} aten::item calls inside other ops ({listed}) were not counted: on this CPU-only "
+        "trace they are those ops' CPU implementation, and their CUDA kernels do not read the value on the host; "
+        "a trace with CUDA activity confirms any that do sync",)
 
 
 def _name_of(names: pd.Series, labels: np.ndarray) -> np.ndarray:
