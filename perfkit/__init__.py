@@ -26,6 +26,7 @@ _EXPORTS = {
     # workloads and reports
     "make_workload": "perfkit.workloads.registry", "record_trace": "perfkit.workloads.record",
     "PerfLog": "perfkit.report.perflog", "run_notebook": "perfkit.report.runner", "run_all": "perfkit.report.runner",
+    "validate": "perfkit.report.validation",
     # errors
     "PerfkitError": "perfkit.errors", "TraceError": "perfkit.errors", "ParameterError": "perfkit.errors",
 }
