@@ -18,7 +18,8 @@ import pandas as pd
 from . import html as h
 from ..atomic import write_text_atomic
 from ..errors import PerfkitError
-from .perflog import PerfLog, empty_log, format_value
+from .perflog import PerfLog, format_value
+from .perflog_csv import empty_log
 from .runner import load_run_record
 
 _DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}$")

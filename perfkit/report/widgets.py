@@ -79,11 +79,11 @@ def explore_view(trace, step: int | None = None, pattern: str = "", *, top: int 
                  table: pd.DataFrame | None = None) -> ExplorerView:
     """Timeline of ``step`` (default the first) and the ops whose name contains ``pattern``
     (``table`` reuses an op table computed before; the explorer passes it to skip recomputing)."""
-    from . import plots
+    from .plots.steps import breakdown, step_timeline
 
     ops = filter_ops(op_table(trace) if table is None else table, pattern)
     title = f"Top ops by self time (filter: {pattern})" if pattern else "Top ops by self time"
-    return ExplorerView(plots.step_timeline(trace, step), plots.breakdown(ops, value="self_us", top=top, title=title),
+    return ExplorerView(step_timeline(trace, step), breakdown(ops, value="self_us", top=top, title=title),
                         ops.head(top).reset_index(drop=True), step, pattern)
 
 
@@ -158,7 +158,7 @@ class TraceExplorer:
             return
         from IPython.display import HTML, Image
 
-        from .plots import figure_png
+        from .plots.figure import figure_png
 
         self.view = explore_view(self.trace, self.step_box.value, self.filter_box.value, top=self.top,
                                  table=self.table)

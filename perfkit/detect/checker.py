@@ -1,0 +1,283 @@
+"""The AST pass of the static sync scanner: ``check_tree(tree)`` lists every rule match in one
+parsed file, in source order; ``perfkit.detect.static`` reads the files, applies the ignore
+comments and reports.
+
+One visitor walks the file once, binding the tensor-or-not kind of each name as it goes
+(``rules.ExprKinds``) and recording ``(line, end_line, rule id, message)`` per match. In a file
+that never imports torch, method names (``mask.any()``, ``df.mean()``) and ``loss``-like names
+are not taken for tensors. ``no-grad-inference`` fires for ``torch.no_grad()`` in functions whose
+name has an inference word (eval, evaluate, predict, act, plan, inference, infer, rollout,
+validate, generate) and no ``.backward()``, and for every ``torch.no_grad()`` of a file that
+never calls ``.backward()`` or ``autograd.grad`` (an inference script).
+"""
+from __future__ import annotations
+
+import ast
+
+from . import rules as R
+
+Hit = tuple[int, int, str, str]
+
+
+def check_tree(tree: ast.AST) -> list[Hit]:
+    """``(line, end_line, rule id, message)`` of every rule match in ``tree`` (one parsed file),
+    in source order; a rule may match a line more than once."""
+    checker = _Checker(R.import_aliases(tree), _has_backward(tree))
+    checker.visit(tree)
+    return checker.hits
+
+
+def _has_backward(tree: ast.AST) -> bool:
+    """True if ``tree`` calls ``.backward()`` or ``autograd.grad``: it trains, so no_grad may guard autograd."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "backward" or (node.func.attr == "grad" and _name_of(node.func.value) == "autograd"):
+                return True
+    return False
+
+
+def _name_of(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+class _Checker(ast.NodeVisitor):
+    """One pass in source order: binds name kinds as it goes and records (line, end, rule, message)."""
+
+    def __init__(self, aliases: dict[str, str], file_trains: bool):
+        self.aliases = aliases
+        self.kinds = R.ExprKinds(aliases)
+        self.file_trains = file_trains
+        self.loops = 0
+        self.functions: list[tuple[str, bool]] = []
+        self.hits: list[Hit] = []
+
+    def hit(self, node: ast.AST, rule: str, message: str) -> None:
+        self.hits.append((node.lineno, getattr(node, "end_lineno", None) or node.lineno, rule, message))
+
+    def qual(self, node: ast.AST) -> str:
+        return R.qualname(node, self.aliases)
+
+    # scopes and loops -------------------------------------------------------------------------
+    def visit_FunctionDef(self, node):
+        self.functions.append((node.name, _has_backward(node)))
+        for d in node.decorator_list:
+            self.visit(d)
+            if self.qual(d.func if isinstance(d, ast.Call) else d) in R.NO_GRAD:
+                self._no_grad(d, node.name)
+        self.kinds.push()
+        for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+            self.kinds.bind(ast.Name(a.arg), self.kinds.annotation_kind(a.annotation))
+        saved, self.loops = self.loops, 0
+        for stmt in node.body:
+            self.visit(stmt)
+        self.functions.pop()
+        self.loops = saved
+        self.kinds.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        for d in node.decorator_list + node.bases:
+            self.visit(d)
+        self.kinds.push()
+        for stmt in node.body:
+            self.visit(stmt)
+        self.kinds.pop()
+
+    def visit_For(self, node):
+        self.visit(node.iter)
+        self.kinds.bind(node.target, self.kinds.element_kind(node.iter))
+        self._in_loop(node.body)
+        for stmt in node.orelse:
+            self.visit(stmt)
+
+    visit_AsyncFor = visit_For
+
+    def visit_While(self, node):
+        self.loops += 1
+        self._condition(node.test)
+        self.visit(node.test)
+        self.loops -= 1
+        self._in_loop(node.body)
+        for stmt in node.orelse:
+            self.visit(stmt)
+
+    def _in_loop(self, body):
+        self.loops += 1
+        for stmt in body:
+            self.visit(stmt)
+        self.loops -= 1
+
+    def _comprehension(self, node, *elts):
+        self.visit(node.generators[0].iter)
+        self.loops += 1
+        for i, gen in enumerate(node.generators):
+            if i:
+                self.visit(gen.iter)
+            self.kinds.bind(gen.target, self.kinds.element_kind(gen.iter))
+            for cond in gen.ifs:
+                self._condition(cond)
+                self.visit(cond)
+        for elt in elts:
+            self.visit(elt)
+        self.loops -= 1
+
+    def visit_ListComp(self, node):
+        self._comprehension(node, node.elt)
+
+    visit_SetComp = visit_GeneratorExp = visit_ListComp
+
+    def visit_DictComp(self, node):
+        self._comprehension(node, node.key, node.value)
+
+    # bindings ----------------------------------------------------------------------------------
+    def visit_Assign(self, node):
+        self.visit(node.value)
+        kind = self.kinds.kind(node.value)
+        for t in node.targets:
+            self.visit(t)
+            self.kinds.bind(t, kind)
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            self.visit(node.value)
+        kind = self.kinds.annotation_kind(node.annotation)
+        self.kinds.bind(node.target, kind or (self.kinds.kind(node.value) if node.value else None))
+
+    def visit_AugAssign(self, node):
+        self.visit(node.value)
+        if isinstance(node.target, ast.Name):
+            current = self.kinds.lookup(node.target.id, False)
+            self.kinds.bind(node.target, self.kinds.merge(current, self.kinds.kind(node.value)))
+
+    def visit_NamedExpr(self, node):
+        self.visit(node.value)
+        self.kinds.bind(node.target, self.kinds.kind(node.value))
+
+    def visit_With(self, node):
+        for item in node.items:
+            self.visit(item.context_expr)
+            expr = item.context_expr
+            if isinstance(expr, ast.Call) and self.qual(expr.func) in R.NO_GRAD:
+                self._no_grad(expr, self.functions[-1][0] if self.functions else "")
+            if item.optional_vars is not None:
+                self.kinds.bind(item.optional_vars, None)
+        for stmt in node.body:
+            self.visit(stmt)
+
+    visit_AsyncWith = visit_With
+
+    # conditions ------------------------------------------------------------------------------
+    def visit_If(self, node):
+        self._condition(node.test)
+        self.generic_visit(node)
+
+    visit_Assert = visit_IfExp = visit_If
+
+    def _condition(self, test):
+        if self._syncs_as_bool(test):
+            self.hit(test, "tensor-condition", "a tensor is used as a condition: `__bool__` waits for the device")
+
+    def _syncs_as_bool(self, test) -> bool:
+        if isinstance(test, ast.BoolOp):
+            return any(self._syncs_as_bool(v) for v in test.values)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self._syncs_as_bool(test.operand)
+        if isinstance(test, ast.Call):
+            qual = self.qual(test.func)
+            if qual in R.SYNC_PREDICATES:
+                return True
+            if qual == "bool" and test.args:
+                return self._syncs_as_bool(test.args[0])
+        return self.kinds.is_tensor(test)
+
+    # calls -----------------------------------------------------------------------------------
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        qual = self.qual(node.func)
+        if qual in R.LEGACY_CTORS:
+            self.hit(node, "legacy-tensor-ctor", f"`{qual}(...)` copies on the host; the device copy then blocks")
+        elif qual in R.OPTIMIZERS:
+            self._optimizer(node, qual)
+        elif qual == "print" or self._is_logging(node):
+            self._printed(node, node.args)
+        if isinstance(node.func, ast.Attribute):
+            self._method(node, node.func.attr)
+
+    def _method(self, node, method):
+        receiver = node.func.value
+        if method == "synchronize" and self.loops:
+            self.hit(node, "sync-in-loop", "`synchronize()` inside a loop waits for the device every iteration")
+        elif method in ("to", "cuda"):
+            self._to_device(node, method, receiver)
+        elif method in ("item", "cpu", "numpy", "tolist") and self.loops:
+            if self.kinds.kind(receiver) == "tensor" or (self.kinds.guess and self.kinds.kind(receiver) != "host"):
+                self.hit(node, "item-in-loop", f"`.{method}()` inside a loop reads the device every iteration")
+        elif method == "format" and isinstance(receiver, ast.Constant):
+            self._printed(node, node.args + [k.value for k in node.keywords])
+
+    def _to_device(self, node, method, receiver):
+        non_blocking = R.keyword(node, "non_blocking")
+        if non_blocking is not None and not (isinstance(non_blocking, ast.Constant) and not non_blocking.value):
+            return
+        if isinstance(receiver, ast.Call) and self._host_ctor(receiver):
+            self.hit(node, "legacy-tensor-ctor", "`torch.tensor(array).to(device)` copies twice; the device copy blocks")
+            return
+        if not self.loops:
+            return
+        if method == "to" and R.is_cpu_target(node):
+            self.hit(node, "item-in-loop", "`.to('cpu')` inside a loop reads the device every iteration")
+            return
+        target = node.args[0] if node.args else R.keyword(node, "device")
+        if method == "cuda" or R.looks_like_device(target):
+            self.hit(node, "blocking-to-device", f"`.{method}(...)` without `non_blocking=True` inside a loop")
+
+    def _host_ctor(self, call: ast.Call) -> bool:
+        qual = self.qual(call.func)
+        if qual in R.LEGACY_CTORS:
+            return True
+        literal = call.args and isinstance(call.args[0], (ast.List, ast.Tuple, ast.Constant))
+        return qual == "torch.tensor" and bool(call.args) and not literal
+
+    def _optimizer(self, node, qual):
+        if any(k.arg is None for k in node.keywords) or R.keyword(node, "foreach") is not None:
+            return
+        fused = R.keyword(node, "fused")
+        if fused is None or (isinstance(fused, ast.Constant) and not fused.value):
+            self.hit(node, "optimizer-not-fused", f"`{qual.rsplit('.', 1)[-1]}` without `fused=True` or `foreach=`")
+
+    def _is_logging(self, node) -> bool:
+        if not isinstance(node.func, ast.Attribute):
+            return False
+        method, owner = node.func.attr, _name_of(node.func.value).lower()
+        logs = method in ("debug", "info", "warning", "error", "critical", "exception", "log")
+        return (logs and "log" in owner) or method in ("add_scalar", "add_scalars") or self.qual(node.func) == "wandb.log"
+
+    def _printed(self, node, values):
+        for value in values:
+            parts = value.values if isinstance(value, ast.Dict) else [value]
+            if any(self.kinds.is_tensor(p, guess_names=True) for p in parts if p is not None):
+                self.hit(node, "print-tensor", "a tensor is printed or logged: formatting it waits for the device")
+                return
+
+    def visit_JoinedStr(self, node):
+        self.generic_visit(node)
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue) and self.kinds.is_tensor(part.value, guess_names=True):
+                self.hit(node, "print-tensor", "a tensor is formatted in an f-string: that waits for the device")
+                return
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
+            parts = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+            if any(self.kinds.is_tensor(p, guess_names=True) for p in parts):
+                self.hit(node, "print-tensor", "a tensor is %-formatted: that waits for the device")
+
+    # no_grad ---------------------------------------------------------------------------------
+    def _no_grad(self, node, function: str):
+        trains = self.functions[-1][1] if self.functions else self.file_trains
+        inference_name = bool(R.name_tokens(function) & R.INFERENCE_TOKENS)
+        if (inference_name and not trains) or not self.file_trains:
+            where = f"in `{function}`" if function else "at module level"
+            self.hit(node, "no-grad-inference", f"`torch.no_grad()` {where}: `torch.inference_mode()` is cheaper")

@@ -1,0 +1,31 @@
+"""Figures for the investigation notebooks and reports: each function takes a result (or a
+``Trace``) and returns a ``matplotlib.figure.Figure``.
+
+Figures are built with ``Figure`` + the Agg canvas, never through ``pyplot``: nothing is
+registered globally, so batch runs do not accumulate open figures and the caller's backend
+is untouched. In a notebook, ``%matplotlib inline`` then ``display(fig)`` shows them.
+Functions only lay out numbers that a tested perfkit function computed; GPU-only figures
+draw a "no GPU: <reason>" panel instead of failing. Names from traces are drawn as literal
+text (a ``$`` does not start mathtext).
+
+One module per investigation, all re-exported here: ``steps`` (step timeline, table bars, the
+cpu_bound step split), ``copies`` (htod), ``ab`` (compile_ab, amp_regression, trace diffs),
+``memory`` (memory_leak, system monitor) and ``runs`` (perf log trend, workload steps);
+``figure`` holds what they share (canvas, labels, message figures, PNG bytes).
+"""
+from __future__ import annotations
+
+# The figures, plus (outside __all__, importable from here as before) the shared helpers
+# new_figure and label and the timeline's category colours.
+from .ab import ab_distribution, diff_breakdown, loss_curves
+from .copies import copy_bandwidth, copy_kinds
+from .figure import figure_png, label, message_figure, new_figure, no_gpu_figure
+from .memory import memory_growth, monitor_timeline
+from .runs import perf_log_trend, workload_steps
+from .steps import COLORS, DEVICE_CATEGORIES, HOST_CATEGORIES, breakdown, step_breakdown, step_timeline
+
+__all__ = [
+    "step_timeline", "breakdown", "step_breakdown", "copy_bandwidth", "copy_kinds", "ab_distribution",
+    "loss_curves", "diff_breakdown", "memory_growth", "monitor_timeline", "perf_log_trend", "workload_steps",
+    "message_figure", "no_gpu_figure", "figure_png",
+]

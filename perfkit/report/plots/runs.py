@@ -1,0 +1,52 @@
+"""Runs over time: the perf log's values run by run (every investigation's log cell) and the
+step times of one ``WorkloadRun``."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .figure import label, message_figure, new_figure
+
+
+def perf_log_trend(log: pd.DataFrame, investigation: str | None = None, *, max_metrics: int = 6):
+    """One panel per (investigation, metric, unit, device) of a ``PerfLog.read()`` frame:
+    value per run in log order, regressed runs in red, improved in green."""
+    rows = log if investigation is None else log[log["investigation"] == investigation]
+    if rows.empty:
+        return message_figure("Performance log", "the performance log has no rows yet")
+    groups = list(rows.groupby(["investigation", "metric", "unit", "device"], sort=True))[:max_metrics]
+    fig = new_figure(8.0, 0.6 + 2.0 * len(groups))
+    for ax, (key, g) in zip(np.atleast_1d(fig.subplots(len(groups), 1)), groups):
+        _trend_panel(ax, key, g)
+    fig.tight_layout()
+    return fig
+
+
+def _trend_panel(ax, key: tuple, rows: pd.DataFrame) -> None:
+    x = np.arange(len(rows))
+    ax.plot(x, rows["value"].to_numpy(dtype=float), marker="o", color="#4c72b0")
+    for verdict, color in (("regressed", "#c44e52"), ("improved", "#55a868")):
+        hit = (rows["verdict"] == verdict).to_numpy()
+        ax.plot(x[hit], rows["value"].to_numpy(dtype=float)[hit], "o", color=color, label=verdict)
+    ax.set_xticks(x, [label(f"{d} {c}", 28) for d, c in zip(rows["date"], rows["change"])], rotation=20,
+                  ha="right", fontsize=6)
+    investigation, metric, unit, device = key
+    ax.set_title(label(f"{investigation}: {metric} ({device})", 100), fontsize=9)
+    ax.set_ylabel(label(unit, 16))
+
+
+# -- workload runs -----------------------------------------------------------------------------
+
+def workload_steps(run, *, title: str | None = None):
+    """Wall time of each step of a ``WorkloadRun`` (ms) with its median as a line."""
+    frame = run.to_frame()
+    fig = new_figure(7.0, 3.0)
+    ax = fig.add_subplot()
+    ax.plot(frame["step"], frame["step_ms"], marker="o", label="step")
+    ax.axhline(run.median_step_ms, color="#c44e52", linestyle="--", label=f"median {run.median_step_ms:.3g} ms")
+    ax.set_xlabel("step")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title(label(title or f"{run.workload} on {run.device}", 100))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
