@@ -78,6 +78,7 @@ def test_classify_change(value, baseline, hib, noise, ci, expected):
 @pytest.mark.parametrize("metric, unit, expected", [
     ("step_ms", "ms", False), ("peak_mem", "bytes", False), ("throughput", "samples/s", True),
     ("tokens", "tok/s", True), ("speedup", "x", True), ("sync_count", "", False),
+    ("syncs", "syncs/step", False), ("copies", "copies/sample", False), ("h2d", "GB/sec", True),
 ])
 def test_infer_higher_is_better(metric, unit, expected):
     assert infer_higher_is_better(metric, unit) is expected

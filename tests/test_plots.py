@@ -226,3 +226,15 @@ def test_explorer_updates_its_view_on_filter_and_step():
     ex.step_box.value = 3
     assert ex.view.step == 3 and "step 3" in ex.view.timeline.axes[0].get_title()
     assert len(ex.out.outputs) == 4  # replaced, not appended
+
+
+def test_diff_breakdown_ranks_ops_and_kernels_together():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    ops = pd.DataFrame({"name": ["a", "b", "c"], "delta_per_step_us": [1.0, -50.0, 3.0]})
+    kernels = pd.DataFrame({"name": ["k1", "k2"], "delta_per_step_us": [40.0, -2.0]})
+    ax = plots.diff_breakdown(SimpleNamespace(ops=ops, kernels=kernels), top=2).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["op: b", "kernel: k1"]
+    assert sorted(p.get_width() for p in ax.patches) == [-50.0, 40.0]

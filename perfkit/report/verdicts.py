@@ -45,10 +45,12 @@ def classify_change(value: float, baseline: float | None, *, higher_is_better: b
 
 
 def infer_higher_is_better(metric: str, unit: str) -> bool:
-    """Rates (unit ``*/s``, names with throughput/speedup/util) are better high; times,
-    bytes and counts are better low. Pass ``higher_is_better`` to override."""
+    """Rates (a unit per second: ``GB/s``, ``samples/sec``; names with throughput/speedup/util)
+    are better high; times, bytes and counts (``syncs/step`` too) are better low. Pass
+    ``higher_is_better`` to override."""
     text = f"{metric} {unit}".lower()
-    return "/s" in unit.lower() or any(w in text for w in ("throughput", "speedup", "util", "per_sec", "mfu"))
+    per_second = unit.lower().strip().endswith(("/s", "/sec", "/second"))
+    return per_second or any(w in text for w in ("throughput", "speedup", "util", "per_sec", "mfu"))
 
 
 def latest_values(rows: list[dict]) -> dict:

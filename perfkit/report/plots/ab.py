@@ -69,7 +69,8 @@ def diff_breakdown(result, *, top: int = 12, title: str = "Per-step time change,
     """The ops and kernels of a trace ``diff`` whose per-step time moved most (us per step,
     B minus A): red bars got slower, green faster."""
     tables = [("op", result.ops), ("kernel", result.kernels)]
-    rows = pd.concat([t.assign(name=[f"{kind}: {n}" for n in t["name"]]) for kind, t in tables if len(t)]) \
+    rows = pd.concat([t.assign(name=[f"{kind}: {n}" for n in t["name"]]) for kind, t in tables if len(t)],
+                     ignore_index=True) \
         if any(len(t) for _, t in tables) else pd.DataFrame(columns=["name", "delta_per_step_us"])
     rows = rows.dropna(subset=["delta_per_step_us"])
     rows = rows.loc[rows["delta_per_step_us"].abs().sort_values(ascending=False).index[:top]]
