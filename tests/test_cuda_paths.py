@@ -5,6 +5,7 @@ tests check perfkit's own logic: synchronize before every clock read, state rest
 syncs counted once per call at the user's line, units. What needs a real GPU (kernels actually
 queued, pinned memory really page-locked, the exact syncs torch reports) is not covered here.
 """
+import dataclasses
 import os
 import threading
 import warnings
@@ -201,3 +202,107 @@ def test_a_sync_in_a_thread_without_detector_is_not_counted_here(monkeypatch, op
     assert det.report.total == 0
     # shown only when the user had asked for sync warnings themselves
     assert forwarded == [TORCH_SYNC_WARNING] * shown
+
+
+# --- a fake GPU for the timing paths --------------------------------------------------------------
+
+class FakeGPU:
+    """What perfkit asks torch.cuda for, with one log of synchronize calls, clock reads and
+    the timed work, in call order. ``clock()`` returns ``now``, which fake work advances."""
+
+    def __init__(self, count=2):
+        self.count, self.log, self.now = count, [], 0.0
+
+    def synchronize(self, device=None):
+        self.log.append(("sync", str(device)))
+
+    def clock(self):
+        self.log.append(("clock",))
+        return self.now
+
+    def work(self, seconds=1e-3, what="fn"):
+        self.log.append((what,))
+        self.now += seconds
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    fake = FakeGPU()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: fake.count)
+    monkeypatch.setattr(torch.cuda, "synchronize", fake.synchronize)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: f"Fake GPU ({device})")
+    return fake
+
+
+def assert_synced_regions(log, device, work=("fn",)):
+    """Every clock read comes right after a synchronize of ``device``; clock reads pair up into
+    timed regions and every piece of work runs inside one."""
+    inside, regions = False, 0
+    for i, entry in enumerate(log):
+        if entry == ("clock",):
+            assert i > 0 and log[i - 1] == ("sync", device), f"clock read {i} not synchronized: {log[i - 3:i + 1]}"
+            inside, regions = not inside, regions + (not inside)
+        elif entry[0] in work:
+            assert inside, f"{entry} at {i} ran outside a timed region"
+    assert not inside and regions > 0
+    return regions
+
+
+def test_resolve_device_checks_the_cuda_index(gpu):
+    from perfkit.device import resolve_device
+    from perfkit.errors import ParameterError
+
+    assert [resolve_device(d) for d in ("auto", "cuda", "cuda:1", "cpu")] == ["cuda", "cuda", "cuda:1", "cpu"]
+    for bad in ("cuda:2", "cuda:-1", "cuda:x", "cuda:", "auto:1"):
+        with pytest.raises(ParameterError, match="2 visible|use one of"):
+            resolve_device(bad)
+
+
+def test_time_call_synchronizes_the_device_before_each_clock_read(gpu):
+    from perfkit.bench.timing import time_call
+
+    seconds = time_call(lambda: gpu.work(2e-3), device="cuda:1", clock=gpu.clock, inner=3)
+    assert gpu.log == [("sync", "cuda:1"), ("clock",), ("fn",), ("fn",), ("fn",), ("sync", "cuda:1"), ("clock",)]
+    assert seconds == pytest.approx(2e-3)  # per call: the region over inner
+
+
+def test_time_callable_and_autorange_time_only_synchronized_regions(gpu):
+    from perfkit.bench.timing import autorange, time_callable
+
+    r = time_callable(lambda: gpu.work(1e-3), repeats=4, warmup=2, inner=2, device="cuda", clock=gpu.clock)
+    assert assert_synced_regions(gpu.log, "cuda") == 6 and r.device == "cuda"
+    assert r.samples == pytest.approx((1e-3,) * 4)
+    gpu.log.clear()
+    a = autorange(lambda: gpu.work(1e-3), min_run_time=0.05, device="cuda:1", clock=gpu.clock)
+    assert assert_synced_regions(gpu.log, "cuda:1") >= 2 and a.median == pytest.approx(1e-3)
+
+
+def test_compare_synchronizes_around_every_timed_call_of_both_sides(gpu):
+    from perfkit.bench.compare import compare
+
+    r = compare(lambda: gpu.work(1e-3, "a"), lambda: gpu.work(2e-3, "b"), repeats=6, warmup=1,
+                device="cuda:1", clock=gpu.clock, min_samples=3)
+    assert assert_synced_regions(gpu.log, "cuda:1", work=("a", "b")) == 14  # (1 warm-up + 6) x 2
+    assert r.median_a == pytest.approx(1e-3) and r.median_b == pytest.approx(2e-3)
+    assert r.environment["gpu"] == "Fake GPU (cuda:1)"
+
+
+@dataclasses.dataclass(frozen=True)
+class EmptyConfig:
+    """A config for a test workload (Workload.run records asdict(config))."""
+
+
+def test_workload_run_times_each_step_between_synchronizes(gpu):
+    from perfkit.workloads.base import Workload
+
+    class Tiny(Workload):
+        name = "tiny"
+
+        def _step(self):
+            gpu.work(5e-3)
+            return {}
+
+    run = Tiny(EmptyConfig(), device="cuda:1").run(3, clock=gpu.clock)
+    assert assert_synced_regions(gpu.log, "cuda:1") == 3
+    assert run.step_s == pytest.approx((5e-3,) * 3) and run.device == "cuda:1"
