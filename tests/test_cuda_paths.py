@@ -208,21 +208,26 @@ def test_a_sync_in_a_thread_without_detector_is_not_counted_here(monkeypatch, op
 
 class FakeGPU:
     """What perfkit asks torch.cuda for, with one log of synchronize calls, clock reads and
-    the timed work, in call order. ``clock()`` returns ``now``, which fake work advances."""
+    the timed work, in call order. ``clock()`` returns ``now``. Work advances it at once, or,
+    queued (``queued=True``, like a non-blocking copy), only at the next synchronize."""
 
     def __init__(self, count=2):
-        self.count, self.log, self.now = count, [], 0.0
+        self.count, self.log, self.now, self.queued = count, [], 0.0, 0.0
 
     def synchronize(self, device=None):
         self.log.append(("sync", str(device)))
+        self.now, self.queued = self.now + self.queued, 0.0
 
     def clock(self):
         self.log.append(("clock",))
         return self.now
 
-    def work(self, seconds=1e-3, what="fn"):
-        self.log.append((what,))
-        self.now += seconds
+    def work(self, seconds=1e-3, what=("fn",), queued=False):
+        self.log.append(what)
+        if queued:
+            self.queued += seconds
+        else:
+            self.now += seconds
 
 
 @pytest.fixture
@@ -235,18 +240,18 @@ def gpu(monkeypatch):
     return fake
 
 
-def assert_synced_regions(log, device, work=("fn",)):
-    """Every clock read comes right after a synchronize of ``device``; clock reads pair up into
-    timed regions and every piece of work runs inside one."""
-    inside, regions = False, 0
+def synced_regions(log, device, work=("fn",)) -> tuple[int, int]:
+    """Check that every clock read comes right after a synchronize of ``device`` and that clock
+    reads pair up into timed regions. Returns (regions, pieces of work run outside them)."""
+    inside, regions, outside = False, 0, 0
     for i, entry in enumerate(log):
         if entry == ("clock",):
             assert i > 0 and log[i - 1] == ("sync", device), f"clock read {i} not synchronized: {log[i - 3:i + 1]}"
             inside, regions = not inside, regions + (not inside)
         elif entry[0] in work:
-            assert inside, f"{entry} at {i} ran outside a timed region"
-    assert not inside and regions > 0
-    return regions
+            outside += not inside
+    assert not inside
+    return regions, outside
 
 
 def test_resolve_device_checks_the_cuda_index(gpu):
@@ -271,19 +276,20 @@ def test_time_callable_and_autorange_time_only_synchronized_regions(gpu):
     from perfkit.bench.timing import autorange, time_callable
 
     r = time_callable(lambda: gpu.work(1e-3), repeats=4, warmup=2, inner=2, device="cuda", clock=gpu.clock)
-    assert assert_synced_regions(gpu.log, "cuda") == 6 and r.device == "cuda"
+    assert synced_regions(gpu.log, "cuda") == (6, 0) and r.device == "cuda"
     assert r.samples == pytest.approx((1e-3,) * 4)
     gpu.log.clear()
     a = autorange(lambda: gpu.work(1e-3), min_run_time=0.05, device="cuda:1", clock=gpu.clock)
-    assert assert_synced_regions(gpu.log, "cuda:1") >= 2 and a.median == pytest.approx(1e-3)
+    regions, outside = synced_regions(gpu.log, "cuda:1")
+    assert regions >= 2 and outside == 0 and a.median == pytest.approx(1e-3)
 
 
 def test_compare_synchronizes_around_every_timed_call_of_both_sides(gpu):
     from perfkit.bench.compare import compare
 
-    r = compare(lambda: gpu.work(1e-3, "a"), lambda: gpu.work(2e-3, "b"), repeats=6, warmup=1,
+    r = compare(lambda: gpu.work(1e-3, ("a",)), lambda: gpu.work(2e-3, ("b",)), repeats=6, warmup=1,
                 device="cuda:1", clock=gpu.clock, min_samples=3)
-    assert assert_synced_regions(gpu.log, "cuda:1", work=("a", "b")) == 14  # (1 warm-up + 6) x 2
+    assert synced_regions(gpu.log, "cuda:1", work=("a", "b")) == (14, 0)  # (1 warm-up + 6) x 2
     assert r.median_a == pytest.approx(1e-3) and r.median_b == pytest.approx(2e-3)
     assert r.environment["gpu"] == "Fake GPU (cuda:1)"
 
@@ -304,5 +310,42 @@ def test_workload_run_times_each_step_between_synchronizes(gpu):
             return {}
 
     run = Tiny(EmptyConfig(), device="cuda:1").run(3, clock=gpu.clock)
-    assert assert_synced_regions(gpu.log, "cuda:1") == 3
+    assert synced_regions(gpu.log, "cuda:1") == (3, 0)
     assert run.step_s == pytest.approx((5e-3,) * 3) and run.device == "cuda:1"
+
+
+# --- htod_sweep ---------------------------------------------------------------------------------
+
+def test_htod_sweep_on_a_fake_gpu_times_queued_copies_and_reports_gb_per_s(gpu, monkeypatch):
+    """Copies run at 10 GB/s; a non-blocking copy from pinned memory only finishes at the next
+    synchronize, so forgetting the synchronize before the end clock would show it as free."""
+    from perfkit.bench.htod import MODES, htod_sweep
+
+    hosts, dsts = [], []
+
+    class Host:
+        def __init__(self, size, dtype=None, pin_memory=False):
+            self.size, self.pinned = size, pin_memory
+            hosts.append(self)
+
+    class Dst:
+        def __init__(self, size, dtype=None, device=None):
+            self.device = device
+            dsts.append(self)
+
+        def copy_(self, src, non_blocking=False):
+            gpu.work(src.size / 10e9, ("copy", src.pinned, non_blocking), queued=non_blocking and src.pinned)
+            return self
+
+    monkeypatch.setattr(torch, "ones", Host)
+    monkeypatch.setattr(torch, "empty", Dst)
+    r = htod_sweep(sizes_bytes=(4096, 2**20), repeats=3, device="cuda:1", host_baseline=False, clock=gpu.clock)
+    frame = r.to_frame()
+    assert r.available and r.device == "cuda:1" and {d.device for d in dsts} == {"cuda:1"}
+    assert frame["gbps"].tolist() == pytest.approx([10.0] * 6)
+    assert frame["median_s"].tolist() == pytest.approx([4096 / 10e9] * 3 + [2**20 / 10e9] * 3)
+    assert [(h.size, h.pinned) for h in hosts] == [(s, m != "pageable") for s in (4096, 2**20) for m in MODES]
+    copies = {entry[1:] for entry in gpu.log if entry[0] == "copy"}
+    assert copies == {(False, False), (True, False), (True, True)}  # non_blocking only from pinned
+    # one warm-up copy per cell outside the timed regions, then 3 synchronized samples per cell
+    assert synced_regions(gpu.log, "cuda:1", work=("copy",)) == (18, 6)
