@@ -349,3 +349,131 @@ def test_htod_sweep_on_a_fake_gpu_times_queued_copies_and_reports_gb_per_s(gpu, 
     assert copies == {(False, False), (True, False), (True, True)}  # non_blocking only from pinned
     # one warm-up copy per cell outside the timed regions, then 3 synchronized samples per cell
     assert synced_regions(gpu.log, "cuda:1", work=("copy",)) == (18, 6)
+
+
+# --- amp_ab ---------------------------------------------------------------------------------------
+
+@pytest.fixture
+def amp():
+    from perfkit.bench import amp_ab
+
+    return amp_ab
+
+
+def test_amp_sync_count_counts_torch_sync_warnings_per_step_and_restores_the_mode(gpu, monkeypatch, amp):
+    fake = FakeSyncDebug(mode=2)  # the user had "error" set
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", fake.get)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", fake.set)
+
+    class Runner:
+        def step(self, batch):
+            assert fake.mode == "warn"
+            for _ in range(2):  # e.g. found_inf.item() for two devices: the same line twice
+                warnings.warn(TORCH_SYNC_WARNING, UserWarning)
+            warnings.warn("call torch.cuda.synchronize() before reading a timer", UserWarning)
+
+    assert amp._syncs_per_step(Runner(), batch=None) == 2.0  # not the unrelated warning, not deduplicated
+    assert fake.calls == [("get",), ("set", "warn"), ("set", 2)]
+
+    class Failing:
+        def step(self, batch):
+            raise RuntimeError("CUDA out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        amp._syncs_per_step(Failing(), batch=None)
+    assert fake.mode == 2
+
+
+def test_amp_peak_memory_is_reset_and_measured_from_the_arms_start(gpu, monkeypatch, amp):
+    log, mem = [], {"allocated": 1000, "peak": 10**9}  # a high peak left over from earlier work
+
+    def reset_peak(device=None):
+        log.append(("reset_peak", device))
+        mem["peak"] = mem["allocated"]
+
+    def allocate(nbytes):
+        mem["allocated"] += nbytes
+        mem["peak"] = max(mem["peak"], mem["allocated"])
+
+    class FakeArm:
+        def __init__(self, cfg, autocast):
+            log.append(("build", autocast))
+            allocate(400)  # weights and optimizer state
+
+        def step(self, batch):
+            log.append(("step",))
+            allocate(300)  # activations, freed at the end of the step
+            allocate(-300)
+            return torch.tensor(2.0)
+
+    monkeypatch.setattr(amp, "_Arm", FakeArm)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: log.append(("empty_cache",)))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset_peak)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: log.append(("allocated", device))
+                        or mem["allocated"])
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: log.append(("max", device))
+                        or mem["peak"])
+    cfg = amp._Config(None, lambda step: ((float(step),), 0.0), None, "cuda:1", torch.float16, True, "adam",
+                      None, 1e-3, 0)
+    _, losses, peak, method = amp._train_curve(cfg, "amp", steps=2)
+    assert (losses, peak, method) == ([2.0, 2.0], 700, "cuda max_memory_allocated")
+    assert log == [("empty_cache",), ("reset_peak", "cuda:1"), ("allocated", "cuda:1"), ("build", True),
+                   ("step",), ("step",), ("max", "cuda:1")]
+
+
+class ModelOnFakeDevice(torch.nn.Linear):
+    """A CPU model that records the device it is moved to."""
+
+    def __init__(self):
+        super().__init__(3, 1)
+        self.moved_to = None
+
+    def to(self, device):
+        self.moved_to = device
+        return self
+
+
+def test_amp_float16_arm_uses_cuda_autocast_and_the_grad_scaler_in_order(monkeypatch, amp):
+    log = []
+
+    class FakeAutocast:
+        def __init__(self, device_type, dtype=None, enabled=True):
+            log.append(("autocast", device_type, dtype, enabled))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class FakeScaler:
+        def __init__(self, device="cuda"):
+            log.append(("GradScaler", device))
+
+        def scale(self, loss):
+            log.append(("scale",))
+            return loss * 1.0
+
+        def step(self, opt):
+            log.append(("scaler.step",))
+            opt.step()
+
+        def update(self):
+            log.append(("update",))
+
+    monkeypatch.setattr(torch, "autocast", FakeAutocast)
+    monkeypatch.setattr(torch.amp, "GradScaler", FakeScaler)
+    dtype, scaler, notes = amp._resolve_dtype("float16", "cuda:1")
+    assert (dtype, scaler, notes) == (torch.float16, True, [])
+    cfg = amp._Config(ModelOnFakeDevice, None, torch.nn.functional.mse_loss, "cuda:1", dtype, scaler, "sgd",
+                      None, 0.1, 0)
+    batch = ((torch.ones(4, 3),), torch.zeros(4, 1))
+    arm = amp._Arm(cfg, autocast=True)
+    before = arm.model.weight.detach().clone()
+    arm.step(batch)
+    assert arm.model.moved_to == "cuda:1" and not torch.equal(before, arm.model.weight)
+    assert log == [("GradScaler", "cuda"), ("autocast", "cuda", torch.float16, True), ("scale",),
+                   ("scaler.step",), ("update",)]
+    log.clear()
+    amp._Arm(cfg, autocast=False).step(batch)  # the fp32 arm: no scaler, autocast switched off
+    assert log == [("autocast", "cuda", torch.float16, False)]
