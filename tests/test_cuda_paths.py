@@ -477,3 +477,93 @@ def test_amp_float16_arm_uses_cuda_autocast_and_the_grad_scaler_in_order(monkeyp
     log.clear()
     amp._Arm(cfg, autocast=False).step(batch)  # the fp32 arm: no scaler, autocast switched off
     assert log == [("autocast", "cuda", torch.float16, False)]
+
+
+# --- hunt_leak -----------------------------------------------------------------------------------
+
+def test_hunt_leak_reads_cuda_memory_after_synchronizing_and_finds_the_leak(gpu, monkeypatch):
+    from perfkit.bench.leak import hunt_leak
+
+    state, reads = {"allocated": 0, "queued": False}, []
+
+    def step():  # keeps a 512 B block per step, like a leaked scalar CUDA tensor
+        state["allocated"] += 512
+        state["queued"] = True
+
+    def synchronize(device=None):
+        state["queued"] = False
+        gpu.synchronize(device)
+
+    def reader(name, value):
+        return lambda device=None: reads.append((name, str(device), state["queued"])) or value()
+
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", reader("allocated", lambda: state["allocated"]))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", reader("reserved", lambda: 2 * 2**20))
+    r = hunt_leak(step, steps=40, warmup=5, sample_every=10, device="cuda:1", track_objects=False)
+    frame = r.to_frame()
+    assert reads and all(device == "cuda:1" and not queued for _, device, queued in reads)
+    assert frame["cuda_allocated_bytes"].tolist() == [512 * (5 + s) for s in (0, 10, 20, 30, 40)]
+    assert (frame["cuda_reserved_bytes"] == 2 * 2**20).all()
+    assert (r.verdict, r.decided_by) == ("leak", "cuda_allocated_bytes")
+    assert r.per_1000 == pytest.approx(512 * 1000)
+
+
+# --- replay workload: the pinned staging buffer ---------------------------------------------------
+
+@pytest.mark.parametrize("normalize_on", ["device", "host"])
+def test_replay_waits_for_the_last_copy_before_refilling_pinned_staging(monkeypatch, normalize_on):
+    """On CUDA the non-blocking copy out of the pinned staging buffer may still be running when
+    the next step gathers into it. Emulated on CPU: the workload is told its staging is pinned,
+    CUDA events are fakes, and every write into staging is checked against the last copy's event."""
+    from perfkit.workloads import replay
+
+    log = []
+
+    class FakeEvent:
+        def __init__(self):
+            self.id, self.done = len([e for e in log if e[0] == "record"]), False
+
+        def record(self, stream):
+            log.append(("record", self.id, stream))
+
+        def synchronize(self):
+            self.done = True
+            log.append(("wait", self.id))
+
+    w = replay.make(device="cpu", stack="preallocated", normalize_on=normalize_on, batch=2, seq_len=2,
+                    capacity=16, frame_size=8)
+    w._pin = True  # as on CUDA with pin_memory=True
+    staging = {id(t) for t in w._staging.values()}
+    events = []
+    monkeypatch.setattr(torch.cuda, "Event", lambda: events.append(FakeEvent()) or events[-1])
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: f"stream({device})")
+    index_select, copy_, to = torch.index_select, torch.Tensor.copy_, torch.Tensor.to
+
+    def check_write(out):
+        if id(out) in staging:
+            log.append(("write",))
+            assert all(e.done for e in events), "staging overwritten while the last copy may still read it"
+
+    def fake_index_select(*args, out=None, **kwargs):
+        check_write(out)
+        return index_select(*args, out=out, **kwargs)
+
+    def fake_copy_(self, src, non_blocking=False):
+        check_write(self)
+        return copy_(self, src, non_blocking)
+
+    def fake_to(self, *args, **kwargs):
+        if id(self) in staging:
+            log.append(("copy", kwargs.get("non_blocking")))
+        return to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "index_select", fake_index_select)
+    monkeypatch.setattr(torch.Tensor, "copy_", fake_copy_)
+    monkeypatch.setattr(torch.Tensor, "to", fake_to)
+    for _ in range(3):
+        w.step()
+    steps = [e for e in log if e[0] != "write"]
+    assert steps == [("copy", True), ("record", 0, "stream(cpu)"),
+                     ("wait", 0), ("copy", True), ("record", 1, "stream(cpu)"),
+                     ("wait", 1), ("copy", True), ("record", 2, "stream(cpu)")]
