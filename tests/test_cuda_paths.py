@@ -6,6 +6,7 @@ syncs counted once per call at the user's line, units. What needs a real GPU (ke
 queued, pinned memory really page-locked, the exact syncs torch reports) is not covered here.
 """
 import dataclasses
+import inspect
 import os
 import threading
 import warnings
@@ -24,8 +25,7 @@ TORCH_SYNC_WARNING = ("called a synchronizing CUDA operation (Triggered internal
 
 
 def here() -> int:
-    import inspect
-
+    """Line number of the caller."""
     return inspect.currentframe().f_back.f_lineno
 
 
