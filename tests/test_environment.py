@@ -1,4 +1,5 @@
 """environment_report fields and findings (env vars via monkeypatch), hardware_defaults."""
+import contextlib
 import platform
 from types import SimpleNamespace
 
@@ -109,14 +110,39 @@ def test_hardware_defaults_cpu(monkeypatch):
     assert hardware_defaults("cpu").num_workers == 0
 
 
-@pytest.mark.parametrize("capability,bf16,dtype,precision", [((9, 0), True, "bfloat16", "high"),
-                                                              ((7, 0), False, "float32", "highest")])
-def test_hardware_defaults_cuda_logic(capability, bf16, dtype, precision):
-    fake_torch = SimpleNamespace(cuda=SimpleNamespace(get_device_capability=lambda dev: capability,
-                                                      is_bf16_supported=lambda: bf16))
-    d = env_mod._cuda_defaults(fake_torch, "cuda", 4, {})
+class FakeCuda:
+    """torch.cuda for GPUs of the given capabilities: is_bf16_supported() answers for the
+    current device and, like torch's default, counts emulated bf16 (any GPU) as supported."""
+
+    def __init__(self, *capabilities):
+        self.capabilities, self.current = capabilities, 0
+
+    def get_device_capability(self, dev):
+        return self.capabilities[int(str(dev).partition(":")[2] or self.current)]
+
+    @contextlib.contextmanager
+    def device(self, dev):
+        before, self.current = self.current, int(str(dev).partition(":")[2] or self.current)
+        try:
+            yield
+        finally:
+            self.current = before
+
+    def is_bf16_supported(self, including_emulation=True):
+        return including_emulation or self.capabilities[self.current][0] >= 8
+
+
+@pytest.mark.parametrize("capabilities,dev,dtype,precision", [
+    (((9, 0),), "cuda", "bfloat16", "high"),
+    (((7, 0),), "cuda", "float32", "highest"),  # V100: bf16 only emulated
+    (((7, 5), (8, 0)), "cuda:1", "bfloat16", "high"),  # asks about cuda:1, not the current GPU
+    (((8, 0), (7, 5)), "cuda:1", "float32", "highest"),
+])
+def test_hardware_defaults_cuda_logic(capabilities, dev, dtype, precision):
+    cuda = FakeCuda(*capabilities)
+    d = env_mod._cuda_defaults(SimpleNamespace(cuda=cuda), dev, 4, {})
     assert (d.dtype, d.pin_memory, d.compile_mode, d.matmul_precision) == (dtype, True, "default", precision)
-    assert "pinned" in d.reasons["pin_memory"]
+    assert "pinned" in d.reasons["pin_memory"] and cuda.current == 0
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")

@@ -36,24 +36,27 @@ class FakeNVML:
     NVMLError = FakeNVMLError
     NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
 
-    def __init__(self, fail_init=False):
-        self.fail_init = fail_init
-        self.shutdowns = 0
+    def __init__(self, fail_init=False, count=2, fail_name=False):
+        self.fail_init, self.count, self.fail_name = fail_init, count, fail_name
+        self.inits = self.shutdowns = 0
 
     def nvmlInit(self):
         if self.fail_init:
             raise FakeNVMLError("Driver Not Loaded")
+        self.inits += 1
 
     def nvmlShutdown(self):
         self.shutdowns += 1
 
     def nvmlDeviceGetCount(self):
-        return 2
+        return self.count
 
     def nvmlDeviceGetHandleByIndex(self, i):
         return i
 
     def nvmlDeviceGetName(self, h):
+        if self.fail_name:
+            raise FakeNVMLError("GPU is lost")
         return b"Fake H100" if h == 0 else "Fake A100"
 
     def nvmlDeviceGetUtilizationRates(self, h):
@@ -107,9 +110,21 @@ def test_fake_nvml_gives_per_gpu_columns_and_nan_for_unsupported():
 
 
 def test_nvml_error_at_init_keeps_cpu_data():
-    result = SystemMonitor(interval_s=0.05, nvml=FakeNVML(fail_init=True)).start().stop()
+    fake = FakeNVML(fail_init=True)
+    result = SystemMonitor(interval_s=0.05, nvml=fake).start().stop()
     assert "Driver Not Loaded" in result.gpu_reason and result.gpu_names == ()
+    assert fake.shutdowns == 0  # nothing to shut down after a failed init
     assert len(result.rows) >= 1 and not math.isnan(result.rows[0]["cpu_system_percent"])
+
+
+@pytest.mark.parametrize("kwargs, reason", [(dict(count=0), "0 GPUs"), (dict(fail_name=True), "GPU is lost")])
+def test_nvml_init_is_balanced_when_no_gpu_can_be_read(kwargs, reason):
+    """NVML counts nvmlInit calls; one left without nvmlShutdown keeps NVML loaded."""
+    fake = FakeNVML(**kwargs)
+    result = SystemMonitor(interval_s=0.05, nvml=fake).start().stop()
+    assert reason in result.gpu_reason and result.gpu_names == () and not result.gpu_available
+    assert (fake.inits, fake.shutdowns) == (1, 1)
+    assert list(result.to_frame().columns) == ["time_s", *CPU_COLUMNS]
 
 
 def test_missing_pynvml_and_gpu_off(monkeypatch):

@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ..detect.syncdebug import SYNC_DEBUG_MESSAGE
 from ..errors import ParameterError
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
 from .compare import ABResult, compare
@@ -320,7 +321,7 @@ def _syncs_per_step(runner: _Arm, batch) -> float:
                 runner.step(batch)
     finally:
         torch.cuda.set_sync_debug_mode(previous)
-    return sum("synchroniz" in str(w.message).lower() for w in caught) / _SYNC_STEPS
+    return sum(SYNC_DEBUG_MESSAGE in str(w.message) for w in caught) / _SYNC_STEPS
 
 
 def _fused_ab(cfg: _Config, batch, timing_kw: dict) -> tuple[ABResult | None, list[str]]:

@@ -292,7 +292,10 @@ def hardware_defaults(device: str = "auto") -> HardwareDefaults:
 
 def _cuda_defaults(torch, dev: str, workers: int, reasons: dict) -> HardwareDefaults:
     major, minor = torch.cuda.get_device_capability(dev)
-    bf16 = bool(torch.cuda.is_bf16_supported())
+    # is_bf16_supported() asks about the current device, and by default says True where bf16
+    # is only emulated (compute capability < 8.0: slower than float32).
+    with torch.cuda.device(dev):
+        bf16 = bool(torch.cuda.is_bf16_supported(including_emulation=False))
     reasons.update(
         dtype=("bf16 autocast is supported (compute capability >= 8.0): half the memory traffic, no loss "
                "scaling" if bf16 else f"compute capability {major}.{minor} has no fast bf16: use float32 "

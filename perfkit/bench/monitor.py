@@ -172,15 +172,22 @@ class SystemMonitor:
         nv = self._nvml
         try:
             nv.nvmlInit()
+        except nv.NVMLError as exc:
+            self.gpu_reason = f"NVML unavailable: {exc} ({type(exc).__name__}); no NVIDIA driver or GPU?"
+            return
+        self._list_gpus(nv)
+        if not self._handles:
+            self.gpu_reason = self.gpu_reason or "NVML reports 0 GPUs"
+            self._nvml_call(nv.nvmlShutdown)  # nvmlInit succeeded: balance it (NVML counts inits)
+
+    def _list_gpus(self, nv) -> None:
+        try:
             count = nv.nvmlDeviceGetCount()
             self._handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
             self._names = tuple(_text(nv.nvmlDeviceGetName(h)) for h in self._handles)
         except nv.NVMLError as exc:
-            self.gpu_reason = f"NVML unavailable: {exc} ({type(exc).__name__}); no NVIDIA driver or GPU?"
-            self._handles = []
-            return
-        if not self._handles:
-            self.gpu_reason = "NVML reports 0 GPUs"
+            self.gpu_reason = f"NVML cannot list the GPUs: {exc} ({type(exc).__name__})"
+            self._handles, self._names = [], ()
 
     def _gpu_row(self, i: int, h) -> dict:
         nv = self._nvml

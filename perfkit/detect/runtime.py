@@ -11,7 +11,8 @@ perfkit and the standard library are skipped) and the operation::
     det.report.per_step(5)
 
 On a CUDA machine only device tensors are flagged, and ``torch.cuda.set_sync_debug_mode("warn")``
-also reports syncs the op table (``rules.sync_classifiers``) does not know (its warnings are captured, not shown).
+also reports syncs the op table (``rules.sync_classifiers``) does not know (its warnings are captured, not
+shown; ``perfkit.detect.syncdebug``).
 Without a GPU, ``treat_cpu_as_device=True`` (the default there) treats CPU tensors as device
 tensors, so the same script shows where it *would* sync. Calls issued from ``torch.optim`` and
 ``torch.utils.data`` on CPU tensors are not counted: those tensors stay on the host by design
@@ -28,7 +29,6 @@ import sys
 import sysconfig
 import threading
 import traceback
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,11 +36,12 @@ import pandas as pd
 
 from ..errors import ParameterError
 from ..results import html_section, html_table, html_text, html_warnings
+from . import syncdebug
 from .rules import sync_classifiers
+from .syncdebug import SYNC_DEBUG_MESSAGE  # noqa: F401  (re-exported)
 
 __all__ = ["SyncEvent", "SyncReport", "SyncDetector", "detect_syncs", "run_script"]
 
-SYNC_DEBUG_MESSAGE = "called a synchronizing CUDA operation"
 _COLUMNS = ["file", "line", "op", "count"]
 
 
@@ -281,10 +282,9 @@ class _ThreadState:
     def __init__(self):
         self.detectors: list[SyncDetector] = []
         self.mode = None
-        self.funcs: list = []
+        self.funcs: list = []  # [func, already counted by sync debug] of the calls in progress
         self.quiet = 0
-        self.saved_debug = None
-        self.warn_ctx = None
+        self.sync_debug = False
 
 
 _TLS = threading.local()
@@ -308,9 +308,9 @@ def _dispatch(state: _ThreadState, func, args, kwargs):
                 return func(*args, **kwargs)
             finally:
                 state.quiet -= 1
-    if state.saved_debug is None:
+    if not state.sync_debug:
         return func(*args, **kwargs)
-    state.funcs.append(func)
+    state.funcs.append([func, False])
     try:
         return func(*args, **kwargs)
     finally:
@@ -355,7 +355,7 @@ def _attach(detector: SyncDetector) -> bool:
         except BaseException:
             _detach(detector)
             raise
-    return state.saved_debug is not None
+    return state.sync_debug
 
 
 def _detach(detector: SyncDetector) -> None:
@@ -373,39 +373,27 @@ def _start_sync_debug(state: _ThreadState) -> None:
     api = _sync_debug_api()
     if api is None:
         return
-    get_mode, set_mode = api
-    state.warn_ctx = warnings.catch_warnings()
-    state.warn_ctx.__enter__()
-    warnings.filterwarnings("always", message=SYNC_DEBUG_MESSAGE)
-    previous_show = warnings.showwarning
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        if SYNC_DEBUG_MESSAGE in str(message):
-            _on_sync_warning(state)
-        else:
-            previous_show(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = show
-    state.saved_debug = get_mode()
-    set_mode("warn")
+    syncdebug.acquire(*api, on_sync=_on_sync_warning)
+    state.sync_debug = True
 
 
 def _stop_sync_debug(state: _ThreadState) -> None:
-    api = _sync_debug_api()
-    try:
-        if api is not None and state.saved_debug is not None:
-            api[1](state.saved_debug)
-    finally:
-        state.saved_debug = None
-        if state.warn_ctx is not None:
-            ctx, state.warn_ctx = state.warn_ctx, None
-            ctx.__exit__(None, None, None)
+    if state.sync_debug:
+        state.sync_debug = False
+        syncdebug.release()
 
 
-def _on_sync_warning(state: _ThreadState) -> None:
-    """A sync torch's debug mode saw that the op table did not already count."""
-    if state.quiet:
-        return
-    func = state.funcs[-1] if state.funcs else None
-    name = getattr(func, "__name__", "unknown")
+def _on_sync_warning() -> bool:
+    """Count a sync torch's debug mode reported in this thread, once per call and only when the
+    op table did not already count it. False when this thread has no detector."""
+    state = _state()
+    if not state.sync_debug:
+        return False
+    call = state.funcs[-1] if state.funcs else None
+    if state.quiet or (call is not None and call[1]):
+        return True
+    if call is not None:
+        call[1] = True
+    name = getattr(call[0], "__name__", "unknown") if call is not None else "unknown"
     _record(state.detectors, f"sync-debug:{name}", None, sys._getframe(1))
+    return True
