@@ -491,6 +491,44 @@ display(HTML(html_warnings(shown.warnings)))
     ]
 
 
+def validation() -> list:
+    return [
+        md('''
+# Does perfkit see what this machine does?
+
+Runs the reference workloads, each pathology and its fix, through the harness or detector that must
+tell them apart, and checks each figure against what the workload must show (`perfkit.validate`):
+pinned vs pageable copy bandwidth, the per-step `.item()` syncs of the PPO workload found at run time
+and confirmed in a GPU trace (and only the metrics reads after the fix), `from_numpy` vs
+`FloatTensor`, compile A/B break-even without false graph breaks, bf16 vs fp32, GradScaler syncs,
+and the leaky trainer's memory slope.
+
+Each row is pass or fail against its expectation, "skipped" where the figure needs a GPU this
+machine lacks (the row says why), or "measured" where the device has no fixed expectation.
+`preset="auto"` uses GPU-filling sizes on CUDA and a quick pass on a CPU.
+'''),
+        params('''
+device = "auto"  # "auto" (CUDA when present, else CPU), "cpu" or "cuda"
+preset = "auto"  # "auto" (full on CUDA, quick on CPU), "full" or "quick"
+only = None  # a list of check names to run, or None for all
+perf_log_path = "reports/perf_log.csv"
+change = "baseline"  # what changed since the last run (goes into the perf log)
+run_label = ""
+'''),
+        SETUP,
+        *ENVIRONMENT,
+        md("## Checks\n\nOne row per check: status, what perfkit measured, what the workload must show, and "
+           "the claim. The call that produced each figure follows the table."),
+        code('''
+report = perfkit.validate(device, preset=preset, only=only)
+display(HTML(headline.prose(headline.validation_text(report))))
+display(HTML(html_table(report.to_frame()[["check", "status", "measured", "expected", "claim"]], max_rows=50)))
+display(HTML(html_table(report.to_frame()[["check", "command"]], max_rows=50)))
+'''),
+        *log_cells("validation", "headline.validation_rows(report, change=change, run_id=run_label)"),
+    ]
+
+
 NOTEBOOKS = {
     "cpu_bound": cpu_bound,
     "htod": htod,
@@ -498,6 +536,7 @@ NOTEBOOKS = {
     "compile_ab": compile_ab,
     "amp_regression": amp_regression,
     "memory_leak": memory_leak,
+    "validation": validation,
 }
 
 # -- writing -----------------------------------------------------------------------------------

@@ -145,3 +145,31 @@ def test_cli_writes_the_table_and_exits_nonzero_on_failure(tmp_path, monkeypatch
     assert main(["validate", "--device", "cpu", "--preset", "quick", "--only", "gradscaler_syncs", "--json"]) == 1
     payload = json.loads(capsys.readouterr().out)
     assert payload["checks"][0]["status"] == "fail"
+
+
+def test_validation_rows_flag_passes_and_skip_checks_without_expectation(cpu_report):
+    from perfkit.report.headline import validation_rows
+
+    rows = validation_rows(cpu_report, change="c", run_id="r")
+    logged = {r["metric"]: r["value"] for r in rows}
+    assert logged["runtime_syncs_ppo_pass"] == 1.0 and logged["leak_slope_pass"] == 1.0
+    assert "gradscaler_syncs_pass" not in logged and "replay_device_normalize_pass" not in logged
+    assert {(r["device"], r["unit"], r["higher_is_better"]) for r in rows} == {("cpu", "flag", True)}
+
+
+def test_validation_notebook_runs_and_logs(tmp_path):
+    import nbformat
+
+    from perfkit.report.perflog import PerfLog
+    from perfkit.report.runner import run_notebook
+
+    run = run_notebook("validation", {"only": ["runtime_syncs_ppo", "gradscaler_syncs"], "change": "nb"},
+                       out_dir=tmp_path, date="2026-01-02", progress=False)
+    assert run.ok, f"cell {run.failed_cell_index}: {run.error}"
+    nb = nbformat.read(run.notebook_path, as_version=4)
+    html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))
+    assert "2 checks on no GPU (CPU only) (cpu, quick sizes)" in html and "1 pass, 1 skipped" in html
+    assert "<th>expected</th>" in html.replace(' style="text-align: right;"', "")
+    log = PerfLog(tmp_path / "perf_log.csv").read()
+    assert log[["investigation", "metric", "value"]].values.tolist() == [["validation", "runtime_syncs_ppo_pass", 1.0]]

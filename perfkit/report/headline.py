@@ -20,19 +20,20 @@ import pandas as pd
 
 from ..errors import ParameterError
 from .readback import (amp_text, compile_text, cpu_bound_text, diff_text, finite, htod_text, leak_text, prose,
-                       site_labels, summary_frame, summary_pair, summary_table, sync_text)
+                       site_labels, summary_frame, summary_pair, summary_table, sync_text, validation_text)
 from .sources import (CPU_TRACES, MODES, ROOT, MLPProblem, check_mode, detect_workload_syncs, find_trace,
                       live_workload, load_or_record, mlp_problem, shipped_traces)
 
 __all__ = [
     "AB_VERDICTS", "DIFF_VERDICTS", "trace_device", "row", "finite_rows", "trace_rows", "ab_rows", "leak_rows",
-    "cpu_bound_rows", "htod_rows", "sync_rows", "compile_rows", "amp_rows", "diff_rows", "log_headline",
+    "cpu_bound_rows", "htod_rows", "sync_rows", "compile_rows", "amp_rows", "diff_rows", "validation_rows",
+    "log_headline",
     # perfkit.report.sources
     "ROOT", "CPU_TRACES", "MODES", "check_mode", "shipped_traces", "find_trace", "load_or_record", "MLPProblem",
     "mlp_problem", "live_workload", "detect_workload_syncs",
     # perfkit.report.readback
     "site_labels", "summary_table", "summary_pair", "summary_frame", "cpu_bound_text", "htod_text", "sync_text",
-    "compile_text", "amp_text", "leak_text", "diff_text", "prose",
+    "compile_text", "amp_text", "leak_text", "diff_text", "validation_text", "prose",
 ]
 
 # ABResult verdicts (STYLE 7) in the perf log's words.
@@ -88,6 +89,16 @@ def ab_rows(investigation: str, result, metric: str = "time_per_call_ms", *, cha
         rows.append(row(investigation, "speedup", result.speedup, "x", baseline=1.0, higher_is_better=True,
                         verdict=AB_VERDICTS.get(result.verdict, "not enough data"), **base))
     return finite_rows(rows)
+
+
+def validation_rows(report, *, change: str = "baseline", run_id: str = "") -> list[dict]:
+    """1 (pass) or 0 (fail or error) per check of a ``ValidationReport`` that has an expectation
+    on this device, so a check that stops passing is flagged "regressed"; skipped and measured
+    checks are not logged. Device: the GPU name, or "cpu"."""
+    device = report.environment["gpu"] if report.device.startswith("cuda") else "cpu"
+    return [row("validation", f"{c.name}_pass", 1.0 if c.status == "pass" else 0.0, "flag", change=change,
+                run_id=run_id, device=device, higher_is_better=True)
+            for c in report.checks if c.status in ("pass", "fail", "error")]
 
 
 def leak_rows(result, *, change: str = "baseline", run_id: str = "", device: str = "") -> list[dict]:

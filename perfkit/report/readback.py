@@ -150,6 +150,14 @@ def diff_text(result) -> str:
     return text
 
 
+def validation_text(report) -> str:
+    counts = ", ".join(f"{n} {s}" for s, n in report.counts().items() if n)
+    failed = ", ".join(c.name for c in report.failed)
+    verdict = f"Failed: {failed}." if failed else "Every check with an expectation on this device passed."
+    return (f"{len(report.checks)} checks on {report.environment['gpu']} ({report.device}, {report.preset} sizes) "
+            f"in {report.elapsed_s:.0f} s: {counts}. {verdict}")
+
+
 def prose(*paragraphs: str) -> str:
     """Plain-text paragraphs as escaped HTML ``<p>`` elements (for ``display(HTML(...))``)."""
     from ..results import html_text

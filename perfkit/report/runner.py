@@ -25,7 +25,7 @@ from ..atomic import fsync_path
 from ..errors import MissingDependencyError, ParameterError
 from ..results import html_section, html_table, html_text, html_warnings
 
-INVESTIGATIONS = ("cpu_bound", "htod", "sync_points", "compile_ab", "amp_regression", "memory_leak")
+INVESTIGATIONS = ("cpu_bound", "htod", "sync_points", "compile_ab", "amp_regression", "memory_leak", "validation")
 # Passed by the runner to notebooks that declare them, and only to those.
 RUNNER_PARAMETERS = ("perf_log_path", "run_label", "change")
 RUN_RECORD_VERSION = 1
