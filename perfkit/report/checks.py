@@ -3,7 +3,8 @@
 reports with what the workload must show.
 
 Each check takes ``(device, sizes)`` and returns a :class:`Check`. ``status`` is "pass" or
-"fail" against ``expected``; "skipped" where the figure needs hardware this machine lacks (the
+"fail" against ``expected``; "inconclusive" where timing noise hid the answer (see
+``timed_status``); "skipped" where the figure needs hardware this machine lacks (the
 reason is in ``measured``); "measured" where the figure has no fixed expectation on this device
 (bf16 step time on a CPU, say) and is reported as it is.
 """
@@ -22,6 +23,10 @@ from ..device import is_cuda
 PINNED_MIN_GAIN = 1.2
 # Loss curves of fp32 and bf16 autocast may differ by this much (relative) over a short run.
 AMP_LOSS_RTOL = 0.05
+# A timed check that finds "no change" fails only when its speedup CI is narrower than this
+# (high / low): the machine measured precisely and saw no gain. A wider CI is timing noise (a
+# busy or small machine) and the check is "inconclusive" (perfkit rule).
+PRECISE_CI_RATIO = 1.2
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,8 @@ class Sizes:
 
 PRESETS = {
     "full": Sizes(),
-    "quick": Sizes(htod_bytes=16 * 2**20, htod_repeats=3, detect_steps=4, trace_steps=4, ab_repeats=12,
-                   ab_min_time_s=0.2, mppi={}, replay={}, mlp={"batch": 32, "features": 16, "hidden": 32,
+    "quick": Sizes(htod_bytes=16 * 2**20, htod_repeats=3, detect_steps=4, trace_steps=4, ab_repeats=None,
+                   ab_min_time_s=0.5, mppi={}, replay={}, mlp={"batch": 32, "features": 16, "hidden": 32,
                                                             "layers": 1},
                    compile_backend="aot_eager", amp_steps=4),
 }
@@ -70,6 +75,16 @@ PRESETS = {
 
 def _status(ok: bool) -> str:
     return "pass" if ok else "fail"
+
+
+def timed_status(ab, *, also: bool = True) -> str:
+    """"pass" when B is faster (and ``also``), "fail" when slower, when ``also`` is false, or
+    when "no change" was measured precisely; "inconclusive" when noise hid the answer."""
+    if ab.verdict == "faster" or ab.verdict == "slower" or not also:
+        return _status(ab.verdict == "faster" and also)
+    low, high = ab.speedup_ci
+    precise = math.isfinite(low) and math.isfinite(high) and low > 0 and high / low < PRECISE_CI_RATIO
+    return "fail" if precise and ab.verdict == "no change" else "inconclusive"
 
 
 def _ci(ab) -> str:
@@ -186,7 +201,7 @@ def from_numpy_speedup(device: str, sizes: Sizes) -> Check:
     ab = _workload_ab("mppi", ("float_tensor", "from_numpy"), device, sizes, sizes.mppi)
     return Check("mppi_from_numpy", "torch.from_numpy + inference_mode beats torch.FloatTensor(x).to(device) "
                  "in the MPPI planner", f"from_numpy speedup {_ci(ab)}, step {ab.median_a * 1e3:.2f} -> "
-                 f"{ab.median_b * 1e3:.2f} ms", "faster (speedup CI above 1)", _status(ab.verdict == "faster"),
+                 f"{ab.median_b * 1e3:.2f} ms", "faster (speedup CI above 1)", timed_status(ab),
                  f"perfkit.compare(mppi float_tensor.step, mppi from_numpy.step, overrides={sizes.mppi}, "
                  f"device={device!r})", ab.summary())
 
@@ -198,7 +213,7 @@ def replay_pipeline(device: str, sizes: Sizes) -> Check:
                 f"{ab.median_b * 1e3:.2f} ms")
     return Check("replay_device_normalize", "normalizing on the device from a pinned staging buffer beats "
                  "host normalization", measured, "faster on a GPU" if cuda else "no expectation on a CPU",
-                 _status(ab.verdict == "faster") if cuda else "measured",
+                 timed_status(ab) if cuda else "measured",
                  f"perfkit.compare(replay host_normalize.step, replay device_normalize.step, "
                  f"overrides={sizes.replay}, device={device!r})", ab.summary())
 
@@ -230,9 +245,9 @@ def amp_bf16(device: str, sizes: Sizes) -> Check:
                 f"{result.loss_max_rel_diff:.3g}")
     loss_ok = result.loss_max_rel_diff <= AMP_LOSS_RTOL
     expected = f"loss within {AMP_LOSS_RTOL:.0%} of fp32" + ("; bf16 faster" if cuda else "")
-    ok = loss_ok and (result.verdict == "faster" if cuda else True)
+    status = timed_status(result.timing, also=loss_ok) if cuda else _status(loss_ok)
     return Check("amp_bf16_step", "bf16 autocast against fp32: step time, peak memory, same loss", measured,
-                 expected, _status(ok), _amp_command(device, sizes, "bfloat16"), result.summary())
+                 expected, status, _amp_command(device, sizes, "bfloat16"), result.summary())
 
 
 def gradscaler_syncs(device: str, sizes: Sizes) -> Check:

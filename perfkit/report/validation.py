@@ -3,7 +3,7 @@
 Runs every check in :mod:`perfkit.report.checks` (reference workloads with a known pathology and
 its fix, through the harness or detector that must find it) and returns a
 :class:`ValidationReport`: one row per check with the measured figure, the expectation, pass /
-fail / skipped / measured, and the call that produced it. ``to_markdown()`` writes the table
+fail / error / inconclusive / skipped / measured, and the call that produced it. ``to_markdown()`` writes the table
 with the machine's GPU, driver, CUDA and torch versions (``perfkit validate --out FILE``).
 
 A check that raises is recorded as "error" with its message, so one broken harness does not
@@ -24,7 +24,7 @@ from ..errors import ParameterError
 from ..results import html_section, html_table, html_text
 from .checks import CHECKS, PRESETS, Check
 
-STATUSES = ("pass", "fail", "error", "skipped", "measured")
+STATUSES = ("pass", "fail", "error", "inconclusive", "skipped", "measured")
 COLUMNS = ["check", "status", "measured", "expected", "claim", "command"]
 
 
