@@ -18,7 +18,7 @@ import pandas as pd
 from . import html as h
 from ..atomic import write_text_atomic
 from ..errors import PerfkitError
-from .perflog import PerfLog, format_value
+from .perflog import PerfLog, format_delta, format_value
 from .perflog_csv import empty_log
 from .runner import load_run_record
 
@@ -85,7 +85,8 @@ def headline(log: pd.DataFrame, day: str, name: str) -> tuple[str, ...]:
 
 
 def _headline_text(row: dict) -> str:
-    delta = "" if row["delta_pct"] != row["delta_pct"] else f"{row['delta_pct']:+.1f}%, "
+    delta = format_delta(row["delta_pct"])
+    delta = f"{delta}, " if delta else ""
     return f"{row['metric']} = {format_value(row['value'], row['unit'])} ({delta}{row['verdict']})"
 
 
