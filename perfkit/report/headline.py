@@ -23,9 +23,10 @@ from .readback import (amp_text, compile_text, cpu_bound_text, diff_text, finite
                        site_labels, summary_frame, summary_pair, summary_table, sync_text, validation_text)
 from .sources import (CPU_TRACES, MODES, ROOT, MLPProblem, check_mode, detect_workload_syncs, find_trace,
                       live_workload, load_or_record, mlp_problem, shipped_traces)
+from .verdicts import log_verdict
 
 __all__ = [
-    "AB_VERDICTS", "DIFF_VERDICTS", "trace_device", "row", "finite_rows", "trace_rows", "ab_rows", "leak_rows",
+    "trace_device", "row", "finite_rows", "trace_rows", "ab_rows", "leak_rows",
     "cpu_bound_rows", "htod_rows", "sync_rows", "compile_rows", "amp_rows", "diff_rows", "validation_rows",
     "log_headline",
     # perfkit.report.sources
@@ -35,13 +36,6 @@ __all__ = [
     "site_labels", "summary_table", "summary_pair", "summary_frame", "cpu_bound_text", "htod_text", "sync_text",
     "compile_text", "amp_text", "leak_text", "diff_text", "validation_text", "prose",
 ]
-
-# ABResult verdicts (STYLE 7) in the perf log's words.
-AB_VERDICTS = {"faster": "improved", "slower": "regressed", "no change": "within noise",
-               "insufficient data": "not enough data"}
-DIFF_VERDICTS = {"faster": "improved", "slower": "regressed", "no detectable change": "within noise",
-                 "not enough data": "not enough data"}
-
 
 def trace_device(trace) -> str:
     """"cpu" for a trace without GPU events, else the first GPU's name ("cuda" if unnamed)."""
@@ -84,10 +78,10 @@ def ab_rows(investigation: str, result, metric: str = "time_per_call_ms", *, cha
     base = dict(change=change, run_id=run_id, device=device or result.environment.get("device", ""))
     ci = {"ci_low": result.ci_low, "ci_high": result.ci_high} if finite(result.ci_low, result.ci_high) else {}
     rows = [row(investigation, metric, result.median_b * 1e3, "ms", baseline=result.median_a * 1e3,
-                verdict=AB_VERDICTS.get(result.verdict, "not enough data"), **ci, **base)]
+                verdict=log_verdict(result.verdict), **ci, **base)]
     if finite(result.speedup):
         rows.append(row(investigation, "speedup", result.speedup, "x", baseline=1.0, higher_is_better=True,
-                        verdict=AB_VERDICTS.get(result.verdict, "not enough data"), **base))
+                        verdict=log_verdict(result.verdict), **base))
     return finite_rows(rows)
 
 
@@ -191,7 +185,7 @@ def diff_rows(investigation: str, result, *, change: str = "baseline", run_id: s
     rows = []
     if finite(s["median_b_us"], s["median_a_us"]):
         rows.append(row(investigation, "diff_median_step_ms", s["median_b_us"] / 1e3, "ms",
-                        baseline=s["median_a_us"] / 1e3, verdict=DIFF_VERDICTS.get(s["verdict"], "not enough data"),
+                        baseline=s["median_a_us"] / 1e3, verdict=log_verdict(s["verdict"]),
                         **ci, **base))
     host = result.metrics[result.metrics["metric"] == "host busy per step (us)"]
     if len(host):

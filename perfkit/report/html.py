@@ -76,7 +76,7 @@ def _cell(value: Any) -> str:
 def perf_log_table(frame: pd.DataFrame) -> str:
     """The perf log (``PerfLog.read()``) as an HTML table, newest first; regressed rows get
     class ``regressed`` and a bold REGRESSED verdict."""
-    from .perflog import format_value
+    from .perflog import format_delta, format_value
 
     if frame.empty:
         return "<p>The perf log has no rows yet.</p>"
@@ -86,7 +86,7 @@ def perf_log_table(frame: pd.DataFrame) -> str:
         "metric": rows["metric"], "device": rows["device"],
         "before": [format_value(v) for v in rows["baseline"]],
         "after": [format_value(v, u) for v, u in zip(rows["value"], rows["unit"])],
-        "delta": ["" if d != d else f"{d:+.1f}%" for d in rows["delta_pct"]],
+        "delta": [format_delta(d) for d in rows["delta_pct"]],
         "verdict": [_verdict_html(v) for v in rows["verdict"]],
         "commit": rows["git_commit"],
     })

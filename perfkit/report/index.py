@@ -7,7 +7,6 @@ place, so a reader never sees half a page.
 """
 from __future__ import annotations
 
-import io
 import os
 import re
 from dataclasses import dataclass
@@ -18,12 +17,13 @@ import pandas as pd
 from . import html as h
 from ..atomic import write_text_atomic
 from ..errors import PerfkitError
-from .perflog import PerfLog, format_value
+from .perflog import PerfLog, format_delta, format_value
 from .perflog_csv import empty_log
 from .runner import load_run_record
 
 _DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _MAX_TREND_POINTS = 200
+_TREND_WIDTH_IN = 5.0
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,8 @@ def headline(log: pd.DataFrame, day: str, name: str) -> tuple[str, ...]:
 
 
 def _headline_text(row: dict) -> str:
-    delta = "" if row["delta_pct"] != row["delta_pct"] else f"{row['delta_pct']:+.1f}%, "
+    delta = format_delta(row["delta_pct"])
+    delta = f"{delta}, " if delta else ""
     return f"{row['metric']} = {format_value(row['value'], row['unit'])} ({delta}{row['verdict']})"
 
 
@@ -136,30 +137,10 @@ def _trends_section(log: pd.DataFrame) -> str:
 
 
 def _trend_img(key: tuple, rows: pd.DataFrame) -> str:
-    investigation, metric, unit, device = key
-    title = f"{investigation}: {metric} ({device})"
-    # "$" would start matplotlib mathtext (and can raise on a stray one): show it literally.
-    return h.png_img(_trend_png(title.replace("$", r"\$"), rows, unit.replace("$", r"\$")), alt=title)
+    from .plots import figure_png, perf_log_trend
 
-
-def _trend_png(title: str, rows: pd.DataFrame, unit: str) -> bytes:
-    # Figure + Agg canvas directly: no pyplot, so the caller's backend and figures are untouched.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5, 2.4), dpi=80)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    x = range(len(rows))
-    ax.plot(x, rows["value"], marker="o", color="#1f77b4")
-    bad = [i for i, v in enumerate(rows["verdict"]) if v == "regressed"]
-    ax.plot(bad, rows["value"].iloc[bad], "o", color="#d62728", label="regressed")
-    ax.set_xticks(list(x), list(rows["date"]), rotation=30, ha="right", fontsize=7)
-    ax.set_title(title, fontsize=9)
-    ax.set_ylabel(unit, fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    investigation, metric, _, device = key
+    png = figure_png(perf_log_trend(rows, width=_TREND_WIDTH_IN))
+    return h.png_img(png, alt=f"{investigation}: {metric} ({device})")
 
 

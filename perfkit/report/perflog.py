@@ -27,7 +27,7 @@ from .verdicts import (DEFAULT_NOISE_PCT, VERDICTS, classify_change, complete_nu
                        latest_values)
 
 __all__ = [
-    "PerfLog", "markdown_table", "format_value",
+    "PerfLog", "markdown_table", "format_value", "format_delta",
     # defined in perflog_csv and verdicts; importable from here as they always were
     "COLUMNS", "FORMAT_VERSION", "PerfLogError", "empty_log",
     "VERDICTS", "DEFAULT_NOISE_PCT", "classify_change", "infer_higher_is_better",
@@ -123,7 +123,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in frame.to_dict("records"):
         text = [_md_escape(row[k]) for k in ("date", "investigation", "change", "metric")]
-        cells = text + [_before_after(row), _delta_text(row["delta_pct"]), _verdict_text(row["verdict"])]
+        cells = text + [_before_after(row), format_delta(row["delta_pct"]), _verdict_text(row["verdict"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -135,12 +135,13 @@ def format_value(value: float, unit: str = "") -> str:
     return f"{value:,.4g} {unit}".strip()
 
 
+def format_delta(delta: float) -> str:
+    """A percent change with its sign and one decimal ("+12.3%"); "" for NaN (no baseline)."""
+    return "" if isnan(delta) else f"{delta:+.1f}%"
+
+
 def _before_after(row: dict) -> str:
     return f"{format_value(row['baseline'])} -> {format_value(row['value'], _md_escape(row['unit']))}"
-
-
-def _delta_text(delta: float) -> str:
-    return "" if isnan(delta) else f"{delta:+.1f}%"
 
 
 def _verdict_text(verdict: str) -> str:

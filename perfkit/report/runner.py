@@ -24,13 +24,14 @@ import pandas as pd
 from ..atomic import fsync_path
 from ..errors import MissingDependencyError, ParameterError
 from ..results import html_section, html_table, html_text, html_warnings
+from .sources import ROOT
 
 INVESTIGATIONS = ("cpu_bound", "htod", "sync_points", "compile_ab", "amp_regression", "memory_leak", "validation")
 # Passed by the runner to notebooks that declare them, and only to those.
 RUNNER_PARAMETERS = ("perf_log_path", "run_label", "change")
 RUN_RECORD_VERSION = 1
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_REPO_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+_REPO_NOTEBOOKS = ROOT / "notebooks"
 _SIMPLE_TYPES = ("int", "float", "bool", "str")
 _PYTHON_ALIASES = {"python", f"python{sys.version_info[0]}", "python%i.%i" % sys.version_info[:2]}
 

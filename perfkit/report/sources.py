@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import ParameterError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]  # the repository root (also used by runner and widgets)
 CPU_TRACES = ROOT / "data" / "traces" / "cpu"
 MODES = ("trace", "live")
 

@@ -14,10 +14,17 @@ from typing import Any
 from ..errors import ParameterError
 
 VERDICTS = ("improved", "regressed", "within noise", "no baseline", "not enough data")
-# perfkit.bench.compare's A/B verdicts (B vs A): "faster" is better whatever the metric.
+# perfkit.bench.compare's A/B and perfkit.analysis.diff's verdicts (B vs A) in the log's words:
+# "faster" is better whatever the metric.
 _VERDICT_ALIASES = {"faster": "improved", "slower": "regressed", "no change": "within noise",
                     "no detectable change": "within noise", "insufficient data": "not enough data"}
 DEFAULT_NOISE_PCT = 5.0
+
+
+def log_verdict(verdict: str) -> str:
+    """An A/B (``perfkit.bench.compare``) or trace-diff (``perfkit.analysis.diff``) verdict in
+    the log's words ("faster" -> "improved", ...); anything else is "not enough data"."""
+    return _VERDICT_ALIASES.get(verdict, "not enough data")
 
 
 def classify_change(value: float, baseline: float | None, *, higher_is_better: bool,

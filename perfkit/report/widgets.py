@@ -18,8 +18,9 @@ import pandas as pd
 
 from ..errors import MissingDependencyError, ParameterError
 from ..results import html_section, html_table, html_text
+from .sources import ROOT
 
-DATA_TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
+DATA_TRACES = ROOT / "data" / "traces"
 TRACE_GLOBS = ("*.json.gz", "*.json", "*.pt.trace.json.gz")
 
 

@@ -8,14 +8,16 @@ import pandas as pd
 from .figure import label, message_figure, new_figure
 
 
-def perf_log_trend(log: pd.DataFrame, investigation: str | None = None, *, max_metrics: int = 6):
+def perf_log_trend(log: pd.DataFrame, investigation: str | None = None, *, max_metrics: int = 6,
+                   width: float = 8.0):
     """One panel per (investigation, metric, unit, device) of a ``PerfLog.read()`` frame:
-    value per run in log order, regressed runs in red, improved in green."""
+    value per run in log order, regressed runs in red, improved in green. ``width`` in inches
+    (the reports index draws each metric as its own small figure)."""
     rows = log if investigation is None else log[log["investigation"] == investigation]
     if rows.empty:
         return message_figure("Performance log", "the performance log has no rows yet")
     groups = list(rows.groupby(["investigation", "metric", "unit", "device"], sort=True))[:max_metrics]
-    fig = new_figure(8.0, 0.6 + 2.0 * len(groups))
+    fig = new_figure(width, 0.6 + 2.0 * len(groups))
     for ax, (key, g) in zip(np.atleast_1d(fig.subplots(len(groups), 1)), groups):
         _trend_panel(ax, key, g)
     fig.tight_layout()

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...analysis.ops import HOST_CATEGORIES
 from ...errors import ParameterError
 from .figure import label, message_figure, new_figure
 
-HOST_CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 COLORS = {"cpu_op": "#4c72b0", "user_annotation": "#bbbbbb", "cuda_runtime": "#dd8452",
           "cuda_driver": "#dd8452", "kernel": "#55a868", "gpu_memcpy": "#c44e52", "gpu_memset": "#8172b3"}
