@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import is_launch
 from .ops import (COPY_OPS, DATALOADER_PREFIX, HOST_CATEGORIES, HOST_WORK_CATEGORIES, STEP_PREFIX, host_events,
                   jsonable, nest, op_table, starts_with, step_index, step_windows, window_cover)
@@ -160,7 +161,7 @@ def _step_table(trace, host, windows, launches, tiny_us) -> pd.DataFrame:
 
 def _launch_table(trace, host, windows) -> pd.DataFrame:
     """One row per launch call inside a step: rank, window row, call duration, queue delay (us)."""
-    calls = host[host["cat"].isin(["cuda_runtime", "cuda_driver"])]
+    calls = host[host["cat"].isin(LAUNCH_CATEGORIES)]
     calls = calls[calls["name"].map(is_launch).astype(bool)]
     out = pd.DataFrame({"rank": calls["rank"].to_numpy(), "window": step_index(windows, calls["ts_us"], calls["rank"]),
                         "name": calls["name"].to_numpy(), "launch_us": calls["dur_us"].to_numpy()}, index=calls.index)

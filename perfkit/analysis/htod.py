@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
+from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import SYNC_RUNTIME, copies_frame
 from .ops import covered, host_events, jsonable, merge_intervals, nest, step_windows
 from .stacks import user_frames
@@ -138,7 +139,7 @@ def _names(names: pd.Series, labels: np.ndarray) -> np.ndarray:
 
 def _followed_by_sync(copies: pd.DataFrame, host: pd.DataFrame, gap_us: float):
     """(bool array, name of the blocking call or None) per copy."""
-    calls = host[host["cat"].isin(["cuda_runtime", "cuda_driver"])]
+    calls = host[host["cat"].isin(LAUNCH_CATEGORIES)]
     calls = calls.assign(pid=calls["pid"].astype(str), tid=calls["tid"].astype(str))
     calls = calls.sort_values(["file_id", "pid", "tid", "ts_us"], kind="stable")
     same_thread = (calls[["file_id", "pid", "tid"]].shift(-1) == calls[["file_id", "pid", "tid"]]).all(axis=1)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.schema import GPU_CATEGORIES
+from ..trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
 
 # Host categories whose events nest on a thread. python_function frames are handled in stacks.py.
-HOST_CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+HOST_CATEGORIES = ("cpu_op", "user_annotation", *LAUNCH_CATEGORIES)
 # Host work that keeps a thread busy: annotations are excluded because a record_function around a
 # whole step would mark the host busy for all of it.
-HOST_WORK_CATEGORIES = ("cpu_op", "cuda_runtime", "cuda_driver")
+HOST_WORK_CATEGORIES = ("cpu_op", *LAUNCH_CATEGORIES)
 STEP_PREFIX = "ProfilerStep#"
 DATALOADER_PREFIX = "enumerate(DataLoader)"
 COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_")

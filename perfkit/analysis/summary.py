@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace import Trace
+from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import DIRECTIONS, SYNC_RUNTIME, busy_us, copies_frame
 
 
@@ -18,7 +19,7 @@ def summarize(trace: Trace) -> dict:
     kernels = complete[complete["cat"] == "kernel"]
     gpu = complete[complete["cat"].isin(["kernel", "gpu_memcpy", "gpu_memset"])]
     steps = trace.steps
-    host = complete[complete["cat"].isin(["cuda_runtime", "cuda_driver"])]
+    host = complete[complete["cat"].isin(LAUNCH_CATEGORIES)]
     syncs = host[host["name"].astype(str).isin(list(SYNC_RUNTIME))]
     return {
         "trace": ", ".join(f.path for f in trace.files),

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import SYNC_RUNTIME, copies_frame
 from .ops import SYNC_OPS, host_events, jsonable, nest, step_index, step_windows
 from .stacks import user_frames
@@ -132,12 +133,13 @@ def syncs(trace) -> SyncResult:
     candidates = _candidates(host, dtoh)
     anchors = _anchors(candidates, host, nested, dtoh_ops=set(nested["op"].reindex(dtoh.index).dropna()) - {-1})
     windows = step_windows(trace)
-    events, internal = _drop_cpu_internal(_episodes(trace, anchors, host, nested, windows), host)
+    cpu_only = not host["cat"].isin(LAUNCH_CATEGORIES).any()
+    events, internal = _drop_cpu_internal(_episodes(trace, anchors, host, nested, windows), cpu_only)
     n_steps, wall_us = max(len(windows), 1), float(windows["dur_us"].sum())
     gpu_side = _gpu_side(trace, candidates)
     findings = _findings(events, n_steps, wall_us)
     return SyncResult(events=events, gpu_side=gpu_side, n_steps=n_steps, wall_us=wall_us,
-                      findings=rank_findings(findings), warnings=_warnings(trace, host, gpu_side) + internal)
+                      findings=rank_findings(findings), warnings=_warnings(trace, cpu_only, gpu_side) + internal)
 
 
 # --- candidates and anchors ----------------------------------------------------------------------
@@ -151,7 +153,7 @@ def blocking_calls(trace, host: pd.DataFrame) -> pd.DataFrame:
 
 def _candidates(host: pd.DataFrame, dtoh: pd.DataFrame) -> pd.DataFrame:
     """Host events that may block: index = event label; ``kind`` and ``source`` (runtime/copy/op)."""
-    calls = host[host["cat"].isin(["cuda_runtime", "cuda_driver"])]
+    calls = host[host["cat"].isin(LAUNCH_CATEGORIES)]
     runtime = calls[calls["name"].isin(list(SYNC_RUNTIME))]
     frame = pd.DataFrame({"kind": runtime["name"].map(SYNC_RUNTIME), "source": "runtime"}, index=runtime.index)
     blocking_copy = dtoh[(dtoh["memory"] != "pinned") | dtoh["launch_name"].isin(list(SYNC_RUNTIME))].index
@@ -229,12 +231,12 @@ def _episodes(trace, anchors: pd.DataFrame, host: pd.DataFrame, nested: pd.DataF
     return frame[EPISODE_COLUMNS].sort_values("ts_us", kind="stable")
 
 
-def _drop_cpu_internal(events: pd.DataFrame, host: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
-    """On a trace without CUDA runtime events, drop ``item`` sync points issued from inside
+def _drop_cpu_internal(events: pd.DataFrame, cpu_only: bool) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """On a trace without CUDA runtime events (``cpu_only``), drop ``item`` sync points issued from inside
     another op that is not a sync op (aten::std, aten::multinomial via aten::_assert_async):
     those are the op's CPU implementation reading a scalar, which its CUDA kernel does not do.
     A user's own ``.item()`` is an outermost op and stays. Returns the kept events and a warning."""
-    if host["cat"].isin(["cuda_runtime", "cuda_driver"]).any() or events.empty:
+    if not cpu_only or events.empty:
         return events, ()
     internal = (events["kind"] == "item") & (events["top_op"] != events["op"]) & ~events["top_op"].isin(
         list(SYNC_OPS)) & (events["top_op"] != "")
@@ -322,9 +324,9 @@ def _op_path(top_op, op) -> str:
     return top_op or op or "?"
 
 
-def _warnings(trace, host: pd.DataFrame, gpu_side: pd.DataFrame) -> tuple:
+def _warnings(trace, cpu_only: bool, gpu_side: pd.DataFrame) -> tuple:
     out = []
-    if not host["cat"].isin(["cuda_runtime", "cuda_driver"]).any():
+    if cpu_only:
         out.append("no CUDA runtime events: only ops such as aten::item are listed, as possible syncs with their "
                    "host time as blocked time; re-profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
     elif not trace.has_gpu_events:

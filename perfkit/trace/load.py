@@ -12,6 +12,7 @@ from ..errors import TraceError
 from . import cache
 from .columns import ColumnBuilder
 from .model import Trace, TraceFile
+from .schema import LAUNCH_CATEGORIES
 from .parse import CHUNK_BYTES, LayoutFallback, iter_event_batches, read_bytes
 from .steps import STEP_COLUMNS, file_steps
 
@@ -157,7 +158,7 @@ def _fill_copy_bytes(events: pd.DataFrame) -> None:
     gpu = (events["cat"] == "gpu_memcpy") & (events["bytes"] < 0) & (events["correlation"] >= 0)
     if not gpu.any():
         return
-    host = events[events["cat"].isin(["cuda_runtime", "cuda_driver"]) & (events["bytes"] >= 0) & (events["correlation"] >= 0)]
+    host = events[events["cat"].isin(LAUNCH_CATEGORIES) & (events["bytes"] >= 0) & (events["correlation"] >= 0)]
     size = host.drop_duplicates("correlation").set_index("correlation")["bytes"]
     filled = events.loc[gpu, "correlation"].map(size)
     events.loc[filled.dropna().index, "bytes"] = filled.dropna().astype("int64")
