@@ -151,14 +151,13 @@ def diff_text(result) -> str:
 
 
 def validation_text(report) -> str:
-    counts = ", ".join(f"{n} {s}" for s, n in report.counts().items() if n)
     failed = ", ".join(c.name for c in report.failed)
     noisy = ", ".join(c.name for c in report.checks if c.status == "inconclusive")
     verdict = (f"Failed: {failed}." if failed else
                f"No check failed; timing noise left {noisy} inconclusive: rerun on an idle machine." if noisy else
                "Every check with an expectation on this device passed.")
     return (f"{len(report.checks)} checks on {report.environment['gpu']} ({report.device}, {report.preset} sizes) "
-            f"in {report.elapsed_s:.0f} s: {counts}. {verdict}")
+            f"in {report.elapsed_s:.0f} s: {report.counts_text()}. {verdict}")
 
 
 def prose(*paragraphs: str) -> str:

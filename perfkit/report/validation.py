@@ -47,6 +47,10 @@ class ValidationReport:
     def counts(self) -> dict:
         return {s: sum(c.status == s for c in self.checks) for s in STATUSES}
 
+    def counts_text(self) -> str:
+        """"5 pass, 3 skipped, 1 measured": the statuses that occur, in ``STATUSES`` order."""
+        return ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
+
     def to_frame(self) -> pd.DataFrame:
         rows = [[c.name, c.status, c.measured, c.expected, c.claim, c.command] for c in self.checks]
         return pd.DataFrame(rows, columns=COLUMNS)
@@ -65,7 +69,7 @@ class ValidationReport:
                 f"in {self.elapsed_s:.0f} s.", "",
                 "| GPU | driver | CUDA | torch | Python |", "|---|---|---|---|---|",
                 f"| {env['gpu']} | {env['driver']} | {env['cuda']} | {env['torch']} | {env['python']} |", "",
-                "Result: " + ", ".join(f"{n} {s}" for s, n in self.counts().items() if n) + ".", "",
+                f"Result: {self.counts_text()}.", "",
                 "| check | status | measured | expected |", "|---|---|---|---|"]
         rows = [f"| {_md(c.name)} | {c.status} | {_md(c.measured)} | {_md(c.expected)} |" for c in self.checks]
         calls = ["", "## How each figure was produced", ""]
