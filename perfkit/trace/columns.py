@@ -29,14 +29,27 @@ class Encoder:
         self.normalize = normalize
 
     def encode(self, values: list) -> np.ndarray:
-        local, uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=False)
+        local = dict.fromkeys(values)  # the distinct values, hashed in C (2x faster than pd.factorize here)
+        table, normalize = self.codes, self.normalize
+        for value in local:
+            local[value] = table.setdefault(normalize(value), len(table))
+        return np.fromiter(map(local.__getitem__, values), dtype=np.int32, count=len(values))
+
+    def translate(self, other: "Encoder") -> np.ndarray:
+        """This encoder's code for each of ``other``'s codes (adding the strings it lacks)."""
         table = self.codes
-        mapping = np.fromiter((table.setdefault(self.normalize(u), len(table)) for u in uniques),
-                              dtype=np.int32, count=len(uniques))
-        return mapping[local] if len(local) else np.empty(0, dtype=np.int32)
+        return np.fromiter((table.setdefault(v, len(table)) for v in other.codes), dtype=np.int32,
+                           count=len(other.codes))
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
-        return pd.Categorical.from_codes(codes, categories=pd.Index(list(self.codes), dtype="str"))
+        """The strings as a categorical with sorted categories, so that the table does not depend on
+        the order the chunks of a file were read in (nor on its layout)."""
+        strings = np.array(list(self.codes), dtype=object)
+        order = np.argsort(strings, kind="stable")
+        rank = np.empty(len(order), dtype=np.int32)
+        rank[order] = np.arange(len(order), dtype=np.int32)
+        return pd.Categorical.from_codes(rank[codes] if len(codes) else codes,
+                                         categories=pd.Index(strings[order].tolist(), dtype="str"))
 
 
 def _blank(value) -> bool:
@@ -131,6 +144,13 @@ class ColumnBuilder:
             arrows = [e for e in _subset(batch, flows) if e.cat in FLOW_CATEGORIES]
             if arrows:
                 self.flow_parts.append(self._flow_columns(arrows))
+
+    def absorb(self, other: "ColumnBuilder") -> None:
+        """Append the events ``other`` read after this builder's (a later chunk of the same file,
+        e.g. decoded in a worker process), translating its string codes into this builder's."""
+        self.parts += _translated(other.parts, self.encoders, other.encoders)
+        self.flow_parts += _translated(other.flow_parts, self.flow_encoders, other.flow_encoders)
+        self.n_seen += other.n_seen
 
     def _flow_columns(self, flows: list) -> dict:
         cols = {"id": _ints(_field(flows, "id")), "ts_us": _floats(_field(flows, "ts"))}
@@ -227,6 +247,12 @@ class ColumnBuilder:
         frame["file_id"] = np.int16(self.file_id)
         self.flow_parts = []
         return frame
+
+
+def _translated(parts: list[dict], mine: dict, theirs: dict) -> list[dict]:
+    tables = {col: encoder.translate(theirs[col]) for col, encoder in mine.items()}
+    return [{col: tables[col][values] if col in tables else values for col, values in part.items()}
+            for part in parts]
 
 
 def _merge(parts: list[dict], col: str, dtype) -> np.ndarray:

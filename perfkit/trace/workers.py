@@ -1,0 +1,48 @@
+"""Worker processes for loading traces: how many, and how they are started.
+
+JSON decoding holds the GIL, so parallel parsing needs processes. Workers are forked when the
+loading process has a single thread (fast: they share the already imported modules); otherwise
+(a Jupyter kernel, a progress bar's monitor thread, a gzip reader) they come from a fork server
+that imports the decoder once, since forking a threaded process can copy a lock some other
+thread holds.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from concurrent.futures import ProcessPoolExecutor
+
+from ..errors import ParameterError
+
+
+def default_workers() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_workers(workers: int | None) -> int:
+    """``workers`` checked, or :func:`default_workers` for None. Raises ParameterError below 1."""
+    if workers is None:
+        return default_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ParameterError(f"workers={workers!r}: expected a whole number of processes >= 1 (or None for one per core)")
+    return workers
+
+
+def process_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of ``workers`` processes able to run :mod:`perfkit.trace` functions."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        context = multiprocessing.get_context("fork")
+    elif "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["perfkit.trace.load"])
+    else:
+        context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    pool.submit(os.getpid)  # forks every worker now, before the caller starts threads of its own
+    return pool
