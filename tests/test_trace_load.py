@@ -4,6 +4,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from perfkit.analysis.summary import summarize
@@ -135,3 +136,47 @@ def test_project_traces_load_with_steps_and_stacks(path):
     assert len(trace.steps) >= 1 and set(trace.steps["source"]) == {"ProfilerStep"}
     assert trace.has_python_stacks
     assert summarize(trace)["events"]["total"] == trace.files[0].events_read
+
+
+def relayout(doc: dict, layout: str) -> bytes:
+    """``doc`` re-serialized: json.dump's one line, separator-free one line, indented (each event
+    over several lines), or one event a line with the metadata after the events (as Kineto puts
+    traceName and baseTimeNanoseconds)."""
+    if layout == "json.dump":
+        return json.dumps(doc).encode()
+    if layout == "compact":
+        return json.dumps(doc, separators=(",", ":")).encode()
+    if layout == "indented":
+        return json.dumps(doc, indent=2).encode()
+    head = {k: v for k, v in doc.items() if k != "traceEvents"}
+    lines = ",\n".join(json.dumps(e) for e in doc["traceEvents"])
+    return ('{"traceEvents": [\n' + lines + "\n]," + json.dumps(head)[1:]).encode()
+
+
+LAYOUT_TRACES = [  # old 2021 schema, ROCm, json.dump'ed one-line, 8-GPU pretty, CPU-only, distributed
+    "kineto_v100_resnet50_dataloader_nw4.pt.trace.json.gz", "hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "tracelens_mi300x_vllm_piecewise_graph_exec.json.gz", "tracelens_b200_serving_eager_rank0.json.gz",
+    "hta_cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "param_v100_dlrm_rank3.pt.trace.json.gz",
+]
+
+
+@pytest.mark.parametrize("name", LAYOUT_TRACES)
+def test_every_layout_and_compression_gives_the_same_tables(name, tmp_path, monkeypatch):
+    """The first 20,000 events of each trace; the reference is parsed whole, the others in 32 KiB
+    chunks (cut many times), the indented gzip one by two worker processes."""
+    from conftest import shared_trace
+
+    doc = json.loads(gzip.decompress(shared_trace(name).read_bytes()))
+    doc["traceEvents"] = doc["traceEvents"][:20_000]
+    (tmp_path / "ref.json").write_bytes(json.dumps(doc).encode())
+    expected = load_trace(tmp_path / "ref.json", use_cache=False, workers=1)
+    monkeypatch.setattr("perfkit.trace.parse.CHUNK_BYTES", 32 << 10)
+    for layout in ("json.dump", "compact", "indented", "one event a line"):
+        text = relayout(doc, layout)
+        for path, data in ((tmp_path / "t.json", text), (tmp_path / "t.json.gz", gzip.compress(text, 1))):
+            path.write_bytes(data)
+            got = load_trace(path, use_cache=False, workers=2 if layout == "indented" and path.suffix == ".gz" else 1)
+            pd.testing.assert_frame_equal(got.events, expected.events, obj=f"{layout} {path.name} events")
+            pd.testing.assert_frame_equal(got.flows, expected.flows, obj=f"{layout} {path.name} flows")
+            pd.testing.assert_frame_equal(got.steps, expected.steps, obj=f"{layout} {path.name} steps")
+            assert got.files[0].devices == expected.files[0].devices and got.ranks == expected.ranks

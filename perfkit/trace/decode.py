@@ -22,7 +22,7 @@ _AT_INDEX = re.compile(r"`\$\[(\d+)\]([^`]*)`")
 
 @dataclass(frozen=True)
 class ChunkFailure:
-    """Why a chunk did not decode. ``kind``: "syntax" (not JSON, or cut mid-event), "utf8",
+    """Why a chunk did not decode. ``kind``: "syntax" (not JSON), "truncated" (ends mid-event), "utf8",
     "depth" (nested deeper than the decoder recurses), "type" (JSON, but not events of the expected
     types). ``message``: what was wrong; ``offset``: byte offset in the chunk, -1 when unknown;
     ``index``: which event of the chunk, -1 when unknown."""
@@ -40,6 +40,8 @@ def decode_chunk(data: bytes) -> ColumnBuilder | ChunkFailure:
     except msgspec.ValidationError as exc:
         return _type_failure(data, str(exc))
     except msgspec.DecodeError as exc:
+        if str(exc) == "Input data was truncated":
+            return ChunkFailure("truncated", str(exc), len(data))
         found = _AT_BYTE.search(str(exc))
         return ChunkFailure("syntax", _AT_BYTE.sub("", str(exc)), int(found.group(1)) if found else -1)
     except UnicodeDecodeError:

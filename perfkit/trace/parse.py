@@ -64,9 +64,13 @@ def parse_trace(path, *, salvage: bool = False, workers: int = 1, on_progress=No
     """
     path = Path(path)
     try:
-        return _Parser(path, salvage, workers, on_progress, exact=False).run()
-    except _Recut:
-        return _Parser(path, salvage, workers, on_progress, exact=True).run()
+        try:
+            return _Parser(path, salvage, workers, on_progress, exact=False).run()
+        except _Recut:
+            return _Parser(path, salvage, workers, on_progress, exact=True).run()
+    except OSError as exc:
+        raise TraceError(path, f"cannot read the file ({exc.strerror or exc})",
+                         "Check that it exists and that you may read it") from None
 
 
 class _Recut(Exception):
@@ -262,7 +266,7 @@ class _Parser:
         self.columns.absorb(result)
 
     def _fail(self, failure: ChunkFailure, start: int) -> None:
-        if failure.kind in ("syntax", "depth") and not self.exact:
+        if failure.kind in ("syntax", "truncated", "depth") and not self.exact:
             raise _Recut()
         where = start + max(failure.offset - 1, 0)  # the chunk's '[' is not in the file
         if failure.kind == "type":
@@ -303,17 +307,33 @@ class _Parser:
             if trailer.strip(_SPACE):
                 raise TraceError(self.path, "not valid JSON: text after the array of events", _REPORT_FIX)
             return {}
-        doc = self._json(self.header + b"[]" + trailer, "the JSON around traceEvents is not valid")
+        text = self.header + b"[]" + trailer
+        try:
+            doc = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            if str(exc).startswith("unexpected end of data"):
+                return self._cut_off()  # every event is whole, the keys after them are not
+            doc = self._json(text, "the JSON around traceEvents is not valid")
         if not isinstance(doc, dict) or doc.get("traceEvents") != []:
             raise TraceError(self.path, "traceEvents is not a key of the top-level JSON object", _REPORT_FIX)
         del doc["traceEvents"]
         return doc
 
     def _truncated(self, structure) -> dict:
-        if len(structure.ends):
-            self._submit(self.pos, int(structure.ends[-1]))
+        """No closing bracket: keep the complete events, if what follows them is a cut-off event."""
+        last = int(structure.ends[-1]) if len(structure.ends) else self.pos
+        self._submit(self.pos, last)
         while self.pending:
             self._take()
+        rest = _SEPARATOR.match(self.buffer, last).end()
+        if rest < len(self.buffer):  # a wrong byte can make the rest look like one long string
+            failure = decode_chunk(b"[" + bytes(self.buffer[rest:]))
+            if failure.kind != "truncated":
+                self._fail(failure, self.base + rest)
+        return self._cut_off()
+
+    def _cut_off(self) -> dict:
+        """The file ends mid-write: raise, or (salvage) warn and return the metadata read."""
         events, size = self.columns.n_seen, self.base + len(self.buffer)
         if not events:
             raise TraceError(self.path, "JSON ends mid-write and no complete event can be recovered", _REPORT_FIX)
@@ -343,6 +363,9 @@ class _Parser:
             except UnicodeDecodeError as uexc:
                 raise TraceError(self.path, f"bytes at offset {uexc.start} are not valid UTF-8 "
                                  f"({text[uexc.start:uexc.start + 4]!r})", "The file is corrupt or not a JSON trace; re-export it") from None
+            if str(exc).startswith("unexpected end of data"):  # cut off before the first event
+                raise TraceError(self.path, "JSON ends mid-write and no complete event can be recovered",
+                                 _REPORT_FIX) from None
             raise TraceError(self.path, f"{what}: {exc}", _REPORT_FIX) from None
 
 
