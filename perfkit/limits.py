@@ -41,9 +41,10 @@ class Limit:
         return value
 
     def refusal(self, what: str) -> str:
-        """``"<what> exceeds the limit of N <unit> (PERFKIT_X); ..."``: the problem text of an error."""
-        return (f"{what} exceeds the limit of {self.value():,} {self.unit} ({self.env}), which guards "
-                f"{self.guards}; if the file is genuine, raise it: {self.env}={self.value() * 4}")
+        """``"<what>: more than the limit of N <unit> (PERFKIT_X), which guards ...; ..."``: the
+        problem text of an error, saying how to raise the limit."""
+        return (f"{what}: more than the limit of {self.value():,} {self.unit} ({self.env}), which guards "
+                f"{self.guards}; if the file is genuine, raise it, e.g. {self.env}={self.value() * 4}")
 
 
 MAX_DECOMPRESSED_BYTES = Limit(
@@ -65,7 +66,7 @@ LIMITS = (MAX_DECOMPRESSED_BYTES, MAX_NESTING_DEPTH, SNAPSHOT_MAX_ITEMS, SCAN_MA
 
 # Event value ranges (inclusive). 2**53 us (285 years) is where float64 stops holding whole
 # microseconds; ids are stored as int64 (device int16, stream int32: schema.INT_COLUMNS).
-TIME_RANGE_US = (0, 2**53)
+TIME_RANGE_US = (0, 2**53 - 1)
 INT64_RANGE = (-(2**63), 2**63 - 1)
 ID_RANGES = {
     "device": (-1, 2**15 - 1),
@@ -82,6 +83,20 @@ ID_RANGES = {
 STREAM_ALL = 2**32 - 1
 RANK_RANGE = (0, 2**31 - 1)
 
+
+def span(bounds: tuple) -> str:
+    """``"-1..2**63-1"``: a range as the docs write it (powers of two spelled as such)."""
+    return "..".join(_power(b) for b in bounds)
+
+
+def _power(n: int) -> str:
+    for k in (15, 31, 32, 53, 63):
+        if abs(n) == 2**k:
+            return f"{'-' if n < 0 else ''}2**{k}"
+        if n == 2**k - 1:
+            return f"2**{k}-1"
+    return str(n)
+
 # Budgets of the streaming trace parser (perfkit.trace.parse), added by the loader work.
 MAX_METADATA_BYTES = Limit(
     "PERFKIT_MAX_METADATA_BYTES", 64 << 20, "bytes",
@@ -89,7 +104,7 @@ MAX_METADATA_BYTES = Limit(
     "a real trace has a few KB there")
 MAX_EVENT_BYTES = Limit(
     "PERFKIT_MAX_EVENT_BYTES", 64 << 20, "bytes",
-    "one trace event and the whitespace around it, which the parser holds whole (real events are under 1 MB)")
+    "how far past a chunk's 8 MiB the parser reads to find the end of an event (real events are under 1 MB)")
 
 
 def _half_of_memory() -> int:

@@ -166,6 +166,7 @@ class _Parser:
         text = bytes(self.buffer)
         if not text.strip(_SPACE):
             raise TraceError(self.path, "file is empty (0 bytes of JSON)", _REPORT_FIX)
+        self._check_depth(scan(text).max_depth, "in a JSON document without a traceEvents array")
         doc = self._json(text, "not valid JSON")
         if not isinstance(doc, dict):
             raise TraceError(self.path, f"JSON top level is {type(doc).__name__}, not a trace object", _REPORT_FIX)
@@ -216,18 +217,20 @@ class _Parser:
     def _scan(self, first: int, last: int):
         """:func:`scan` of buffer[first:last] (offsets are buffer indices), with the depth limit applied."""
         structure = scan(self.buffer, first, last)
-        depth = structure.max_depth + (1 if self.header is None else 2)  # inside the array (and the top object)
-        if depth > MAX_NESTING_DEPTH.value():
-            raise TraceError(self.path, MAX_NESTING_DEPTH.refusal(
-                f"JSON nesting inside traceEvents ({depth:,} levels deep, after byte {self.base + first:,})"),
-                "A profiler trace nests fewer than 10 levels: this file is corrupt or not a trace")
+        outside = 1 if self.header is None else 2  # the array (and the top-level object)
+        self._check_depth(structure.max_depth + outside, f"inside traceEvents, after byte {self.base + first:,}")
         return structure
+
+    def _check_depth(self, depth: int, where: str) -> None:
+        if depth > MAX_NESTING_DEPTH.value():
+            raise TraceError(self.path, MAX_NESTING_DEPTH.refusal(f"JSON nested {depth:,} levels deep ({where})"),
+                             "A profiler trace nests fewer than 10 levels: this file is corrupt or not a trace")
 
     def _check_event_size(self) -> None:
         """Without a cut, the buffer grows: one event (or the space between two) must fit the limit."""
         if len(self.buffer) - self.pos > CHUNK_BYTES + MAX_EVENT_BYTES.value():
             raise TraceError(self.path, MAX_EVENT_BYTES.refusal(
-                f"one event, or the space between two, at byte {self.base + self.pos:,}"),
+                f"the JSON from byte {self.base + self.pos:,} on, without the end of an event in it"),
                 "This file is corrupt or not a trace")
 
     def _compact(self) -> None:
@@ -307,6 +310,8 @@ class _Parser:
             if trailer.strip(_SPACE):
                 raise TraceError(self.path, "not valid JSON: text after the array of events", _REPORT_FIX)
             return {}
+        self._check_depth(scan(self.header).max_depth, "in the JSON before traceEvents")
+        self._check_depth(scan(trailer).max_depth + 1, "in the JSON after traceEvents")
         text = self.header + b"[]" + trailer
         try:
             doc = orjson.loads(text)
@@ -347,6 +352,7 @@ class _Parser:
         """The metadata keys written before traceEvents (a truncated file has none after it)."""
         if self.header is None:
             return {}
+        self._check_depth(scan(self.header).max_depth, "in the JSON before traceEvents")
         keys = self.header[:self.header.rfind(b'"traceEvents"')].rstrip(_SPACE + b",")
         try:
             meta = orjson.loads(keys + b"}")
