@@ -189,3 +189,26 @@ def test_inflater_reads_a_stream_that_is_not_a_multiple_of_its_blocks(tmp_path, 
     deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
     path.write_bytes(deflate.compress(json.dumps(doc).encode()) + deflate.flush())
     assert len(load_trace(path, use_cache=False).events) == 600
+
+
+def test_plain_file_shrinking_while_workers_read_it(tmp_path, small_chunks, monkeypatch):
+    """Workers read their byte ranges of a plain file themselves: one that finds the file shorter
+    than when it was cut reports it, and the load ends as for any truncated file."""
+    import os
+
+    from perfkit.trace import parse
+
+    path = write(tmp_path, "t.json", trace_doc(events(2000)))
+    cut = parse._Parser._window_cut
+    calls = []
+
+    def shrink_then_cut(self, fh, target, size):
+        calls.append(target)
+        if len(calls) == 3:
+            os.truncate(path, size // 2)
+        return cut(self, fh, target, size)
+
+    monkeypatch.setattr(parse._Parser, "_window_cut", shrink_then_cut)
+    with pytest.raises(TruncatedTraceError):
+        load_trace(path, use_cache=False, workers=2)
+    assert len(calls) >= 3

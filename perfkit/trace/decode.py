@@ -7,6 +7,7 @@ raises for bad input, so a failure travels back from a worker process as data.
 """
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass
 
@@ -35,6 +36,16 @@ class ChunkFailure:
 
 def decode_chunk(data: bytes) -> ColumnBuilder | ChunkFailure:
     """Columns of the events in ``data`` (see :class:`ColumnBuilder`), or why there are none."""
+    collecting = gc.isenabled()
+    gc.disable()  # the decoded events hold no cycles: scanning their ~10^5 objects is wasted (~8%)
+    try:
+        return _decode(data)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _decode(data: bytes) -> ColumnBuilder | ChunkFailure:
     try:
         batch = EVENTS.decode(data)
     except msgspec.ValidationError as exc:
@@ -51,6 +62,19 @@ def decode_chunk(data: bytes) -> ColumnBuilder | ChunkFailure:
     builder = ColumnBuilder(file_id=0, rank=0)
     builder.add(batch)
     return builder
+
+
+def decode_range(path: str, start: int, end: int) -> ColumnBuilder | ChunkFailure:
+    """:func:`decode_chunk` of the events in bytes ``start:end`` of a plain file, read here (in
+    the worker) so that they never pass through the parent process."""
+    data = bytearray(end - start + 2)
+    data[0], data[-1] = ord("["), ord("]")
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        got = fh.readinto(memoryview(data)[1:-1])
+    if got < end - start:  # the file shrank since it was cut
+        return ChunkFailure("truncated", f"the file ends {end - start - got:,} bytes early", got + 1)
+    return decode_chunk(data)
 
 
 def _type_failure(data: bytes, message: str) -> ChunkFailure:

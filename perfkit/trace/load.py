@@ -260,7 +260,7 @@ class _ByteProgress:
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, desc=f"parsing {self.path.name}", unit="B", unit_scale=True, leave=False)
-        self.bar.update(done - self.bar.n)
+        self.bar.update(max(done - self.bar.n, 0))
 
     def close(self) -> None:
         if self.bar is not None:

@@ -16,6 +16,7 @@ raises :class:`~perfkit.errors.TraceError` naming the file and the problem.
 """
 from __future__ import annotations
 
+import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ import orjson
 from ..errors import TraceError, TruncatedTraceError
 from ..limits import MAX_EVENT_BYTES, MAX_METADATA_BYTES, MAX_NESTING_DEPTH, MAX_TABLE_BYTES
 from .columns import ColumnBuilder
-from .decode import ChunkFailure, decode_chunk
+from .decode import ChunkFailure, decode_chunk, decode_range
 from .scan import scan
 from .stream import ByteStream
 from .workers import process_pool
@@ -40,6 +41,7 @@ _SPACE = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 _ROW_BYTES = 192  # an events-table row is ~96 bytes; assembling the table briefly holds it twice
 _IN_FLIGHT = 2  # chunks queued per worker: keeps workers busy, bounds the chunks held in memory
+_WINDOW_BYTES = 64 << 10  # read at each cut of a plain file, to find the end of an event there
 _REPORT_FIX = "Re-export the trace with torch.profiler (prof.export_chrome_trace or tensorboard_trace_handler)"
 _GZIP_FIX = "Copy the file again, or load_trace(..., salvage=True) to keep the events that decompress"
 
@@ -100,6 +102,9 @@ class _Parser:
                 self.pool = process_pool(self.workers) if self._parallel(stream) else None
                 blocks = iter(stream)
                 found = self._read_header(blocks)
+                if found and self.pool is not None and not stream.gzip and not self.exact:
+                    blocks.close()
+                    self._cut_ranges(stream)
                 for block in blocks:
                     self.buffer += block
                     self._cut_chunks()
@@ -229,9 +234,11 @@ class _Parser:
     def _check_event_size(self) -> None:
         """Without a cut, the buffer grows: one event (or the space between two) must fit the limit."""
         if len(self.buffer) - self.pos > CHUNK_BYTES + MAX_EVENT_BYTES.value():
-            raise TraceError(self.path, MAX_EVENT_BYTES.refusal(
-                f"the JSON from byte {self.base + self.pos:,} on, without the end of an event in it"),
-                "This file is corrupt or not a trace")
+            self._event_too_big(self.base + self.pos)
+
+    def _event_too_big(self, start: int) -> None:
+        raise TraceError(self.path, MAX_EVENT_BYTES.refusal(
+            f"the JSON from byte {start:,} on, without the end of an event in it"), "This file is corrupt or not a trace")
 
     def _compact(self) -> None:
         if self.pos:
@@ -247,13 +254,47 @@ class _Parser:
             return
         with memoryview(self.buffer) as view:
             data = b"".join((b"[", view[first:last], b"]"))
-        start = self.base + first
+        self._dispatch(decode_chunk, (data,), self.base + first)
+
+    def _dispatch(self, decode, args: tuple, start: int) -> None:
         if self.pool is None:
-            self._absorb(decode_chunk(data), start)
+            self._absorb(decode(*args), start)
             return
-        self.pending.append((self.pool.submit(decode_chunk, data), start))
+        self.pending.append((self.pool.submit(decode, *args), start))
         while len(self.pending) > _IN_FLIGHT * self.workers:
             self._take()
+
+    # -- a plain file with worker processes: they read their byte ranges themselves ------------
+
+    def _cut_ranges(self, stream: ByteStream) -> None:
+        """Cut the events of a plain file by reading only a window at each cut; the workers read
+        the ranges between cuts from the file. Leaves the last chunk's bytes in the buffer."""
+        start = self.base + self.pos
+        with open(self.path, "rb") as fh:
+            while True:
+                cut = self._window_cut(fh, start + CHUNK_BYTES, stream.size)
+                if cut is None:
+                    break
+                self._dispatch(decode_range, (str(self.path), start, cut[0]), start)
+                start = cut[1]
+                if self.on_progress is not None:
+                    self.on_progress(start, stream.size)
+            stream.read_bytes = stream.size
+            fh.seek(start)
+            self.buffer, self.base, self.pos, self.searched = bytearray(fh.read()), start, 0, 0
+
+    def _window_cut(self, fh, target: int, size: int):
+        """(end, next start) of the first fast cut at or after ``target``, None near the end."""
+        window = _WINDOW_BYTES
+        while target + window < size:
+            data = os.pread(fh.fileno(), window, target)
+            found = _CUT.search(data)
+            if found:
+                return target + found.start() + 1, target + found.start(1)
+            if window > MAX_EVENT_BYTES.value():
+                self._event_too_big(target - CHUNK_BYTES)
+            window *= 4
+        return None
 
     def _take(self) -> None:
         future, start = self.pending.popleft()
