@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -30,6 +31,7 @@ import tempfile
 import threading
 import time
 import zlib
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -134,8 +136,11 @@ def measure(python: str, loader: str, path: Path, env: dict) -> dict:
     code = "\n".join([
         "import json, resource, sys, time", f"PATH = {str(path)!r}", CHILD[loader][0],
         "sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.readline()",
-        "t0 = time.perf_counter()", CHILD[loader][1], "dt = time.perf_counter() - t0",
-        "print(json.dumps({'seconds': dt, 'rows': n, 'main_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))",
+        "def cpu():",
+        "    return sum(r.ru_utime + r.ru_stime for r in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))",
+        "c0, t0 = cpu(), time.perf_counter()", CHILD[loader][1], "dt, dc = time.perf_counter() - t0, cpu() - c0",
+        "print(json.dumps({'seconds': dt, 'cpu_s': dc, 'rows': n, "
+        "'main_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))",
     ])
     proc = subprocess.Popen([python, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
@@ -208,10 +213,13 @@ def main(argv=None) -> int:
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; "
           f"HTA: {'measured with ' + args.hta_python if args.hta_python else 'not measured (pass --hta-python)'}")
     rows = []
-    for trace in args.traces:
-        for path in build_files(work, trace, args):
+    spawn = multiprocessing.get_context("spawn")  # builds in a child: this process stays small, and
+    for trace in args.traces:  # the loaders it starts do not inherit its peak RSS (Linux ru_maxrss does)
+        with ProcessPoolExecutor(1, mp_context=spawn) as builder:
+            paths = builder.submit(build_files, work, trace, args).result()
+        for path in paths:
             rows.append(run_file(path, args.hta_python, work))
-            os.remove(path)  # keep the disk footprint to one file per layout at a time
+            os.remove(path)  # the disk holds one trace's layouts at a time
     report(rows, hta=bool(args.hta_python))
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 0
@@ -237,7 +245,7 @@ def build_files(work: Path, trace: str, args) -> list[Path]:
 
 def run_file(path: Path, hta_python: str | None, work: Path) -> dict:
     env = dict(os.environ, PERFKIT_CACHE_DIR=str(work / "cache" / path.parent.name))
-    row = {"file": path.parent.name, "MB": path.stat().st_size / 1e6}
+    row = {"file": path.parent.name, "MB": path.stat().st_size / 1e6, "load": os.getloadavg()[0]}
     row["first"] = measure(sys.executable, "perfkit", path, env)
     row["cached"] = measure(sys.executable, "perfkit", path, env)
     row["base"] = measure(hta_python, "hta", path, env) if hta_python else measure(sys.executable, "json", path, env)
@@ -246,10 +254,11 @@ def run_file(path: Path, hta_python: str | None, work: Path) -> dict:
 
 
 def _line(row: dict) -> str:
-    cells = [f"{row['file']:22s} {row['MB']:7,.0f}"]
+    cells = [f"{row['file']:22s} {row['MB']:7,.0f} {row['load']:5.1f}"]
     for key in ("first", "cached", "base"):
         r = row[key]
-        cells.append(f"{'failed':>16s}" if "error" in r else f"{r['seconds']:7.2f}s {r['peak_mb']:6,.0f}MB")
+        cells.append(f"{'failed':>24s}" if "error" in r else
+                     f"{r['seconds']:7.2f}s {r['cpu_s']:6.1f}c {r['peak_mb']:6,.0f}MB")
     first, cached, base = row["first"], row["cached"], row["base"]
     if not any("error" in r for r in (first, cached, base)):
         cells.append(f"{base['seconds'] / first['seconds']:6.1f}x {first['peak_mb'] / base['peak_mb']:5.2f}x "
@@ -259,8 +268,9 @@ def _line(row: dict) -> str:
 
 def report(rows: list[dict], hta: bool) -> None:
     base = "HTA TraceAnalysis" if hta else "json.load + DataFrame (HTA not measured)"
-    print(f"\nbaseline: {base}; memory = peak summed PSS of the loading processes")
-    print(f"{'file':22s} {'MB':>7s} {'perfkit first':>16s} {'perfkit cached':>16s} {'baseline':>16s} "
+    print(f"\nbaseline: {base}; each loader: wall seconds, CPU seconds (all its processes), peak "
+          "memory (summed PSS of its processes); load: the machine's 1-minute load average before the row")
+    print(f"{'file':22s} {'MB':>7s} {'load':>5s} {'perfkit first':>24s} {'perfkit cached':>24s} {'baseline':>24s} "
           f"{'speed':>7s} {'mem':>6s} {'cached':>8s}")
     for row in rows:
         print(_line(row))

@@ -20,6 +20,9 @@ class TraceError(PerfkitError):
         msg = f"{self.path}: {problem}"
         super().__init__(f"{msg}. {fix}" if fix else msg)
 
+    def __reduce__(self):  # rebuilt from its parts when it comes back from a worker process
+        return type(self), (self.path, self.problem, self.fix)
+
 
 class TruncatedTraceError(TraceError):
     """The JSON stops mid-write; ``recoverable`` complete events could be salvaged."""
@@ -31,6 +34,9 @@ class TruncatedTraceError(TraceError):
             f"{recoverable} complete events can be recovered: "
             "load it with load_trace(..., salvage=True) or `perfkit summary --salvage`",
         )
+
+    def __reduce__(self):
+        return type(self), (self.path, self.problem, self.recoverable)
 
 
 class ParameterError(PerfkitError):

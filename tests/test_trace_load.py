@@ -180,3 +180,71 @@ def test_every_layout_and_compression_gives_the_same_tables(name, tmp_path, monk
             pd.testing.assert_frame_equal(got.flows, expected.flows, obj=f"{layout} {path.name} flows")
             pd.testing.assert_frame_equal(got.steps, expected.steps, obj=f"{layout} {path.name} steps")
             assert got.files[0].devices == expected.files[0].devices and got.ranks == expected.ranks
+
+
+def replicated_ranks(tmp_path, n: int) -> list[Path]:
+    """``n`` copies of DLRM rank 0, each claiming its own rank (as a 64-GPU run's files would)."""
+    from conftest import shared_trace
+
+    doc = json.loads(gzip.decompress(shared_trace("param_v100_dlrm_rank0.pt.trace.json.gz").read_bytes()))
+    tmp_path.mkdir(exist_ok=True)
+    paths = []
+    for rank in range(n):
+        doc["distributedInfo"] = dict(doc["distributedInfo"], rank=rank, world_size=n)
+        paths.append(tmp_path / f"rank{rank}.pt.trace.json.gz")
+        paths[-1].write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
+    return paths
+
+
+def test_ranks_are_parsed_in_worker_processes_at_most_workers_at_once(tmp_path, monkeypatch, capsys):
+    """Each rank is parsed (and cached) in a worker; never more than ``workers`` parses at once."""
+    import os
+    import time
+
+    from perfkit.trace import cache, load
+
+    paths = replicated_ranks(tmp_path / "run", 8)
+    log = tmp_path / "parses.log"
+    parse = load._parse_file
+
+    def logged(path, **kw):  # forked workers inherit this patch
+        with open(log, "a") as fh:
+            fh.write(f"start {os.getpid()} {time.monotonic()}\n")
+        try:
+            return parse(path, **kw)
+        finally:
+            with open(log, "a") as fh:
+                fh.write(f"end {os.getpid()} {time.monotonic()}\n")
+
+    monkeypatch.setattr(load, "_parse_file", logged)
+    trace = load_trace(tmp_path / "run", workers=2, progress=True)
+    assert trace.ranks == list(range(8))
+    lines = [line.split() for line in log.read_text().splitlines()]
+    pids = {pid for _, pid, _ in lines}
+    assert str(os.getpid()) not in pids and len(pids) == 2
+    running = peak = 0
+    for kind, _, _ in sorted(lines, key=lambda line: float(line[2])):
+        running += 1 if kind == "start" else -1
+        peak = max(peak, running)
+    assert peak <= 2
+    assert len([p for p in cache.cache_dir().iterdir() if p.name.endswith(".events.arrow")]) == 8
+    err = capsys.readouterr().err
+    assert "loading traces" in err and "parsing" not in err
+    single = load_trace(paths, workers=1, use_cache=False)
+    pd.testing.assert_frame_equal(trace.events, single.events)
+    pd.testing.assert_frame_equal(trace.steps, single.steps)
+    log.write_text("")
+    again = load_trace(tmp_path / "run", workers=2)  # every rank from the cache, read in this process
+    assert log.read_text() == "" and len(again.events) == len(trace.events)
+
+
+def test_a_bad_rank_among_many_is_named_when_parsed_in_a_worker(tmp_path):
+    paths = replicated_ranks(tmp_path / "run", 4)
+    paths[2].write_bytes(gzip.compress(gzip.decompress(paths[2].read_bytes())[:-5000]))
+    from perfkit.errors import TruncatedTraceError
+
+    with pytest.raises(TruncatedTraceError) as info:
+        load_trace(tmp_path / "run", workers=2)
+    assert str(paths[2]) in str(info.value) and info.value.recoverable > 100
+    trace = load_trace(tmp_path / "run", workers=2, salvage=True)
+    assert trace.ranks == [0, 1, 2, 3] and any("rank2" in w and "cut off" in w for w in trace.warnings)
