@@ -6,7 +6,7 @@ offset so correlations stay unique) to at least --events events: the A100 trace 
 example, and a V100 ResNet-50 trace recorded with record_shapes and with_stack (heavy args: input
 dims, types, call stacks). Each is written in three layouts (Kineto's pretty-printed multi-line
 events, one event a line, json.dump's single line) and two compressions (plain, gzip). Each load
-runs in a fresh process (imports before the clock starts); memory is the peak, sampled every 20 ms,
+runs in a fresh process (imports before the clock starts); memory is the peak, sampled every 50 ms,
 of the summed proportional set size (PSS) of the loading process and its worker processes.
 
     python benchmarks/bench_load.py [--hta-python /tmp/hta-venv/bin/python] [--events 2000000]
@@ -158,30 +158,38 @@ def measure(python: str, loader: str, path: Path, env: dict) -> dict:
 
 
 class TreeSampler:
-    """Peak of the summed PSS (MB) of a process and its descendants, sampled every 20 ms."""
+    """Peak of the summed PSS (MB) of a process and its descendants, sampled every 50 ms (light:
+    /proc reads only, so that sampling takes little CPU from the loader it measures)."""
 
     def __init__(self, pid: int):
-        import psutil
-
-        self.root, self.peak, self.done = psutil.Process(pid), 0.0, threading.Event()
+        self.root, self.peak, self.done = pid, 0.0, threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
-        import psutil
-
         while not self.done.is_set():
-            try:
-                procs = [self.root, *self.root.children(recursive=True)]
-            except psutil.Error:
-                break
-            self.peak = max(self.peak, sum(_pss_mb(p.pid) for p in procs))
-            time.sleep(0.02)
+            self.peak = max(self.peak, sum(_pss_mb(pid) for pid in _tree(self.root)))
+            time.sleep(0.05)
 
     def stop(self) -> float:
         self.done.set()
         self.thread.join()
         return self.peak
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux: /proc/PID/task/TID/children)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        try:
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as fh:
+                    todo += [int(child) for child in fh.read().split()]
+        except OSError:
+            continue
+    return out
 
 
 def _pss_mb(pid: int) -> float:
