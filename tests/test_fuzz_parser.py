@@ -63,7 +63,6 @@ def test_plain_file_truncated_while_it_is_read(tmp_path):
 def test_deep_nesting_is_refused_by_the_depth_limit(tmp_path, where, name):
     deep = "[" * DEEP + "]" * DEEP
     evs = [json.dumps(event(ts=1_000 + i)) for i in range(5)]
-    meta = {}
     if where == "args":
         evs[2] = json.dumps(event())[:-1] + ', "args": {"Input Dims": ' + deep + "}}"
     elif where == "event":

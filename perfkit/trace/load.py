@@ -85,38 +85,26 @@ def _load_files(paths: list[Path], *, use_cache: bool, salvage: bool, progress: 
         yield _load_file(paths[0], 0, use_cache=use_cache, salvage=salvage, progress=progress, workers=workers)
         return
     hits = [_cached(path, file_id) if use_cache else None for file_id, path in enumerate(paths)]
-    missing = [i for i, hit in enumerate(hits) if hit is None]
+    missing = [file_id for file_id, hit in enumerate(hits) if hit is None]
     pool = process_pool(min(workers, len(missing))) if workers > 1 and len(missing) > 1 else None
     bar = _file_progress(len(paths), len(paths) - len(missing)) if progress else None  # after the fork
     try:
-        futures = {i: _start(pool, paths[i], i, use_cache, salvage, bar) for i in missing}
+        futures = {i: pool.submit(_load_file, paths[i], i, use_cache=use_cache, salvage=salvage)
+                   for i in missing} if pool is not None else {}
+        for future in futures.values():
+            if bar is not None:
+                future.add_done_callback(lambda _: bar.update(1))
         for file_id, hit in enumerate(hits):
-            yield hit if hit is not None else _result(futures[file_id])
+            if hit is None and pool is None:
+                hit = _load_file(paths[file_id], file_id, use_cache=use_cache, salvage=salvage)
+                if bar is not None:
+                    bar.update(1)
+            yield hit if hit is not None else futures[file_id].result()
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         if bar is not None:
             bar.close()
-
-
-def _start(pool, path: Path, file_id: int, use_cache: bool, salvage: bool, bar):
-    """A future of _load_file's result (or, without a pool, the call that computes it)."""
-    if pool is None:
-        return lambda: _tick(bar, _load_file(path, file_id, use_cache=use_cache, salvage=salvage))
-    future = pool.submit(_load_file, path, file_id, use_cache=use_cache, salvage=salvage)
-    if bar is not None:
-        future.add_done_callback(lambda _: bar.update(1))
-    return future
-
-
-def _result(pending):
-    return pending.result() if hasattr(pending, "result") else pending()
-
-
-def _tick(bar, result):
-    if bar is not None:
-        bar.update(1)
-    return result
 
 
 def _cached(path: Path, file_id: int):

@@ -25,9 +25,10 @@ from pathlib import Path
 import orjson
 
 from ..errors import TraceError, TruncatedTraceError
-from ..limits import MAX_EVENT_BYTES, MAX_METADATA_BYTES, MAX_NESTING_DEPTH, MAX_TABLE_BYTES
+from ..limits import MAX_EVENT_BYTES, MAX_METADATA_BYTES, MAX_TABLE_BYTES
 from .columns import ColumnBuilder
 from .decode import ChunkFailure, decode_chunk, decode_range
+from .metadata import CUT_OFF, REPORT_FIX, around_events, check_depth, keys_before, without_events_array
 from .scan import scan
 from .stream import ByteStream
 from .workers import process_pool
@@ -42,7 +43,6 @@ _BOM = b"\xef\xbb\xbf"
 _ROW_BYTES = 192  # an events-table row is ~96 bytes; assembling the table briefly holds it twice
 _IN_FLIGHT = 2  # chunks queued per worker: keeps workers busy, bounds the chunks held in memory
 _WINDOW_BYTES = 64 << 10  # read at each cut of a plain file, to find the end of an event there
-_REPORT_FIX = "Re-export the trace with torch.profiler (prof.export_chrome_trace or tensorboard_trace_handler)"
 _GZIP_FIX = "Copy the file again, or load_trace(..., salvage=True) to keep the events that decompress"
 
 
@@ -96,7 +96,7 @@ class _Parser:
 
     def run(self) -> ParsedTrace:
         if self.path.stat().st_size == 0:
-            raise TraceError(self.path, "file is empty (0 bytes of JSON)", _REPORT_FIX)
+            raise TraceError(self.path, "file is empty (0 bytes of JSON)", REPORT_FIX)
         try:
             with ByteStream(self.path) as stream:
                 self.pool = process_pool(self.workers) if self._parallel(stream) else None
@@ -150,7 +150,7 @@ class _Parser:
                 return True
             if self.buffer[first] != ord("{"):
                 raise TraceError(self.path, f"not valid JSON (it starts with {bytes(self.buffer[first:first + 16])!r})",
-                                 _REPORT_FIX)
+                                 REPORT_FIX)
             found = _EVENTS_KEY.search(self.buffer, max(first, searched - 32))
             if found:
                 self.header = bytes(self.buffer[first:found.end() - 1])
@@ -167,23 +167,9 @@ class _Parser:
                 f"whitespace before any JSON ({len(self.buffer):,} bytes of it)"), "This is not a profiler trace")
 
     def _whole_document(self) -> dict:
-        """A file without a ``"traceEvents": [``: parse it whole (it is under MAX_METADATA_BYTES) to say what it is."""
-        text = bytes(self.buffer)
-        if not text.strip(_SPACE):
-            raise TraceError(self.path, "file is empty (0 bytes of JSON)", _REPORT_FIX)
-        self._check_depth(scan(text).max_depth, "in a JSON document without a traceEvents array")
-        doc = self._json(text, "not valid JSON")
-        if not isinstance(doc, dict):
-            raise TraceError(self.path, f"JSON top level is {type(doc).__name__}, not a trace object", _REPORT_FIX)
-        if "traceEvents" not in doc:
-            keys = ", ".join(sorted(doc)[:8]) or "an empty object"
-            raise TraceError(self.path, f"JSON has no 'traceEvents' list (top level: {keys}); "
-                             "this is not a PyTorch profiler trace", "Pass a Chrome trace written by torch.profiler")
-        events = doc.pop("traceEvents")
-        if not isinstance(events, list):
-            raise TraceError(self.path, f"traceEvents is {type(events).__name__}, not a list of events", _REPORT_FIX)
-        self._absorb(decode_chunk(orjson.dumps(events)), 0)  # the key was spelled with \u escapes
-        return doc
+        meta, events = without_events_array(self.path, bytes(self.buffer))
+        self._absorb(decode_chunk(orjson.dumps(events)), 0)
+        return meta
 
     # -- cutting the events into chunks ----------------------------------------------------------
 
@@ -223,13 +209,9 @@ class _Parser:
         """:func:`scan` of buffer[first:last] (offsets are buffer indices), with the depth limit applied."""
         structure = scan(self.buffer, first, last)
         outside = 1 if self.header is None else 2  # the array (and the top-level object)
-        self._check_depth(structure.max_depth + outside, f"inside traceEvents, after byte {self.base + first:,}")
+        check_depth(self.path, structure.max_depth + outside, f"inside traceEvents, after byte {self.base + first:,}")
         return structure
 
-    def _check_depth(self, depth: int, where: str) -> None:
-        if depth > MAX_NESTING_DEPTH.value():
-            raise TraceError(self.path, MAX_NESTING_DEPTH.refusal(f"JSON nested {depth:,} levels deep ({where})"),
-                             "A profiler trace nests fewer than 10 levels: this file is corrupt or not a trace")
 
     def _check_event_size(self) -> None:
         """Without a cut, the buffer grows: one event (or the space between two) must fit the limit."""
@@ -321,7 +303,7 @@ class _Parser:
             problem = f"JSON nested deeper than the decoder follows, in the events after byte {start:,}"
         else:
             problem = f"not valid JSON: {failure.message} (byte {where:,})"
-        raise TraceError(self.path, problem, _REPORT_FIX)
+        raise TraceError(self.path, problem, REPORT_FIX)
 
     # -- the end of the file -------------------------------------------------------------
 
@@ -349,21 +331,10 @@ class _Parser:
     def _metadata(self, trailer: bytes) -> dict:
         if self.header is None:
             if trailer.strip(_SPACE):
-                raise TraceError(self.path, "not valid JSON: text after the array of events", _REPORT_FIX)
+                raise TraceError(self.path, "not valid JSON: text after the array of events", REPORT_FIX)
             return {}
-        self._check_depth(scan(self.header).max_depth, "in the JSON before traceEvents")
-        self._check_depth(scan(trailer).max_depth + 1, "in the JSON after traceEvents")
-        text = self.header + b"[]" + trailer
-        try:
-            doc = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            if str(exc).startswith("unexpected end of data"):
-                return self._cut_off()  # every event is whole, the keys after them are not
-            doc = self._json(text, "the JSON around traceEvents is not valid")
-        if not isinstance(doc, dict) or doc.get("traceEvents") != []:
-            raise TraceError(self.path, "traceEvents is not a key of the top-level JSON object", _REPORT_FIX)
-        del doc["traceEvents"]
-        return doc
+        meta = around_events(self.path, self.header, trailer)
+        return self._cut_off() if meta is None else meta
 
     def _truncated(self, structure) -> dict:
         """No closing bracket: keep the complete events, if what follows them is a cut-off event."""
@@ -382,38 +353,12 @@ class _Parser:
         """The file ends mid-write: raise, or (salvage) warn and return the metadata read."""
         events, size = self.columns.n_seen, self.base + len(self.buffer)
         if not events:
-            raise TraceError(self.path, "JSON ends mid-write and no complete event can be recovered", _REPORT_FIX)
+            raise TraceError(self.path, CUT_OFF, REPORT_FIX)
         if not self.salvage:
             raise TruncatedTraceError(self.path, f"JSON is cut off after {size:,} bytes (profiler killed during export?)",
                                       events)
         self.warnings.append(f"trace was cut off mid-write: recovered {events:,} complete events; later events are lost")
-        return self._salvage_head()
-
-    def _salvage_head(self) -> dict:
-        """The metadata keys written before traceEvents (a truncated file has none after it)."""
-        if self.header is None:
-            return {}
-        self._check_depth(scan(self.header).max_depth, "in the JSON before traceEvents")
-        keys = self.header[:self.header.rfind(b'"traceEvents"')].rstrip(_SPACE + b",")
-        try:
-            meta = orjson.loads(keys + b"}")
-        except orjson.JSONDecodeError:
-            return {}
-        return meta if isinstance(meta, dict) else {}
-
-    def _json(self, text: bytes, what: str):
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            try:
-                text.decode("utf-8")
-            except UnicodeDecodeError as uexc:
-                raise TraceError(self.path, f"bytes at offset {uexc.start} are not valid UTF-8 "
-                                 f"({text[uexc.start:uexc.start + 4]!r})", "The file is corrupt or not a JSON trace; re-export it") from None
-            if str(exc).startswith("unexpected end of data"):  # cut off before the first event
-                raise TraceError(self.path, "JSON ends mid-write and no complete event can be recovered",
-                                 _REPORT_FIX) from None
-            raise TraceError(self.path, f"{what}: {exc}", _REPORT_FIX) from None
+        return {} if self.header is None else keys_before(self.path, self.header)
 
 
 def _first_byte(buffer: bytearray, start: int) -> int:
