@@ -12,6 +12,7 @@ from ..errors import TraceError
 from . import cache
 from .columns import ColumnBuilder
 from .model import Trace, TraceFile
+from .nesting import add_nesting, shift_parents
 from .schema import LAUNCH_CATEGORIES
 from .parse import CHUNK_BYTES, LayoutFallback, iter_event_batches, read_bytes
 from .steps import STEP_COLUMNS, file_steps
@@ -32,13 +33,15 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
     """
     paths = resolve_paths(source)
     files, events, flows, steps, warnings = [], [], [], [], []
+    offset = 0
     for file_id, path in enumerate(_progress(paths, progress)):
         ev, fl, meta, warns = _load_file(path, file_id, use_cache=use_cache, salvage=salvage, progress=progress)
         if meta["rank"] is None:
             meta["rank"] = file_id
             ev = ev.assign(rank=np.int32(file_id))
         files.append(_trace_file(path, meta))
-        events.append(ev)
+        events.append(shift_parents(ev, offset))  # parent labels are per file until concatenated
+        offset += len(ev)
         flows.append(fl)
         steps.append(pd.DataFrame(meta["steps"]).assign(rank=meta["rank"]))
         warnings.extend(f"{path.name}: {w}" for w in warns)
@@ -122,6 +125,7 @@ def _build(path: Path, box: list, *, salvage: bool, chunked: bool, warnings: lis
     _validate(path, events, builder.n_seen)
     _fill_copy_bytes(events)
     steps, step_warning = file_steps(events)
+    add_nesting(events, steps)
     meta = dict(_meta(meta_doc, builder), steps=steps.to_dict(orient="list"), step_warning=step_warning)
     return events, flows, meta, warnings + parse_warnings
 

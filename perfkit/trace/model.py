@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from ..errors import ParameterError
@@ -107,22 +106,6 @@ class Trace:
             out[col] = out[col].astype(str)
         return out[["cpu_index", "gpu_index", "file_id", "correlation", "launch_name", "gpu_name", "gpu_cat",
                     "launch_ts_us", "launch_dur_us", "gpu_ts_us", "gpu_dur_us", "queue_delay_us"]]
-
-    def step_of(self, ts_us: pd.Series, rank: pd.Series) -> pd.Series:
-        """Step number containing each timestamp (per rank), -1 outside every step."""
-        out = pd.Series(-1, index=ts_us.index, dtype=np.int64)
-        for r, steps in self.steps.groupby("rank"):
-            mask = (rank == r).to_numpy()
-            if not mask.any():
-                continue
-            starts = steps["start_us"].to_numpy()
-            ends = steps["end_us"].to_numpy()
-            t = ts_us.to_numpy()[mask]
-            pos = np.searchsorted(starts, t, side="right") - 1
-            inside = (pos >= 0) & (t < ends[np.clip(pos, 0, None)])
-            values = np.where(inside, steps["step"].to_numpy()[np.clip(pos, 0, None)], -1)
-            out.iloc[np.flatnonzero(mask)] = values
-        return out
 
     def require(self, *columns: str) -> None:
         missing = [c for c in columns if c not in self.events.columns]

@@ -22,7 +22,19 @@ bytes          int64    bytes moved by a memcpy/memset (GPU side) or a sync runt
 python_id      int64    ``Python id`` of a python_function event, -1 otherwise
 python_parent  int64    ``Python parent id`` of a python_function event, -1 otherwise
 alloc_bytes    int64    ``Bytes`` of a ``[memory]`` instant event (negative = free), 0 otherwise
+parent         int64    row label (in ``Trace.events``) of the innermost enclosing host event on the
+                        same thread, for host events (``NESTED_CATEGORIES``); for python_function
+                        frames, the frame named by ``Python parent id``; -1 for roots and other events
+depth          int32    number of ancestors along ``parent`` (0 = outermost); -1 for events outside
+                        both trees (GPU-side, instant and other events)
+step           int64    number of the file's step (``Trace.steps["step"]``) whose [start, end) holds
+                        the start of a host event or python_function frame; -1 outside every step
+                        and for all other events
 ============== ======== =============================================================
+
+``parent``, ``depth`` and ``step`` are computed once per file when it is parsed and cached with it;
+the rules (start order, ties at whole microseconds, zero-duration events) are in
+:mod:`perfkit.trace.nesting`.
 
 Flows table (``Trace.flows``): ``id`` (int64), ``ph`` ("s"/"f"/"t"), ``cat``, ``pid``, ``tid``, ``ts_us``,
 ``file_id``: the arrows Kineto draws from a CPU launch to its GPU activity (``ac2g``; ``async`` and
@@ -31,7 +43,7 @@ Flows table (``Trace.flows``): ``id`` (int64), ``ph`` ("s"/"f"/"t"), ``cat``, ``
 from __future__ import annotations
 
 # Bump when the table layout or its meaning changes: caches of another version are ignored.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: parent, depth and step columns
 
 EVENT_COLUMNS = (
     "name", "cat", "ph", "ts_us", "dur_us", "pid", "tid", "file_id", "rank", "device", "stream",
@@ -42,6 +54,7 @@ INT_COLUMNS = {
     "external_id": "int64", "bytes": "int64", "python_id": "int64", "python_parent": "int64",
     "alloc_bytes": "int64",
 }
+NESTING_COLUMNS = ("parent", "depth", "step")
 FLOW_COLUMNS = ("id", "ph", "cat", "pid", "tid", "ts_us", "file_id")
 
 # Old (2021, torch-tb-profiler era) and alternative category spellings -> modern Kineto names.
@@ -70,6 +83,8 @@ GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 # GPU-side events that carry device/stream/correlation (cuda_sync events live on the GPU timeline).
 GPU_SIDE_CATEGORIES = GPU_CATEGORIES + ("cuda_sync", "gpu_user_annotation")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+# Host events that nest on a thread (``parent``/``depth``); python_function frames have their own tree.
+NESTED_CATEGORIES = ("cpu_op", "user_annotation", *LAUNCH_CATEGORIES)
 FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu", "fwdbwd")
 
 
