@@ -261,16 +261,16 @@ def step_windows(trace) -> pd.DataFrame:
     A trace with no steps at all gets one window per rank spanning its events (step -1).
     """
     steps = trace.steps
-    span = _activity_span(trace)
     if len(steps):
         windows = steps[["rank", "step", "start_us", "end_us"]].reset_index(drop=True)
         whole = (steps["source"] == "whole trace").to_numpy()
+        span = _activity_span(trace) if whole.any() else None
         if whole.any() and len(span):
             bounds = span.set_index("rank").reindex(windows["rank"])
             windows.loc[whole, "start_us"] = np.fmin(windows["start_us"], bounds["start_us"].to_numpy())[whole]
             windows.loc[whole, "end_us"] = np.fmax(windows["end_us"], bounds["end_us"].to_numpy())[whole]
     else:
-        windows = span.assign(step=-1)[["rank", "step", "start_us", "end_us"]]
+        windows = _activity_span(trace).assign(step=-1)[["rank", "step", "start_us", "end_us"]]
     return windows.assign(dur_us=windows["end_us"] - windows["start_us"]).reset_index(drop=True)
 
 
@@ -285,12 +285,12 @@ def step_rows(windows: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
 
 def _activity_span(trace) -> pd.DataFrame:
     """First start and last end of host and GPU events per rank."""
-    ev = trace.select(*HOST_CATEGORIES, "python_function", *GPU_CATEGORIES)
-    if ev.empty:
-        return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=float),
-                             "end_us": pd.Series(dtype=float)})
-    return ev.assign(end_us=ev["ts_us"] + ev["dur_us"]).groupby("rank", observed=True).agg(
-        start_us=("ts_us", "min"), end_us=("end_us", "max")).reset_index()
+    ev = trace.events
+    mask = (ev["ph"] == "X").to_numpy() & ev["cat"].isin((*HOST_CATEGORIES, "python_function", *GPU_CATEGORIES)).to_numpy()
+    start = ev["ts_us"].to_numpy()[mask]
+    frame = pd.DataFrame({"rank": ev["rank"].to_numpy()[mask], "start_us": start,
+                          "end_us": start + ev["dur_us"].to_numpy()[mask]})
+    return frame.groupby("rank").agg(start_us=("start_us", "min"), end_us=("end_us", "max")).reset_index()
 
 
 def jsonable(value):

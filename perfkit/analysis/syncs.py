@@ -47,26 +47,27 @@ import pandas as pd
 
 from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import SYNC_RUNTIME, copies_frame
-from .ops import SYNC_OPS, host_events, nest, step_windows
+from .ops import REQUIRED_COLUMNS, STEP_PREFIX, SYNC_OPS, starts_with, step_windows
 from .stacks import user_frames
 from .sync_result import EPISODE_COLUMNS, SyncResult, sync_findings
 
-SCALAR_READ_KINDS = tuple(sorted(set(SYNC_OPS.values())))
+# The GPU-side events syncs links to their launch: copies (direction, memory) and cuda_sync waits.
+_LINKED = ("gpu_memcpy", "cuda_sync")
 
 
 def syncs(trace) -> SyncResult:
     """Find every host-blocking event of ``trace`` (see the module doc for the rules), with its
     blocked time (us), step, enclosing op and user source line, and the host scalar reads that did
     not wait. Never raises for traces without GPU events, steps or Python stacks: those become
-    warnings."""
-    host = host_events(trace)
-    nested = nest(host)
-    links = trace.launches()
+    warnings. Raises ParameterError when the events table lacks a column it needs."""
+    trace.require(*REQUIRED_COLUMNS)
+    links = trace.launches(_LINKED)
     copies = _copy_launches(trace, links)
-    candidates = _candidates(host, copies)
-    anchors = _anchors(candidates, host, nested, copies)
-    cpu_only = not host["cat"].isin(LAUNCH_CATEGORIES).any()
-    events, internal = _drop_cpu_internal(_episodes(trace, anchors, host, nested), cpu_only)
+    candidates = _candidates(trace, copies)
+    tree = _Tree(trace.events)
+    anchors = _anchors(candidates, tree, copies)
+    cpu_only = not _complete(trace.events, LAUNCH_CATEGORIES).any()
+    events, internal = _drop_cpu_internal(_episodes(trace, anchors, tree), cpu_only)
     windows = step_windows(trace)
     n_steps, wall_us = max(len(windows), 1), float(windows["dur_us"].sum())
     gpu_side = _gpu_side(trace, candidates, links)
@@ -82,8 +83,12 @@ def blocking_calls(trace, host: pd.DataFrame) -> pd.DataFrame:
     """Rows of ``host`` (host events of ``trace``) that block the calling thread: blocking runtime
     calls and blocking copy launches, device-to-host and pageable host-to-device (the runtime side
     of the rules above; their intervals are host time blocked)."""
-    candidates = _candidates(host, _copy_launches(trace, trace.launches()))
-    return host.loc[candidates.index[candidates["source"] != "op"]]
+    candidates = _candidates(trace, _copy_launches(trace, trace.launches(("gpu_memcpy",))))
+    return host.loc[host.index.intersection(candidates.index[candidates["source"] != "op"])]
+
+
+def _complete(ev: pd.DataFrame, categories) -> np.ndarray:
+    return (ev["ph"] == "X").to_numpy() & ev["cat"].isin(categories).to_numpy()
 
 
 def _copy_launches(trace, links: pd.DataFrame) -> pd.DataFrame:
@@ -97,73 +102,88 @@ def _copy_launches(trace, links: pd.DataFrame) -> pd.DataFrame:
 
 
 def _blocking_copies(copies: pd.DataFrame) -> dict[str, pd.Index]:
-    """Launch labels of copies that block the host, by kind."""
+    """Launch labels of copies that block the host, by kind (memcpy_dtoh first: it wins a tie)."""
     sync_launch = copies["launch_name"].isin(list(SYNC_RUNTIME))
     dtoh = (copies["direction"] == "DtoH") & ((copies["memory"] != "pinned") | sync_launch)
     htod = (copies["direction"] == "HtoD") & (copies["memory"] == "pageable")
     return {"memcpy_dtoh": copies.index[dtoh], "memcpy_htod_pageable": copies.index[htod]}
 
 
-def _candidates(host: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFrame:
+def _candidates(trace, copies: pd.DataFrame) -> pd.DataFrame:
     """Host events that may block: index = event label; ``kind`` and ``source`` (runtime/copy/op)."""
-    calls = host[host["cat"].isin(LAUNCH_CATEGORIES)]
-    runtime = calls[calls["name"].isin(list(SYNC_RUNTIME))]
-    frame = pd.DataFrame({"kind": runtime["name"].map(SYNC_RUNTIME), "source": "runtime"}, index=runtime.index)
+    ev = trace.events
+    runtime = ev.loc[_complete(ev, LAUNCH_CATEGORIES) & ev["name"].isin(list(SYNC_RUNTIME)).to_numpy(), "name"]
+    frame = pd.DataFrame({"kind": runtime.astype(str).map(SYNC_RUNTIME).to_numpy(), "source": "runtime"},
+                         index=runtime.index)
     for kind, labels in _blocking_copies(copies).items():
-        labels = labels.intersection(host.index)
         frame.loc[frame.index.intersection(labels), "kind"] = kind
         extra = labels.difference(frame.index)
         frame = pd.concat([frame, pd.DataFrame({"kind": kind, "source": "copy"}, index=extra)])
-    ops = host[(host["cat"] == "cpu_op") & host["name"].isin(list(SYNC_OPS))]
-    return pd.concat([frame, pd.DataFrame({"kind": ops["name"].map(SYNC_OPS), "source": "op"}, index=ops.index)])
+    ops = ev.loc[_complete(ev, ("cpu_op",)) & ev["name"].isin(list(SYNC_OPS)).to_numpy(), "name"].astype(str)
+    return pd.concat([frame, pd.DataFrame({"kind": ops.map(SYNC_OPS).to_numpy(), "source": "op"}, index=ops.index)])
 
 
-def _anchors(candidates: pd.DataFrame, host: pd.DataFrame, nested: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFrame:
+class _Tree:
+    """The loader's host-event tree as position arrays over ``Trace.events``, walked upward for a few
+    rows at a time (all rows of a walk move one level per pass)."""
+
+    def __init__(self, ev: pd.DataFrame):
+        self.index, self.names = ev.index, ev["name"]
+        parent = ev["parent"].to_numpy()
+        self.parent = parent if isinstance(ev.index, pd.RangeIndex) and ev.index.start == 0 and \
+            ev.index.step == 1 else np.where(parent >= 0, ev.index.get_indexer(parent), -1)
+        self.is_op = _complete(ev, ("cpu_op",)) & ~starts_with(ev["name"], STEP_PREFIX)
+        self.is_sync_op = self.is_op & ev["name"].isin(list(SYNC_OPS)).to_numpy()
+
+    def positions(self, labels) -> np.ndarray:
+        return self.index.get_indexer(np.asarray(labels, dtype=np.int64))
+
+    def walk(self, start: np.ndarray) -> dict[str, np.ndarray]:
+        """Positions, per start position: ``op`` (innermost cpu_op strictly above, -1), ``top``
+        (outermost cpu_op among itself and its ancestors, ProfilerStep# excluded, -1) and ``sync_op``
+        (outermost sync op among itself and its ancestors, -1)."""
+        out = {k: np.full(len(start), -1, dtype=np.int64) for k in ("op", "top", "sync_op")}
+        cur, first = np.asarray(start, dtype=np.int64), True
+        while (cur >= 0).any():
+            live = cur >= 0
+            at = np.clip(cur, 0, None)
+            op_here = live & self.is_op[at]
+            if not first:
+                fill = op_here & (out["op"] < 0)
+                out["op"][fill] = cur[fill]
+            out["top"][op_here] = cur[op_here]
+            sync_here = live & self.is_sync_op[at]
+            out["sync_op"][sync_here] = cur[sync_here]
+            cur, first = np.where(live, self.parent[at], -1), False
+        return out
+
+
+def _anchors(candidates: pd.DataFrame, tree: _Tree, copies: pd.DataFrame) -> pd.DataFrame:
     """Per candidate: ``anchor`` (label of the event the entry is counted on) and ``anchor_kind``:
     the outermost sync op around it, else the op that launched a blocking copy, else itself."""
     if candidates.empty:
         return candidates.assign(anchor=pd.Series(dtype=np.int64), anchor_kind=pd.Series(dtype=object))
-    labels = host.index.to_numpy()
-    parent_pos = _label_positions(labels, nested["parent"].to_numpy())
-    is_sync_op = host["name"].isin(list(SYNC_OPS)).to_numpy() & (host["cat"] == "cpu_op").to_numpy()
-    outer = _outermost(is_sync_op, parent_pos, _label_positions(labels, candidates.index.to_numpy()))
-    anchor = np.where(outer >= 0, labels[np.clip(outer, 0, None)], -1)
-    kind = np.where(outer >= 0, host["name"].to_numpy()[np.clip(outer, 0, None)], "")
-    kind = np.array([SYNC_OPS.get(k, "") for k in kind], dtype=object)
-    enclosing_op = nested["op"].reindex(candidates.index).to_numpy()
+    labels = tree.index.to_numpy()
+    walk = tree.walk(tree.positions(candidates.index))
+    sync_op = walk["sync_op"]
+    anchor = np.where(sync_op >= 0, labels[np.clip(sync_op, 0, None)], -1)
+    kind = np.array([SYNC_OPS.get(n, "") for n in _name_of(tree.names, sync_op)], dtype=object)
+    enclosing = np.where(walk["op"] >= 0, labels[np.clip(walk["op"], 0, None)], -1)
     not_op = (candidates["source"] != "op").to_numpy()
-    for copy_kind, launches in _blocking_copies(copies).items():  # memcpy_dtoh first: it wins a tie
-        copy_ops = set(nested["op"].reindex(launches.intersection(host.index)).tolist()) - {-1}
-        hit = (anchor < 0) & not_op & np.isin(enclosing_op, list(copy_ops))
-        anchor, kind = np.where(hit, enclosing_op, anchor), np.where(hit, copy_kind, kind)
+    for copy_kind, launches in _blocking_copies(copies).items():
+        launch_ops = tree.walk(tree.positions(launches))["op"]
+        copy_ops = labels[launch_ops[launch_ops >= 0]]
+        hit = (anchor < 0) & not_op & np.isin(enclosing, copy_ops)
+        anchor, kind = np.where(hit, enclosing, anchor), np.where(hit, copy_kind, kind)
     self_anchor = anchor < 0
     anchor = np.where(self_anchor, candidates.index.to_numpy(), anchor)
     kind = np.where(self_anchor, candidates["kind"].to_numpy(), kind)
     return candidates.assign(anchor=anchor.astype(np.int64), anchor_kind=kind)
 
 
-def _label_positions(labels: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Positions in the sorted ``labels`` (a host frame's index) of ``wanted`` labels, -1 if absent."""
-    at = np.clip(np.searchsorted(labels, wanted), 0, max(len(labels) - 1, 0))
-    return np.where((wanted >= 0) & (labels[at] == wanted), at, -1) if len(labels) else np.full(len(wanted), -1)
-
-
-def _outermost(member: np.ndarray, parent_pos: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """For each start position, the outermost position among itself and its ancestors that is a
-    ``member``, -1 if none (all starts walk up together, one level per pass)."""
-    best = np.full(len(start), -1, dtype=np.int64)
-    cur = start.astype(np.int64)
-    while (cur >= 0).any():
-        live = cur >= 0
-        hit = live & member[np.clip(cur, 0, None)]
-        best[hit] = cur[hit]
-        cur = np.where(live, parent_pos[np.clip(cur, 0, None)], -1)
-    return best
-
-
 # --- entries -------------------------------------------------------------------------------------
 
-def _episodes(trace, anchors: pd.DataFrame, host: pd.DataFrame, nested: pd.DataFrame) -> pd.DataFrame:
+def _episodes(trace, anchors: pd.DataFrame, tree: _Tree) -> pd.DataFrame:
     """One row per anchor (``EPISODE_COLUMNS``), sorted by start time."""
     if anchors.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in EPISODE_COLUMNS}).astype(
@@ -174,16 +194,17 @@ def _episodes(trace, anchors: pd.DataFrame, host: pd.DataFrame, nested: pd.DataF
     waits = waits.assign(rank_=(waits["source"] != "copy").to_numpy(), label_=waits.index.to_numpy())
     call = waits.sort_values(["anchor", "rank_", "label_"]).drop_duplicates("anchor").set_index("anchor")["label_"]
     first = anchors.drop_duplicates("anchor").set_index("anchor")
-    ev = host.loc[first.index]
-    names = host["name"]
-    is_op = (ev["cat"] == "cpu_op").to_numpy()
-    op_label = np.where(is_op, ev.index.to_numpy(), nested["op"].reindex(ev.index).to_numpy())
+    ev = trace.events.loc[first.index]
+    walk = tree.walk(tree.positions(ev.index))
+    names = tree.names
+    op_pos = np.where(tree.is_op[tree.positions(ev.index)], tree.positions(ev.index), walk["op"])
     frame = pd.DataFrame({
-        "kind": first["anchor_kind"].to_numpy(), "name": ev["name"].to_numpy(), "op": _name_of(names, op_label),
-        "top_op": _name_of(names, nested["top"].reindex(ev.index).to_numpy()), "rank": ev["rank"].to_numpy(),
-        "step": ev["step"].to_numpy(dtype=np.int64), "ts_us": ev["ts_us"].to_numpy(), "blocked_us": ev["dur_us"].to_numpy(),
+        "kind": first["anchor_kind"].to_numpy(), "name": ev["name"].astype(str).to_numpy(),
+        "op": _name_of(names, op_pos), "top_op": _name_of(names, walk["top"]),
+        "rank": ev["rank"].to_numpy(dtype=np.int64), "step": ev["step"].to_numpy(dtype=np.int64),
+        "ts_us": ev["ts_us"].to_numpy(), "blocked_us": ev["dur_us"].to_numpy(),
         "gpu_confirmed": confirmed.reindex(ev.index, fill_value=0).to_numpy() > 0,
-        "call": _name_of(names, call.reindex(ev.index, fill_value=-1).to_numpy()),
+        "call": _name_of(names, tree.positions(call.reindex(ev.index, fill_value=-1).to_numpy())),
     }, index=ev.index)
     frame = frame.join(user_frames(trace, ev))
     return frame[EPISODE_COLUMNS].sort_values("ts_us", kind="stable")
@@ -208,10 +229,12 @@ def _drop_cpu_internal(events: pd.DataFrame, cpu_only: bool) -> tuple[pd.DataFra
         "a trace with CUDA activity confirms any that do sync",)
 
 
-def _name_of(names: pd.Series, labels: np.ndarray) -> np.ndarray:
-    labels = np.asarray(labels, dtype=np.int64)
-    out = np.full(len(labels), "", dtype=object)
-    out[labels >= 0] = names.reindex(labels[labels >= 0]).to_numpy()
+def _name_of(names: pd.Series, positions: np.ndarray) -> np.ndarray:
+    """Event names at ``positions`` of ``Trace.events`` ("" for -1)."""
+    positions = np.asarray(positions, dtype=np.int64)
+    out = np.full(len(positions), "", dtype=object)
+    hit = positions >= 0
+    out[hit] = names.iloc[positions[hit]].astype(str).to_numpy()
     return out
 
 

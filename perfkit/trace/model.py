@@ -79,19 +79,23 @@ class Trace:
         """Kernels, memcpys and memsets: the intervals during which a GPU does work."""
         return self.select(*GPU_CATEGORIES)
 
-    def launches(self) -> pd.DataFrame:
+    def launches(self, gpu_categories: tuple = GPU_CATEGORIES + ("cuda_sync",)) -> pd.DataFrame:
         """CPU launch -> GPU activity links, one row per GPU event whose launch is in the trace.
 
-        Columns: ``cpu_index`` / ``gpu_index`` (labels in ``events``), ``file_id``, ``correlation``,
+        ``gpu_categories``: the GPU-side categories to link (default: kernels, copies, memsets and
+        cuda_sync events; fewer is faster on large traces). Columns: ``cpu_index`` / ``gpu_index`` (labels in ``events``), ``file_id``, ``correlation``,
         ``launch_name``, ``gpu_name``, ``gpu_cat``, ``launch_ts_us``, ``launch_dur_us``, ``gpu_ts_us``,
         ``gpu_dur_us``, ``queue_delay_us`` (GPU start minus launch start). Links are joined on
         (file, correlation id); GPU events without a correlation id are linked through ``ac2g`` flow
         events (same id from the launch's start to the GPU event's start) where the trace has them.
         """
         ev = self.events
-        cpu = ev[(ev["ph"] == "X") & ev["cat"].isin(LAUNCH_CATEGORIES) & (ev["correlation"] >= 0)]
-        gpu = ev[(ev["ph"] == "X") & ev["cat"].isin(GPU_CATEGORIES + ("cuda_sync",))]
-        gpu = _fill_correlation_from_flows(gpu, cpu, self.flows)
+        complete = (ev["ph"] == "X").to_numpy()
+        columns = ["file_id", "pid", "tid", "correlation", "name", "cat", "ts_us", "dur_us"]
+        gpu = _fill_correlation_from_flows(ev.loc[complete & ev["cat"].isin(gpu_categories).to_numpy(), columns],
+                                           self.flows)
+        wanted = ev["correlation"].isin(gpu.loc[gpu["correlation"] >= 0, "correlation"].unique()).to_numpy()
+        cpu = ev.loc[complete & ev["cat"].isin(LAUNCH_CATEGORIES).to_numpy() & wanted, columns]
         left = cpu[["file_id", "correlation", "name", "ts_us", "dur_us"]].reset_index(names="cpu_index")
         right = gpu[gpu["correlation"] >= 0][["file_id", "correlation", "name", "cat", "ts_us", "dur_us"]]
         right = right.reset_index(names="gpu_index")
@@ -113,7 +117,7 @@ class Trace:
             raise ParameterError(f"trace events lack columns {missing}; reload the trace with this perfkit version")
 
 
-def _fill_correlation_from_flows(gpu: pd.DataFrame, cpu: pd.DataFrame, flows: pd.DataFrame) -> pd.DataFrame:
+def _fill_correlation_from_flows(gpu: pd.DataFrame, flows: pd.DataFrame) -> pd.DataFrame:
     """GPU events with no correlation id get the id of the launch flow that ends at their start."""
     missing = gpu["correlation"] < 0
     if not missing.any() or flows.empty:

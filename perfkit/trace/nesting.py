@@ -53,6 +53,9 @@ KNOWN_CALLS = frozenset({
     ("aten::_to_copy", "aten::empty_strided"), ("aten::_to_copy", "aten::empty"),
 })
 NO_STEP = -1
+_HOST_COLUMNS = ("name", "cat", "pid", "tid", "ts_us", "dur_us", "external_id", "correlation")
+_PYTHON_COLUMNS = ("python_id", "python_parent")
+_INF = np.iinfo(np.int64).max
 
 
 def add_nesting(events: pd.DataFrame, steps: pd.DataFrame) -> None:
@@ -61,13 +64,13 @@ def add_nesting(events: pd.DataFrame, steps: pd.DataFrame) -> None:
     n = len(events)
     parent = np.full(n, -1, dtype=np.int64)
     depth = np.full(n, -1, dtype=np.int32)
-    cats = events["cat"].astype(str).to_numpy() if n else np.empty(0, dtype=object)
     complete = (events["ph"] == "X").to_numpy()
-    host = complete & np.isin(cats, NESTED_CATEGORIES)
-    python = complete & (cats == "python_function")
-    for rows, tree in ((np.flatnonzero(host), _host_tree), (np.flatnonzero(python), _python_tree)):
+    host = complete & events["cat"].isin(NESTED_CATEGORIES).to_numpy()
+    python = complete & (events["cat"] == "python_function").to_numpy()
+    for rows, tree, columns in ((np.flatnonzero(host), _host_tree, _HOST_COLUMNS),
+                                (np.flatnonzero(python), _python_tree, _PYTHON_COLUMNS)):
         if len(rows):
-            local_parent, local_depth = tree(events.iloc[rows])
+            local_parent, local_depth = tree(events[list(columns)].iloc[rows])
             parent[rows] = np.where(local_parent >= 0, rows[np.clip(local_parent, 0, None)], -1)
             depth[rows] = local_depth
     events["parent"] = parent
@@ -102,12 +105,12 @@ def _host_tree(host: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     # Start order: a runtime call without an External id sorts after the ops starting with it.
     ext_key = np.where((ext < 0) & launch, np.iinfo(np.int64).max, ext)
     order = np.lexsort((np.arange(len(host)), start - end, launch, ext_key, start, thread))
-    parent, depth = _sweep(order.tolist(), start.tolist(), end.tolist(), thread.tolist(), launch.tolist())
+    parent = _sweep(order, start, end, thread, launch)
     names = host["name"].cat.codes.to_numpy() if isinstance(host["name"].dtype, pd.CategoricalDtype) else \
         pd.factorize(host["name"].astype(str))[0]
     calls = _calls(parent, names, launch, host["name"])
-    _resolve_ties(order, parent, depth, start, end, thread, launch, ext, names, calls)
-    return parent, depth
+    _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls)
+    return parent, _depths(parent)
 
 
 def _op_links(ext: np.ndarray, correlation: np.ndarray, launch: np.ndarray) -> np.ndarray:
@@ -127,22 +130,30 @@ def _nanoseconds(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return start, start + np.rint(frame["dur_us"].to_numpy(dtype=np.float64) * 1000.0).astype(np.int64)
 
 
-def _sweep(order: list, start: list, end: list, thread: list, launch: list) -> tuple[np.ndarray, np.ndarray]:
-    """Strict nesting: the parent is the innermost open event whose end is after the start."""
-    n = len(start)
-    parent, depth = [-1] * n, [0] * n
-    stack: list[int] = []
-    current = None
-    for i in order:
-        if thread[i] != current:
-            stack, current = [], thread[i]
-        t, is_launch = start[i], launch[i]
-        while stack and (end[stack[-1]] <= t or (launch[stack[-1]] and not is_launch)):
-            stack.pop()
-        if stack:
-            parent[i], depth[i] = stack[-1], len(stack)
-        stack.append(i)
-    return np.asarray(parent, dtype=np.int64), np.asarray(depth, dtype=np.int32)
+def _sweep(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray,
+           launch: np.ndarray) -> np.ndarray:
+    """Strict nesting: the parent is the innermost open event whose end is after the start; a
+    runtime/driver call is closed for any op or annotation. Runs thread by thread in sorted order,
+    with a root sentinel (end +inf) at the bottom of each stack."""
+    n = len(order)
+    end_sorted = end[order]
+    for_launch = np.append(end_sorted, _INF).tolist()
+    for_other = np.append(np.where(launch[order], -_INF, end_sorted), _INF).tolist()
+    starts, is_launch = start[order].tolist(), launch[order].tolist()
+    cuts = (np.flatnonzero(np.diff(thread[order])) + 1).tolist()
+    parent = [n] * n
+    for lo, hi in zip([0, *cuts], [*cuts, n]):
+        stack = [n]
+        pop, push = stack.pop, stack.append
+        for j in range(lo, hi):
+            t, ends = starts[j], for_launch if is_launch[j] else for_other
+            while ends[stack[-1]] <= t:
+                pop()
+            parent[j] = stack[-1]
+            push(j)
+    out = np.empty(n, dtype=np.int64)
+    out[order] = np.append(order, -1)[np.asarray(parent, dtype=np.int64)]
+    return out
 
 
 def _calls(parent: np.ndarray, names: np.ndarray, launch: np.ndarray, name_col: pd.Series) -> set:
@@ -159,7 +170,7 @@ def _calls(parent: np.ndarray, names: np.ndarray, launch: np.ndarray, name_col: 
     return {"width": width, "pairs": pairs}
 
 
-def _resolve_ties(order, parent, depth, start, end, thread, launch, ext, names, calls) -> None:
+def _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls) -> None:
     """Re-parent zero-duration events that start exactly when an open event ends (module doc)."""
     pos = np.asarray(order, dtype=np.int64)
     prev = np.full(len(pos), -1, dtype=np.int64)
@@ -172,7 +183,7 @@ def _resolve_ties(order, parent, depth, start, end, thread, launch, ext, names, 
         while k >= 0 and k != strict:
             if end[k] == t and not launch[k] and (
                     ext[i] == ext[k] if launch[i] and ext[i] >= 0 else int(names[k]) * width + int(names[i]) in pairs):
-                parent[i], depth[i] = k, depth[k] + 1
+                parent[i] = k
                 break
             k = parent[k]
 
