@@ -1,12 +1,13 @@
-"""``perfkit syncs TRACE [--json]``: every host-device sync point, ranked by blocked time."""
+"""``perfkit syncs TRACE [--json]``: every host-device sync point, ranked by blocked time, and the host
+scalar reads that did not wait (listed apart, not counted)."""
 from __future__ import annotations
 
 import json
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("syncs", help="host-device sync points with their source line, count per step "
-                                            "and time blocked")
+    p = subparsers.add_parser("syncs", help="where the host waited on the GPU: sync points with the function "
+                                            "they ran in, count per step and time blocked")
     p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--top", type=int, default=20, help="sites to list in the table (default 20)")
