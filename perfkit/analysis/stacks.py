@@ -44,7 +44,8 @@ _STDLIB_DIR = re.compile(r"/lib/python\d[\d.]*/")
 TORCH_PACKAGES = ("torch", "torchvision", "torchaudio", "torchtext", "torchrec", "functorch", "triton")
 LIBRARY_PACKAGES = TORCH_PACKAGES + (
     "numpy", "transformers", "accelerate", "deepspeed", "lightning", "pytorch_lightning", "apex",
-    "flashinfer", "xformers", "tqdm", "typing_extensions", "_pytest", "pluggy",
+    "flashinfer", "xformers", "diffusers", "timm", "peft", "vllm", "torchrl", "stable_baselines3", "gymnasium",
+    "tqdm", "typing_extensions", "_pytest", "pluggy",
 )
 FRAME_COLUMNS = ["frame", "file", "line", "func", "inner_frame", "inner_file", "inner_line", "inner_func"]
 
