@@ -32,6 +32,7 @@ step           int64    number of the file's step (``Trace.steps["step"]``) whos
                         and for all other events
 ============== ======== =============================================================
 
+``Trace.events`` has a RangeIndex (a row's label is its position), which ``parent`` refers to.
 ``parent``, ``depth`` and ``step`` are computed once per file when it is parsed and cached with it;
 the rules (start order, ties at whole microseconds, zero-duration events) are in
 :mod:`perfkit.trace.nesting`.
