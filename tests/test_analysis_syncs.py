@@ -355,3 +355,11 @@ def test_gpu_trace_keeps_internal_items_for_confirmation(tmp_path):
     assert len(result.events) == 4 and not any("inside other ops" in w for w in result.warnings)
     # Only GPU-confirmed item sites become findings: the unconfirmed multinomial one does not.
     assert not [f for f in result.findings if "multinomial" in f.title]
+
+
+def test_all_dlrm_ranks_in_one_trace_keep_each_item_once_per_rank():
+    paths = [shared_trace(name) for name in DLRM]
+    r = syncs(load_trace(paths, use_cache=False))
+    items = r.events[r.events["name"] == "aten::item"]
+    assert items.groupby("rank").size().to_dict() == {rank: 57 for rank in range(8)}
+    assert not (r.events["name"] == "aten::_local_scalar_dense").any()
