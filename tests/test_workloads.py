@@ -137,6 +137,26 @@ def test_replay_batches_match_across_pipelines(stack):
     assert losses["host"] == pytest.approx(losses["device"], rel=1e-5)
 
 
+@pytest.mark.parametrize("variant", ["host_normalize", "device_normalize"])
+def test_replay_trace_shows_the_sample_and_update_annotations_once_per_step(tmp_path, variant):
+    from perfkit.analysis.cpu_bound import cpu_bound
+    from perfkit.trace import load_trace
+
+    path = record_trace(make_workload("replay", device="cpu", variant=variant), tmp_path / "r.json.gz",
+                        steps=3, warmup=1, with_stack=False)
+    trace = load_trace(path)
+    table = cpu_bound(trace).annotations.set_index("name")
+    assert table.loc[replay.SAMPLE_ANNOTATION, "count"] == 3
+    assert table.loc[replay.UPDATE_ANNOTATION, "count"] == 3
+    ev = trace.events
+    marks = ev[(ev["cat"] == "user_annotation") & (ev["name"] == replay.SAMPLE_ANNOTATION)]
+    ops = ev[(ev["cat"] == "cpu_op") & ev["name"].isin(["aten::index_select", "aten::stack"])]
+    # the gather of every step lies inside that step's sample range
+    inside = [((marks["ts_us"] <= t) & (t + d <= marks["ts_us"] + marks["dur_us"])).any()
+              for t, d in zip(ops["ts_us"], ops["dur_us"])]
+    assert ops.shape[0] >= 3 and all(inside)
+
+
 # --- the pathologies are real ----------------------------------------------------------------
 
 def test_mppi_float_tensor_path_builds_the_batch_per_sample(monkeypatch):
