@@ -57,7 +57,8 @@ def test_variant_runs_and_returns_a_run_record(name, variant):
 
 def test_each_workload_has_a_pathology_and_a_fix():
     assert set(workload_variants("mppi")) == {"float_tensor", "from_numpy"}
-    assert set(workload_variants("ppo")) == {"item_logging", "sync_checks", "batched_metrics"}
+    assert set(workload_variants("ppo")) == {"item_logging", "sync_checks", "batched_metrics", "tensor_branch",
+                                             "flag_flip", "compiled"}
     assert set(workload_variants("replay")) == {"host_normalize", "device_normalize"}
 
 
@@ -260,6 +261,38 @@ def test_ppo_hot_branch_breaks_the_compiled_graph():
     clean, broken = _compiled_graphs(hot_branch=False), _compiled_graphs(hot_branch=True)
     assert clean >= 1
     assert broken > clean
+
+
+def test_ppo_flag_flip_recompiles_and_reports_the_recorded_statistic():
+    clean, flipped = _compiled_graphs(stats_flag=False), _compiled_graphs(stats_flag=True)
+    assert flipped > clean  # a second graph for record_stats=True
+    metrics = ppo.make(device="cpu", stats_flag=True, metrics_every=1).step()
+    assert metrics["hidden_absmax"] > 0 and set(metrics) == {*ppo.METRICS, "hidden_absmax"}
+    assert "hidden_absmax" not in ppo.make(device="cpu", metrics_every=1).step()
+
+
+def _source_line(module, text: str) -> int:
+    lines = Path(module.__file__).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.strip().startswith(text))
+
+
+@pytest.mark.parametrize("variant, kind, reason, code", [
+    ("tensor_branch", "graph_break", "Data-dependent branching", "if (h.abs() > 6).any():"),
+    ("flag_flip", "recompile", "record_stats == False", "if record_stats:"),
+])
+def test_ppo_compile_variants_show_reason_and_line_through_compile_ab(variant, kind, reason, code):
+    from perfkit.bench.compile_ab import compile_ab
+
+    with make_workload("ppo", device="cpu", variant=variant) as w:
+        result = compile_ab(**w.compile_inputs(), backend="eager", steps=5, warmup=1, min_time_s=0.01)
+    rows = result.to_frame()
+    assert rows[["kind", "reason"]].values.tolist() == [[kind, reason]]
+    assert rows["location"].iloc[0] == f"{ppo.__file__}:{_source_line(ppo, code)}"
+    site = (result.graph_breaks or result.recompiles)[0]
+    assert site.code.startswith(code)
+    with make_workload("ppo", device="cpu", variant="compiled") as w:
+        clean = compile_ab(**w.compile_inputs(), backend="eager", steps=5, warmup=1, min_time_s=0.01)
+    assert clean.graph_break_count == 0 and clean.recompile_count == 0
 
 
 def test_mppi_compiled_rollout_matches_eager():
