@@ -462,3 +462,30 @@ def test_committed_cpu_traces_cover_every_variant_and_stay_small():
         assert size < 2_000_000 and entry["profiler_steps"] >= 1
         total += size
     assert total < 6_000_000
+
+
+def test_ppo_nonzero_reset_is_the_same_math_with_a_sync_per_env_step():
+    from perfkit.report.sources import detect_workload_syncs
+
+    small = {"envs": 8, "rollout": 4, "epochs": 1, "minibatch": 16, "metrics_every": 1}
+    plain = ppo.make(device="cpu", **small)
+    indexed = ppo.make(device="cpu", nonzero_reset=True, **small)
+    for _ in range(3):
+        assert plain.step() == pytest.approx(indexed.step())
+    assert torch.equal(plain._envs.pos, indexed._envs.pos) and torch.equal(plain._envs.t, indexed._envs.t)
+    report = detect_workload_syncs("ppo", device="cpu", steps=2, overrides={**small, "nonzero_reset": True})
+    rows = report.to_frame()
+    where = rows[rows["op"] == "where(cond)"]
+    assert where["count"].tolist() == [2 * small["rollout"]]
+    assert where["line"].iloc[0] == _source_line(ppo, "idx = torch.where(done)[0]")
+
+
+def test_mppi_changing_sample_counts_recompile_through_compile_ab():
+    from perfkit.bench.compile_ab import compile_ab
+
+    with mppi.make(device="cpu") as w:
+        result = compile_ab(**w.compile_inputs(), backend="eager", steps=5, warmup=1, min_time_s=0.01)
+    assert result.recompile_count == 1 and result.recompiles[0].on_shape
+    assert "size mismatch at index 0" in result.recompiles[0].reason
+    assert len(result.variant_call_s) == 2  # the second new count reuses the dynamic graph
+    assert "mark_dynamic" in next(f for f in result.findings if "recompile" in f.title).fix

@@ -21,6 +21,9 @@ Pathology switches (see :func:`variants`):
   iteration only: a flag that flips between calls. Eagerly it costs nothing; under
   ``torch.compile`` Dynamo guards on its value, so the first flip recompiles. The statistic is
   reported as ``hidden_absmax`` with the metrics.
+* ``nonzero_reset=True``: finished environments are reset through ``torch.where(done)[0]``
+  (one-argument ``where`` is a nonzero: a sync per environment step) instead of the
+  three-argument ``torch.where(done, new, old)``; same random draws, same results.
 * ``amp=True``: bf16 autocast (CPU or CUDA); ``fused_adam=True``; ``compile=True``.
 
 ``compile_inputs()`` returns the policy and the calls its forward sees (``perfkit.compile_ab``'s
@@ -64,6 +67,7 @@ class Config:
     nan_checks: int = 0
     hot_branch: bool = False
     stats_flag: bool = False
+    nonzero_reset: bool = False
     compile: bool = False
     compile_backend: str = "inductor"
     seed: int = 0
@@ -75,7 +79,8 @@ class Config:
         check_int("minibatch", self.minibatch, 1, self.envs * self.rollout)
         check_int("nan_checks", self.nan_checks, 0, len(NAN_CHECK_SITES))
         check_int("seed", self.seed, 0)
-        for name in ("log_every_step_item", "amp", "fused_adam", "hot_branch", "stats_flag", "compile"):
+        for name in ("log_every_step_item", "amp", "fused_adam", "hot_branch", "stats_flag", "nonzero_reset",
+                     "compile"):
             check_bool(name, getattr(self, name))
 
 
@@ -161,10 +166,11 @@ class _GridEnvs:
 
     MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
 
-    def __init__(self, n: int, grid: int, device: str, gen):
+    def __init__(self, n: int, grid: int, device: str, gen, nonzero_reset: bool = False):
         import torch
 
         self.n, self.grid, self.device, self._gen = n, grid, device, gen
+        self.nonzero_reset = nonzero_reset
         self._moves = torch.tensor(self.MOVES, device=device)
         self.pos, self.goal = self._random_cells(), self._random_cells()
         self.t = torch.zeros(n, dtype=torch.long, device=device)
@@ -191,11 +197,23 @@ class _GridEnvs:
         reached = (self.pos == self.goal).all(1)
         done = reached | (self.t >= 4 * self.grid)
         reward = reached.float() - 0.01
-        self.pos = torch.where(done[:, None], self._random_cells(), self.pos)
-        self.goal = torch.where(done[:, None], self._random_cells(), self.goal)
-        self.t = torch.where(done, torch.zeros_like(self.t), self.t)
+        if self.nonzero_reset:
+            self._reset_indexed(done)
+        else:
+            self.pos = torch.where(done[:, None], self._random_cells(), self.pos)
+            self.goal = torch.where(done[:, None], self._random_cells(), self.goal)
+            self.t = torch.where(done, torch.zeros_like(self.t), self.t)
         self._render()
         return reward, done.float()
+
+    def _reset_indexed(self, done) -> None:
+        """The same reset (same random draws) through the indices of the finished envs."""
+        import torch
+
+        idx = torch.where(done)[0]  # one-argument where: a nonzero, the host waits for the count
+        self.pos[idx] = self._random_cells()[idx]
+        self.goal[idx] = self._random_cells()[idx]
+        self.t[idx] = 0
 
 
 class PPOWorkload(Workload):
@@ -207,7 +225,7 @@ class PPOWorkload(Workload):
         super().__init__(config, device)
         cfg = config
         self._gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
-        self._envs = _GridEnvs(cfg.envs, cfg.grid, self.device, self._gen)
+        self._envs = _GridEnvs(cfg.envs, cfg.grid, self.device, self._gen, cfg.nonzero_reset)
         self._model = seeded_init(cfg.seed, lambda: _policy(cfg)).to(self.device)
         self._forward = self._model
         if cfg.compile:
