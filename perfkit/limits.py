@@ -41,9 +41,10 @@ class Limit:
         return value
 
     def refusal(self, what: str) -> str:
-        """``"<what> exceeds the limit of N <unit> (PERFKIT_X); ..."``: the problem text of an error."""
-        return (f"{what} exceeds the limit of {self.value():,} {self.unit} ({self.env}), which guards "
-                f"{self.guards}; if the file is genuine, raise it: {self.env}={self.value() * 4}")
+        """``"<what>: more than the limit of N <unit> (PERFKIT_X), which guards ...; ..."``: the
+        problem text of an error, saying how to raise the limit."""
+        return (f"{what}: more than the limit of {self.value():,} {self.unit} ({self.env}), which guards "
+                f"{self.guards}; if the file is genuine, raise it, e.g. {self.env}={self.value() * 4}")
 
 
 MAX_DECOMPRESSED_BYTES = Limit(
