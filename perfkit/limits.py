@@ -66,7 +66,7 @@ LIMITS = (MAX_DECOMPRESSED_BYTES, MAX_NESTING_DEPTH, SNAPSHOT_MAX_ITEMS, SCAN_MA
 
 # Event value ranges (inclusive). 2**53 us (285 years) is where float64 stops holding whole
 # microseconds; ids are stored as int64 (device int16, stream int32: schema.INT_COLUMNS).
-TIME_RANGE_US = (0, 2**53)
+TIME_RANGE_US = (0, 2**53 - 1)
 INT64_RANGE = (-(2**63), 2**63 - 1)
 ID_RANGES = {
     "device": (-1, 2**15 - 1),
