@@ -30,6 +30,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -156,8 +157,12 @@ def can_drop_file_permissions() -> bool:
     for root, when it may drop CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH from its bounding set)."""
     if os.geteuid() != 0:
         return True
-    probe = _run([sys.executable, "-c", "open('/etc/shadow').read(1)"], Budget(), None, None, True,
-                 subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory() as tmp:
+        locked = Path(tmp) / "locked"
+        locked.write_text("x")
+        locked.chmod(0)
+        probe = _run([sys.executable, "-c", f"open({str(locked)!r}).read()"], Budget(), None, None, True,
+                     subprocess.DEVNULL)
     return probe.rc != 0 and b"PermissionError" in probe.stderr
 
 
