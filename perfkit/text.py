@@ -31,7 +31,12 @@ def _join_kept(text: str, keep: str) -> str:
     return first.join(printable(part, rest) for part in text.split(first))
 
 
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _escape(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
     code = ord(ch)
     if code < 0x100:
         return f"\\x{code:02x}"
