@@ -32,10 +32,12 @@ _FIX = "expected torch.cuda.memory._snapshot() as written by torch.cuda.memory._
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped (bounded by MAX_DECOMPRESSED_BYTES) when gzip."""
+    """The file's bytes, gunzipped when gzip; either way at most MAX_DECOMPRESSED_BYTES."""
     try:
         if not path.is_file():
-            raise TraceError(path, "file not found")
+            raise TraceError(path, "not a regular file" if path.exists() else "file not found")
+        if path.stat().st_size > MAX_DECOMPRESSED_BYTES.value():
+            raise TraceError(path, MAX_DECOMPRESSED_BYTES.refusal(f"the file's {path.stat().st_size:,} bytes"))
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
@@ -43,17 +45,21 @@ def read_bytes(path: Path) -> bytes:
 
 
 def _gunzip(path: Path, data: bytes) -> bytes:
+    """Every gzip member of ``data``, inflated, refusing as soon as the output passes the limit."""
     limit = MAX_DECOMPRESSED_BYTES.value()
-    inflater = zlib.decompressobj(wbits=31)
-    try:
-        out = inflater.decompress(data, limit + 1)
-    except zlib.error as exc:
-        raise TraceError(path, f"gzip data is damaged: {exc}", "re-copy the file") from None
-    if len(out) > limit:
-        raise TraceError(path, MAX_DECOMPRESSED_BYTES.refusal("the decompressed file"))
-    if not inflater.eof:
-        raise TraceError(path, "gzip data is damaged: the stream is truncated", "re-copy the file")
-    return out
+    out, rest = bytearray(), data
+    while rest:
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            out += inflater.decompress(rest, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise TraceError(path, f"gzip data is damaged: {exc}", "re-copy the file") from None
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise TraceError(path, MAX_DECOMPRESSED_BYTES.refusal("the decompressed file"))
+        if not inflater.eof:
+            raise TraceError(path, "gzip data is damaged: the stream is truncated", "re-copy the file")
+        rest = inflater.unused_data
+    return bytes(out)
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
