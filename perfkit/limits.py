@@ -62,8 +62,6 @@ SCAN_MAX_FILE_BYTES = Limit(
     "PERFKIT_SCAN_MAX_FILE_BYTES", 16 << 20, "bytes",
     "the memory `perfkit scan` spends parsing one source file")
 
-LIMITS = (MAX_DECOMPRESSED_BYTES, MAX_NESTING_DEPTH, SNAPSHOT_MAX_ITEMS, SCAN_MAX_FILE_BYTES)
-
 # Event value ranges (inclusive). 2**53 us (285 years) is where float64 stops holding whole
 # microseconds; ids are stored as int64 (device int16, stream int32: schema.INT_COLUMNS).
 TIME_RANGE_US = (0, 2**53 - 1)

@@ -110,10 +110,6 @@ class Drops:
     def __bool__(self) -> bool:
         return bool(self.counts)
 
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
     def record(self, bad: dict[str, np.ndarray], names: list, raw_of) -> np.ndarray:
         """Count the rows that ``bad`` (field -> mask) marks; returns the mask of rows to keep.
         ``raw_of(field, row)`` gives the raw value shown as the first example."""
