@@ -72,6 +72,15 @@ def test_unrelated_rank0_beside_two_ranks_is_kept_apart(tmp_path):
     assert "zz_other.json" in warning and "run_rank0.json" in warning and "rank 2" in warning
 
 
+def test_two_copies_of_one_rank_load_as_two_ranks(tmp_path):
+    rank_trace(tmp_path / "a.json", 0, world_size=4)
+    shutil.copy(tmp_path / "a.json", tmp_path / "b.json")
+    trace = load_trace(tmp_path)
+    assert trace.ranks == [0, 4] and [f.claimed_rank for f in trace.files] == [0, 0]
+    assert len(trace.events) == 4 and sorted(trace.steps["rank"]) == [0, 4]
+    assert any("b.json claims rank 0 like a.json: loaded as rank 4" in w for w in trace.warnings)
+
+
 def test_files_with_and_without_a_rank_never_share_one(tmp_path):
     rank_trace(tmp_path / "a.json", None)  # no claim: its position (0) is taken by b's claim
     rank_trace(tmp_path / "b.json", 0, world_size=2)
