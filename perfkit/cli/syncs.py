@@ -2,7 +2,7 @@
 scalar reads that did not wait (listed apart, not counted)."""
 from __future__ import annotations
 
-import json
+from ..text import json_text, printable_data
 
 
 def register(subparsers) -> None:
@@ -20,7 +20,7 @@ def run(args) -> int:
     from ..trace import load_trace
 
     result = syncs(load_trace(args.trace, use_cache=not args.no_cache))
-    print(json.dumps(result.to_json()) if args.json else format_syncs(result.to_json(), args.top))
+    print(json_text(result.to_json()) if args.json else format_syncs(printable_data(result.to_json()), args.top))
     return 0
 
 

@@ -16,10 +16,16 @@ from .schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
 
 @dataclass(frozen=True)
 class TraceFile:
-    """Metadata of one source file."""
+    """Metadata of one source file.
+
+    ``rank`` is the file's rank id in the Trace, distinct per file; ``claimed_rank`` is what the
+    file's ``distributedInfo.rank`` says (None: nothing usable). They differ when several files
+    claim one rank (see ``perfkit.trace.load.assign_ranks``) or when a file claims none.
+    """
 
     path: str
     rank: int
+    claimed_rank: int | None = None
     schema_version: object = None
     base_time_ns: int | None = None
     trace_name: str = ""

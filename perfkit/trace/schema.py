@@ -13,7 +13,7 @@ dur_us         float64  duration in microseconds (0 for instant events)
 pid            category process id as written (GPU events: device id), as a string
 tid            category thread id as written (GPU events: stream), as a string
 file_id        int16    index of the source file in ``Trace.files``
-rank           int32    distributed rank (``distributedInfo.rank``; else the file index)
+rank           int32    rank id, distinct per file (``distributedInfo.rank`` unless an earlier file claimed it: load.assign_ranks)
 device         int16    GPU index for GPU-side events, -1 for host events
 stream         int32    CUDA/HIP stream for GPU-side events, -1 for host events
 correlation    int64    runtime<->GPU correlation id, -1 when absent
@@ -36,6 +36,9 @@ step           int64    number of the file's step (``Trace.steps["step"]``) whos
 ``parent``, ``depth`` and ``step`` are computed once per file when it is parsed and cached with it;
 the rules (start order, ties at whole microseconds, zero-duration events) are in
 :mod:`perfkit.trace.nesting`.
+
+Numbers outside the ranges of :mod:`perfkit.limits` (``ts``/``dur`` 0..2**53-1 us, ids within their
+column's dtype) are never stored: such an event is dropped and counted in the trace's warnings.
 
 Flows table (``Trace.flows``): ``id`` (int64), ``ph`` ("s"/"f"/"t"), ``cat``, ``pid``, ``tid``, ``ts_us``,
 ``file_id``: the arrows Kineto draws from a CPU launch to its GPU activity (``ac2g``; ``async`` and
