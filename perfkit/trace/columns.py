@@ -17,7 +17,7 @@ from .events import NO_ARGS
 from .schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COLUMNS, normalize_category
 
 _STRING_COLUMNS = ("name", "cat", "ph", "pid", "tid")
-_KEEP_PH = ("X", "i", "I")
+_KEEP_PH = ("X", "i", "I", "C")
 _FLOW_PH = ("s", "f", "t")
 
 
@@ -234,7 +234,8 @@ def _merge(parts: list[dict], col: str, dtype) -> np.ndarray:
 
 
 def _instant(ph: pd.Categorical) -> np.ndarray:
-    codes = [i for i, c in enumerate(ph.categories) if c == "i"]
+    """Rows without a duration: instant events and counter samples."""
+    codes = [i for i, c in enumerate(ph.categories) if c in ("i", "C")]
     return np.isin(ph.codes, codes)
 
 
