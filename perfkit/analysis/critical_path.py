@@ -177,8 +177,11 @@ def _gpu_step(tl, row: int, t: float, floor: float, segs: list):
     if thread >= 0:
         # Launch delay: from the call's return to the kernel's start, or, for a kernel that started
         # before its call returned (a synchronous cudaMemcpy), the call up to the kernel's start.
-        t_host = g["launch_end"][row] if g["launch_end"][row] <= start else min(g["launch_start"][row], start)
-        _emit(segs, "launch", max(t_host, floor), start, lane_name(lane), g["label"][row])
+        # A blocking launch (a copy from pageable memory) holds the thread until the copy starts: sync_wait.
+        inside = g["launch_end"][row] > start
+        t_host = min(g["launch_start"][row], start) if inside else g["launch_end"][row]
+        kind = "sync_wait" if inside and g["launch_blocks"][row] else "launch"
+        _emit(segs, kind, max(t_host, floor), start, lane_name(lane), g["label"][row])
         return ("host", thread, t_host) if t_host > floor else None
     return None
 

@@ -29,7 +29,7 @@ from .ops import DATALOADER_PREFIX, HOST_CATEGORIES, STEP_PREFIX, starts_with
 from .stacks import parse_frame
 from .timeline import thread_codes
 
-_METHOD = re.compile(r"^<built-in method (?P<meth>.+?) of (?P<cls>.+?) object at 0x[0-9a-fA-F]+>$")
+_METHOD = re.compile(r"^<built-in method (?P<meth>\S*) of (?P<cls>.+?) object at 0x[0-9a-fA-F]+>$")
 # Classes whose name says nothing about the method: ``torch.conv2d`` is "<built-in method conv2d of
 # type object at 0x...>" (torch._C._VariableFunctions) and pybind11 functions are bound records.
 _BARE_CLASSES = ("type", "PyCapsule")
@@ -61,9 +61,8 @@ def normalize(name: str) -> tuple[str, str, int]:
         return parsed[2], parsed[0], parsed[1]
     m = _METHOD.match(name)
     if m:
-        cls = m.group("cls")
-        return (m.group("meth") if cls in _BARE_CLASSES or cls.startswith("pybind11") else f"{cls}.{m.group('meth')}"), \
-            "", -1
+        cls, meth = m.group("cls"), m.group("meth") or "<unnamed>"
+        return (meth if cls in _BARE_CLASSES or cls.startswith("pybind11") else f"{cls}.{meth}"), "", -1
     m = _FUNCTION.match(name)
     return (m.group("func") if m else name), "", -1
 

@@ -31,6 +31,7 @@ from .ops import jsonable, step_windows
 from .timeline import Coverage, thread_table
 
 HOTSPOT_COLUMNS = ["function", "file", "line", "thread", "self_us", "total_us", "calls", "per_step_us", "waiting"]
+# Also in ``HotspotsResult.table``: self_per_step_us (self time inside steps per step), self_pct.
 THREAD_SUMMARY_COLUMNS = ["thread", "main", "python", "frames", "covered_us", "self_us", "waiting_us", "steps"]
 
 
@@ -121,15 +122,19 @@ def _select_threads(threads: pd.DataFrame, frames: pd.DataFrame, which: str) -> 
 
 
 def _add_step_time(frames: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """``in_steps_us``: the part of each frame inside a step window of its rank; ``outer``: the
-    frame is not inside another frame of the same function (recursion is counted once)."""
+    """``in_steps_us``: the part of each frame inside a step window of its rank; ``self_in_steps_us``:
+    the same for its self time; ``outer``: the frame is not inside another frame of the same
+    function (recursion is counted once)."""
     start, end = frames["start_us"].to_numpy(), frames["end_us"].to_numpy()
     inside = np.zeros(len(frames))
     ranks = frames["rank"].to_numpy()
     for rank, win in windows.groupby("rank"):
         rows = ranks == rank
         inside[rows] = Coverage.of(win["start_us"], win["end_us"]).within(start[rows], end[rows])
-    return frames.assign(in_steps_us=inside, outer=_outermost(frames))
+    parent = frames["parent"].to_numpy()
+    child = parent >= 0
+    self_inside = inside - np.bincount(parent[child], weights=inside[child], minlength=len(frames))
+    return frames.assign(in_steps_us=inside, self_in_steps_us=np.clip(self_inside, 0.0, None), outer=_outermost(frames))
 
 
 def _outermost(frames: pd.DataFrame) -> np.ndarray:
@@ -149,18 +154,21 @@ def _aggregate(frames: pd.DataFrame, keys: pd.DataFrame, chosen: pd.DataFrame, n
     length = frames["end_us"] - frames["start_us"]
     work = pd.DataFrame({"thread": frames["thread"], "key": frames["key"], "self_us": frames["self_us"],
                          "total_us": length.where(frames["outer"], 0.0),
-                         "in_steps": frames["in_steps_us"].where(frames["outer"], 0.0)})
+                         "in_steps": frames["in_steps_us"].where(frames["outer"], 0.0),
+                         "self_in_steps": frames["self_in_steps_us"]})
     g = work.groupby(["thread", "key"], sort=False).agg(
         self_us=("self_us", "sum"), total_us=("total_us", "sum"), calls=("self_us", "size"),
-        in_steps=("in_steps", "sum")).reset_index()
+        in_steps=("in_steps", "sum"), self_in_steps=("self_in_steps", "sum")).reset_index()
     info = chosen.set_index("thread")
     g = g.join(keys, on="key")
     covered = _covered(frames)
-    g["per_step_us"] = g["in_steps"] / info["rank"].map(n_steps).reindex(g["thread"]).fillna(1).to_numpy()
+    steps = info["rank"].map(n_steps).reindex(g["thread"]).fillna(1).to_numpy()
+    g["per_step_us"] = g["in_steps"] / steps
+    g["self_per_step_us"] = g["self_in_steps"] / steps
     g["self_pct"] = 100.0 * g["self_us"] / covered.reindex(g["thread"]).clip(lower=1e-12).to_numpy()
     g["thread"] = info["label"].reindex(g["thread"]).to_numpy()
     g = g.sort_values(["self_us", "function"], ascending=[False, True], ignore_index=True)
-    return g[HOTSPOT_COLUMNS + ["self_pct"]]
+    return g[HOTSPOT_COLUMNS + ["self_per_step_us", "self_pct"]]
 
 
 def _covered(frames: pd.DataFrame) -> pd.Series:

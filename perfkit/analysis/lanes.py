@@ -61,7 +61,8 @@ class RankTimeline:
         return int((self.gpu["launch_thread"] < 0).sum())
 
 
-GPU_COLUMNS = ["start", "end", "lane", "kind", "label", "prev", "launch_thread", "launch_start", "launch_end"]
+GPU_COLUMNS = ["start", "end", "lane", "kind", "label", "prev", "launch_thread", "launch_start", "launch_end",
+               "launch_blocks"]
 
 
 def rank_timelines(trace) -> dict:
@@ -71,7 +72,7 @@ def rank_timelines(trace) -> dict:
     links = trace.launches()
     blocking = host_blocking(trace, host, links)
     threads = thread_table(trace, links=links)
-    gpu = _gpu_table(trace, links)
+    gpu = _gpu_table(trace, links, blocking.index)
     block_lanes = _block_lanes(trace, links, blocking)
     work = _work_events(trace)
     out = {}
@@ -125,8 +126,9 @@ def _host_lanes(work, host, blocking, block_lanes: pd.Series, links) -> dict:
     return lanes
 
 
-def _gpu_table(trace, links: pd.DataFrame) -> pd.DataFrame:
-    """GPU events with their lane code, kind (0 kernel, 1 memcpy/memset) and launch call."""
+def _gpu_table(trace, links: pd.DataFrame, blocking: pd.Index) -> pd.DataFrame:
+    """GPU events with their lane code, kind (0 kernel, 1 memcpy/memset) and launch call
+    (``launch_blocks``: the launch call is itself a blocking call, e.g. a copy from pageable memory)."""
     gpu = trace.gpu_events()
     lane = _lane_codes(gpu)
     launch = links[links["gpu_cat"].isin(GPU_CATEGORIES)].drop_duplicates("gpu_index").set_index("gpu_index")
@@ -138,7 +140,8 @@ def _gpu_table(trace, links: pd.DataFrame) -> pd.DataFrame:
         "lane": lane, "kind": (gpu["cat"].astype(str).to_numpy() != "kernel").astype(np.int8),
         "label": gpu.index.to_numpy(), "launch_thread": launch_thread.reindex(gpu.index, fill_value=-1).to_numpy(),
         "launch_start": launch["launch_ts_us"].to_numpy(),
-        "launch_end": (launch["launch_ts_us"] + launch["launch_dur_us"]).to_numpy()})
+        "launch_end": (launch["launch_ts_us"] + launch["launch_dur_us"]).to_numpy(),
+        "launch_blocks": launch["cpu_index"].isin(blocking).to_numpy()})
     return frame.sort_values(["rank", "lane", "start", "end"], kind="stable").reset_index(drop=True)
 
 

@@ -12,7 +12,8 @@ import sys
 
 from ..errors import PerfkitError
 
-COMMANDS = ("summary", "syncs", "diff", "detect", "scan", "run", "log", "validate")
+COMMANDS = ("summary", "syncs", "diff", "detect", "scan", "run", "log", "validate",
+            "hotspots", "critical_path", "gaps", "annotate")
 
 
 def build_parser() -> argparse.ArgumentParser:
