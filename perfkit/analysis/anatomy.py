@@ -20,10 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..results import html_section, html_text, html_warnings
-from .critical_path import KINDS, critical_path
-from .gaps import gpu_gaps
+from .critical_path import KINDS, path_over
+from .gaps import gaps_over, gpu_gaps
 from .hotspots import hotspots
-from .ops import jsonable
+from .lanes import rank_timelines
+from .ops import jsonable, step_windows
 from .syncs import syncs
 
 
@@ -78,9 +79,10 @@ class StepAnatomy:
 def step_anatomy(trace) -> StepAnatomy:
     """Explain the mean step of ``trace`` (see the module doc). Never raises for traces without
     GPU events, Python stacks or steps: the sentence says what is missing and warnings say why."""
-    path = critical_path(trace)
+    windows, timelines = step_windows(trace), rank_timelines(trace)
+    path = path_over(trace, windows, timelines)
     n = max(len(path.steps), 1)
-    gaps = gpu_gaps(trace)
+    gaps = gaps_over(trace, windows, timelines) if trace.has_gpu_events else gpu_gaps(trace)
     per_step = {k: float(path.steps[f"{k}_us"].sum()) / n for k in KINDS}
     bound = max(per_step, key=per_step.get)
     busy = idle = None

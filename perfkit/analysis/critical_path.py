@@ -102,7 +102,11 @@ def critical_path(trace, *, annotation: str | None = None) -> CriticalPathResult
     gets a host-only path, with a warning.
     """
     windows = step_windows(trace) if annotation is None else annotation_windows(trace, annotation)
-    timelines = rank_timelines(trace)
+    return path_over(trace, windows, rank_timelines(trace))
+
+
+def path_over(trace, windows: pd.DataFrame, timelines: dict) -> CriticalPathResult:
+    """:func:`critical_path` over given windows, with the ranks' timelines already built."""
     rows, segments = [], []
     for win in windows.itertuples(index=False):
         segs = walk_step(timelines[win.rank], win.start_us, win.end_us) if win.rank in timelines else []

@@ -280,7 +280,8 @@ def dominant_frames(frames: pd.DataFrame, segments: pd.DataFrame, thread: np.nda
         hi = np.searchsorted(s_start, b[q], side="left")
         counts = np.maximum(hi - lo, 0)
         which = np.repeat(np.arange(len(q)), counts)
-        idx = np.concatenate([np.arange(x, y) for x, y in zip(lo, hi)]) if counts.sum() else np.zeros(0, int)
+        # Segment indices lo..hi-1 of every query, without a Python loop.
+        idx = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts - lo, counts)
         overlap = np.minimum(s_end[idx], b[q][which]) - np.maximum(s_start[idx], a[q][which])
         table = pd.DataFrame({"q": which, "frame": seg["frame"].to_numpy()[idx], "us": overlap})
         table = table[(table["frame"] >= 0) & (table["us"] > 0)]

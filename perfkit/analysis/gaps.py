@@ -139,8 +139,11 @@ def gpu_gaps(trace) -> GapsResult:
                           warnings=("no GPU timeline: the trace has no kernels, copies or memsets, so the GPU never "
                                     "ran and there are no gaps to explain; profile with "
                                     "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU run",))
-    windows = step_windows(trace)
-    timelines = rank_timelines(trace)
+    return gaps_over(trace, step_windows(trace), rank_timelines(trace))
+
+
+def gaps_over(trace, windows: pd.DataFrame, timelines: dict) -> GapsResult:
+    """:func:`gpu_gaps` of a trace with GPU events, with its step windows and timelines already built."""
     pieces = pd.concat([_rank_pieces(tl, windows[windows["rank"] == rank], rank) for rank, tl in timelines.items()],
                        ignore_index=True)
     frames, keys = frame_table(trace)
@@ -315,7 +318,8 @@ def _reported_keys(frames: pd.DataFrame, keys: pd.DataFrame, pos: np.ndarray) ->
     parent, key, python = frames["parent"].to_numpy(), frames["key"].to_numpy(), frames["python"].to_numpy()
     region = frames["region"].to_numpy()
     file = keys["file"].to_numpy()
-    memo: dict = {}
+    user = np.array([bool(f) and not is_library(f) for f in file], dtype=bool)
+    non_torch = np.array([bool(f) and not is_library(f, TORCH_PACKAGES) for f in file], dtype=bool)
 
     def report(p: int) -> int:
         if not python[p]:
@@ -326,15 +330,16 @@ def _reported_keys(frames: pd.DataFrame, keys: pd.DataFrame, pos: np.ndarray) ->
             return int(key[p])
         outside_torch, cur = -1, p
         while cur >= 0:
-            f = file[key[cur]]
-            if f and not is_library(f):
+            if user[key[cur]]:
                 return int(key[cur])
-            if f and outside_torch < 0 and not is_library(f, TORCH_PACKAGES):
+            if outside_torch < 0 and non_torch[key[cur]]:
                 outside_torch = int(key[cur])
             cur = parent[cur]
         return outside_torch if outside_torch >= 0 else int(key[p])
 
-    return np.array([memo.setdefault(int(p), report(int(p))) if p >= 0 else -1 for p in pos], dtype=np.int64)
+    unique = np.unique(pos[pos >= 0])
+    memo = dict(zip(unique.tolist(), (report(int(p)) for p in unique)))
+    return np.array([memo[p] if p >= 0 else -1 for p in pos.tolist()], dtype=np.int64)
 
 
 # --- per step, findings, warnings ----------------------------------------------------------------

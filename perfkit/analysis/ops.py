@@ -269,12 +269,17 @@ def step_windows(trace) -> pd.DataFrame:
 
 def _activity_span(trace) -> pd.DataFrame:
     """First start and last end of host and GPU events per rank."""
-    ev = trace.select(*HOST_CATEGORIES, "python_function", *GPU_CATEGORIES)
-    if ev.empty:
+    ev = trace.events
+    rows = np.flatnonzero((ev["ph"] == "X").to_numpy()
+                          & ev["cat"].isin([*HOST_CATEGORIES, "python_function", *GPU_CATEGORIES]).to_numpy())
+    if len(rows) == 0:
         return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=float),
                              "end_us": pd.Series(dtype=float)})
-    return ev.assign(end_us=ev["ts_us"] + ev["dur_us"]).groupby("rank", observed=True).agg(
-        start_us=("ts_us", "min"), end_us=("end_us", "max")).reset_index()
+    # Three columns of the matching rows, not the whole table: this runs on every per-step analysis.
+    start = ev["ts_us"].to_numpy()[rows]
+    span = pd.DataFrame({"rank": ev["rank"].to_numpy()[rows], "start_us": start,
+                         "end_us": start + ev["dur_us"].to_numpy()[rows]})
+    return span.groupby("rank").agg(start_us=("start_us", "min"), end_us=("end_us", "max")).reset_index()
 
 
 def step_index(windows: pd.DataFrame, ts_us: pd.Series, rank: pd.Series) -> np.ndarray:
