@@ -3,8 +3,8 @@ bounds each step, and its time by kind.
 
 The dependency model is Holistic Trace Analysis's (``CriticalPathAnalysis``): work on one host
 thread runs in order; a kernel or copy starts after its launch call and after the previous work on
-its stream; a blocking call (``syncs.blocking_calls``: synchronize calls, copies that wait for the
-GPU) returns after the GPU work it waits for. The path is found backwards from the step's end, each
+its stream; a blocking call (``lanes.host_blocking``: ``syncs.blocking_calls`` and copies from
+pageable memory) returns after the GPU work it waits for. The path is found backwards from the step's end, each
 time following the dependency that was satisfied last (the one that held the work back):
 
 * on a GPU stream, from a kernel's start to the previous work on the stream when that ended after
@@ -17,9 +17,10 @@ time following the dependency that was satisfied last (the one that held the wor
 
 Each microsecond of the path has one kind (``KINDS``): ``kernel`` / ``memcpy`` (GPU work; memsets
 count as memcpy), ``launch`` (launch calls on the path, and the delay from a launch call's return to
-the start of the kernel it held), ``sync_wait`` (inside a blocking call but not explained by GPU work
-on the path: the wake-up after the GPU finished, or a call that waited for something not in the
-trace, such as staging a pageable copy), ``host`` (host ops and Python frames), ``idle`` (no traced
+the start of the kernel it held, or the call up to the start of a kernel that starts before its call
+returns), ``sync_wait`` (inside a blocking call but not explained by GPU work on the path: the wake-up
+after the GPU finished, a call that waited for something not in the trace, or a copy from pageable
+memory being staged before its copy starts), ``host`` (host ops and Python frames), ``idle`` (no traced
 activity where the path is: untraced host code, e.g. Python in a trace without ``with_stack=True``,
 or a stream waiting for queued work). The path is cut at the step boundaries, so per step the kinds
 sum to ``path_us`` <= ``wall_us``; ``path_us`` < ``wall_us`` only where the chain starts inside the

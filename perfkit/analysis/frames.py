@@ -6,7 +6,7 @@ still running when the child starts; otherwise (ids missing, pointing elsewhere,
 the timestamps) the parent is found by time containment: the innermost earlier frame of the thread
 still running when the frame starts. Threads without Python frames (a trace recorded without
 stacks, the autograd thread) get a tree of their host ops instead (cpu_op, record_function ranges
-and runtime calls; ``ProfilerStep#`` windows left out), nested by time.
+and runtime calls; ``ProfilerStep#`` windows left out), nested as ``timeline.host_parents`` says.
 
 Real traces are not always properly nested (a child ending 1 us after its parent, siblings that
 overlap after rounding), so each frame is clipped to its parent and to the end of its previous
@@ -27,7 +27,7 @@ import pandas as pd
 
 from .ops import DATALOADER_PREFIX, HOST_CATEGORIES, STEP_PREFIX, starts_with
 from .stacks import parse_frame
-from .timeline import thread_codes
+from .timeline import host_parents, thread_codes
 
 _METHOD = re.compile(r"^<built-in method (?P<meth>\S*) of (?P<cls>.+?) object at 0x[0-9a-fA-F]+>$")
 # Classes whose name says nothing about the method: ``torch.conv2d`` is "<built-in method conv2d of
@@ -89,6 +89,7 @@ def frame_table(trace) -> tuple[pd.DataFrame, pd.DataFrame]:
     than DataLoader ``__next__`` (it marks a region of code rather than doing work).
     """
     raw = _raw_frames(trace)
+    raw["op_parent"] = _op_parents(trace, raw)
     keys, key_of_name = _keys(raw["name"])
     n = len(raw)
     order = np.lexsort((np.arange(n), -raw["end"].to_numpy(), raw["start"].to_numpy(), raw["thread"].to_numpy()))
@@ -141,6 +142,16 @@ def _raw_frames(trace) -> pd.DataFrame:
         "python_parent": ev["python_parent"].to_numpy()[rows]})
 
 
+def _op_parents(trace, raw: pd.DataFrame) -> np.ndarray:
+    """Label of each host-op frame's enclosing host event (-1 for Python frames and top-level ops)."""
+    out = np.full(len(raw), -1, dtype=np.int64)
+    ops = np.flatnonzero(~raw["python"].to_numpy())
+    if len(ops):
+        events = trace.events.loc[raw["label"].to_numpy()[ops]]
+        out[ops] = host_parents(trace, events).to_numpy()
+    return out
+
+
 def _keys(names: pd.Series) -> tuple[pd.DataFrame, np.ndarray]:
     """Key table (one row per normalized function) and the key of each name category code."""
     index: dict[tuple, int] = {}
@@ -156,27 +167,39 @@ def _display(function: str, file: str, line: int) -> str:
 
 
 def _resolve_parents(raw: pd.DataFrame, thread, start, end) -> tuple[np.ndarray, np.ndarray]:
-    """Parent positions (the Python parent id where it is consistent, else time containment) and
-    which rows got theirs from the id."""
+    """Parent positions (the Python parent id, or for host ops the enclosing host event, where it is
+    consistent; else time containment) and which rows got theirs from the id or host nesting."""
     n = len(raw)
     parent = np.full(n, -1, dtype=np.int64)
-    py = raw["python"].to_numpy() & (raw["python_id"].to_numpy() >= 0)
-    if py.any():
-        ids = (raw["file_id"].to_numpy(dtype=np.int64) << 47) | raw["python_id"].to_numpy()
-        wanted = (raw["file_id"].to_numpy(dtype=np.int64) << 47) | raw["python_parent"].to_numpy()
-        rows = np.flatnonzero(py)
-        index = pd.Index(ids[rows])
-        unique = ~index.duplicated(keep=False)
-        found = pd.Index(ids[rows][unique]).get_indexer(wanted)
-        cand = np.where(found >= 0, rows[unique][np.clip(found, 0, None)], -1)
-        cand[raw["python_parent"].to_numpy() < 0] = -1
-        safe = np.clip(cand, 0, None)
-        ok = (cand >= 0) & (cand < np.arange(n)) & (thread[safe] == thread) & (start <= end[safe])
-        parent[ok] = cand[ok]
-    else:
-        ok = np.zeros(n, dtype=bool)
+    cand = np.maximum(_id_candidates(raw), _label_candidates(raw))
+    safe = np.clip(cand, 0, None)
+    ok = (cand >= 0) & (cand < np.arange(n)) & (thread[safe] == thread) & (start <= end[safe])
+    parent[ok] = cand[ok]
     _contain(np.flatnonzero(~ok).tolist(), parent, thread.tolist(), start.tolist(), end.tolist())
     return parent, ok
+
+
+def _id_candidates(raw: pd.DataFrame) -> np.ndarray:
+    """Row of the frame each Python frame's parent id names (-1: none, or the id is not unique)."""
+    cand = np.full(len(raw), -1, dtype=np.int64)
+    py = raw["python"].to_numpy() & (raw["python_id"].to_numpy() >= 0)
+    if not py.any():
+        return cand
+    ids = (raw["file_id"].to_numpy(dtype=np.int64) << 47) | raw["python_id"].to_numpy()
+    wanted = (raw["file_id"].to_numpy(dtype=np.int64) << 47) | raw["python_parent"].to_numpy()
+    rows = np.flatnonzero(py)
+    unique = ~pd.Index(ids[rows]).duplicated(keep=False)
+    found = pd.Index(ids[rows][unique]).get_indexer(wanted)
+    cand = np.where(found >= 0, rows[unique][np.clip(found, 0, None)], -1)
+    cand[~raw["python"].to_numpy() | (raw["python_parent"].to_numpy() < 0)] = -1
+    return cand
+
+
+def _label_candidates(raw: pd.DataFrame) -> np.ndarray:
+    """Row of each host-op frame's enclosing host event (``op_parent`` labels), -1 when that is not a frame."""
+    labels = pd.Index(raw["label"].to_numpy())
+    found = labels.get_indexer(raw["op_parent"].to_numpy())
+    return np.where(raw["op_parent"].to_numpy() >= 0, found, -1)
 
 
 def _contain(todo: list, parent: np.ndarray, thread: list, start: list, end: list) -> None:

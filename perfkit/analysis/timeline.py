@@ -1,6 +1,6 @@
 """Shared timeline pieces of the step-explaining analyses (hotspots, critical path, GPU gaps,
-step anatomy): host threads and which one is "main", the step of each event, host-op nesting,
-and per-thread interval unions that answer "how much of [a, b) was covered" in O(log n).
+step anatomy): host threads and which one is "main", host-op nesting, and interval unions that
+answer "how much of [a, b) was covered" in O(log n).
 
 Threads are identified by (file, pid, tid) and numbered by ``thread_codes``; ``thread_table``
 labels them the way the trace does (the tid), adding the pid or the rank only where needed to
@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
-from .ops import HOST_CATEGORIES, merge_intervals, nest, step_index, step_windows
+from .ops import HOST_CATEGORIES, merge_intervals, nest
 
 THREAD_COLUMNS = ["thread", "file_id", "rank", "pid", "tid", "label", "launches", "python_us", "host_us", "main"]
 # host_us is NaN in files where launches or Python time already pick the main thread.
@@ -38,17 +37,11 @@ def positions(events: pd.DataFrame, labels) -> np.ndarray:
     return index.get_indexer(labels)
 
 
-def host_nesting(trace, events: pd.DataFrame) -> pd.DataFrame:
-    """``parent`` (label, -1), ``depth`` and ``step`` (step number, -1 outside steps) of host events.
-
-    The one place the explain analyses get nesting and steps from: when ``Trace.events`` carries
-    ``parent``/``depth``/``step`` columns computed at load, this becomes a column lookup.
-    """
-    nested = nest(events)
-    windows = step_windows(trace)
-    row = step_index(windows, events["ts_us"], events["rank"])
-    step = np.where(row >= 0, windows["step"].to_numpy()[np.clip(row, 0, None)], -1)
-    return pd.DataFrame({"parent": nested["parent"], "depth": nested["depth"], "step": step}, index=events.index)
+def host_parents(trace, events: pd.DataFrame) -> pd.Series:
+    """Label of the innermost host event enclosing each of ``events`` (host events of ``trace``) on
+    its thread, -1 at top level. The explain analyses take host nesting from here only: when
+    ``Trace.events`` carries a ``parent`` column computed at load, this becomes a column lookup."""
+    return nest(events)["parent"]
 
 
 def thread_table(trace, python_us: pd.Series | None = None, links: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -138,19 +131,3 @@ class Coverage:
     def within(self, a, b) -> np.ndarray:
         """Covered length of each [a, b)."""
         return np.maximum(self.before(b) - self.before(a), 0.0)
-
-
-def gpu_intervals(trace) -> pd.DataFrame:
-    """Kernels, copies and memsets with ``end_us``, ``thread`` (host-thread codes do not apply: the
-    (file, device, stream) lane) and ``kind`` ("kernel" or "memcpy"; memsets count as memcpy)."""
-    gpu = trace.select(*GPU_CATEGORIES)
-    kind = np.where(gpu["cat"].astype(str).to_numpy() == "kernel", "kernel", "memcpy")
-    return gpu.assign(end_us=gpu["ts_us"] + gpu["dur_us"], kind=kind)
-
-
-def launch_calls(trace) -> pd.DataFrame:
-    """Host runtime/driver calls that put work on a GPU (they have a linked GPU event)."""
-    links = trace.launches()
-    ev = trace.events
-    calls = ev[(ev["ph"] == "X") & ev["cat"].isin(LAUNCH_CATEGORIES)]
-    return calls.loc[calls.index.intersection(pd.Index(links["cpu_index"].unique()))]
