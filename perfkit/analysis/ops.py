@@ -286,11 +286,17 @@ def step_rows(windows: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
 def _activity_span(trace) -> pd.DataFrame:
     """First start and last end of host and GPU events per rank."""
     ev = trace.events
-    mask = (ev["ph"] == "X").to_numpy() & ev["cat"].isin((*HOST_CATEGORIES, "python_function", *GPU_CATEGORIES)).to_numpy()
-    start = ev["ts_us"].to_numpy()[mask]
-    frame = pd.DataFrame({"rank": ev["rank"].to_numpy()[mask], "start_us": start,
-                          "end_us": start + ev["dur_us"].to_numpy()[mask]})
-    return frame.groupby("rank").agg(start_us=("start_us", "min"), end_us=("end_us", "max")).reset_index()
+    rows = np.flatnonzero((ev["ph"] == "X").to_numpy()
+                          & ev["cat"].isin([*HOST_CATEGORIES, "python_function", *GPU_CATEGORIES]).to_numpy())
+    if len(rows) == 0:
+        return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=float),
+                             "end_us": pd.Series(dtype=float)})
+    # Three columns of the matching rows, not the whole table: this runs on every per-step analysis.
+    start = ev["ts_us"].to_numpy()[rows]
+    span = pd.DataFrame({"rank": ev["rank"].to_numpy()[rows], "start_us": start,
+                         "end_us": start + ev["dur_us"].to_numpy()[rows]})
+    return span.groupby("rank").agg(start_us=("start_us", "min"), end_us=("end_us", "max")).reset_index()
+
 
 
 def jsonable(value):

@@ -19,7 +19,7 @@ from .schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COL
 from .values import Drops, checked_floats, checked_ints
 
 _STRING_COLUMNS = ("name", "cat", "ph", "pid", "tid")
-_KEEP_PH = ("X", "i", "I")
+_KEEP_PH = ("X", "i", "I", "C")
 _FLOW_PH = ("s", "f", "t")
 
 
@@ -251,7 +251,8 @@ def _merge(parts: list[dict], col: str, dtype) -> np.ndarray:
 
 
 def _instant(ph: pd.Categorical) -> np.ndarray:
-    codes = [i for i, c in enumerate(ph.categories) if c == "i"]
+    """Rows without a duration: instant events and counter samples."""
+    codes = [i for i, c in enumerate(ph.categories) if c in ("i", "C")]
     return np.isin(ph.codes, codes)
 
 

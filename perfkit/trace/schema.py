@@ -1,15 +1,17 @@
 """The written schema of perfkit's event table, and category normalization.
 
-Events table (``Trace.events``), one row per complete (``ph == "X"``) or instant (``"i"``) event:
+Events table (``Trace.events``), one row per complete (``ph == "X"``), instant (``"i"``) or counter
+(``"C"``) event:
 
 ============== ======== =============================================================
 column         dtype    meaning
 ============== ======== =============================================================
 name           category event name, verbatim (a string; never an integer id)
 cat            category normalized category (see ``CATEGORY_ALIASES``)
-ph             category Chrome-trace phase: "X" complete, "i" instant
+ph             category Chrome-trace phase: "X" complete, "i" instant, "C" counter sample (its
+                        values, in ``args``, are not kept: the row marks when a counter changed)
 ts_us          float64  start, microseconds since the epoch the trace uses
-dur_us         float64  duration in microseconds (0 for instant events)
+dur_us         float64  duration in microseconds (0 for instant events and counter samples)
 pid            category process id as written (GPU events: device id), as a string
 tid            category thread id as written (GPU events: stream), as a string
 file_id        int16    index of the source file in ``Trace.files``
@@ -47,7 +49,7 @@ Flows table (``Trace.flows``): ``id`` (int64), ``ph`` ("s"/"f"/"t"), ``cat``, ``
 from __future__ import annotations
 
 # Bump when the table layout or its meaning changes: caches of another version are ignored.
-SCHEMA_VERSION = 2  # 2: parent, depth and step columns
+SCHEMA_VERSION = 3  # 2: parent, depth and step columns; 3: counter ("C") events are kept
 
 EVENT_COLUMNS = (
     "name", "cat", "ph", "ts_us", "dur_us", "pid", "tid", "file_id", "rank", "device", "stream",
