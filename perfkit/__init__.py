@@ -15,6 +15,7 @@ _EXPORTS = {
     # analyses
     "summarize": "perfkit.analysis.summary", "cpu_bound": "perfkit.analysis.cpu_bound",
     "htod": "perfkit.analysis.htod", "syncs": "perfkit.analysis.syncs", "diff": "perfkit.analysis.diff",
+    "ranks": "perfkit.analysis.ranks", "sql": "perfkit.analysis.sql",
     # sync detectors
     "detect_syncs": "perfkit.detect.runtime", "scan": "perfkit.detect.static",
     # harnesses

@@ -242,12 +242,15 @@ def _wait_finding(steps: pd.DataFrame, collectives: pd.DataFrame, named: bool) -
     share = float((steps.groupby("file")["wait_us"].sum() / wall.where(wall > 0)).median())
     if not np.isfinite(share) or share < WAIT_SHARE or collectives.empty:
         return []
-    worst = collectives.loc[collectives["skew_us"].idxmax()]
+    worst_at = collectives["skew_us"].idxmax()
+    worst = collectives.loc[worst_at]
     last = collectives["last_rank"].mode().iloc[0]
     fix = ("Fix the stragglers above: the others wait for them." if named else
-           "No rank is consistently slower in its own work, so the skew was carried in from before these steps or "
-           "moves between ranks: profile more steps (schedule(active=5+)) and look for rank-specific pauses "
-           "(checkpointing, logging, garbage collection) before the collectives.")
+           "No rank is slower in its own work by the straggler rule, so the skew moves between ranks or was carried "
+           "in: look for rank-specific pauses (checkpointing, logging, garbage collection) before the collectives.")
+    if worst_at == collectives.index[collectives["step"] == worst["step"]][0]:
+        fix += (" The largest skew is at its step's first collective: it was carried in from before the step (the "
+                "previous step, or the profiler starting at a different time on each rank); profile more steps.")
     return [Finding("medium", f"ranks spend {share:.0%} of their step waiting for peers in collectives; "
                     f"largest arrival skew {worst['skew_us'] / 1e3:.2f} ms (step {worst['step']}, rank "
                     f"{worst['last_rank']} last)",

@@ -12,7 +12,7 @@ import sys
 
 from ..errors import PerfkitError
 
-COMMANDS = ("summary", "syncs", "diff", "detect", "scan", "run", "log", "validate")
+COMMANDS = ("summary", "syncs", "diff", "ranks", "sql", "detect", "scan", "run", "log", "validate")
 
 
 def build_parser() -> argparse.ArgumentParser:
