@@ -72,11 +72,15 @@ def _local(func: Callable, paths: list, workers: int, progress: bool, kwargs: di
 
 
 def _pool(func: Callable, paths: list, workers: int, bar, kwargs: dict) -> list:
-    """Calls in a pool of ``workers`` spawned processes (spawn: no fork of a threaded parent)."""
+    """Calls in a pool of ``workers`` processes forked from a fork server that has imported
+    ``func``'s module once (not forked from this possibly threaded process; workers start without
+    re-importing pandas each)."""
     import multiprocessing
 
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([func.__module__])
     out: list = [None] * len(paths)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         futures = {pool.submit(func, path, **kwargs): i for i, path in enumerate(paths)}
         try:
             for future in as_completed(futures):

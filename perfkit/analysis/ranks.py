@@ -218,7 +218,8 @@ def _quality_warnings(steps: pd.DataFrame, noise: float) -> list[str]:
 
 def _findings(r: dict) -> list[Finding]:
     steps, stragglers = r["steps"], r["stragglers"]
-    out = [_straggler_finding(row, r["noise_us"]) for row in by_rank(stragglers, steps.groupby("file").size()).to_dict("records")]
+    per_rank = by_rank(stragglers, steps.groupby("file").size())
+    out = [_straggler_finding(row, r["noise_us"]) for row in per_rank.to_dict("records")]
     out += _wait_finding(steps, r["collectives"], bool(len(stragglers)))
     return out
 
@@ -228,13 +229,20 @@ def _straggler_finding(s: dict, noise: float) -> Finding:
              "compute": "its GPU compute", "comm wait": "its collectives (beyond waiting for peers)",
              "unattributed": "no measured part (a late start or untraced work)"}[s["cause"]]
     extra = f" (+{s['cause_us'] / 1e3:.2f} ms/step)" if np.isfinite(s["cause_us"]) else ""
-    severity = "high" if s["steps"] >= max(MIN_NOISE_STEPS, s["of_steps"] / 2) else "medium" if np.isfinite(noise) else "low"
+    severity = _severity(s["steps"], s["of_steps"], noise)
     return Finding(severity, f"rank {s['rank']} is {s['excess_pct']:.0f}% slower than the median rank in "
                    f"{s['steps']} of {s['of_steps']} step(s): {cause}{extra}",
                    {"rank": s["rank"], "file": Path(s["file"]).name, "excess_us": s["excess_us"],
                     "excess_pct": s["excess_pct"], "cause": s["cause"], "noise_us": noise},
                    FIXES[s["cause"]], f"own step time (step minus peer waits) >= {STRAGGLER_PCT:.0%} over the median "
                    "rank's and > 2x step-to-step noise (perfkit rule, see stragglers.py)")
+
+
+def _severity(flagged: int, of_steps: int, noise: float) -> str:
+    """high: late in at least 3 steps and half of them; medium: fewer; low: the noise is unknown."""
+    if not np.isfinite(noise):
+        return "low"
+    return "high" if flagged >= max(MIN_NOISE_STEPS, of_steps / 2) else "medium"
 
 
 def _wait_finding(steps: pd.DataFrame, collectives: pd.DataFrame, named: bool) -> list[Finding]:
