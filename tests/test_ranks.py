@@ -17,6 +17,7 @@ from perfkit.report.perflog import PerfLog
 from perfkit.trace import load_trace
 
 from conftest import shared_trace
+from tracebuilder import TraceBuilder
 from rankjobs import (DLRM, GEMM_US, OVERLAP_US, TAIL_US, arrival, copies_of_one_rank, dlrm_dir, jitter, read,
                       renumbered, stretched, sync_job, write)
 
@@ -272,3 +273,25 @@ def test_cli_text_names_stragglers_and_reports_errors(tmp_path, capsys, monkeypa
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     assert main(["ranks", str(d), "--engine", "dask"]) == 2
     assert "scheduler address" in capsys.readouterr().err
+
+
+def test_cpu_only_ranks_have_no_waits_and_say_why(tmp_path):
+    d = tmp_path / "cpu"
+    d.mkdir()
+    for r, dl in enumerate([1000, 1000, 1600]):
+        b = TraceBuilder(rank=r)
+        for s in range(3):
+            b.step(s, s * 5000, 3000)
+            b.dataloader(s * 5000, dl)
+            b.cpu_op("aten::mm", s * 5000 + dl, 500)
+        b.write(d / f"rank{r}.json")
+    result = ranks(d, workers=1, use_cache=False)
+    assert (result.steps["wait_us"] == 0).all() and result.collectives.empty
+    assert any("no NCCL/RCCL kernels" in w for w in result.warnings)
+    assert result.stragglers.empty  # same 3 ms steps: the slower DataLoader fits inside them
+
+
+def test_a_file_listed_twice_is_refused(tmp_path):
+    d = sync_job(tmp_path / "job", [1000, 1000])
+    with pytest.raises(ParameterError, match="more than once"):
+        ranks([d / "rank0.json", d / "rank0.json", d / "rank1.json"])

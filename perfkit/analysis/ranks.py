@@ -146,6 +146,9 @@ def ranks(source, *, engine: str = "local", scheduler: str | None = None, worker
     if not 0 < straggler_pct < 10:
         raise ParameterError(f"straggler_pct is a fraction of the median step (0.10 = 10%), got {straggler_pct!r}")
     paths = [str(p) for p in resolve_paths(source)]
+    repeated = sorted({p for p in paths if paths.count(p) > 1})
+    if repeated:
+        raise ParameterError(f"{repeated[0]} is listed more than once: give each rank's file once")
     tables = map_paths(reduce_file, paths, engine=engine, scheduler=scheduler, workers=workers,
                        progress=progress, use_cache=use_cache)
     return combine(tables, straggler_pct=straggler_pct)
@@ -162,7 +165,7 @@ def combine(tables: list[RankTables], *, straggler_pct: float = STRAGGLER_PCT) -
     stragglers, noise = find_stragglers(steps, straggler_pct=straggler_pct)
     result = dict(steps=steps[STEP_COLUMNS], arrivals=arrived, collectives=collectives, stragglers=stragglers,
                   noise_us=noise, straggler_pct=float(straggler_pct), devices={t.path: t.device for t in tables})
-    warnings += match_warnings + clock_warning(collectives) + _quality_warnings(steps, noise)
+    warnings += match_warnings + clock_warning(collectives) + _quality_warnings(steps, noise, straggler_pct)
     return RanksResult(findings=rank_findings(_findings(result)), warnings=tuple(warnings), **result)
 
 
@@ -201,14 +204,14 @@ def _add_ratios(frame: pd.DataFrame) -> None:
     frame["overlap_pct"] = 100.0 * frame["overlap_us"] / frame["comm_us"].where(frame["comm_us"] > 0)
 
 
-def _quality_warnings(steps: pd.DataFrame, noise: float) -> list[str]:
+def _quality_warnings(steps: pd.DataFrame, noise: float, straggler_pct: float) -> list[str]:
     out = []
     if steps["file"].nunique() < 2:
         out.append("one rank file: nothing to compare across ranks; point at the directory of every rank's trace")
     elif not np.isfinite(noise):
         fewest = int(steps.groupby("file").size().min())
         out.append(f"{fewest} step(s) per rank: the step-to-step noise is unknown, so stragglers are named on the "
-                   f"{'{:.0%}'.format(STRAGGLER_PCT)} rule alone; profile at least {MIN_NOISE_STEPS} steps "
+                   f"{straggler_pct:.0%} rule alone; profile at least {MIN_NOISE_STEPS} steps "
                    "(torch.profiler.schedule(active=5)) to tell a persistent straggler from a noisy step")
     if steps["comm_us"].sum() == 0 and steps["file"].nunique() > 1:
         out.append("no NCCL/RCCL kernels: arrival skew and peer waits are unknown, so own step time = step time; "
@@ -219,12 +222,12 @@ def _quality_warnings(steps: pd.DataFrame, noise: float) -> list[str]:
 def _findings(r: dict) -> list[Finding]:
     steps, stragglers = r["steps"], r["stragglers"]
     per_rank = by_rank(stragglers, steps.groupby("file").size())
-    out = [_straggler_finding(row, r["noise_us"]) for row in per_rank.to_dict("records")]
+    out = [_straggler_finding(row, r["noise_us"], r["straggler_pct"]) for row in per_rank.to_dict("records")]
     out += _wait_finding(steps, r["collectives"], bool(len(stragglers)))
     return out
 
 
-def _straggler_finding(s: dict, noise: float) -> Finding:
+def _straggler_finding(s: dict, noise: float, pct: float) -> Finding:
     cause = {"input": "its DataLoader", "host": "its host ops", "sync": "its host-device syncs",
              "compute": "its GPU compute", "comm wait": "its collectives (beyond waiting for peers)",
              "unattributed": "no measured part (a late start or untraced work)"}[s["cause"]]
@@ -234,7 +237,7 @@ def _straggler_finding(s: dict, noise: float) -> Finding:
                    f"{s['steps']} of {s['of_steps']} step(s): {cause}{extra}",
                    {"rank": s["rank"], "file": Path(s["file"]).name, "excess_us": s["excess_us"],
                     "excess_pct": s["excess_pct"], "cause": s["cause"], "noise_us": noise},
-                   FIXES[s["cause"]], f"own step time (step minus peer waits) >= {STRAGGLER_PCT:.0%} over the median "
+                   FIXES[s["cause"]], f"own step time (step minus peer waits) >= {pct:.0%} over the median "
                    "rank's and > 2x step-to-step noise (perfkit rule, see stragglers.py)")
 
 
