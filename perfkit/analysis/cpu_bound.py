@@ -138,6 +138,16 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     return CPUBoundResult(findings=rank_findings(findings), warnings=_warnings(trace, windows, has_gpu), **result)
 
 
+def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:
+    """The per-step table of ``cpu_bound`` (``STEP_COLUMNS`` less ``verdict``, same numbers) without
+    the op tables, call nesting and verdicts: for analyses that need only the per-step split
+    (``perfkit.ranks`` reduces each rank to it)."""
+    windows = step_windows(trace)
+    host = host_events(trace, HOST_CATEGORIES)
+    steps = _step_table(trace, host, windows, _launch_table(trace, host, windows), tiny_kernel_us)
+    return steps[STEP_COLUMNS[:-1]]
+
+
 # --- per-step table ------------------------------------------------------------------------------
 
 def _step_table(trace, host, windows, launches, tiny_us) -> pd.DataFrame:
