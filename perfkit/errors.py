@@ -20,7 +20,8 @@ class TraceError(PerfkitError):
         msg = f"{self.path}: {problem}"
         super().__init__(f"{msg}. {fix}" if fix else msg)
 
-    def __reduce__(self):  # rebuilt from its parts when it comes back from a worker process
+    def __reduce__(self):
+        # Rebuilt from its fields, so it survives pickling out of a worker process (process pool, Dask).
         return type(self), (self.path, self.problem, self.fix)
 
 
@@ -48,7 +49,11 @@ class MissingDependencyError(PerfkitError):
 
     def __init__(self, package: str, feature: str):
         self.package = package
+        self.feature = feature
         super().__init__(f"{feature} needs the '{package}' package: pip install {package}")
+
+    def __reduce__(self):
+        return type(self), (self.package, self.feature)
 
 
 class NotebookError(PerfkitError):

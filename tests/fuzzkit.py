@@ -38,9 +38,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Bytes that must never reach a terminal from perfkit's stdout: C0 controls but newline (and tab,
-# which is harmless), DEL, and C1 controls (0x80-0x9f as UTF-8 code points: CSI is U+009B).
-_FORBIDDEN = {chr(c) for c in range(0x20) if chr(c) not in "\n\t"} | {"\x7f"} | {chr(c) for c in range(0x80, 0xA0)}
 
 
 @dataclass(frozen=True)
@@ -103,8 +100,10 @@ class Outcome:
 
 
 def assert_printable(text: str) -> None:
-    bad = sorted({c for c in text if c in _FORBIDDEN})
-    assert not bad, f"control characters {bad} reached stdout: {text[:500]!r}"
+    """Nothing a terminal interprets: no C0/C1 control (ESC, CSI U+009B, BEL, CR...) but newline
+    and tab, no DEL, no bidi override or other format character, no lone surrogate."""
+    bad = sorted({c for c in text if not c.isprintable() and c not in "\n\t"})
+    assert not bad, f"unprintable characters {bad} reached stdout: {text[:500]!r}"
 
 
 def strict_json(text: str):

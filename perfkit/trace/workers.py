@@ -25,12 +25,14 @@ def default_workers() -> int:
 
 
 def resolve_workers(workers: int | None) -> int:
-    """``workers`` checked, or :func:`default_workers` for None. Raises ParameterError below 1."""
-    if workers is None:
-        return default_workers()
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    """``workers`` checked, or :func:`default_workers` for None; 1 inside a daemonic process (a
+    Dask worker, a multiprocessing.Pool worker), which may not start processes of its own.
+    Raises ParameterError below 1."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ParameterError(f"workers={workers!r}: expected a whole number of processes >= 1 (or None for one per core)")
-    return workers
+    if multiprocessing.current_process().daemon:
+        return 1
+    return default_workers() if workers is None else workers
 
 
 def process_pool(workers: int) -> ProcessPoolExecutor:
