@@ -1,6 +1,7 @@
 """`perfkit export --parquet`: a Hive-partitioned dataset that reads back as the loaded trace."""
 import json
 
+import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -31,7 +32,13 @@ def test_dataset_reads_back_as_the_trace(tmp_path, dlrm):
     assert dataset.ranks == (0, 1, 2) and dataset.rows["events"] == len(trace.events)
     events = read_table(out, "events")
     expected = trace.events.sort_values(["rank", "file_id"], kind="stable").reset_index(drop=True)
+    assert (events["row"].to_numpy() == np.concatenate([np.arange(n) for n in trace.events.groupby("file_id").size()])).all()
+    nested = events[events["parent"] >= 0]
+    parents = events.set_index(["file_id", "row"]).loc[list(zip(nested["file_id"], nested["parent"]))]
+    assert (parents["ts_us"].to_numpy() <= nested["ts_us"].to_numpy()).all()  # a parent starts first
     for column in trace.events.columns:
+        if column == "parent":  # labels of the whole table there, rows of the file here
+            continue
         got, want = events[column], expected[column]
         if isinstance(want.dtype, pd.CategoricalDtype):
             got, want = got.astype(str), want.astype(str)

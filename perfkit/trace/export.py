@@ -3,7 +3,8 @@
 Layout: one directory per table, partitioned by rank the Hive way (``rank=<r>`` directories, the
 ``rank`` column living in the path only, as Spark requires), one file per source trace file::
 
-    DIR/events/rank=<r>/file-<file_id>.parquet   Trace.events without rank (schema: perfkit.trace.schema)
+    DIR/events/rank=<r>/file-<file_id>.parquet   Trace.events without rank (schema: perfkit.trace.schema),
+                                                 with ``row`` (position in the file) that ``parent`` refers to
     DIR/flows/rank=<r>/file-<file_id>.parquet    Trace.flows
     DIR/steps/rank=<r>/steps.parquet             Trace.steps without rank
     DIR/files/rank=<r>/file-<file_id>.parquet    one row per source file (path, metadata; JSON as text)
@@ -22,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import __version__
@@ -82,12 +84,26 @@ def write_ranks(trace: Trace, directory) -> dict:
     for table, frame in (("events", trace.events), ("flows", trace.flows), ("files", _files_frame(trace))):
         file_rank = frame["file_id"].map(ranks) if table != "events" else frame["rank"]
         for (rank, file_id), part in frame.groupby([file_rank.to_numpy(), frame["file_id"].to_numpy()], sort=True):
+            part = _file_rows(part) if table == "events" else part
             _write(part.drop(columns=["rank"], errors="ignore"), directory / table / f"rank={rank}" / f"file-{file_id}.parquet")
             rows[table] += len(part)
     for rank, part in trace.steps.groupby("rank", sort=True):
         _write(part.drop(columns=["rank"]), directory / "steps" / f"rank={rank}" / "steps.parquet")
         rows["steps"] += len(part)
     return rows
+
+
+def _file_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """One file's events with ``row`` (position in the file) first and ``parent`` pointing at a
+    ``row`` of the same file: in Trace.events both are labels of the whole table (files follow each
+    other), which mean nothing once the files are apart."""
+    first = int(events.index[0]) if len(events) else 0
+    out = events.reset_index(drop=True)
+    out.insert(0, "row", np.arange(len(out), dtype=np.int64))
+    if "parent" in out:
+        parent = out["parent"].to_numpy()
+        out["parent"] = np.where(parent >= 0, parent - first, -1).astype(parent.dtype)
+    return out
 
 
 def _write(frame: pd.DataFrame, path: Path) -> None:
