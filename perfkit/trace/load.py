@@ -19,7 +19,7 @@ from .schema import LAUNCH_CATEGORIES
 from .parse import CHUNK_BYTES, ParsedTrace, parse_trace
 from .steps import STEP_COLUMNS, file_steps
 from .values import short_repr as _short
-from .workers import process_pool, resolve_workers
+from .workers import process_pool, release_freed_memory, resolve_workers
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 _FLAG_KEYS = ("with_stack", "record_shapes", "profile_memory", "with_flops", "with_modules")
@@ -230,6 +230,7 @@ def _build(path: Path, parsed: ParsedTrace):
     rank = _rank(meta_doc)
     builder.rank = rank if rank is not None else 0
     events, flows = builder.frames()
+    release_freed_memory()  # the chunks' columns, now merged: ~140 MB on 2M events
     _validate(path, events, builder)
     _fill_copy_bytes(events)
     steps, step_warning = file_steps(events)

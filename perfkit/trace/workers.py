@@ -1,4 +1,4 @@
-"""Worker processes for loading traces: how many, and how they are started.
+"""Worker processes for loading traces: how many, how they are started, and the memory they leave.
 
 JSON decoding holds the GIL, so parallel parsing needs processes. Workers are forked when the
 loading process has a single thread (fast: they share the already imported modules); otherwise
@@ -8,12 +8,23 @@ thread holds.
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
 
 from ..errors import ParameterError
+
+
+def release_freed_memory() -> None:
+    """Give freed heap memory back to the operating system (glibc keeps it otherwise: the column
+    arrays of many chunks, unpickled from worker processes, leave the heap fragmented, and RSS
+    would stay at its peak for the rest of the load). A no-op where glibc is not the allocator."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def default_workers() -> int:
