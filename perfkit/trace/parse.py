@@ -27,11 +27,11 @@ import orjson
 from ..errors import TraceError, TruncatedTraceError
 from ..limits import MAX_EVENT_BYTES, MAX_METADATA_BYTES, MAX_TABLE_BYTES
 from .columns import ColumnBuilder
-from .decode import ChunkFailure, decode_chunk, decode_range
+from .decode import ChunkFailure, decode_chunk, decode_range, decode_shared, share_memory
 from .metadata import CUT_OFF, REPORT_FIX, around_events, check_depth, keys_before, without_events_array
 from .scan import scan
 from .stream import ByteStream
-from .workers import process_pool
+from .workers import process_pool, will_fork
 
 CHUNK_BYTES = 8 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -93,13 +93,16 @@ class _Parser:
         self.rows = 0
         self.pending: deque = deque()
         self.pool = None
+        self.shared, self.free_slots = None, []
 
     def run(self) -> ParsedTrace:
         if self.path.stat().st_size == 0:
             raise TraceError(self.path, "file is empty (0 bytes of JSON)", REPORT_FIX)
         try:
             with ByteStream(self.path) as stream:
-                self.pool = process_pool(self.workers) if self._parallel(stream) else None
+                if self._parallel(stream):
+                    self._share_slots()
+                    self.pool = process_pool(self.workers)
                 blocks = iter(stream)
                 found = self._read_header(blocks)
                 if found and self.pool is not None and not stream.gzip and not self.exact:
@@ -115,6 +118,8 @@ class _Parser:
         finally:
             if self.pool is not None:
                 self.pool.shutdown(wait=True, cancel_futures=True)
+            if self.shared is not None:
+                self.shared.close()
         return ParsedTrace(meta, self.columns, self.warnings)
 
     def _parallel(self, stream: ByteStream) -> bool:
@@ -234,17 +239,35 @@ class _Parser:
     def _submit(self, first: int, last: int) -> None:
         if _NON_SPACE.search(self.buffer, first, last) is None:
             return
+        size = last - first + 2
+        if self.free_slots and size <= self.slot_bytes:
+            slot = self.free_slots.pop()
+            with memoryview(self.shared) as shared, memoryview(self.buffer) as view:
+                shared[slot] = ord("[")
+                shared[slot + 1:slot + size - 1] = view[first:last]
+                shared[slot + size - 1] = ord("]")
+            self._dispatch(decode_shared, (slot, size), self.base + first, slot)
+            return
         with memoryview(self.buffer) as view:
             data = b"".join((b"[", view[first:last], b"]"))
         self._dispatch(decode_chunk, (data,), self.base + first)
 
-    def _dispatch(self, decode, args: tuple, start: int) -> None:
+    def _dispatch(self, decode, args: tuple, start: int, slot: int = -1) -> None:
         if self.pool is None:
             self._absorb(decode(*args), start)
             return
-        self.pending.append((self.pool.submit(decode, *args), start))
+        self.pending.append((self.pool.submit(decode, *args), start, slot))
         while len(self.pending) > _IN_FLIGHT * self.workers:
             self._take()
+
+    def _share_slots(self) -> None:
+        """Memory the forked workers will share, one slot per chunk in flight (see share_memory)."""
+        if not will_fork():
+            return
+        self.slot_bytes = CHUNK_BYTES + (5 << 20)  # a chunk: its target size, the event that ends it, a block
+        count = _IN_FLIGHT * self.workers + 1
+        self.shared = share_memory(self.slot_bytes * count)
+        self.free_slots = [i * self.slot_bytes for i in range(count)]
 
     # -- a plain file with worker processes: they read their byte ranges themselves ------------
 
@@ -279,8 +302,11 @@ class _Parser:
         return None
 
     def _take(self) -> None:
-        future, start = self.pending.popleft()
-        self._absorb(future.result(), start)
+        future, start, slot = self.pending.popleft()
+        result = future.result()
+        if slot >= 0:
+            self.free_slots.append(slot)
+        self._absorb(result, start)
 
     def _absorb(self, result, start: int) -> None:
         if isinstance(result, ChunkFailure):

@@ -29,6 +29,16 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _END = object()
 
 
+def read_text(path: Path) -> bytes:
+    """The whole decompressed text of a trace file, for tools that rewrite it (``perfkit annotate``).
+    Raises TraceError for a truncated or corrupt gzip stream and past MAX_DECOMPRESSED_BYTES."""
+    with ByteStream(path) as stream:
+        text = b"".join(stream)
+    if stream.problem is not None:
+        raise TraceError(path, f"gzip data is {stream.problem}", "Copy the file again")
+    return text
+
+
 def is_gzip(path: Path) -> bool:
     with open(path, "rb") as fh:
         return fh.read(2) == _GZIP_MAGIC

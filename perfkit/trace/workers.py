@@ -46,10 +46,16 @@ def resolve_workers(workers: int | None) -> int:
     return default_workers() if workers is None else workers
 
 
+def will_fork() -> bool:
+    """Whether :func:`process_pool` forks its workers from this process now (so they share memory
+    mapped before the call)."""
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+
 def process_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of ``workers`` processes able to run :mod:`perfkit.trace` functions."""
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
+    if will_fork():
         context = multiprocessing.get_context("fork")
     elif "forkserver" in methods:
         context = multiprocessing.get_context("forkserver")
