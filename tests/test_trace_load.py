@@ -196,46 +196,55 @@ def replicated_ranks(tmp_path, n: int) -> list[Path]:
     return paths
 
 
-def test_ranks_are_parsed_in_worker_processes_at_most_workers_at_once(tmp_path, monkeypatch, capsys):
-    """Each rank is parsed (and cached) in a worker; never more than ``workers`` parses at once."""
-    import os
-    import time
+_CONCURRENCY_PROBE = """
+import json, os, sys, time
+from perfkit.trace import load, load_trace
+parse = load._parse_file
+def logged(path, **kw):  # forked workers inherit this patch
+    with open(sys.argv[2], "a") as fh:
+        fh.write(f"start {os.getpid()} {time.monotonic()}\\n")
+    try:
+        return parse(path, **kw)
+    finally:
+        with open(sys.argv[2], "a") as fh:
+            fh.write(f"end {os.getpid()} {time.monotonic()}\\n")
+load._parse_file = logged
+trace = load_trace(sys.argv[1], workers=2, progress=True)
+print(json.dumps({"ranks": trace.ranks, "parent": os.getpid(), "events": len(trace.events)}))
+"""
 
-    from perfkit.trace import cache, load
+
+def test_ranks_are_parsed_in_worker_processes_at_most_workers_at_once(tmp_path):
+    """Each rank is parsed (and cached) in a worker; never more than ``workers`` parses at once.
+    Run in a fresh interpreter: its workers are forked (pytest's threads would make them come
+    from a fork server, which does not carry the probe)."""
+    import os
+    import subprocess
+    import sys
+
+    from perfkit.trace import cache
 
     paths = replicated_ranks(tmp_path / "run", 8)
     log = tmp_path / "parses.log"
-    parse = load._parse_file
-
-    def logged(path, **kw):  # forked workers inherit this patch
-        with open(log, "a") as fh:
-            fh.write(f"start {os.getpid()} {time.monotonic()}\n")
-        try:
-            return parse(path, **kw)
-        finally:
-            with open(log, "a") as fh:
-                fh.write(f"end {os.getpid()} {time.monotonic()}\n")
-
-    monkeypatch.setattr(load, "_parse_file", logged)
-    trace = load_trace(tmp_path / "run", workers=2, progress=True)
-    assert trace.ranks == list(range(8))
+    done = subprocess.run([sys.executable, "-c", _CONCURRENCY_PROBE, str(tmp_path / "run"), str(log)],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ranks"] == list(range(8))
     lines = [line.split() for line in log.read_text().splitlines()]
-    pids = {pid for _, pid, _ in lines}
-    assert str(os.getpid()) not in pids and len(pids) == 2
+    pids = {int(pid) for _, pid, _ in lines}
+    assert result["parent"] not in pids and len(pids) == 2
     running = peak = 0
     for kind, _, _ in sorted(lines, key=lambda line: float(line[2])):
         running += 1 if kind == "start" else -1
         peak = max(peak, running)
     assert peak <= 2
     assert len([p for p in cache.cache_dir().iterdir() if p.name.endswith(".events.arrow")]) == 8
-    err = capsys.readouterr().err
-    assert "loading traces" in err and "parsing" not in err
+    assert "loading traces" in done.stderr and "parsing" not in done.stderr
+    cached = load_trace(tmp_path / "run", workers=2)  # every rank from the cache, read in this process
     single = load_trace(paths, workers=1, use_cache=False)
-    pd.testing.assert_frame_equal(trace.events, single.events)
-    pd.testing.assert_frame_equal(trace.steps, single.steps)
-    log.write_text("")
-    again = load_trace(tmp_path / "run", workers=2)  # every rank from the cache, read in this process
-    assert log.read_text() == "" and len(again.events) == len(trace.events)
+    pd.testing.assert_frame_equal(cached.events, single.events)
+    pd.testing.assert_frame_equal(cached.steps, single.steps)
 
 
 def test_a_bad_rank_among_many_is_named_when_parsed_in_a_worker(tmp_path):
