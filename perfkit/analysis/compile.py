@@ -126,7 +126,10 @@ def compile_facts(trace) -> dict | None:
 
 def regions_note(n_regions: int) -> str:
     """What the count of compiled regions says about graph breaks, for the text outputs."""
-    if n_regions <= 1:
+    if n_regions == 0:
+        return ("no Torch-Compiled Region ran: the Triton kernels come from a library or a runtime that calls "
+                "compiled graphs itself (vLLM's piecewise CUDA graphs, AOTInductor)")
+    if n_regions == 1:
         return "one compiled region: no sign of graph breaks or recompiles"
     return (f"{n_regions} compiled regions: more than one per compiled function means graph breaks (each break "
             "starts a new region) or recompiles; a trace does not record which: run with "
