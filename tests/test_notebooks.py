@@ -134,7 +134,7 @@ def test_notebook_appends_to_perf_log(runs, name, mode):
 def test_trace_mode_reads_the_shipped_traces(runs):
     _, nb = runs["runs"][("cpu_bound", "trace")]
     text = "".join(o.get("data", {}).get("text/html", "") for o in _outputs(nb))
-    assert "Verdict: CPU-launch-bound" in text  # a CPU trace of per-step .item() logging
+    assert "Verdict: CPU-only trace" in text  # a CPU trace of per-step .item() logging: no launches
     _, nb = runs["runs"][("memory_leak", "trace")]
     text = "".join(o.get("data", {}).get("text/html", "") for o in _outputs(nb))
     assert "leaky_accumulating_callback.json.gz" in text and "leaky_clean.json.gz" in text
@@ -240,7 +240,7 @@ def test_cpu_bound_rows_without_gpu_are_host_only():
     assert [r["metric"] for r in rows] == ["median_step_ms", "host_busy_ms_per_step"]
     assert rows[0]["value"] == pytest.approx(result.steps["wall_us"].median() / 1e3)
     assert all(r["higher_is_better"] is False and r["change"] == "c" for r in rows)
-    assert "CPU-launch-bound" in headline.cpu_bound_text(result)
+    assert "CPU-only trace" in headline.cpu_bound_text(result)
 
 
 class _FakeAB:
