@@ -147,3 +147,17 @@ SHARED_DEVICES = {
 def test_shared_trace_devices(name):
     devices = summarize(load_trace(shared_trace(name)))["devices"]
     assert [(d["id"], d["name"]) for d in devices] == SHARED_DEVICES[name]
+
+
+@pytest.mark.parametrize("name, regions", [("ppo_compiled", 2), ("ppo_flag_flip", 3), ("ppo_tensor_branch", 4)])
+def test_project_compiled_traces_count_their_regions(name, regions, capsys):
+    """Recorded after warm-up (no compiling): ppo_compiled recompiles once (0/5, 0/6), the flag flip
+    adds a graph (0/2-0/4), the tensor branch's graph break adds a frame (0/0, 0/1, 1/0, 1/1)."""
+    from conftest import ROOT
+    path = ROOT / "data" / "traces" / "cpu" / f"{name}.json.gz"
+    facts = summarize(load_trace(path))["compile"]
+    assert facts == {"kernels": 0, "triton_kernels": 0, "triton_time_share": None, "compile_s": 0.0,
+                     "compiled_regions": regions}
+    assert main(["summary", str(path)]) == 0
+    assert f"{regions} compiled regions: more than one per compiled function means graph breaks" in \
+        capsys.readouterr().out
