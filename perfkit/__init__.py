@@ -15,6 +15,11 @@ _EXPORTS = {
     # analyses
     "summarize": "perfkit.analysis.summary", "cpu_bound": "perfkit.analysis.cpu_bound",
     "htod": "perfkit.analysis.htod", "syncs": "perfkit.analysis.syncs", "diff": "perfkit.analysis.diff",
+    "ranks": "perfkit.analysis.ranks", "sql": "perfkit.analysis.sql",
+    "hotspots": "perfkit.analysis.hotspots", "critical_path": "perfkit.analysis.critical_path",
+    "gpu_gaps": "perfkit.analysis.gaps", "step_anatomy": "perfkit.analysis.anatomy",
+    # writers
+    "annotate": "perfkit.export.annotate",
     # sync detectors
     "detect_syncs": "perfkit.detect.runtime", "scan": "perfkit.detect.static",
     # harnesses

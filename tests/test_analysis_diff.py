@@ -233,8 +233,8 @@ def test_pinning_reports_the_copy_improvement_and_no_regression(pinned_pair):
     # aten::_to_copy and aten::copy_ are inside aten::to: one finding for the call the user made
     assert not any("aten::_to_copy" in t or "aten::copy_" in t for t in titles)
     assert not [f for f in r.findings if f.severity in ("critical", "high", "medium", "low")], titles
-    # the event sync rose 169 us, but only because the wait moved out of the copy call
-    assert m.at["sync blocked per step (us)", "delta"] == 169
+    # syncs counts the pageable copy's block as a sync point (in aten::to), so its total falls too
+    assert m.at["sync blocked per step (us)", "delta"] < 0
     waits = r.waits.set_index("name")
     assert (waits.at["HtoD copy call", "per_step_us_a"], waits.at["HtoD copy call", "per_step_us_b"]) == (440, 8)
     assert (waits.at["event_sync", "per_step_us_a"], waits.at["event_sync", "per_step_us_b"]) == (5, 174)

@@ -25,7 +25,8 @@ import pandas as pd
 from .classify import SYNC_RUNTIME, copies_frame
 from .cpu_bound import cpu_bound, overall_numbers
 from .htod import htod
-from .ops import STEP_PREFIX, host_events, nest, op_table, starts_with, step_index, step_windows
+from ..trace.steps import window_index
+from .ops import STEP_PREFIX, host_events, nest, op_table, starts_with, step_rows, step_windows
 from .syncs import blocking_calls, syncs
 
 # A first or last step shorter than this share of the median of its rank's other steps is a stub
@@ -54,7 +55,7 @@ def side(trace) -> dict:
     stub = stub_steps(windows)
     stub_rows = np.flatnonzero(stub)
     host = host_events(trace)
-    full = ~np.isin(step_index(windows, host["ts_us"], host["rank"]), stub_rows)
+    full = ~np.isin(step_rows(windows, host), stub_rows)
     nested = nest(host)
     top = full & (nested["top"].to_numpy() == host.index.to_numpy())   # outermost ops only
     cpu, copies, points = cpu_bound(trace), htod(trace), syncs(trace)
@@ -82,14 +83,14 @@ def _ops(host: pd.DataFrame, nested: pd.DataFrame) -> pd.DataFrame:
 
 def _launch_ts(trace, gpu: pd.DataFrame) -> pd.Series:
     """Start of the launch call of each GPU event (its own start where the launch is not in the trace)."""
-    links = trace.launches().drop_duplicates("gpu_index").set_index("gpu_index")["launch_ts_us"]
+    links = trace.launches(("kernel",)).drop_duplicates("gpu_index").set_index("gpu_index")["launch_ts_us"]
     return links.reindex(gpu.index).fillna(gpu["ts_us"])
 
 
 def _kernels(trace, windows: pd.DataFrame, stub_rows: np.ndarray) -> pd.DataFrame:
     """Kernel name -> count, time_us, leaving out kernels launched in a stub step."""
     k = trace.kernels()
-    k = k[~np.isin(step_index(windows, _launch_ts(trace, k), k["rank"]), stub_rows)]
+    k = k[~np.isin(window_index(windows, _launch_ts(trace, k), k["rank"]), stub_rows)]
     return k.assign(name=k["name"].astype(str)).groupby("name").agg(count=("dur_us", "size"), time_us=("dur_us", "sum"))
 
 
@@ -104,7 +105,7 @@ def _annotations(host: pd.DataFrame) -> pd.DataFrame:
 def _waits(trace, host: pd.DataFrame) -> pd.DataFrame:
     """Host-wait kind -> count, time_us (see the module doc)."""
     copies = copies_frame(trace.events)
-    links = trace.launches()
+    links = trace.launches(("gpu_memcpy",))
     links = links[links["gpu_index"].isin(copies.index)].drop_duplicates("cpu_index")
     direction = pd.Series(copies["direction"].reindex(links["gpu_index"]).to_numpy(), index=links["cpu_index"])
     blocking = blocking_calls(trace, host)
@@ -122,7 +123,7 @@ def _copies(trace, copies: pd.DataFrame, windows: pd.DataFrame, stub_rows: np.nd
     ts = copies["ts_us"].to_numpy(dtype=float).copy()
     known = launch >= 0
     ts[known] = trace.events["ts_us"].reindex(launch[known]).to_numpy()
-    rows = step_index(windows, pd.Series(ts), copies["rank"])
+    rows = window_index(windows, pd.Series(ts), copies["rank"])
     return copies[~np.isin(rows, stub_rows)].reset_index(drop=True)
 
 
