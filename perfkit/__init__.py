@@ -25,8 +25,8 @@ _EXPORTS = {
     "load_profiler_memory_timeline": "perfkit.bench.snapshot",
     # workloads and reports
     "make_workload": "perfkit.workloads.registry", "record_trace": "perfkit.workloads.record",
-    "PerfLog": "perfkit.report.perflog", "run_notebook": "perfkit.report.runner", "run_all": "perfkit.report.runner",
-    "validate": "perfkit.report.validation",
+    "PerfLog": "perfkit.report.perflog", "run_notebook": "perfkit.report.publish.runner",
+    "run_all": "perfkit.report.publish.runner", "validate": "perfkit.validation.suite",
     # errors
     "PerfkitError": "perfkit.errors", "TraceError": "perfkit.errors", "ParameterError": "perfkit.errors",
 }

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from ..errors import PerfkitError
 
-COMMANDS = ("summary", "syncs", "diff", "detect", "scan", "run", "log", "validate")
+COMMANDS = ("summary", "syncs", "diff", "detect", "scan", "run", "log", "validate", "init")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +35,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"perfkit {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `perfkit summary X | head -3`: the reader left; stop quietly, as cat and grep do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -24,10 +24,28 @@ def ab_distribution(result, *, title: str | None = None):
         sns.stripplot(data=frame, x="side", y="ms", order=order, ax=left, size=3, jitter=0.2)
     left.set_ylabel("time per call (ms)")
     left.set_xlabel("")
+    _fit_axis(left, frame["ms"])
     left.set_title(label(title or f"{result.labels[1]} vs {result.labels[0]}: {result.verdict}", 100))
     _ratio_panel(right, result)
     fig.tight_layout()
     return fig
+
+
+# Samples beyond this multiple of the upper quartile (first calls, GC pauses) are left off the
+# axis, so a 70 ms outlier does not squash 0.09 ms medians into one line; the title counts them.
+OUTLIER_FACTOR = 3.0
+
+
+def _fit_axis(ax, ms: pd.Series) -> None:
+    if ms.empty:
+        return
+    q1, q3 = ms.quantile(0.25), ms.quantile(0.75)
+    top = q3 + OUTLIER_FACTOR * max(q3 - q1, 0.05 * q3)
+    hidden = int((ms > top).sum())
+    if hidden:
+        ax.set_ylim(max(0.0, ms.min() - 0.1 * (top - ms.min())), top)
+        ax.set_title(ax.get_title() + f"\n({hidden} slow outlier sample(s) above {top:.3g} ms not shown)",
+                     fontsize=8)
 
 
 def _ratio_panel(ax, result) -> None:
