@@ -31,6 +31,7 @@ change = ""  # what changed since the last run (goes into the perf log)
 run_label = ""  # set by perfkit run
 
 # %%
+# %matplotlib inline
 from IPython.display import HTML, display
 
 import perfkit

@@ -30,6 +30,7 @@ change = ""  # what changed since the last run (goes into the perf log)
 run_label = ""  # set by perfkit run
 
 # %%
+# %matplotlib inline
 from IPython.display import HTML, display
 
 import perfkit
@@ -45,7 +46,7 @@ if mode == "live":
         with perfkit.SystemMonitor(interval_s=monitor_interval_s) as monitor:
             result = hunt = perfkit.hunt_leak(trainer.step, steps=leak_steps, warmup=leak_warmup,
                                               sample_every=sample_every, device=device)
-    subject = inputs.live_subject(workload, variant, overrides, steps=leak_steps, warmup=leak_warmup)
+    subject = inputs.live_subject(workload)
     metrics, recorded, verdict = rows.leak_rows(hunt, subject), hunt.device, None
 else:
     before, after = inputs.load_source(mode, trace_path), inputs.load_source(mode, trace_path_b)

@@ -62,8 +62,8 @@ def findings_frame(findings: Iterable[Finding]) -> pd.DataFrame:
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
-        return f"{v:,.4g}"
-    if isinstance(v, int):
+        return format_number(v) if math.isfinite(v) else str(v)
+    if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
     return str(v)
 

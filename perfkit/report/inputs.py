@@ -13,7 +13,6 @@ setup live here, where tests reach them.
 """
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ def find_trace(path: str | os.PathLike) -> Path:
 @dataclass(frozen=True)
 class Source:
     """The trace an investigation reads and what it is: ``subject`` ("trace NAME" or "live
-    WORKLOAD/VARIANT on DEVICE ..."; the perf log compares runs of one subject only), ``device``
+    WORKLOAD"; the perf log compares runs of one subject only), ``device``
     (the device the trace was recorded on, from the trace itself) and ``mode``."""
 
     trace: object
@@ -87,14 +86,14 @@ def load_source(mode: str, trace_path: str | os.PathLike = "", *, workload: str 
         trace = load_trace(path)
         return Source(trace, f"trace {relative_name(path)}", recorded_on(trace), mode)
     trace = _record_live(workload, variant, device, steps, warmup, overrides)
-    return Source(trace, live_subject(workload, variant, overrides, steps=steps), recorded_on(trace), mode)
+    return Source(trace, live_subject(workload), recorded_on(trace), mode)
 
 
-def live_subject(workload: str, variant: str | None, overrides: dict | None = None, **sizes) -> str:
-    """"live WORKLOAD/VARIANT {overrides} steps=N": a live run's subject in the perf log."""
-    extra = f" {json.dumps(overrides, sort_keys=True, default=str)}" if overrides else ""
-    knobs = "".join(f" {k}={v}" for k, v in sorted(sizes.items()))
-    return f"live {workload}/{variant or 'default'}{extra}{knobs}"
+def live_subject(workload: str) -> str:
+    """"live WORKLOAD": a live run's subject in the perf log. The variant and overrides are
+    not part of it: switching ``item_logging`` to ``batched_metrics`` is the change a user wants
+    the log to judge against the previous run (say what changed in ``change``)."""
+    return f"live {workload}"
 
 
 def _record_live(workload, variant, device, steps, warmup, overrides):

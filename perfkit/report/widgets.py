@@ -20,7 +20,7 @@ from ..errors import MissingDependencyError, ParameterError
 from ..results import html_section, html_table, html_text
 from .workbook import SHIPPED_TRACES
 
-DATA_TRACES = SHIPPED_TRACES.parent
+DATA_TRACES = SHIPPED_TRACES.parent.resolve()
 TRACE_GLOBS = ("*.json.gz", "*.json", "*.pt.trace.json.gz")
 
 

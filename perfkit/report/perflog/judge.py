@@ -6,11 +6,12 @@ row of the same run: an A/B's other arm is not a baseline.
 
 The rule (``judge``), for a value ``v`` against its baseline ``b``:
 
-* **Noise.** sigma of ``v - b`` is ``sqrt(s_v^2 + s_b^2 + 2 s_run^2)``: ``s_v``/``s_b`` from each
-  row's own 95% CI (half width / 1.96; the harness's bootstrap CI, or the spread of the profiled
-  steps), ``s_run`` the run-to-run spread: the standard deviation of the metric's last
-  ``HISTORY`` runs once there are at least ``MIN_HISTORY``, else ``RUN_TO_RUN`` times ``b``
-  (runs on one machine differ beyond their own CI: other load, clocks, caches). A row without
+* **Noise**, relative (timing noise is multiplicative): the change is ``log(v / b)``, its sigma
+  ``sqrt(s_v^2 + s_b^2 + 2 s_run^2)``: ``s_v``/``s_b`` from each row's own 95% CI (half width /
+  1.96 / value; the harness's bootstrap CI, or the spread of the profiled steps), ``s_run`` the
+  run-to-run spread: the standard deviation of the log values of the metric's last ``HISTORY``
+  runs once there are at least ``MIN_HISTORY``, else ``RUN_TO_RUN`` (runs on one machine differ
+  beyond their own CI: other load, clocks, caches). A row without
   a CI is judged against its history band alone; with no history either it is
   "not enough data". An exact figure (``ci_low == ci_high == value``: counted from a fixed input,
   e.g. a shipped trace) has no noise.
@@ -114,24 +115,49 @@ def judge(current: Measurement, baseline: Measurement | None, history: list[Meas
     sigma = noise(current, baseline, history)
     if isnan(sigma):
         return "not enough data"
+    change = relative_change(current.value, baseline.value)
+    significant = abs(change) > Z * sigma if sigma > 0 else change != 0
     diff = current.value - baseline.value
-    significant = abs(diff) > Z * sigma if sigma > 0 else diff != 0
     large = abs(diff) >= MIN_EFFECT * abs(baseline.value) if baseline.value != 0 else diff != 0
     if not (significant and large):
         return "within noise"
     return "improved" if (diff > 0) == higher_is_better else "regressed"
 
 
+def relative_change(value: float, base: float) -> float:
+    """log(value / base) for positive numbers (timing noise is multiplicative: a run 10% slower
+    and one 10% faster are equally likely), else (value - base) / |base|; inf from a base of 0."""
+    if value > 0 and base > 0:
+        return math.log(value / base)
+    if base == 0:
+        return 0.0 if value == 0 else math.inf
+    return (value - base) / abs(base)
+
+
 def noise(current: Measurement, baseline: Measurement, history: list[Measurement]) -> float:
-    """1-sigma noise of ``current.value - baseline.value``; NaN when it cannot be estimated."""
+    """1-sigma noise of ``relative_change(current, baseline)``; NaN when it cannot be estimated."""
     if current.exact and baseline.exact:
         return 0.0
-    values = [m.value for m in history]
-    run = _stdev(values) if len(values) >= MIN_HISTORY else math.nan
-    if isnan(current.sigma) or isnan(baseline.sigma):
+    run = _relative_spread([m.value for m in history]) if len(history) >= MIN_HISTORY else math.nan
+    own = [_relative_sigma(m) for m in (current, baseline)]
+    if any(isnan(s) for s in own):
         return math.nan if isnan(run) else run * math.sqrt(2)
-    run = RUN_TO_RUN * abs(baseline.value) if isnan(run) else run
-    return math.sqrt(current.sigma ** 2 + baseline.sigma ** 2 + 2 * run ** 2)
+    run = RUN_TO_RUN if isnan(run) else run
+    return math.sqrt(own[0] ** 2 + own[1] ** 2 + 2 * run ** 2)
+
+
+def _relative_sigma(m: Measurement) -> float:
+    if isnan(m.sigma):
+        return math.nan
+    return m.sigma / abs(m.value) if m.value != 0 else (0.0 if m.sigma == 0 else math.inf)
+
+
+def _relative_spread(values: list[float]) -> float:
+    """Standard deviation of log values (all positive), else of values / |their mean|."""
+    if all(v > 0 for v in values):
+        return _stdev([math.log(v) for v in values])
+    scale = abs(sum(values) / len(values))
+    return _stdev(values) / scale if scale else math.nan
 
 
 def _stdev(values: list[float]) -> float:

@@ -15,7 +15,6 @@ import subprocess
 import sys
 from datetime import date as _date
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
