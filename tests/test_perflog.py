@@ -156,6 +156,18 @@ def test_unchanged_figures_are_logged_once(tmp_path):
     assert changed["verdict"] == "regressed" and changed["baseline_run"] == "r1" and len(log.read()) == 2
 
 
+def test_a_disturbed_measurement_is_not_judged(tmp_path):
+    log = PerfLog(tmp_path / "log.csv")
+    log.append(**_row("r1", 100.0))
+    noisy = log.append(**_row("r2", 300.0, quality="load average 7.6 on 2 cores while measuring"))
+    after = log.append(**_row("r3", 310.0))
+    assert noisy["verdict"] == "not enough data" and after["verdict"] == "not enough data"  # its baseline was noisy
+    assert log.append(**_row("r4", 305.0))["verdict"] == "within noise"
+    from perfkit.report.rows import load_note
+
+    assert load_note(7.6, 2) == "load average 7.6 on 2 cores while measuring" and load_note(1.0, 2) == ""
+
+
 def test_given_direction_and_ci_are_used(tmp_path):
     log = PerfLog(tmp_path / "log.csv")
     log.append(**_row("r1", 100.0, higher_is_better=True))
@@ -187,7 +199,7 @@ def _valid_log(tmp_path):
     return log
 
 
-_GOOD = "2,r9,t,2024-01-01,a,,,m,1.0,ms,,,,,,no baseline,false,abc,cpu,2,h"
+_GOOD = "2,r9,t,2024-01-01,a,,,m,1.0,ms,,,,,,no baseline,false,,abc,cpu,2,h"
 
 
 @pytest.mark.parametrize("bad_line, match", [

@@ -20,11 +20,11 @@ import pandas as pd
 
 
 def row(investigation: str, metric: str, value: float, unit: str, *, subject: str, device: str,
-        ci: tuple[float, float] | None = None, higher_is_better: bool = False) -> dict:
+        ci: tuple[float, float] | None = None, higher_is_better: bool = False, quality: str = "") -> dict:
     """One perf-log row. ``higher_is_better`` is always written: the log's guess from the
-    metric name would read "..._per_step" as a rate."""
+    metric name would read "..._per_step" as a rate. ``quality``: why the value is unreliable."""
     out = {"investigation": investigation, "metric": metric, "value": float(value), "unit": unit,
-           "subject": subject, "device": device, "higher_is_better": bool(higher_is_better)}
+           "subject": subject, "device": device, "higher_is_better": bool(higher_is_better), "quality": quality}
     if ci is not None and all(isinstance(v, (int, float)) and math.isfinite(v) for v in ci):
         out["ci_low"], out["ci_high"] = float(min(ci)), float(max(ci))
     return out
@@ -52,6 +52,22 @@ def step_ci(values, statistic=np.median) -> tuple[float, float] | None:
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def load_note(load: float | None = None, cores: int | None = None) -> str:
+    """"load average 7.6 on 2 cores" when the machine's 1-minute load average (default: now)
+    exceeds its cores, else "": timings taken then measure the other load as much as the code,
+    so the perf log does not judge them against another run (``perflog.judge``)."""
+    if load is None and hasattr(os, "getloadavg"):
+        load = os.getloadavg()[0]
+    cores = cores or os.cpu_count() or 1
+    return f"load average {load:.1f} on {cores} cores while measuring" if load is not None and load > cores else ""
+
+
+def _live(subject: str) -> str:
+    """The quality note of a live measurement; "" for a trace file (the analyzing machine's load
+    does not change what the trace recorded)."""
+    return load_note() if subject.startswith("live ") else ""
+
+
 def finite_rows(rows: Iterable[dict]) -> list[dict]:
     """Rows whose value is a finite number (the perf log refuses NaN: "not measured" is not a value)."""
     return [r for r in rows if isinstance(r["value"], (int, float)) and math.isfinite(r["value"])]
@@ -63,7 +79,7 @@ def cpu_bound_rows(result, subject: str, device: str) -> list[dict]:
     steps = result.steps
     if steps.empty:
         return []
-    base = dict(subject=subject, device=device)
+    base = dict(subject=subject, device=device, quality=_live(subject))
     ms = steps["wall_us"] / 1e3
     host = steps["host_busy_us"] / 1e3
     rows = [row("cpu_bound", "median_step_ms", ms.median(), "ms", ci=step_ci(ms), **base),
@@ -82,7 +98,7 @@ def trace_step_rows(investigation: str, trace, subject: str, device: str) -> lis
     if ms.empty:
         return []
     return finite_rows([row(investigation, "median_step_ms", ms.median(), "ms", ci=step_ci(ms), subject=subject,
-                            device=device)])
+                            device=device, quality=_live(subject))])
 
 
 def htod_rows(result, trace, subject: str, device: str, sweep=None) -> list[dict]:
@@ -120,7 +136,7 @@ def sweep_rows(sweep) -> list[dict]:
         seconds = raw.get(rec["mode"], np.array([]))
         ci = step_ci(size / seconds[seconds > 0] / 1e9) if seconds.size else None
         out.append(row("htod", f"{rec['mode']}_gbps", rec["gbps"], "GB/s", higher_is_better=True, ci=ci,
-                       subject=subject, device=sweep.device))
+                       subject=subject, device=sweep.device, quality=load_note()))
     return out
 
 
@@ -135,7 +151,7 @@ def sync_rows(result, trace, subject: str, device: str, *, detected=None, detect
         rows += [row("sync_points", "syncs_per_step", t["per_step"], "syncs", subject=subject, device=device,
                      ci=step_ci(per_step["count"], np.mean)),
                  row("sync_points", "blocked_ms_per_step", t["blocked_us"] / t["steps"] / 1e3, "ms", subject=subject,
-                     device=device, ci=step_ci(per_step["blocked_us"] / 1e3, np.mean))]
+                     device=device, ci=step_ci(per_step["blocked_us"] / 1e3, np.mean), quality=_live(subject))]
     if detected is not None and detected_steps:
         value = detected.total / detected_steps
         rows.append(row("sync_points", "detected_syncs_per_step", value, "syncs", subject=subject, device=device,
@@ -157,13 +173,19 @@ def _per_step(events: pd.DataFrame, trace, column: str) -> pd.DataFrame:
 def ab_rows(investigation: str, ab, names: tuple[str, str], subject: str, device: str) -> list[dict]:
     """Both arms of an A/B timing (median ms per call, CI over its samples) and B's speedup over
     A with the A/B's own CI. Each is compared with the same metric of the previous run, never A
-    with B."""
+    with B. The arms' absolute times get a quality note when the machine was loaded or their
+    medians drifted during the run; the interleaved speedup does not (load hits both arms)."""
     a, b = (np.asarray(s, dtype=float) * 1e3 for s in (ab.samples_a, ab.samples_b))
+    env = getattr(ab, "environment", {}) or {}
+    drift = [w for w in getattr(ab, "warnings", ()) if "absolute times are not reliable" in w]
+    note = "; ".join(filter(None, [load_note(env.get("load_avg_1min"), env.get("cpu_count")), *drift[:1]]))
     base = dict(subject=subject, device=device)
     lo, hi = ab.speedup_ci
     return finite_rows([
-        row(investigation, names[1], float(np.median(b)) if b.size else math.nan, "ms", ci=step_ci(b), **base),
-        row(investigation, names[0], float(np.median(a)) if a.size else math.nan, "ms", ci=step_ci(a), **base),
+        row(investigation, names[1], float(np.median(b)) if b.size else math.nan, "ms", ci=step_ci(b), quality=note,
+            **base),
+        row(investigation, names[0], float(np.median(a)) if a.size else math.nan, "ms", ci=step_ci(a), quality=note,
+            **base),
         row(investigation, "speedup", ab.speedup, "x", higher_is_better=True, ci=(lo, hi), **base),
     ])
 
@@ -173,7 +195,8 @@ def compile_rows(result, subject: str) -> list[dict]:
     against its history) and graph breaks (exact)."""
     device = result.device
     rows = ab_rows("compile_ab", result.timing, ("eager_step_ms", "compiled_step_ms"), subject, device)
-    rows += [row("compile_ab", "compile_time_s", result.compile_time_s, "s", subject=subject, device=device),
+    rows += [row("compile_ab", "compile_time_s", result.compile_time_s, "s", subject=subject, device=device,
+                 quality=load_note()),
              row("compile_ab", "graph_breaks", result.graph_break_count, "breaks", subject=subject, device=device,
                  ci=exact(result.graph_break_count))]
     return finite_rows(rows)
@@ -245,7 +268,8 @@ def logged_table(logged: pd.DataFrame) -> pd.DataFrame:
         "previous run": [format_value(v) for v in logged["baseline"]],
         "delta": [format_delta(d) for d in logged["delta_pct"]],
         "verdict": ["REGRESSED" if v == "regressed" else v for v in logged["verdict"]],
-    }, columns=["metric", "value", "95% CI", "previous run", "delta", "verdict"])
+        "note": logged["quality"],
+    }, columns=["metric", "value", "95% CI", "previous run", "delta", "verdict", "note"])
 
 
 def _ci_text(low: float, high: float) -> str:

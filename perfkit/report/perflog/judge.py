@@ -15,6 +15,9 @@ The rule (``judge``), for a value ``v`` against its baseline ``b``:
   a CI is judged against its history band alone; with no history either it is
   "not enough data". An exact figure (``ci_low == ci_high == value``: counted from a fixed input,
   e.g. a shipped trace) has no noise.
+* **Measurement quality.** A row with a ``quality`` note (e.g. timed while the machine's load
+  average exceeded its cores), or whose baseline has one, is "not enough data": its absolute
+  times describe the other load, not the code.
 * **Logged once.** A row whose value and CI equal its baseline's (a shipped trace analyzed again
   by the same code) is "unchanged": returned to the notebook, not written again.
 * **False alarms per run.** A run logs about 18 metrics. Each is tested two-sided at
@@ -61,6 +64,7 @@ class Measurement:
     value: float
     ci_low: float = math.nan
     ci_high: float = math.nan
+    quality: str = ""
 
     @property
     def exact(self) -> bool:
@@ -85,7 +89,8 @@ class Baselines:
     def __init__(self, rows: list[dict]):
         self._runs: dict[tuple, list[Measurement]] = {}
         for row in rows:
-            self.add(key_of(row), Measurement(row["run_id"], row["value"], row["ci_low"], row["ci_high"]))
+            self.add(key_of(row), Measurement(row["run_id"], row["value"], row["ci_low"], row["ci_high"],
+                                              row.get("quality", "")))
 
     def add(self, key: tuple, m: Measurement) -> None:
         runs = self._runs.setdefault(key, [])
@@ -112,6 +117,8 @@ def judge(current: Measurement, baseline: Measurement | None, history: list[Meas
         return "no baseline"
     if current.same_figures(baseline):
         return "unchanged"
+    if current.quality or baseline.quality:
+        return "not enough data"  # a run the machine disturbed says nothing about the code
     sigma = noise(current, baseline, history)
     if isnan(sigma):
         return "not enough data"

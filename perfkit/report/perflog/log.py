@@ -27,9 +27,9 @@ from .store import COLUMNS, FORMAT_VERSION, PerfLogError, check_writable, locked
 
 _REQUIRED = ("investigation", "metric", "value")
 _INPUT_FIELDS = ("run_id", "time", "date", "investigation", "subject", "change", "metric", "value", "unit",
-                 "ci_low", "ci_high", "higher_is_better", "device", "git_commit", "torch_version", "host")
-_TEXT_FIELDS = ("run_id", "time", "investigation", "subject", "change", "metric", "unit", "device", "git_commit",
-                "torch_version", "host")
+                 "ci_low", "ci_high", "higher_is_better", "quality", "device", "git_commit", "torch_version", "host")
+_TEXT_FIELDS = ("run_id", "time", "investigation", "subject", "change", "metric", "unit", "quality", "device",
+                "git_commit", "torch_version", "host")
 
 
 class PerfLog:
@@ -54,7 +54,8 @@ class PerfLog:
         ``run_id`` (default: one new id for this call, "DATE/HHMMSS"), ``time``, ``date`` (ISO;
         default today), ``subject``, ``change``, ``unit``, ``ci_low``/``ci_high`` (95% CI of the
         value; equal to it for an exact figure), ``higher_is_better`` (default: guessed from the
-        name and unit), ``device``. Raises ParameterError for an unknown or invalid field (nothing
+        name and unit), ``quality`` (why this measurement is unreliable, e.g. a loaded machine:
+        such a row, and a row whose baseline has one, is "not enough data"), ``device``. Raises ParameterError for an unknown or invalid field (nothing
         is written then) and PerfLogError for a log that cannot be read or written.
         """
         return log_frame(self._append([dict(r) for r in rows]))
@@ -119,7 +120,7 @@ class PerfLog:
 
 
 def _judge(row: dict, baselines: Baselines) -> None:
-    current = Measurement(row["run_id"], row["value"], row["ci_low"], row["ci_high"])
+    current = Measurement(row["run_id"], row["value"], row["ci_low"], row["ci_high"], row["quality"])
     base, history = baselines.previous(key_of(row), row["run_id"])
     row["baseline"] = base.value if base else float("nan")
     row["baseline_run"] = base.run_id if base else ""
@@ -157,6 +158,7 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
         "after": [format_value(v, u) for v, u in zip(rows["value"], rows["unit"])],
         "delta": [format_delta(d) for d in rows["delta_pct"]],
         "verdict": ["REGRESSED" if v == "regressed" else v for v in rows["verdict"]],
+        "note": rows["quality"],
     })
 
 

@@ -25,12 +25,13 @@ from ...errors import PerfkitError
 from .judge import VERDICTS, isnan
 
 # Format 2: ``ci_low``/``ci_high`` bound the value itself (format 1 held a ratio CI against the
-# other arm of the same run), ``time``, ``subject`` and ``baseline_run`` are new.
+# other arm of the same run), ``time``, ``subject``, ``baseline_run`` and ``quality`` (why a
+# measurement is unreliable, "" when it is not) are new.
 FORMAT_VERSION = 2
 COLUMNS = (
     "format_version", "run_id", "time", "date", "investigation", "subject", "change", "metric", "value",
     "unit", "ci_low", "ci_high", "baseline", "baseline_run", "delta_pct", "verdict", "higher_is_better",
-    "git_commit", "device", "torch_version", "host",
+    "quality", "git_commit", "device", "torch_version", "host",
 )
 _FLOAT_COLUMNS = ("value", "ci_low", "ci_high", "baseline", "delta_pct")
 
