@@ -32,9 +32,9 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, tables
+from perfkit.report import inputs, plots, prose, rows, sections
 from perfkit.report.card import verdict_card
-from perfkit.results import findings_frame, html_table, html_warnings
+from perfkit.results import html_table
 
 source = inputs.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
                             warmup=warmup, overrides=overrides)
@@ -61,8 +61,7 @@ display(HTML(html_table(result.sites)))
 # Of the trace analysis and of the sweep, most severe first, with fixes.
 
 # %%
-display(HTML(html_table(findings_frame(result.findings + sweep.findings))))
-display(HTML(html_warnings(result.warnings + sweep.warnings + trace.warnings)))
+sections.show_findings(result, *trace.warnings, extra=[sweep])
 
 # %% [markdown]
 # ## Bandwidth on this machine
@@ -78,30 +77,21 @@ display(HTML(html_table(sweep.to_frame() if sweep.available else sweep.host_fram
 # Where it was recorded (from the trace itself) and its whole-file counts (times in us).
 
 # %%
-display(HTML(html_table(tables.recorded_on_table(trace))))
-display(HTML(html_table(tables.summary_frame(perfkit.summarize(trace)), max_rows=40)))
+sections.show_trace(trace)
 
 # %%
-if interactive:
-    from perfkit.report.widgets import explorer
-
-    display(explorer(trace_path=inputs.find_trace(trace_path)))
+sections.show_explorer(interactive, trace_path)
 
 # %% [markdown]
 # ## Performance log
 # This run's rows, each against the previous run of this investigation on the same subject and device.
 
 # %%
-display(HTML(html_table(rows.logged_table(logged))))
-history = rows.history(perf_log_path, "htod", source.subject)
-if history["run_id"].nunique() >= 2:
-    display(plots.perf_log_trend(history))
+sections.show_log(logged, perf_log_path, "htod", source.subject)
 
 # %% [markdown]
 # ## Machine that ran this notebook
 # Live figures were measured here; a trace was recorded wherever "The trace" says.
 
 # %%
-env = perfkit.environment_report()
-display(HTML(html_table(env.to_frame(), max_rows=60)))
-display(HTML(html_table(findings_frame(env.findings))))
+sections.show_machine()

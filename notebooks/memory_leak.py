@@ -34,10 +34,9 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, tables
+from perfkit.report import inputs, plots, prose, rows, sections
 from perfkit.report.card import verdict_card
-from perfkit.results import findings_frame, html_table, html_warnings
-from perfkit.workloads.mlp import mlp_problem
+from perfkit.results import html_table
 
 inputs.check_mode(mode)
 hunt = comparison = None
@@ -78,43 +77,28 @@ if hunt is not None:
 # (`perfkit.diff`); where each was recorded, from the traces themselves.
 
 # %%
-if comparison is not None:
-    display(HTML(prose.prose(prose.diff_text(comparison))))
-    display(plots.diff_breakdown(comparison))
-    display(HTML(html_table(comparison.to_frame())))
-    display(HTML(html_table(tables.summary_pair(before.trace, after.trace))))
-    display(HTML(html_table(tables.recorded_on_table(after.trace))))
-    display(plots.step_timeline(after.trace))
+sections.show_diff(comparison, before.trace if comparison else None, after.trace if comparison else None)
 
 # %% [markdown]
 # ## Findings
 # Most severe first, with recommended fixes.
 
 # %%
-display(HTML(html_table(findings_frame(result.findings))))
-display(HTML(html_warnings(result.warnings)))
+sections.show_findings(result)
 
 # %%
-if interactive and mode == "trace":
-    from perfkit.report.widgets import explorer
-
-    display(explorer(trace_path=inputs.find_trace(trace_path_b)))
+sections.show_explorer(interactive and mode == "trace", trace_path_b)
 
 # %% [markdown]
 # ## Performance log
 # This run's rows, each against the previous run of this investigation on the same subject and device.
 
 # %%
-display(HTML(html_table(rows.logged_table(logged))))
-history = rows.history(perf_log_path, "memory_leak", subject)
-if history["run_id"].nunique() >= 2:
-    display(plots.perf_log_trend(history))
+sections.show_log(logged, perf_log_path, "memory_leak", subject)
 
 # %% [markdown]
 # ## Machine that ran this notebook
 # Live figures were measured here; traces were recorded wherever "The traces" says.
 
 # %%
-env = perfkit.environment_report()
-display(HTML(html_table(env.to_frame(), max_rows=60)))
-display(HTML(html_table(findings_frame(env.findings))))
+sections.show_machine()

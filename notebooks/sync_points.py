@@ -31,9 +31,9 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, tables
+from perfkit.report import inputs, plots, prose, rows, sections, tables
 from perfkit.report.card import verdict_card
-from perfkit.results import findings_frame, html_table, html_warnings
+from perfkit.results import html_table, html_warnings
 
 source = inputs.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
                             warmup=warmup, overrides=overrides)
@@ -63,8 +63,7 @@ display(HTML(html_table(sites)))
 # Most severe first, each with its evidence, the fix and the threshold that fired.
 
 # %%
-display(HTML(html_table(findings_frame(result.findings))))
-display(HTML(html_warnings(result.warnings + trace.warnings)))
+sections.show_findings(result, *trace.warnings)
 
 # %% [markdown]
 # ## Runtime detector (live mode)
@@ -88,30 +87,21 @@ display(plots.step_timeline(trace))
 # Where it was recorded (from the trace itself) and its whole-file counts (times in us).
 
 # %%
-display(HTML(html_table(tables.recorded_on_table(trace))))
-display(HTML(html_table(tables.summary_frame(perfkit.summarize(trace)), max_rows=40)))
+sections.show_trace(trace)
 
 # %%
-if interactive:
-    from perfkit.report.widgets import explorer
-
-    display(explorer(trace_path=inputs.find_trace(trace_path)))
+sections.show_explorer(interactive, trace_path)
 
 # %% [markdown]
 # ## Performance log
 # This run's rows, each against the previous run of this investigation on the same subject and device.
 
 # %%
-display(HTML(html_table(rows.logged_table(logged))))
-history = rows.history(perf_log_path, "sync_points", source.subject)
-if history["run_id"].nunique() >= 2:
-    display(plots.perf_log_trend(history))
+sections.show_log(logged, perf_log_path, "sync_points", source.subject)
 
 # %% [markdown]
 # ## Machine that ran this notebook
 # Live figures were measured here; a trace was recorded wherever "The trace" says.
 
 # %%
-env = perfkit.environment_report()
-display(HTML(html_table(env.to_frame(), max_rows=60)))
-display(HTML(html_table(findings_frame(env.findings))))
+sections.show_machine()

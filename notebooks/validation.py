@@ -25,9 +25,9 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import prose, rows
+from perfkit.report import prose, rows, sections
 from perfkit.report.card import verdict_card
-from perfkit.results import findings_frame, html_table
+from perfkit.results import html_table
 
 report = perfkit.validate(device, preset=preset, only=only)
 logged = rows.log_rows(perf_log_path, rows.validation_rows(report), change=change, run_id=run_label)
@@ -51,12 +51,10 @@ display(HTML(html_table(report.to_frame()[["check", "command"]], max_rows=50)))
 # A check that stops passing is flagged "regressed" against the previous run.
 
 # %%
-display(HTML(html_table(rows.logged_table(logged))))
+sections.show_log(logged, perf_log_path, "validation", f"validate preset={report.preset}")
 
 # %% [markdown]
 # ## Machine that ran this notebook
 
 # %%
-env = perfkit.environment_report()
-display(HTML(html_table(env.to_frame(), max_rows=60)))
-display(HTML(html_table(findings_frame(env.findings))))
+sections.show_machine()
