@@ -138,7 +138,7 @@ def test_cli_unknown_parameter_exits_2_before_running_anything(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(name_or_path="no_such_notebook"), "not found in .*available: tiny_fail, tiny_hostile, tiny_ok"),
+    (dict(name_or_path="no_such_notebook"), "not found in .*available: timed_work, tiny_fail, tiny_hostile, tiny_ok"),
     (dict(name_or_path="tiny_ok", date="06/05/2024"), "use YYYY-MM-DD"),
     (dict(name_or_path="tiny_ok", date="2024-02-30"), "use YYYY-MM-DD"),
 ])
