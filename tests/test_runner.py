@@ -267,3 +267,20 @@ def test_failed_cell_index_is_mapped_back_past_papermill_cells():
     assert source_index(nb, 3) == 2
     assert source_index(nb, 0) == 0  # the parameters cell itself: before the injected one
     assert source_index(None, 5) == 5
+
+
+def test_local_paths_are_replaced_by_placeholders_a_browser_shows():
+    import nbformat
+
+    from perfkit.report.publish.html import local_prefixes, scrub_paths
+
+    prefixes = dict(local_prefixes())
+    source = str(Path(runner.__file__).resolve().parents[3])
+    out = nbformat.v4.new_output("display_data", data={
+        "text/html": f"<td>{sys.prefix}/lib/x.py:3</td><td>{source}/perfkit/workloads/leaky.py:129</td>",
+        "text/plain": f"{Path.home()}/data", "image/png": "AAAA/tmpBBBB"})
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[out])])
+    data = scrub_paths(nb).cells[0].outputs[0]["data"]
+    assert sys.prefix not in data["text/html"] and source not in data["text/html"]
+    assert "<" not in "".join(prefixes.values())  # "<python>" would render as an unknown tag: invisible
+    assert data["image/png"] == "AAAA/tmpBBBB"

@@ -45,12 +45,14 @@ def notebook_html(nb) -> str:
 
 
 def local_prefixes() -> list[tuple[str, str]]:
-    """(absolute path, placeholder) pairs, longest first: the workbook root ("."), the Python
-    installation ("<python>"), the home folder ("~") and the temporary folder ("<tmp>")."""
+    """(absolute path, placeholder) pairs, longest first: the workbook root ("."), perfkit's own
+    source folder ("[perfkit]", e.g. an editable install's clone), the Python installation
+    ("[python]"), the home folder ("~") and the temporary folder ("[tmp]")."""
     from ..workbook import workbook_root
 
-    pairs = [(str(workbook_root()), "."), (sys.prefix, "<python>"), (sys.base_prefix, "<python>"),
-             (os.path.realpath(sys.prefix), "<python>"), (tempfile.gettempdir(), "<tmp>"),
+    source = str(Path(__file__).resolve().parents[3])
+    pairs = [(str(workbook_root()), "."), (source, "[perfkit]"), (sys.prefix, "[python]"), (sys.base_prefix, "[python]"),
+             (os.path.realpath(sys.prefix), "[python]"), (tempfile.gettempdir(), "[tmp]"),
              (str(Path.home()), "~"), (os.getcwd(), ".")]
     seen = {p: r for p, r in pairs if len(p) > 1}
     return sorted(seen.items(), key=lambda pr: -len(pr[0]))
