@@ -68,7 +68,7 @@ def _shift(e: dict, k: int, span: float) -> dict:
     args = e.get("args")
     if isinstance(args, dict):
         args = dict(args)
-        for key in ("correlation", "External id", "external id"):
+        for key in ("correlation", "External id", "external id", "Python id", "Python parent id"):
             if isinstance(args.get(key), int):
                 args[key] += k * 10_000_000
         e["args"] = args

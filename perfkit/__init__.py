@@ -15,6 +15,11 @@ _EXPORTS = {
     # analyses
     "summarize": "perfkit.analysis.summary", "cpu_bound": "perfkit.analysis.cpu_bound",
     "htod": "perfkit.analysis.htod", "syncs": "perfkit.analysis.syncs", "diff": "perfkit.analysis.diff",
+    "ranks": "perfkit.analysis.ranks", "sql": "perfkit.analysis.sql",
+    "hotspots": "perfkit.analysis.hotspots", "critical_path": "perfkit.analysis.critical_path",
+    "gpu_gaps": "perfkit.analysis.gaps", "step_anatomy": "perfkit.analysis.anatomy",
+    # writers
+    "annotate": "perfkit.export.annotate",
     # sync detectors
     "detect_syncs": "perfkit.detect.runtime", "scan": "perfkit.detect.static",
     # harnesses
@@ -23,10 +28,13 @@ _EXPORTS = {
     "load_memory_snapshot": "perfkit.bench.snapshot", "SystemMonitor": "perfkit.bench.monitor",
     "environment_report": "perfkit.bench.environment", "hardware_defaults": "perfkit.bench.environment",
     "load_profiler_memory_timeline": "perfkit.bench.snapshot",
+    "memory_sweep": "perfkit.bench.memsweep", "workload_memory_sweep": "perfkit.bench.memsweep",
+    "op_suite": "perfkit.bench.opsuite",
     # workloads and reports
     "make_workload": "perfkit.workloads.registry", "record_trace": "perfkit.workloads.record",
     "PerfLog": "perfkit.report.perflog", "run_notebook": "perfkit.report.publish.runner",
     "run_all": "perfkit.report.publish.runner", "validate": "perfkit.validation.suite",
+    "closing_table": "perfkit.report.casestudy", "WriteupFigure": "perfkit.report.casestudy",
     # errors
     "PerfkitError": "perfkit.errors", "TraceError": "perfkit.errors", "ParameterError": "perfkit.errors",
 }

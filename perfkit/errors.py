@@ -20,6 +20,10 @@ class TraceError(PerfkitError):
         msg = f"{self.path}: {problem}"
         super().__init__(f"{msg}. {fix}" if fix else msg)
 
+    def __reduce__(self):
+        # Rebuilt from its fields, so it survives pickling out of a worker process (process pool, Dask).
+        return type(self), (self.path, self.problem, self.fix)
+
 
 class TruncatedTraceError(TraceError):
     """The JSON stops mid-write; ``recoverable`` complete events could be salvaged."""
@@ -32,6 +36,9 @@ class TruncatedTraceError(TraceError):
             "load it with load_trace(..., salvage=True) or `perfkit summary --salvage`",
         )
 
+    def __reduce__(self):
+        return type(self), (self.path, self.problem, self.recoverable)
+
 
 class ParameterError(PerfkitError):
     """A function, notebook or CLI argument has a value perfkit cannot use."""
@@ -42,7 +49,11 @@ class MissingDependencyError(PerfkitError):
 
     def __init__(self, package: str, feature: str):
         self.package = package
+        self.feature = feature
         super().__init__(f"{feature} needs the '{package}' package: pip install {package}")
+
+    def __reduce__(self):
+        return type(self), (self.package, self.feature)
 
 
 class NotebookError(PerfkitError):

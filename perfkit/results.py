@@ -15,6 +15,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from .text import printable
+
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 
 
@@ -95,8 +97,9 @@ _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&])")
 
 def md_escape(text: Any) -> str:
     """``text`` for one markdown table cell: on one line, markup characters backslash-escaped
-    (a hostile name cannot become a link or break the table)."""
-    return _MD_SPECIAL.sub(r"\\\1", re.sub(r"[\r\n]+", " ", str(text)))
+    (a hostile name cannot become a link or break the table), terminal escapes shown as
+    ``\\x1b`` (``perfkit.text.printable``)."""
+    return printable(_MD_SPECIAL.sub(r"\\\1", re.sub(r"[\r\n]+", " ", str(text))))
 
 
 def html_warnings(warnings: Iterable[str]) -> str:

@@ -169,3 +169,58 @@ def test_bad_arguments_raise_before_compiling(kwargs, match, monkeypatch):
 def test_model_must_be_a_module():
     with pytest.raises(ParameterError, match="nn.Module"):
         compile_ab(lambda x: x, torch.randn(2, 16), backend="eager")
+
+
+class Flagged(torch.nn.Module):
+    """A Python flag argument read in forward (a recompile when it flips) and a bare
+    ``if tensor.any():`` (a graph break whose dynamo explanation names no line)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+
+    def forward(self, x, flag=False):
+        h = self.a(x)
+        if flag:  # planted recompile
+            h = h * 2
+        if h.any():  # planted graph break
+            h = h.relu()
+        return h
+
+
+def _line(marker: str) -> int:
+    lines, first = inspect.getsourcelines(Flagged.forward)
+    return first + next(i for i, line in enumerate(lines) if marker in line)
+
+
+def test_flag_recompile_and_bare_any_branch_each_have_reason_and_line():
+    x = torch.randn(4, 8)
+    result = compile_ab(Flagged(), (x, False), backend="eager", shape_variants=[(x, True)], **FAST)
+    brk = result.graph_breaks[0]
+    assert brk.reason == "Data-dependent branching" and brk.location == f"{__file__}:{_line('planted graph break')}"
+    assert "torch.cond" in brk.detail
+    flag = [r for r in result.recompiles if r.location.endswith(f":{_line('planted recompile')}")]
+    assert flag and flag[0].reason == "flag == False" and flag[0].code.startswith("if flag:")
+    assert not flag[0].on_shape and flag[0].location == f"{__file__}:{_line('planted recompile')}"
+    finding = next(f for f in result.findings if "recompile" in f.title)
+    assert "flag == False at " in finding.title and "Keep such values fixed" in finding.fix
+    assert "mark_dynamic" not in finding.fix  # a flag is not a shape: no shape advice
+
+
+def test_guard_failure_text_is_split_into_guard_line_code_and_hint():
+    from perfkit.bench.compile_ab import _recompile
+
+    text = (" self.scale == 1        # return h * self.scale  # wt/m.py:10 in forward (HINT: make it a tensor.)\n"
+            "User stack trace:\n  File \"/abs/m.py\", line 9, in forward\n    y = helper(h)\n"
+            "  File \"/abs/helper.py\", line 10, in helper\n    return h * self.scale")
+    r = _recompile("0/1", "forward (/abs/m.py:3)", text)
+    assert (r.reason, r.location, r.code, r.hint) == ("self.scale == 1", "/abs/helper.py:10",
+                                                      "return h * self.scale", "make it a tensor.")
+    shape = _recompile("0/1", "forward (/abs/m.py:3)", " tensor 'x' size mismatch at index 0. expected 4, actual 8")
+    assert shape.on_shape and shape.location == "" and shape.reason.startswith("tensor 'x' size mismatch")
+    result = CompileABResult(_fake_timing(0.01, 0.01), 0.0, 0.0, (), (shape, r))
+    assert result.to_frame()["location"].tolist() == ["forward (/abs/m.py:3)", "/abs/helper.py:10"]
+    from perfkit.bench.compile_ab import _with_findings
+
+    fix = next(f for f in _with_findings(result).findings if "recompile" in f.title).fix
+    assert "mark_dynamic" in fix and "Keep such values fixed" in fix and "dynamo: make it a tensor." in fix

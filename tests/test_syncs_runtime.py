@@ -18,7 +18,8 @@ import perfkit.cli
 from perfkit.cli import detect as detect_cli
 from perfkit.errors import ParameterError
 from perfkit.detect import runtime as rt
-from perfkit.detect.runtime import SyncEvent, SyncReport, detect_syncs, run_script
+from perfkit.detect.runtime import SyncEvent, SyncReport, detect_syncs
+from perfkit.detect.script import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -57,7 +57,8 @@ def test_variant_runs_and_returns_a_run_record(name, variant):
 
 def test_each_workload_has_a_pathology_and_a_fix():
     assert set(workload_variants("mppi")) == {"float_tensor", "from_numpy"}
-    assert set(workload_variants("ppo")) == {"item_logging", "sync_checks", "batched_metrics"}
+    assert set(workload_variants("ppo")) == {"item_logging", "sync_checks", "batched_metrics", "tensor_branch",
+                                             "flag_flip", "compiled"}
     assert set(workload_variants("replay")) == {"host_normalize", "device_normalize"}
 
 
@@ -135,6 +136,26 @@ def test_replay_batches_match_across_pipelines(stack):
         for norm in ("host", "device")
     }
     assert losses["host"] == pytest.approx(losses["device"], rel=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["host_normalize", "device_normalize"])
+def test_replay_trace_shows_the_sample_and_update_annotations_once_per_step(tmp_path, variant):
+    from perfkit.analysis.cpu_bound import cpu_bound
+    from perfkit.trace import load_trace
+
+    path = record_trace(make_workload("replay", device="cpu", variant=variant), tmp_path / "r.json.gz",
+                        steps=3, warmup=1, with_stack=False)
+    trace = load_trace(path)
+    table = cpu_bound(trace).annotations.set_index("name")
+    assert table.loc[replay.SAMPLE_ANNOTATION, "count"] == 3
+    assert table.loc[replay.UPDATE_ANNOTATION, "count"] == 3
+    ev = trace.events
+    marks = ev[(ev["cat"] == "user_annotation") & (ev["name"] == replay.SAMPLE_ANNOTATION)]
+    ops = ev[(ev["cat"] == "cpu_op") & ev["name"].isin(["aten::index_select", "aten::stack"])]
+    # the gather of every step lies inside that step's sample range
+    inside = [((marks["ts_us"] <= t) & (t + d <= marks["ts_us"] + marks["dur_us"])).any()
+              for t, d in zip(ops["ts_us"], ops["dur_us"])]
+    assert ops.shape[0] >= 3 and all(inside)
 
 
 # --- the pathologies are real ----------------------------------------------------------------
@@ -240,6 +261,38 @@ def test_ppo_hot_branch_breaks_the_compiled_graph():
     clean, broken = _compiled_graphs(hot_branch=False), _compiled_graphs(hot_branch=True)
     assert clean >= 1
     assert broken > clean
+
+
+def test_ppo_flag_flip_recompiles_and_reports_the_recorded_statistic():
+    clean, flipped = _compiled_graphs(stats_flag=False), _compiled_graphs(stats_flag=True)
+    assert flipped > clean  # a second graph for record_stats=True
+    metrics = ppo.make(device="cpu", stats_flag=True, metrics_every=1).step()
+    assert metrics["hidden_absmax"] > 0 and set(metrics) == {*ppo.METRICS, "hidden_absmax"}
+    assert "hidden_absmax" not in ppo.make(device="cpu", metrics_every=1).step()
+
+
+def _source_line(module, text: str) -> int:
+    lines = Path(module.__file__).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.strip().startswith(text))
+
+
+@pytest.mark.parametrize("variant, kind, reason, code", [
+    ("tensor_branch", "graph_break", "Data-dependent branching", "if (h.abs() > 6).any():"),
+    ("flag_flip", "recompile", "record_stats == False", "if record_stats:"),
+])
+def test_ppo_compile_variants_show_reason_and_line_through_compile_ab(variant, kind, reason, code):
+    from perfkit.bench.compile_ab import compile_ab
+
+    with make_workload("ppo", device="cpu", variant=variant) as w:
+        result = compile_ab(**w.compile_inputs(), backend="eager", steps=5, warmup=1, min_time_s=0.01)
+    rows = result.to_frame()
+    assert rows[["kind", "reason"]].values.tolist() == [[kind, reason]]
+    assert rows["location"].iloc[0] == f"{ppo.__file__}:{_source_line(ppo, code)}"
+    site = (result.graph_breaks or result.recompiles)[0]
+    assert site.code.startswith(code)
+    with make_workload("ppo", device="cpu", variant="compiled") as w:
+        clean = compile_ab(**w.compile_inputs(), backend="eager", steps=5, warmup=1, min_time_s=0.01)
+    assert clean.graph_break_count == 0 and clean.recompile_count == 0
 
 
 def test_mppi_compiled_rollout_matches_eager():
@@ -409,3 +462,30 @@ def test_committed_cpu_traces_cover_every_variant_and_stay_small():
         assert size < 2_000_000 and entry["profiler_steps"] >= 1
         total += size
     assert total < 6_000_000
+
+
+def test_ppo_nonzero_reset_is_the_same_math_with_a_sync_per_env_step():
+    from perfkit.report.inputs import detect_workload_syncs
+
+    small = {"envs": 8, "rollout": 4, "epochs": 1, "minibatch": 16, "metrics_every": 1}
+    plain = ppo.make(device="cpu", **small)
+    indexed = ppo.make(device="cpu", nonzero_reset=True, **small)
+    for _ in range(3):
+        assert plain.step() == pytest.approx(indexed.step())
+    assert torch.equal(plain._envs.pos, indexed._envs.pos) and torch.equal(plain._envs.t, indexed._envs.t)
+    report = detect_workload_syncs("ppo", device="cpu", steps=2, overrides={**small, "nonzero_reset": True})
+    rows = report.to_frame()
+    where = rows[rows["op"] == "where(cond)"]
+    assert where["count"].tolist() == [2 * small["rollout"]]
+    assert where["line"].iloc[0] == _source_line(ppo, "idx = torch.where(done)[0]")
+
+
+def test_mppi_changing_sample_counts_recompile_through_compile_ab():
+    from perfkit.bench.compile_ab import compile_ab
+
+    with mppi.make(device="cpu") as w:
+        result = compile_ab(**w.compile_inputs(), backend="eager", steps=5, warmup=1, min_time_s=0.01)
+    assert result.recompile_count == 1 and result.recompiles[0].on_shape
+    assert "size mismatch at index 0" in result.recompiles[0].reason
+    assert len(result.variant_call_s) == 2  # the second new count reuses the dynamic graph
+    assert "mark_dynamic" in next(f for f in result.findings if "recompile" in f.title).fix

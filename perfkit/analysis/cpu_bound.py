@@ -25,9 +25,10 @@ import pandas as pd
 
 from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
 from ..trace.schema import LAUNCH_CATEGORIES
+from ..trace.steps import window_index
 from .classify import is_launch
 from .ops import (COPY_OPS, DATALOADER_PREFIX, HOST_CATEGORIES, HOST_WORK_CATEGORIES, STEP_PREFIX, host_events,
-                  jsonable, nest, op_table, starts_with, step_index, step_windows, window_cover)
+                  jsonable, nest, op_table, starts_with, step_rows, step_windows, window_cover)
 from .syncs import blocking_calls
 
 VERDICTS = ("GPU-bound", "CPU-launch-bound", "input-bound", "sync-bound")
@@ -137,6 +138,16 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     return CPUBoundResult(findings=rank_findings(findings), warnings=_warnings(trace, windows, has_gpu), **result)
 
 
+def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:
+    """The per-step table of ``cpu_bound`` (``STEP_COLUMNS`` less ``verdict``, same numbers) without
+    the op tables, call nesting and verdicts: for analyses that need only the per-step split
+    (``perfkit.ranks`` reduces each rank to it)."""
+    windows = step_windows(trace)
+    host = host_events(trace, HOST_CATEGORIES)
+    steps = _step_table(trace, host, windows, _launch_table(trace, host, windows), tiny_kernel_us)
+    return steps[STEP_COLUMNS[:-1]]
+
+
 # --- per-step table ------------------------------------------------------------------------------
 
 def _step_table(trace, host, windows, launches, tiny_us) -> pd.DataFrame:
@@ -163,7 +174,7 @@ def _launch_table(trace, host, windows) -> pd.DataFrame:
     """One row per launch call inside a step: rank, window row, call duration, queue delay (us)."""
     calls = host[host["cat"].isin(LAUNCH_CATEGORIES)]
     calls = calls[calls["name"].map(is_launch).astype(bool)]
-    out = pd.DataFrame({"rank": calls["rank"].to_numpy(), "window": step_index(windows, calls["ts_us"], calls["rank"]),
+    out = pd.DataFrame({"rank": calls["rank"].to_numpy(), "window": step_rows(windows, calls),
                         "name": calls["name"].to_numpy(), "launch_us": calls["dur_us"].to_numpy()}, index=calls.index)
     links = trace.launches()
     delay = links[links["gpu_cat"] == "kernel"].drop_duplicates("cpu_index").set_index("cpu_index")["queue_delay_us"]
@@ -180,7 +191,7 @@ def _add_launch_columns(steps: pd.DataFrame, launches: pd.DataFrame) -> None:
 
 def _add_kernel_columns(steps, trace, windows, tiny_us) -> None:
     kernels = trace.kernels()
-    row = step_index(windows, kernels["ts_us"], kernels["rank"])
+    row = window_index(windows, kernels["ts_us"], kernels["rank"])
     frame = pd.DataFrame({"window": row, "tiny": (kernels["dur_us"] < tiny_us).to_numpy()})
     frame = frame[frame["window"] >= 0].groupby("window")
     steps["kernels"] = frame.size().reindex(steps.index, fill_value=0).astype(np.int64)

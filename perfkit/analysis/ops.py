@@ -1,21 +1,24 @@
 """Host-op tables shared by the trace analyses: op-name tables, call nesting, self time, and
 interval coverage inside step windows.
 
-Nesting follows the profiler's own rule: on one thread (file, pid, tid) an event is the child of
-the innermost earlier event that is still running when it starts. Self time is an event's
-duration minus the durations of its direct children on the same thread, the "Self CPU" of
-``prof.key_averages()``: runtime calls (``cudaLaunchKernel``, ``cudaStreamSynchronize``) are
-children of the op that issued them, so they appear as rows of their own.
+Nesting is computed once by the loader (``parent``/``depth`` columns, rules in
+:mod:`perfkit.trace.nesting`): on one thread an event is the child of the innermost earlier event still
+running when it starts, with zero-duration ties at whole microseconds resolved there. Self time is an
+event's duration minus the durations of its direct children on the same thread, the "Self CPU" of
+``prof.key_averages()``: runtime calls (``cudaLaunchKernel``, ``cudaStreamSynchronize``) are children
+of the op that issued them, so they appear as rows of their own.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ..trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from ..errors import ParameterError
+from ..trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES, NESTED_CATEGORIES
 
-# Host categories whose events nest on a thread. python_function frames are handled in stacks.py.
-HOST_CATEGORIES = ("cpu_op", "user_annotation", *LAUNCH_CATEGORIES)
+# Host categories whose events nest on a thread (the loader's ``parent``/``depth``); python_function
+# frames have their own tree (``parent`` from ``Python parent id``, used by stacks.py).
+HOST_CATEGORIES = NESTED_CATEGORIES
 # Host work that keeps a thread busy: annotations are excluded because a record_function around a
 # whole step would mark the host busy for all of it.
 HOST_WORK_CATEGORIES = ("cpu_op", *LAUNCH_CATEGORIES)
@@ -35,7 +38,7 @@ SYNC_OPS = {
 
 
 REQUIRED_COLUMNS = ("name", "cat", "ph", "ts_us", "dur_us", "pid", "tid", "file_id", "rank", "device", "stream",
-                    "correlation", "bytes")
+                    "correlation", "bytes", "parent", "depth", "step")
 
 
 def host_events(trace, categories=HOST_CATEGORIES) -> pd.DataFrame:
@@ -55,54 +58,58 @@ def thread_key(frame: pd.DataFrame) -> np.ndarray:
 
 
 def nest(events: pd.DataFrame) -> pd.DataFrame:
-    """Call nesting of host events, one row per event (same index).
+    """Call nesting of host events, one row per event (same index), read from the ``parent`` and
+    ``depth`` columns that the loader computed (rules in :mod:`perfkit.trace.nesting`).
 
-    Columns: ``parent`` (label of the innermost enclosing event on the thread, -1 if none),
-    ``op`` (label of the innermost enclosing ``cpu_op``, -1), ``top`` (label of the outermost
-    ``cpu_op`` among the event and its ancestors, ``ProfilerStep#`` excluded, -1), ``depth``,
-    ``self_us`` (duration minus direct children's durations, at least 0).
+    ``events``: rows of ``Trace.events`` (host events, e.g. from ``host_events``). Columns:
+    ``parent`` (label of the innermost enclosing event on the thread, -1 if none), ``op`` (label of
+    the innermost enclosing ``cpu_op``, -1), ``top`` (label of the outermost ``cpu_op`` among the event
+    and its ancestors, ``ProfilerStep#`` excluded, -1), ``depth``, ``self_us`` (duration minus the
+    direct children's durations, at least 0). Ancestors missing from ``events`` end the walk up.
+    Raises ParameterError when ``events`` lacks the nesting columns (a trace cached by an older perfkit).
     """
+    missing = [c for c in ("parent", "depth") if c not in events.columns]
+    if missing:
+        raise ParameterError(f"events lack columns {missing}: load the trace with load_trace() of this perfkit")
     n = len(events)
-    if n == 0:
-        return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in ("parent", "op", "top", "depth")}
-                            ).assign(self_us=pd.Series(dtype=np.float64))
-    starts = events["ts_us"].to_numpy(dtype=np.float64)
-    ends = starts + events["dur_us"].to_numpy(dtype=np.float64)
-    threads = thread_key(events)
-    order = np.lexsort((-ends, starts, threads))
+    parent = _positions(events.index.to_numpy(), events["parent"].to_numpy())
     is_op = (events["cat"].astype(str).to_numpy() == "cpu_op") & ~starts_with(events["name"], STEP_PREFIX)
-    parent, inner, outer, depth = _nest_loop(order, starts.tolist(), ends.tolist(), threads.tolist(), is_op.tolist())
-    labels = events.index.to_numpy()
+    inner, outer = _op_ancestry(parent, events["depth"].to_numpy(), is_op)
     durs = events["dur_us"].to_numpy(dtype=np.float64)
     child_time = np.bincount(parent[parent >= 0], weights=durs[parent >= 0], minlength=n)
     enclosing_op = np.where(parent >= 0, inner[np.clip(parent, 0, None)], -1)
+    labels = events.index.to_numpy()
     return pd.DataFrame({
-        "parent": _to_labels(parent, labels), "op": _to_labels(enclosing_op, labels),
-        "top": _to_labels(outer, labels), "depth": depth, "self_us": np.clip(durs - child_time, 0.0, None),
+        "parent": events["parent"].to_numpy(dtype=np.int64), "op": _to_labels(enclosing_op, labels),
+        "top": _to_labels(outer, labels), "depth": events["depth"].to_numpy(dtype=np.int64),
+        "self_us": np.clip(durs - child_time, 0.0, None),
     }, index=events.index)
 
 
-def _nest_loop(order, starts, ends, threads, is_op):
-    """Stack sweep in (thread, start, -end) order; positions refer to rows of the input."""
-    n = len(starts)
-    parent, inner, outer, depth = ([-1] * n for _ in range(4))
-    stack: list[int] = []
-    current = None
-    for i in order.tolist():
-        if threads[i] != current:
-            stack.clear()
-            current = threads[i]
-        while stack and ends[stack[-1]] <= starts[i]:
-            stack.pop()
-        if stack:
-            p = stack[-1]
-            parent[i], depth[i] = p, depth[p] + 1
-            inner[i] = i if is_op[i] else inner[p]
-            outer[i] = outer[p] if outer[p] >= 0 else (i if is_op[i] else -1)
-        else:
-            inner[i] = outer[i] = i if is_op[i] else -1
-        stack.append(i)
-    return np.array(parent), np.array(inner), np.array(outer), np.array(depth)
+def _positions(labels: np.ndarray, parent_labels: np.ndarray) -> np.ndarray:
+    """Positions in ``labels`` of each parent label, -1 where the parent is absent."""
+    if len(labels) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(labels, kind="stable")
+    at = np.clip(np.searchsorted(labels[order], parent_labels), 0, len(labels) - 1)
+    found = (parent_labels >= 0) & (labels[order][at] == parent_labels)
+    return np.where(found, order[at], -1).astype(np.int64)
+
+
+def _op_ancestry(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: position of the innermost cpu_op among itself and its ancestors (``inner``) and of the
+    outermost (``outer``), -1 if none; computed level by level, outermost level first."""
+    n = len(parent)
+    inner = np.where(is_op, np.arange(n), -1)
+    outer = inner.copy()
+    order = np.lexsort((np.arange(n), depth))
+    levels = np.split(order, np.flatnonzero(np.diff(depth[order])) + 1) if n else []
+    for rows in levels:
+        rows = rows[parent[rows] >= 0]
+        up = parent[rows]
+        inner[rows] = np.where(is_op[rows], rows, inner[up])
+        outer[rows] = np.where(outer[up] >= 0, outer[up], outer[rows])
+    return inner, outer
 
 
 def _to_labels(positions: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -254,44 +261,42 @@ def step_windows(trace) -> pd.DataFrame:
     A trace with no steps at all gets one window per rank spanning its events (step -1).
     """
     steps = trace.steps
-    span = _activity_span(trace)
     if len(steps):
         windows = steps[["rank", "step", "start_us", "end_us"]].reset_index(drop=True)
         whole = (steps["source"] == "whole trace").to_numpy()
+        span = _activity_span(trace) if whole.any() else None
         if whole.any() and len(span):
             bounds = span.set_index("rank").reindex(windows["rank"])
             windows.loc[whole, "start_us"] = np.fmin(windows["start_us"], bounds["start_us"].to_numpy())[whole]
             windows.loc[whole, "end_us"] = np.fmax(windows["end_us"], bounds["end_us"].to_numpy())[whole]
     else:
-        windows = span.assign(step=-1)[["rank", "step", "start_us", "end_us"]]
+        windows = _activity_span(trace).assign(step=-1)[["rank", "step", "start_us", "end_us"]]
     return windows.assign(dur_us=windows["end_us"] - windows["start_us"]).reset_index(drop=True)
+
+
+def step_rows(windows: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
+    """Row label of ``windows`` (from ``step_windows``) holding each host event, from the events'
+    ``rank`` and ``step`` columns (a trace without steps has one window per rank, step -1); -1 outside
+    every window. GPU-side events have no step: use ``trace.steps.window_index`` for them."""
+    keys = windows[["rank", "step"]].astype(np.int64).reset_index(names="window").drop_duplicates(["rank", "step"])
+    left = pd.DataFrame({"rank": host["rank"].to_numpy(dtype=np.int64), "step": host["step"].to_numpy(dtype=np.int64)})
+    return left.merge(keys, on=["rank", "step"], how="left")["window"].fillna(-1).to_numpy(dtype=np.int64)
 
 
 def _activity_span(trace) -> pd.DataFrame:
     """First start and last end of host and GPU events per rank."""
-    ev = trace.select(*HOST_CATEGORIES, "python_function", *GPU_CATEGORIES)
-    if ev.empty:
+    ev = trace.events
+    rows = np.flatnonzero((ev["ph"] == "X").to_numpy()
+                          & ev["cat"].isin([*HOST_CATEGORIES, "python_function", *GPU_CATEGORIES]).to_numpy())
+    if len(rows) == 0:
         return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=float),
                              "end_us": pd.Series(dtype=float)})
-    return ev.assign(end_us=ev["ts_us"] + ev["dur_us"]).groupby("rank", observed=True).agg(
-        start_us=("ts_us", "min"), end_us=("end_us", "max")).reset_index()
+    # Three columns of the matching rows, not the whole table: this runs on every per-step analysis.
+    start = ev["ts_us"].to_numpy()[rows]
+    span = pd.DataFrame({"rank": ev["rank"].to_numpy()[rows], "start_us": start,
+                         "end_us": start + ev["dur_us"].to_numpy()[rows]})
+    return span.groupby("rank").agg(start_us=("start_us", "min"), end_us=("end_us", "max")).reset_index()
 
-
-def step_index(windows: pd.DataFrame, ts_us: pd.Series, rank: pd.Series) -> np.ndarray:
-    """Row of ``windows`` containing each timestamp (same rank), -1 outside every window."""
-    out = np.full(len(ts_us), -1, dtype=np.int64)
-    t_all, r_all = ts_us.to_numpy(dtype=np.float64), rank.to_numpy()
-    for r, grp in windows.groupby("rank", sort=False):
-        mask = r_all == r
-        if not mask.any():
-            continue
-        grp = grp.sort_values("start_us")
-        starts, ends = grp["start_us"].to_numpy(), grp["end_us"].to_numpy()
-        t = t_all[mask]
-        pos = np.clip(np.searchsorted(starts, t, side="right") - 1, 0, None)
-        inside = (t >= starts[pos]) & (t < ends[pos])
-        out[np.flatnonzero(mask)] = np.where(inside, grp.index.to_numpy()[pos], -1)
-    return out
 
 
 def jsonable(value):

@@ -6,9 +6,20 @@ already stripped), ``"<built-in method ...>"`` for C functions and ``"nn.Module:
 module calls. A host event's frames are the python_function events running on its thread when it
 starts; the *user* frame is the innermost one that is not library code.
 
-The line number is the one Kineto writes in the frame name: in torch 2.x the first line of the
-running function (its ``def``), not the statement inside it. A site therefore names the function
-that caused the event; two ``.item()`` calls in one function share a site.
+The line number is the one Kineto writes in the frame name: the first line of the running
+function (its ``def``), not the statement inside it. A site therefore names the function that
+caused the event (output says "function starting at file:line"); two ``.item()`` calls in one
+function share a site. ``perfkit detect SCRIPT`` (run-time detection) gives the exact call line.
+
+The frames of a host event are the python_function frame running on its thread when it starts and
+that frame's ancestors along ``Python parent id`` (the ``parent`` column the loader fills), which
+can continue on another thread: a hook that the autograd engine runs points back to the
+``run_backward`` frame of the thread that called ``backward()``.
+
+Besides the user frame, ``inner_*`` names the innermost frame with a file and line when that frame
+is library code, e.g. ``transformers/models/owlv2/modeling_owlv2.py(1421): box_predictor`` for a
+``.to()`` inside a model file the user called: the user frame says where in your code, the inner
+frame which library function did it.
 
 Library code is: built-ins and ``nn.Module`` markers, the Python standard library
 (``sys.stdlib_module_names``, or an absolute ``.../lib/pythonX.Y/`` path), paths under
@@ -25,7 +36,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from .ops import enclosing, nest
+from .ops import enclosing
 
 _FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$")
 _STDLIB_DIR = re.compile(r"/lib/python\d[\d.]*/")
@@ -33,9 +44,10 @@ _STDLIB_DIR = re.compile(r"/lib/python\d[\d.]*/")
 TORCH_PACKAGES = ("torch", "torchvision", "torchaudio", "torchtext", "torchrec", "functorch", "triton")
 LIBRARY_PACKAGES = TORCH_PACKAGES + (
     "numpy", "transformers", "accelerate", "deepspeed", "lightning", "pytorch_lightning", "apex",
-    "flashinfer", "xformers", "tqdm", "typing_extensions", "_pytest", "pluggy",
+    "flashinfer", "xformers", "diffusers", "timm", "peft", "vllm", "torchrl", "stable_baselines3", "gymnasium",
+    "tqdm", "typing_extensions", "_pytest", "pluggy",
 )
-FRAME_COLUMNS = ["frame", "file", "line", "func"]
+FRAME_COLUMNS = ["frame", "file", "line", "func", "inner_frame", "inner_file", "inner_line", "inner_func"]
 
 
 def parse_frame(name: str) -> tuple[str, int, str] | None:
@@ -57,54 +69,80 @@ def is_library(path: str, packages=LIBRARY_PACKAGES) -> bool:
 
 
 def user_frames(trace, events: pd.DataFrame, *, packages=LIBRARY_PACKAGES) -> pd.DataFrame:
-    """Innermost user Python frame of each host event (rows of ``trace.events``).
+    """Innermost user Python frame of each host event (rows of ``trace.events``), and the innermost
+    library frame below it.
 
-    Returns a frame indexed like ``events`` with columns ``frame`` (the python_function name),
-    ``file``, ``line`` and ``func``; all None where the trace has no Python stacks or no frame
-    encloses the event. ``packages``: top-level packages treated as library code.
+    Returns a frame indexed like ``events`` with ``FRAME_COLUMNS``: ``frame`` (the python_function
+    name), ``file``, ``line`` (first line of the function) and ``func`` of the user frame, and
+    ``inner_frame``, ``inner_file``, ``inner_line``, ``inner_func`` of the innermost frame with a file
+    and line when it is library code other than the user frame; None where the trace has no Python
+    stacks or no frame applies. ``packages``: top-level packages treated as library code.
     """
-    empty = pd.DataFrame({"frame": None, "file": None, "line": pd.Series(dtype="Int64"), "func": None},
-                         index=events.index)
+    empty = pd.DataFrame({c: pd.Series([None] * len(events), index=events.index, dtype=object)
+                          for c in FRAME_COLUMNS})
+    for col in ("line", "inner_line"):
+        empty[col] = pd.array([None] * len(events), dtype="Int64")
     frames = trace.select("python_function")
     if frames.empty or events.empty:
         return empty
+    trace.require("parent")
     inner = enclosing(frames, events)
-    parents = nest(frames)["parent"]
     names = frames["name"].astype(str)
-    chosen = _walk_up(inner, parents, names, packages)
-    labels = chosen.to_numpy()
+    walker = _Walker(frames["parent"].to_dict(), names.to_dict(), packages)
+    starts = inner.to_numpy().tolist()
+    users = [walker.user(x) for x in starts]
     out = empty.copy()
-    hit = labels >= 0
-    if hit.any():
-        picked = names.reindex(labels[hit]).to_numpy()
-        parsed = [parse_frame(n) for n in picked]
-        out.loc[hit, "frame"] = picked
-        out.loc[hit, "file"] = [p[0] if p else None for p in parsed]
-        out.loc[hit, "line"] = pd.array([p[1] if p else None for p in parsed], dtype="Int64")
-        out.loc[hit, "func"] = [p[2] if p else None for p in parsed]
+    _fill(out, "", users, names)
+    _fill(out, "inner_", [walker.library_inner(x, u) for x, u in zip(starts, users)], names)
     return out
 
 
-def _walk_up(inner: pd.Series, parents: pd.Series, names: pd.Series, packages) -> pd.Series:
-    """From each innermost frame walk to the first user frame (else the first non-torch frame)."""
-    parent = parents.to_dict()
-    name = names.to_dict()
-    memo: dict = {}
+def _fill(out: pd.DataFrame, prefix: str, labels: list, names: pd.Series) -> None:
+    """Write frame name, file, line, func of the chosen frame labels (-1: none) into ``out``."""
+    labels = np.asarray(labels, dtype=np.int64)
+    hit = labels >= 0
+    if not hit.any():
+        return
+    picked = names.reindex(labels[hit]).to_numpy()
+    parsed = [parse_frame(n) for n in picked]
+    out.loc[hit, prefix + "frame"] = picked
+    out.loc[hit, prefix + "file"] = [p[0] if p else None for p in parsed]
+    out.loc[hit, prefix + "line"] = pd.array([p[1] if p else None for p in parsed], dtype="Int64")
+    out.loc[hit, prefix + "func"] = [p[2] if p else None for p in parsed]
 
-    def pick(label: int) -> int:
-        if label in memo:
-            return memo[label]
-        user = fallback = -1
+
+class _Walker:
+    """Walks up python_function frames (``parent``: label -> parent label) with memoized answers."""
+
+    def __init__(self, parent: dict, name: dict, packages):
+        self.parent, self.name, self.packages = parent, name, packages
+        self._user: dict = {}
+
+    def user(self, label: int) -> int:
+        """First user frame from ``label`` upward, else the first frame outside torch/stdlib, else -1."""
+        if label < 0:
+            return -1
+        if label not in self._user:
+            user = fallback = -1
+            cur = label
+            while cur >= 0 and user < 0:
+                parsed = parse_frame(self.name[cur])
+                if parsed is not None:
+                    if not is_library(parsed[0], self.packages):
+                        user = cur
+                    elif fallback < 0 and not is_library(parsed[0], TORCH_PACKAGES):
+                        fallback = cur
+                cur = self.parent.get(cur, -1)
+            self._user[label] = user if user >= 0 else fallback
+        return self._user[label]
+
+    def library_inner(self, label: int, user: int) -> int:
+        """The innermost frame with a file and line from ``label`` upward, if it is library code and
+        not ``user``; else -1."""
         cur = label
-        while cur >= 0 and user < 0:
-            parsed = parse_frame(name[cur])
+        while cur >= 0:
+            parsed = parse_frame(self.name[cur])
             if parsed is not None:
-                if not is_library(parsed[0], packages):
-                    user = cur
-                elif fallback < 0 and not is_library(parsed[0], TORCH_PACKAGES):
-                    fallback = cur
-            cur = parent.get(cur, -1)
-        memo[label] = user if user >= 0 else fallback
-        return memo[label]
-
-    return pd.Series([pick(int(x)) if x >= 0 else -1 for x in inner.to_numpy()], index=inner.index, dtype=np.int64)
+                return cur if cur != user and is_library(parsed[0], self.packages) else -1
+            cur = self.parent.get(cur, -1)
+        return -1

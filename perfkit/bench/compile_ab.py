@@ -27,6 +27,13 @@ from .stats import check_knobs
 from .timing import Clock, check_counts, resolve_timing_device, time_call
 
 _COMPILE_ID = re.compile(r"^\[?(\d+)/(\d+)")
+# Dynamo's guard failure text: "0/1: flag == False      # if flag:  # x.py:8 in forward (HINT: ...)",
+# then "User stack trace:" and the frames of the line that installed the guard.
+_GUARD_COMMENT = re.compile(r"\s{2,}#\s")
+_USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_HINT = re.compile(r"\(HINT: (?P<hint>.*)\)\s*$")
+_SHAPE_GUARDS = ("size mismatch", "stride mismatch", "dimensionality", "ndim", "rank mismatch")
+_DEBUG_CONTEXT = "Developer debug context: attempted to jump with "
 
 
 @dataclass(frozen=True)
@@ -41,11 +48,22 @@ class GraphBreak:
 
 @dataclass(frozen=True)
 class Recompile:
-    """One recompilation: dynamo's ``compile_id`` ("frame/n"), the function, and the failed guard."""
+    """One recompilation: dynamo's ``compile_id`` ("frame/n"), the function, the failed guard
+    (``reason``), and where that guard came from: ``location`` ("file:line" of the user code that
+    read the value, "" when dynamo gives none, as for input shapes), its ``code`` and dynamo's
+    ``hint``."""
 
     compile_id: str
     function: str
     reason: str
+    location: str = ""
+    code: str = ""
+    hint: str = ""
+
+    @property
+    def on_shape(self) -> bool:
+        """True when an input's shape/stride changed, False when a Python value did."""
+        return any(k in self.reason for k in _SHAPE_GUARDS)
 
 
 @dataclass(frozen=True)
@@ -103,7 +121,7 @@ class CompileABResult:
     def to_frame(self) -> pd.DataFrame:
         """One row per graph break or recompile: ``kind``, ``reason``, ``location``, ``detail``."""
         rows = [("graph_break", b.reason, b.location, b.detail) for b in self.graph_breaks]
-        rows += [("recompile", r.reason, r.function, r.compile_id) for r in self.recompiles]
+        rows += [("recompile", r.reason, r.location or r.function, r.compile_id) for r in self.recompiles]
         return pd.DataFrame(rows, columns=["kind", "reason", "location", "detail"])
 
     def summary(self) -> dict:
@@ -271,15 +289,30 @@ class _DynamoWatch:
             for reason in reasons:
                 match = _COMPILE_ID.match(reason)
                 if match:
-                    failures.setdefault(match.groups(), (where, reason.split(":", 1)[1].split("\n")[0].strip()))
+                    failures.setdefault(match.groups(), (where, reason.split(":", 1)[1]))
         out = []
         for cid in self.compile_ids:
             match = _COMPILE_ID.match(cid)
             if match and int(match.group(2)) > 0:
                 frame, n = match.group(1), int(match.group(2))
-                where, reason = failures.get((frame, str(n - 1)), ("frame " + frame, "unknown guard failure"))
-                out.append(Recompile(cid, where, reason))
+                where, text = failures.get((frame, str(n - 1)), ("frame " + frame, "unknown guard failure"))
+                out.append(_recompile(cid, where, text))
         return tuple(out)
+
+
+def _recompile(compile_id: str, function: str, text: str) -> Recompile:
+    """Split dynamo's guard failure text into the guard, the user line that read it and the hint."""
+    lines = text.strip().split("\n")
+    head = lines[0].strip()
+    hint = _HINT.search(head)
+    reason = _GUARD_COMMENT.split(head, maxsplit=1)[0].strip()
+    location = code = ""
+    for i, line in enumerate(lines):
+        frame = _USER_FRAME.match(line)
+        if frame:  # the last frame is the line that read the guarded value
+            location = f"{frame['file']}:{frame['line']}"
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+    return Recompile(compile_id, function, reason, location, code, hint["hint"] if hint else "")
 
 
 def _graph_break(item: Any, known: list[str]) -> GraphBreak:
@@ -288,11 +321,23 @@ def _graph_break(item: Any, known: list[str]) -> GraphBreak:
     lines = str(item.reason).strip().split("\n")
     title, detail = lines[0].strip(), "\n".join(lines[1:]).strip()
     if frame and (title.startswith("generic_jump") or not detail):
-        for text in known:  # dynamo's long explanation names the file and line it came from
-            if f'"{frame.filename}", line {frame.lineno}' in text:
-                title, detail = text.split("\n")[0].strip(), "\n".join(text.split("\n")[1:]).strip()
-                break
+        text = _explanation(title, frame, known)
+        if text:
+            title, detail = text.split("\n")[0].strip(), "\n".join(text.split("\n")[1:]).strip()
     return GraphBreak(title, location, (frame.line or "").strip() if frame else "", detail)
+
+
+def _explanation(title: str, frame, known: list[str]) -> str:
+    """Dynamo's long explanation of a break: the one naming this file and line, else (for a
+    bare ``if tensor:``, whose explanation names no line) the one whose debug context matches."""
+    site = f'"{frame.filename}", line {frame.lineno}'
+    for text in known:
+        if site in text:
+            return text
+    if title.startswith("generic_jump "):
+        context = _DEBUG_CONTEXT + title[len("generic_jump "):]
+        return next((text for text in known if context in text), "")
+    return ""
 
 
 def _warnings(timing: ABResult, backend: str, mode: str, recompiles) -> tuple[str, ...]:
@@ -334,15 +379,27 @@ def _break_finding(r: CompileABResult) -> Finding | None:
                    "any graph break (each one splits the graph and blocks fusion across it)")
 
 
+_SHAPE_FIX = ("Pad inputs to a few fixed shapes, mark the varying dim with torch._dynamo.mark_dynamic(x, 0), "
+              "or compile with dynamic=True")
+_VALUE_FIX = ("Dynamo specializes on Python values the code reads (flags, ints, config attributes): each new "
+              "value compiles another graph, up to recompile_limit, then runs eagerly. Keep such values fixed "
+              "during a run, branch outside the compiled function (one compiled function per setting), or "
+              "pass the value as a tensor and select with torch.where")
+
+
 def _recompile_finding(r: CompileABResult) -> Finding | None:
     if not r.recompiles:
         return None
-    return Finding("medium", f"{len(r.recompiles)} recompile(s): {r.recompiles[0].reason}",
+    first = next((x for x in r.recompiles if x.location), r.recompiles[0])
+    where = f" at {first.location}" if first.location else f" in {first.function}"
+    fixes = [fix for fix, hit in ((_SHAPE_FIX, any(x.on_shape for x in r.recompiles)),
+                                  (_VALUE_FIX, not all(x.on_shape for x in r.recompiles))) if hit]
+    hints = sorted({x.hint for x in r.recompiles if x.hint})
+    return Finding("medium", f"{len(r.recompiles)} recompile(s): {first.reason}{where}",
                    {"recompiles": len(r.recompiles), "variant_call_s": sum(r.variant_call_s),
-                    "reasons": "; ".join(sorted({x.reason for x in r.recompiles}))[:300]},
-                   "Pad inputs to a few fixed shapes, mark the varying dim with "
-                   "torch._dynamo.mark_dynamic(x, 0), or compile with dynamic=True",
-                   "any recompile after the first compile of a frame")
+                    "reasons": "; ".join(sorted({x.reason for x in r.recompiles}))[:300],
+                    **({"code": first.code} if first.code else {})},
+                   ". ".join(fixes + [f"dynamo: {h}" for h in hints]), "any recompile after the first compile of a frame")
 
 
 def _speed_finding(r: CompileABResult) -> Finding | None:

@@ -13,17 +13,16 @@ through ``__reduce__``) is refused with a TraceError before anything runs.
 """
 from __future__ import annotations
 
-import gzip
-import io
-import json
-import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from ..errors import TraceError
+from ..limits import SNAPSHOT_MAX_ITEMS
+from .snapshot_read import SnapshotReader, describe, frame_site, read_bytes, unpickle
 from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
 
 # torch/profiler/_memory_profiler.py: Action enum values and _CATEGORY_TO_INDEX order.
@@ -31,22 +30,8 @@ TIMELINE_ACTIONS = {1: "preexisting", 2: "create", 3: "increment_version", 4: "d
 TIMELINE_CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activation", "gradient",
                        "autograd_detail", "unknown")
 _FREE_ACTIONS = ("free_completed", "free_requested", "free")
-_NOT_USER = ("/torch/", "\\torch\\", "/site-packages/", "\\site-packages\\", "/dist-packages/")
 _GIB = 2**30
 _BEFORE_HISTORY = "(allocated before the history)"
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Refuses every global: memory snapshots are built from plain containers only."""
-
-    def __init__(self, file, path):
-        super().__init__(file)
-        self._path = path
-
-    def find_class(self, module, name):
-        raise TraceError(self._path, f"the file tries to construct `{module}.{name}` and was refused",
-                         "CUDA memory snapshots contain only dicts, lists, strings and numbers; "
-                         "this file is not one (or was tampered with): do not load it with pickle")
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,98 +122,82 @@ class MemorySnapshot:
 def load_memory_snapshot(path) -> MemorySnapshot:
     """Read a ``torch.cuda.memory._dump_snapshot`` pickle (``.pickle`` or ``.pickle.gz``).
 
-    Raises TraceError when the file is missing, is not a pickle (a profiler memory timeline
-    export gets a message naming ``load_profiler_memory_timeline``), tries to construct any
-    object, or does not have the snapshot's structure.
+    Raises TraceError when the file is missing or unreadable, is not a pickle (a profiler memory
+    timeline export gets a message naming ``load_profiler_memory_timeline``), tries to construct
+    any object, expands past ``PERFKIT_SNAPSHOT_MAX_ITEMS`` or ``PERFKIT_MAX_DECOMPRESSED_BYTES``,
+    or does not have the snapshot's structure and types (see :mod:`perfkit.bench.snapshot_read`).
     """
     path = Path(path)
-    data = _read_bytes(path)
+    data = read_bytes(path)
     if data[:1] in (b"[", b"{"):
         raise TraceError(path, "this is JSON, not a CUDA memory snapshot pickle: it looks like a "
                          "torch.profiler memory timeline export (export_memory_timeline)",
                          "read it with perfkit.bench.snapshot.load_profiler_memory_timeline(path)")
-    try:
-        raw = _RestrictedUnpickler(io.BytesIO(data), path).load()
-    except TraceError:
-        raise
-    except Exception as exc:
-        raise TraceError(path, f"cannot unpickle: {type(exc).__name__}: {exc}",
-                         "the file is truncated or not a memory snapshot") from exc
-    return _build_snapshot(path, raw)
-
-
-def _read_bytes(path: Path) -> bytes:
-    if not path.is_file():
-        raise TraceError(path, "file not found")
-    data = path.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise TraceError(path, f"gzip data is damaged: {exc}", "re-copy the file") from exc
-    return data
+    return _build_snapshot(path, unpickle(path, data))
 
 
 def _build_snapshot(path: Path, raw) -> MemorySnapshot:
     if isinstance(raw, list):  # torch.cuda.memory_snapshot(): segments only, no history
         raw = {"segments": raw, "device_traces": []}
     if not isinstance(raw, dict) or not isinstance(raw.get("segments"), list):
-        kind = type(raw).__name__
-        keys = sorted(raw)[:8] if isinstance(raw, dict) else []
-        raise TraceError(path, f"not a CUDA memory snapshot: top level is a {kind} {keys}",
+        keys = ", ".join(sorted(describe(k) for k in list(raw)[:8])) if isinstance(raw, dict) else ""
+        raise TraceError(path, f"not a CUDA memory snapshot: top level is {describe(raw)} [{keys}]",
                          "expected a dict with 'segments' and 'device_traces' (torch.cuda.memory._snapshot())")
-    try:
-        segments, blocks = _segments_frame(raw["segments"]), _blocks_frame(raw["segments"])
-        events = _events_frame(raw.get("device_traces") or [])
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise TraceError(path, f"malformed snapshot: {type(exc).__name__}: {exc}") from exc
+    reader = SnapshotReader(path)
+    traces = reader.items(raw.get("device_traces") or [], list, "device_traces")
+    blocks, events = reader.check_expansion(raw["segments"], traces)
     warnings = []
-    if events.empty:
+    settings = raw.get("allocator_settings") or {}
+    if not isinstance(settings, dict) or not all(isinstance(k, str) for k in settings):
+        warnings.append(f"allocator_settings is {describe(settings)}, not a dict of named settings: ignored")
+        settings = {}
+    if not events:
         warnings.append("no allocation history in this snapshot: call "
                         "torch.cuda.memory._record_memory_history() before the code you snapshot")
-    return MemorySnapshot(str(path), segments, blocks, events, dict(raw.get("allocator_settings") or {}),
-                          tuple(warnings))
+    return MemorySnapshot(str(path), _segments_frame(reader, raw["segments"]), _blocks_frame(reader, blocks),
+                          _events_frame(reader, events), dict(settings), tuple(warnings))
 
 
-def _segments_frame(segments: list) -> pd.DataFrame:
-    rows = [{"device": s.get("device", 0), "address": s["address"], "total_size_bytes": s["total_size"],
-             "allocated_size_bytes": s.get("allocated_size", 0), "active_size_bytes": s.get("active_size", 0),
-             "requested_size_bytes": s.get("requested_size", 0), "stream": s.get("stream", 0),
-             "segment_type": s.get("segment_type", ""), "blocks": len(s.get("blocks", []))}
-            for s in segments]
-    return pd.DataFrame(rows, columns=["device", "address", "total_size_bytes", "allocated_size_bytes",
+_SEGMENT_INTS = ("device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream")
+
+
+def _segments_frame(reader: SnapshotReader, segments: list) -> pd.DataFrame:
+    where = "segments[{}]".format
+    cols = {f"{k}_bytes" if k.endswith("size") else k: reader.ints(segments, k, where, _required(k, "address", "total_size"))
+            for k in _SEGMENT_INTS}
+    cols["segment_type"] = reader.strings(segments, "segment_type", where)
+    cols["blocks"] = [len(s.get("blocks") or ()) for s in segments]
+    return pd.DataFrame(cols, columns=["device", "address", "total_size_bytes", "allocated_size_bytes",
                                        "active_size_bytes", "requested_size_bytes", "stream",
                                        "segment_type", "blocks"])
 
 
-def _blocks_frame(segments: list) -> pd.DataFrame:
-    rows = [{"device": s.get("device", 0), "segment_address": s["address"], "address": b["address"],
-             "size_bytes": b["size"], "requested_size_bytes": b.get("requested_size", 0),
-             "state": b["state"], "stream": s.get("stream", 0), "frame": frame_site(b.get("frames", []))}
-            for s in segments for b in s.get("blocks", [])]
-    return pd.DataFrame(rows, columns=["device", "segment_address", "address", "size_bytes",
-                                       "requested_size_bytes", "state", "stream", "frame"])
+def _blocks_frame(reader: SnapshotReader, pairs: list) -> pd.DataFrame:
+    segments, blocks = [s for s, _ in pairs], [b for _, b in pairs]
+    where, segment = reader.block_at, lambda i: reader.block_at(i).split(".")[0]
+    return pd.DataFrame({
+        "device": reader.ints(segments, "device", segment), "segment_address": reader.ints(segments, "address", segment, None),
+        "address": reader.ints(blocks, "address", where, None), "size_bytes": reader.ints(blocks, "size", where, None),
+        "requested_size_bytes": reader.ints(blocks, "requested_size", where),
+        "state": reader.strings(blocks, "state", where, None), "stream": reader.ints(segments, "stream", segment),
+        "frame": [frame_site(b.get("frames", [])) for b in blocks],
+    }, columns=["device", "segment_address", "address", "size_bytes", "requested_size_bytes", "state", "stream", "frame"])
 
 
-def _events_frame(device_traces: list) -> pd.DataFrame:
-    rows = [{"device": dev, "time_us": e.get("time_us", 0), "action": e["action"], "address": e.get("addr", 0),
-             "size_bytes": e.get("size", 0), "stream": e.get("stream", 0),
-             "frame": frame_site(e.get("frames", []))}
-            for dev, trace in enumerate(device_traces) for e in trace]
-    frame = pd.DataFrame(rows, columns=["device", "time_us", "action", "address", "size_bytes", "stream", "frame"])
-    frame = frame.astype({"device": "int64", "time_us": "int64", "size_bytes": "int64", "stream": "int64"})
+def _events_frame(reader: SnapshotReader, pairs: list) -> pd.DataFrame:
+    rows, where = [e for _, e in pairs], reader.event_at
+    frame = pd.DataFrame({
+        "device": np.array([d for d, _ in pairs], dtype=np.int64), "time_us": reader.ints(rows, "time_us", where),
+        "action": reader.strings(rows, "action", where, None), "address": reader.ints(rows, "addr", where),
+        "size_bytes": reader.ints(rows, "size", where), "stream": reader.ints(rows, "stream", where),
+        "frame": [frame_site(e.get("frames", [])) for e in rows],
+    }, columns=["device", "time_us", "action", "address", "size_bytes", "stream", "frame"])
     return frame.sort_values(["device", "time_us"], kind="stable").reset_index(drop=True)
 
 
-def frame_site(frames: list) -> str:
-    """"file:line:name" of the first Python frame outside torch and site-packages (the user
-    code that allocated); falls back to the first Python frame, then to the first frame."""
-    py = [f for f in frames if str(f.get("filename", "")).endswith(".py")]
-    user = [f for f in py if not any(part in f["filename"] for part in _NOT_USER)]
-    pick = (user or py or frames or [None])[0]
-    if pick is None:
-        return ""
-    return f"{pick.get('filename', '?')}:{pick.get('line', 0)}:{pick.get('name', '?')}"
+def _required(key: str, *required: str):
+    """The default of a segment field: None (so a missing one is an error) for the required ones."""
+    return None if key in required else 0
 
 
 def _free_action(events: pd.DataFrame) -> str:
@@ -318,20 +287,23 @@ class ProfilerMemoryTimeline:
 
 def load_profiler_memory_timeline(path) -> ProfilerMemoryTimeline:
     """Read ``export_memory_timeline("....raw.gz")`` output: JSON list of
-    [time_ns, action, bytes, category_index]. Raises TraceError for anything else."""
+    [time_ns, action, bytes, category_index] integer rows. Raises TraceError for anything else
+    (including more rows than ``PERFKIT_SNAPSHOT_MAX_ITEMS``)."""
     path = Path(path)
-    data = _read_bytes(path)
     try:
-        rows = json.loads(data)
-    except ValueError as exc:
+        rows = orjson.loads(read_bytes(path))
+    except orjson.JSONDecodeError as exc:
         raise TraceError(path, f"not a profiler memory timeline (JSON): {exc}",
-                         "CUDA memory snapshot pickles are read with load_memory_snapshot") from exc
-    ok = isinstance(rows, list) and all(isinstance(r, list) and len(r) == 4 for r in rows[:100])
-    if not ok:
+                         "CUDA memory snapshot pickles are read with load_memory_snapshot") from None
+    if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == 4 for r in rows):
         raise TraceError(path, "not a raw profiler memory timeline: expected a list of "
                          "[time_ns, action, bytes, category] rows",
                          "export it with prof.export_memory_timeline('x.raw.gz')")
-    frame = pd.DataFrame(rows, columns=["time_ns", "action", "bytes", "category"])
+    if len(rows) > SNAPSHOT_MAX_ITEMS.value():
+        raise TraceError(path, SNAPSHOT_MAX_ITEMS.refusal(f"its {len(rows):,} rows"))
+    reader = SnapshotReader(path, "memory timeline", "export it with prof.export_memory_timeline('x.raw.gz')")
+    columns = ["time_ns", "action", "bytes", "category"]
+    frame = pd.DataFrame({c: reader.ints(rows, i, "rows[{}]".format) for i, c in enumerate(columns)})
     frame["action"] = frame["action"].map(TIMELINE_ACTIONS).fillna("unknown")
     frame["category"] = frame["category"].map(dict(enumerate(TIMELINE_CATEGORIES))).fillna("unknown")
     return ProfilerMemoryTimeline(str(path), frame.sort_values("time_ns", kind="stable").reset_index(drop=True))

@@ -2,7 +2,12 @@
 function; errors become a one-line message and a non-zero exit code.
 
 Each subcommand lives in ``perfkit/cli/<name>.py`` and defines ``register(subparsers)``,
-which adds its parser and sets ``func`` to a callable ``(args) -> int``.
+which adds its parser and sets ``func`` to a callable ``(args) -> int`` (and may set
+``unknown_args_hint``, a sentence added when the command line has arguments it does not know).
+Everything a command prints to stdout passes through :class:`perfkit.text.PrintableStream`, so no
+escape sequence from a trace, script or file name reaches the terminal.
+Exit codes: 0 done, 1 the command's own failure verdict, 2 an error (bad input or usage),
+130 interrupted, 141 stdout closed early (``perfkit summary x | head``).
 """
 from __future__ import annotations
 
@@ -12,8 +17,11 @@ import os
 import sys
 
 from ..errors import PerfkitError
+from ..text import PrintableStream, printable
 
-COMMANDS = ("summary", "syncs", "diff", "detect", "scan", "run", "log", "validate", "init")
+COMMANDS = ("summary", "syncs", "diff", "ranks", "sql", "detect", "scan", "run", "log", "validate",
+            "hotspots", "critical_path", "gaps", "annotate", "init")
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,20 +34,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
+    stdout = sys.stdout
+    sys.stdout = PrintableStream(stdout)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return code
     except PerfkitError as exc:
-        print(f"perfkit {args.command}: error: {exc}", file=sys.stderr)
+        print(f"perfkit {args.command}: error: {printable(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"perfkit {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # `perfkit summary X | head -3`: the reader left; stop quietly, as cat and grep do.
+        _silence_stdout(stdout)
+        return EXIT_BROKEN_PIPE
+    finally:
+        sys.stdout = stdout
+
+
+def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        hint = getattr(args, "unknown_args_hint", "")
+        parser.error(f"unrecognized arguments: {printable(' '.join(unknown))}" + (f"; {hint}" if hint else ""))
+    return args
+
+
+def _silence_stdout(stdout) -> None:
+    """The reader of our stdout is gone: point stdout at /dev/null so that the interpreter's final
+    flush does not print a second BrokenPipeError (the recipe of the Python signal docs)."""
+    try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 141
+        os.dup2(devnull, stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (captured in tests)
+        pass
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """``perfkit diff A B [--json]``: what changed from trace A (baseline) to trace B."""
 from __future__ import annotations
 
-import json
+from ..text import json_text, printable_data
 
 
 def register(subparsers) -> None:
@@ -21,7 +21,8 @@ def run(args) -> int:
     a = load_trace(args.a, use_cache=not args.no_cache)
     b = load_trace(args.b, use_cache=not args.no_cache)
     result = diff(a, b)
-    print(json.dumps(result.to_json(top=args.top)) if args.json else format_diff(result.to_json(top=args.top)))
+    d = result.to_json(top=args.top)
+    print(json_text(d) if args.json else format_diff(printable_data(d)))
     return 0
 
 

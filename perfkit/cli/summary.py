@@ -1,8 +1,9 @@
 """``perfkit summary TRACE... [--json]``: whole-file counts of each trace."""
 from __future__ import annotations
 
-import json
 import sys
+
+from ..text import json_text, printable_data
 
 
 def register(subparsers) -> None:
@@ -21,7 +22,7 @@ def run(args) -> int:
     for source in args.traces:
         trace = load_trace(source, use_cache=not args.no_cache, salvage=args.salvage, progress=sys.stderr.isatty())
         summary = summarize(trace)
-        print(json.dumps(summary) if args.json else format_summary(summary))
+        print(json_text(summary) if args.json else format_summary(printable_data(summary)))
     return 0
 
 

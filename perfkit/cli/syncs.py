@@ -1,12 +1,13 @@
-"""``perfkit syncs TRACE [--json]``: every host-device sync point, ranked by blocked time."""
+"""``perfkit syncs TRACE [--json]``: every host-device sync point, ranked by blocked time, and the host
+scalar reads that did not wait (listed apart, not counted)."""
 from __future__ import annotations
 
-import json
+from ..text import json_text, printable_data
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("syncs", help="host-device sync points with their source line, count per step "
-                                            "and time blocked")
+    p = subparsers.add_parser("syncs", help="where the host waited on the GPU: sync points with the function "
+                                            "they ran in, count per step and time blocked")
     p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--top", type=int, default=20, help="sites to list in the table (default 20)")
@@ -19,29 +20,44 @@ def run(args) -> int:
     from ..trace import load_trace
 
     result = syncs(load_trace(args.trace, use_cache=not args.no_cache))
-    print(json.dumps(result.to_json()) if args.json else format_syncs(result.to_json(), args.top))
+    print(json_text(result.to_json()) if args.json else format_syncs(printable_data(result.to_json()), args.top))
     return 0
 
 
 def format_syncs(d: dict, top: int = 20) -> str:
     """Human-readable table of a ``SyncResult.to_json()`` dict."""
+    from ..analysis.sync_result import reads_line
+
     t = d["total"]
-    lines = [f"{t['count']:,} sync points ({t['per_step']:.3g} per step over {t['steps']} steps), "
-             f"{_ms(t['blocked_us'])} blocked; {t['gpu_confirmed']:,} confirmed by a GPU wait", ""]
-    lines.append(f"{'kind':<14}{'count':>8}{'per step':>10}{'blocked':>12}")
+    what = "possible sync points (CPU-only trace)" if t.get("cpu_only") else "sync points"
+    lines = [f"{t['count']:,} {what} ({t['per_step']:.3g} per step over {t['steps']} steps), "
+             f"{_ms(t['blocked_us'])} blocked; {t['gpu_confirmed']:,} confirmed by a GPU wait"]
+    if t["host_scalar_reads"]:
+        lines.append(reads_line(t))
+    lines += ["", f"{'kind':<22}{'count':>8}{'per step':>10}{'blocked':>12}"]
     for kind, k in d["by_kind"].items():
-        lines.append(f"{kind:<14}{k['count']:>8,}{k['per_step']:>10.3g}{_ms(k['blocked_us']):>12}")
-    lines += ["", f"{'blocked':>10}{'count':>7}{'/step':>7}  {'kind':<14}{'op':<28}"
-                  "source: file:line (function), line = where the function starts"]
-    for s in d["sites"][:top]:
-        source = f"{s['file']}:{s['line']} ({s['func']})" if s["file"] else "- (no Python stack)"
-        lines.append(f"{_ms(s['blocked_us']):>10}{s['count']:>7,}{s['per_step']:>7.3g}  {s['kind']:<14}"
-                     f"{(s['op'] or '-')[:27]:<28}{source}")
-    if len(d["sites"]) > top:
-        lines.append(f"... {len(d['sites']) - top} more sites (--top N or --json)")
-    lines += [""] + [f"{f['severity']:<8} {f['title']}\n         fix: {f['fix']}" for f in d["findings"]]
+        lines.append(f"{kind:<22}{k['count']:>8,}{k['per_step']:>10.3g}{_ms(k['blocked_us']):>12}")
+    lines += ["", f"{'blocked':>10}{'count':>7}{'/step':>7}  {'kind':<22}{'op':<28}source", *_sites(d["sites"], top)]
+    reads = d["host_scalar_reads"]["sites"]
+    if reads:
+        lines += ["", "host scalar reads, no GPU wait (not counted above):", *_sites(reads, top, "host_us")]
+    lines += ["", f"source: {d['source_lines']}", ""]
+    lines += [f"{f['severity']:<8} {f['title']}\n         fix: {f['fix']}" for f in d["findings"]]
     lines += [f"warning  {w}" for w in d["warnings"]]
     return "\n".join(lines) + "\n"
+
+
+def _sites(sites: list, top: int, time_key: str = "blocked_us") -> list[str]:
+    from ..analysis.sync_result import where
+
+    lines = []
+    for s in sites[:top]:
+        source = where(s) if s["file"] else "- (no Python stack)"
+        lines.append(f"{_ms(s[time_key]):>10}{s['count']:>7,}{s['per_step']:>7.3g}  {s['kind']:<22}"
+                     f"{(s['op'] or '-')[:27]:<28}{source}")
+    if len(sites) > top:
+        lines.append(f"... {len(sites) - top} more sites (--top N or --json)")
+    return lines
 
 
 def _ms(us: float) -> str:

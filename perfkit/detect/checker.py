@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 
+from . import patterns as P
 from . import rules as R
 
 Hit = tuple[int, int, str, str]
@@ -22,7 +23,7 @@ Hit = tuple[int, int, str, str]
 def check_tree(tree: ast.AST) -> list[Hit]:
     """``(line, end_line, rule id, message)`` of every rule match in ``tree`` (one parsed file),
     in source order; a rule may match a line more than once."""
-    checker = _Checker(R.import_aliases(tree), _has_backward(tree))
+    checker = _Checker(R.import_aliases(tree), _has_backward(tree), P.forward_functions(tree))
     checker.visit(tree)
     return checker.hits
 
@@ -43,8 +44,9 @@ def _name_of(node: ast.AST) -> str:
 class _Checker(ast.NodeVisitor):
     """One pass in source order: binds name kinds as it goes and records (line, end, rule, message)."""
 
-    def __init__(self, aliases: dict[str, str], file_trains: bool):
+    def __init__(self, aliases: dict[str, str], file_trains: bool, forward_names: frozenset[str] = frozenset()):
         self.aliases = aliases
+        self.forward_names = forward_names
         self.kinds = R.ExprKinds(aliases)
         self.file_trains = file_trains
         self.loops = 0
@@ -174,8 +176,13 @@ class _Checker(ast.NodeVisitor):
 
     visit_Assert = visit_IfExp = visit_If
 
+    def _in_forward(self) -> bool:
+        return any(name in self.forward_names for name, _ in self.functions)
+
     def _condition(self, test):
-        if self._syncs_as_bool(test):
+        if self._in_forward() and P.is_nan_check(test, self.aliases):
+            self.hit(test, "check-in-forward", "a NaN/Inf check in `forward`: one sync per forward pass")
+        elif self._syncs_as_bool(test):
             self.hit(test, "tensor-condition", "a tensor is used as a condition: `__bool__` waits for the device")
 
     def _syncs_as_bool(self, test) -> bool:
@@ -201,6 +208,10 @@ class _Checker(ast.NodeVisitor):
             self._optimizer(node, qual)
         elif qual == "print" or self._is_logging(node):
             self._printed(node, node.args)
+        elif P.is_one_arg_where(node, self.aliases):
+            self.hit(node, "where-nonzero", "one-argument `torch.where(mask)` is a nonzero: the host waits for the count")
+        if self._in_forward() and P.is_reduction_read(node, self.aliases):
+            self.hit(node, "check-in-forward", "an `.any()`/`.all()` read to the host in `forward`: one sync per forward pass")
         if isinstance(node.func, ast.Attribute):
             self._method(node, node.func.attr)
 

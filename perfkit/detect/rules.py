@@ -182,6 +182,20 @@ RULES = {r.id: r for r in (
          "(and the device queue) every iteration",
          "pin the host batch (`DataLoader(pin_memory=True)` or `.pin_memory()`) and use "
          "`.to(device, non_blocking=True)`"),
+    Rule("where-nonzero", "medium",
+         "one-argument `torch.where(mask)` is `torch.nonzero(mask, as_tuple=True)`: its output size "
+         "depends on the data, so the host waits for the device to count the matches (and "
+         "torch.compile breaks the graph there)",
+         "use the three-argument `torch.where(mask, a, b)` or mask arithmetic (`x * mask`), which keep "
+         "shapes fixed; if you need the indices, `torch.nonzero_static(mask, size=k)` pads them to a "
+         "fixed count"),
+    Rule("check-in-forward", "high",
+         "a NaN/Inf check (`if torch.isnan(x).any():`) or an `.any().item()` read inside `forward` (or "
+         "a helper that `forward` calls) waits for the device once per check per forward pass: 50 "
+         "checks in a model are 50 syncs per step",
+         "take the checks off the hot path: accumulate `torch.isfinite(x).all()` into a device flag and "
+         "read it every N steps, repair without a branch (`torch.nan_to_num`, `clamp`), or turn on "
+         "`torch.autograd.set_detect_anomaly(True)` only while debugging"),
     Rule("parse-error", "info",
          "the file could not be parsed, so no other rule ran on it",
          "fix the syntax error (or exclude the file)"),
@@ -409,3 +423,4 @@ class ExprKinds:
 
     def is_tensor(self, node: ast.AST, guess_names: bool = False) -> bool:
         return self.kind(node, guess_names) == "tensor"
+

@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import functools
 import os
-import runpy
 import sys
 import sysconfig
 import threading
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +38,7 @@ from . import syncdebug
 from .rules import sync_classifiers
 from .syncdebug import SYNC_DEBUG_MESSAGE  # noqa: F401  (re-exported)
 
-__all__ = ["SyncEvent", "SyncReport", "SyncDetector", "detect_syncs", "run_script"]
+__all__ = ["SyncEvent", "SyncReport", "SyncDetector", "detect_syncs"]
 
 _COLUMNS = ["file", "line", "op", "count"]
 
@@ -63,8 +61,11 @@ class SyncReport:
     """Sync points found inside a ``detect_syncs()`` block, most frequent first.
 
     ``mode`` is "cuda" (device tensors only), "cpu-as-device" (CPU tensors count as device
-    tensors) or "no-device" (nothing could be flagged). ``error`` is set by ``run_script``
-    when the script raised.
+    tensors) or "no-device" (nothing could be flagged). ``error`` is set by
+    ``perfkit.detect.script.run_script``
+    when the script raised, exited non-zero or was interrupted; ``exit_status`` is the status
+    the script would have exited with (0, its ``sys.exit``/``os._exit`` code, 1 for an
+    exception, 130 for Ctrl-C).
     """
 
     events: tuple[SyncEvent, ...]
@@ -72,6 +73,7 @@ class SyncReport:
     sync_debug: bool = False
     warnings: tuple[str, ...] = ()
     error: str = ""
+    exit_status: int = 0
 
     @property
     def total(self) -> int:
@@ -162,40 +164,6 @@ def detect_syncs(treat_cpu_as_device: bool | None = None) -> SyncDetector:
     if treat_cpu_as_device is not None and not isinstance(treat_cpu_as_device, bool):
         raise ParameterError(f"treat_cpu_as_device={treat_cpu_as_device!r}: use True, False or None (auto)")
     return SyncDetector(treat_cpu_as_device)
-
-
-def run_script(script, args=(), *, treat_cpu_as_device: bool | None = None) -> SyncReport:
-    """Run a Python script as ``__main__`` under ``detect_syncs()`` with ``sys.argv = [script, *args]``.
-
-    A script that raises (or exits non-zero) still yields the events found so far, with the
-    error in ``SyncReport.error``. Raises ParameterError when the script does not exist.
-    """
-    path = Path(script)
-    if not path.is_file():
-        raise ParameterError(f"script {str(script)!r} not found: pass the path of a Python file to run")
-    path = path.resolve()
-    detector = detect_syncs(treat_cpu_as_device)
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [str(script), *map(str, args)]
-    sys.path.insert(0, str(path.parent))
-    error = ""
-    try:
-        with detector:
-            runpy.run_path(str(path), run_name="__main__")
-    except SystemExit as exc:
-        error = "" if exc.code in (None, 0) else f"script exited with status {exc.code}"
-    except Exception as exc:  # the script's own error: report it after the events
-        error = _describe_error(exc, path)
-    finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
-    report = detector.report
-    return SyncReport(report.events, report.mode, report.sync_debug, report.warnings, error)
-
-
-def _describe_error(exc: Exception, path: Path) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
-    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def _mode_warnings(mode: str, cuda: bool) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ import ast
 import io
 import os
 import re
+import stat
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import ParameterError
+from ..limits import MAX_NESTING_DEPTH, SCAN_MAX_FILE_BYTES
 from ..results import html_section, html_table, html_text, html_warnings
 from . import rules as R
 from .checker import check_tree
@@ -88,27 +90,62 @@ def scan(paths, *, rules=None) -> ScanReport:
     ``paths``: a path or a list of paths; directories skip hidden folders, ``.venv``, ``venv``,
     ``site-packages``, ``__pycache__`` and ``node_modules`` (a file named explicitly is always
     read). ``rules``: rule ids to run (default: every rule in ``rules.RULES``). A file that does
-    not parse yields one ``parse-error`` finding. Raises ParameterError for a missing path or an
-    unknown rule id.
+    not parse yields one ``parse-error`` finding; a file or directory that cannot be read (a
+    dangling link, a link loop, no permission, not a regular file, larger than
+    ``PERFKIT_SCAN_MAX_FILE_BYTES``) gives a warning, and the scan goes on. Code nested too deeply
+    for the checker's recursion (generated code) is checked except for the parts nested deeper
+    than ``PERFKIT_MAX_NESTING_DEPTH``, with a warning. Raises ParameterError for a path that
+    does not exist or an unknown rule id.
     """
     selected = _select_rules(rules)
-    files = _collect(paths)
+    files, warnings = _collect(paths)
     findings = []
     for path in files:
-        findings.extend(f for f in scan_file(path) if f.rule in selected or f.rule == "parse-error")
-    warnings = () if files else ("no Python files found under the given paths",)
+        found, notes = scan_file(path)
+        findings.extend(f for f in found if f.rule in selected or f.rule == "parse-error")
+        warnings.extend(notes)
+    if not files:
+        warnings.append("no Python files found under the given paths")
     findings.sort(key=lambda f: (f.file, f.line, f.rule))
-    return ScanReport(tuple(findings), tuple(str(p) for p in files), tuple(selected), warnings)
+    return ScanReport(tuple(findings), tuple(str(p) for p in files), tuple(selected), tuple(warnings))
 
 
-def scan_file(path) -> list[ScanFinding]:
-    """Findings of every rule in one file, ignore comments applied."""
+def scan_file(path) -> tuple[list[ScanFinding], list[str]]:
+    """(findings of every rule in one file, ignore comments applied; warnings). The source is
+    decoded as Python does (a UTF-8 BOM, a ``# -*- coding: ... -*-`` line). A file that cannot be
+    read gives no finding and one warning."""
     path = str(path)
     try:
-        source = Path(path).read_text(encoding="utf-8")
+        source = read_source(Path(path))
+    except _Unreadable as exc:
+        return [], [f"{path}: not scanned: {exc}"]
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:  # bad coding line or bytes
+        return [_parse_error(path, exc)], []
+    try:
         tree = ast.parse(source, filename=path)
-    except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
-        return [_parse_error(path, exc)]
+    except (SyntaxError, ValueError) as exc:
+        return [_parse_error(path, exc)], []
+    except (RecursionError, MemoryError):  # CPython's own parser gives up (~3,000 levels)
+        return [_parse_error(path, SyntaxError("nested too deeply for Python's parser (it cannot run either)"))], []
+    try:
+        return _findings(path, source, tree), []
+    except RecursionError:  # rare (generated code): check all but the too-deep parts
+        return _findings_pruned(path, source, tree)
+
+
+def _findings_pruned(path: str, source: str, tree: ast.AST) -> tuple[list[ScanFinding], list[str]]:
+    limit = MAX_NESTING_DEPTH.value()
+    lines = prune_deep(tree, limit)
+    note = (f"{path}:{lines[0] if lines else 1}: code nested more than {limit} levels deep was not checked "
+            f"({len(lines)} place{'s' * (len(lines) != 1)}; usually generated code)")
+    try:
+        return _findings(path, source, tree), [note]
+    except RecursionError:
+        return [], [f"{path}: not scanned: nesting too deep for the checker even at "
+                    f"PERFKIT_MAX_NESTING_DEPTH={limit}: lower it"]
+
+
+def _findings(path: str, source: str, tree: ast.AST) -> list[ScanFinding]:
     ignores = _ignore_comments(source)
     out, seen = [], set()
     for line, end, rule, message in check_tree(tree):
@@ -118,6 +155,29 @@ def scan_file(path) -> list[ScanFinding]:
         meta = R.RULES[rule]
         out.append(ScanFinding(path, line, rule, message, meta.severity, meta.fix))
     return out
+
+
+class _Unreadable(Exception):
+    """A source file that cannot be read (the message says why)."""
+
+
+def read_source(path: Path) -> str:
+    """The text of a Python source file, decoded as the interpreter would (BOM, coding line).
+    Raises _Unreadable (missing target, link loop, permission, not a regular file, too large),
+    SyntaxError for an unknown coding, UnicodeDecodeError for bytes the coding cannot decode."""
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise _Unreadable("not a regular file")
+        if info.st_size > SCAN_MAX_FILE_BYTES.value():
+            raise _Unreadable(SCAN_MAX_FILE_BYTES.refusal(f"{info.st_size:,} bytes"))
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise _Unreadable("a link to a missing file" if path.is_symlink() else "no such file") from None
+    except OSError as exc:
+        raise _Unreadable(exc.strerror or str(exc)) from None
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
 
 
 def _select_rules(rules) -> tuple[str, ...]:
@@ -130,27 +190,56 @@ def _select_rules(rules) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _collect(paths) -> list[Path]:
+def _collect(paths) -> tuple[list[Path], list[str]]:
+    """(files to scan, warnings about directories that could not be listed)."""
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
         raise ParameterError("scan(paths=[]): pass at least one file or directory")
-    files = []
+    files, warnings = [], []
     for item in map(Path, items):
-        if item.is_file():
+        if item.is_dir():
+            files.extend(_walk(item, warnings))
+        elif os.path.lexists(item):  # a file, or a link whose trouble scan_file reports
             files.append(item)
-        elif item.is_dir():
-            files.extend(_walk(item))
         else:
             raise ParameterError(f"scan: {str(item)!r} does not exist: pass Python files or directories")
-    return list(dict.fromkeys(files))
+    return list(dict.fromkeys(files)), warnings
 
 
-def _walk(root: Path) -> list[Path]:
+def _walk(root: Path, warnings: list) -> list[Path]:
     found = []
-    for dirpath, dirnames, filenames in os.walk(root):
+
+    def unlistable(exc: OSError) -> None:
+        warnings.append(f"{exc.filename}: directory not scanned: {exc.strerror or exc}")
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unlistable):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS)
         found.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
     return found
+
+
+def prune_deep(tree: ast.AST, limit: int) -> list[int]:
+    """Replace every expression or statement nested more than ``limit`` levels deep by a
+    placeholder (the checker recurses about three frames per level and Python's stack holds
+    ~1,000; real hand-written code stays under 100 levels); returns the sorted lines of the
+    subtrees left unchecked. Iterative: any depth is safe here."""
+    pruned, stack = [], [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        for field, value in ast.iter_fields(node):
+            children = value if isinstance(value, list) else [value]
+            for i, child in enumerate(children):
+                if not isinstance(child, ast.AST):
+                    continue
+                if depth >= limit and isinstance(child, (ast.expr, ast.stmt)):
+                    stub = ast.Constant(value=None) if isinstance(child, ast.expr) else ast.Pass()
+                    children[i] = ast.copy_location(stub, child)
+                    pruned.append(child.lineno)
+                else:
+                    stack.append((child, depth + 1))
+            if not isinstance(value, list) and children[0] is not value:
+                setattr(node, field, children[0])
+    return sorted(set(pruned))
 
 
 def _parse_error(path: str, exc: Exception) -> ScanFinding:

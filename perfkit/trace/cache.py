@@ -1,27 +1,72 @@
 """Columnar cache of loaded traces (uncompressed Arrow IPC files, memory-mapped when read).
 
 The first load of a file writes ``<key>.events.arrow``, ``<key>.flows.arrow`` and ``<key>.json``
-(format version, perfkit version, the file's fingerprint and its metadata) into the cache directory:
-``$PERFKIT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/perfkit`` (``~/.cache/perfkit``). A later load
-of the unchanged file reads the cache. The fingerprint is the file's size, modification time and a
-hash of its first and last 64 KiB, so a changed file misses the cache; a cache written by another
-perfkit or cache format version is ignored and rewritten, never misread. Writes are atomic.
+(format version, perfkit version, the file's fingerprint, its metadata, and what binds the three
+files together) into the cache directory: ``$PERFKIT_CACHE_DIR`` if set, else
+``$XDG_CACHE_HOME/perfkit`` (``~/.cache/perfkit``). A later load of the unchanged file reads the cache.
+
+What makes a hit, and why each part is there:
+
+- The fingerprint (size, modification time, inode, and a hash of the first and last 64 KiB) is
+  taken *before* the trace is read and compared again after: a trace replaced while it was being
+  loaded is not cached, and a changed file misses the cache.
+- Each Arrow file carries a random binding id in its schema metadata that must equal the one in
+  ``<key>.json``, with the row count, byte size and column names recorded there: another trace's
+  ``.events.arrow`` copied over an entry is refused, not served.
+- ``<key>.json`` must have the shape this module writes (a hand-edited or foreign file of the wrong
+  shape is a miss, rebuilt, never a traceback); another perfkit, schema or cache format version
+  is a miss too. Writes are atomic.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import secrets
 from pathlib import Path
+from typing import Any, Union
 
+import msgspec
 import pandas as pd
 
 from .. import __version__
 from ..atomic import atomic_write, write_text_atomic
-from .schema import SCHEMA_VERSION
+from .schema import EVENT_COLUMNS, FLOW_COLUMNS, NESTING_COLUMNS, SCHEMA_VERSION
+from .steps import STEP_COLUMNS
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 _EDGE = 64 << 10
+_BINDING_KEY = b"perfkit.binding"
+_TABLES = {"events": EVENT_COLUMNS + NESTING_COLUMNS, "flows": FLOW_COLUMNS}
+
+
+class _Table(msgspec.Struct):
+    rows: int
+    bytes: int
+
+
+class _Entry(msgspec.Struct):
+    cache_format: int
+    schema: int
+    perfkit: str
+    source: str
+    fingerprint: dict[str, Union[int, str]]
+    binding: str
+    tables: dict[str, _Table]
+    meta: dict[str, Any]
+
+
+class _Meta(msgspec.Struct):
+    """The per-file metadata keys the loader reads back, with their types (others pass unchecked)."""
+
+    rank: Union[int, None]
+    trace_name: str
+    devices: list[dict]
+    distributed: dict
+    flags: dict
+    events_read: int
+    steps: dict[str, list]
+    step_warning: Union[str, None]
+    warnings: list[str]
 
 
 def cache_dir() -> Path:
@@ -32,56 +77,100 @@ def cache_dir() -> Path:
     return Path(base) / "perfkit"
 
 
-def fingerprint(path: Path) -> dict:
-    stat = path.stat()
+def stamp(path: Path) -> dict:
+    """The file's fingerprint: size, mtime_ns, inode and a hash of its first and last 64 KiB.
+    Raises OSError when the file cannot be read."""
+    info = path.stat()
     digest = hashlib.blake2b(digest_size=16)
     with open(path, "rb") as fh:
         digest.update(fh.read(_EDGE))
-        if stat.st_size > _EDGE:
-            fh.seek(max(stat.st_size - _EDGE, _EDGE))
+        if info.st_size > _EDGE:
+            fh.seek(max(info.st_size - _EDGE, _EDGE))
             digest.update(fh.read(_EDGE))
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "edges": digest.hexdigest()}
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "inode": info.st_ino, "edges": digest.hexdigest()}
 
 
 def _key(path: Path) -> str:
     return hashlib.blake2b(str(path.resolve()).encode(), digest_size=12).hexdigest()
 
 
-def _stamp(path: Path) -> dict:
+def _envelope(path: Path, fingerprint: dict) -> dict:
     return {"cache_format": CACHE_FORMAT, "schema": SCHEMA_VERSION, "perfkit": __version__,
-            "source": str(path.resolve()), "fingerprint": fingerprint(path)}
+            "source": str(path.resolve()), "fingerprint": fingerprint}
 
 
-def read(path: Path):
-    """(events, flows, meta dict) from the cache, or None when absent, stale or from another version."""
+def read(path: Path, fingerprint: dict):
+    """(events, flows, meta dict) from the cache, or None when absent, stale, from another
+    version, of the wrong shape, or not bound to this entry. ``fingerprint``: ``stamp(path)``,
+    taken before this call."""
     base = cache_dir() / _key(path)
     try:
-        info = json.loads(base.with_suffix(".json").read_text())
-        if {k: info.get(k) for k in ("cache_format", "schema", "perfkit", "source", "fingerprint")} != _stamp(path):
+        entry = msgspec.json.decode(base.with_suffix(".json").read_bytes(), type=_Entry)
+        if any(getattr(entry, k) != v for k, v in _envelope(path, fingerprint).items()) or not _meta_ok(entry.meta):
             return None
-        import pyarrow.feather as feather
-
-        events = feather.read_table(f"{base}.events.arrow", memory_map=True).to_pandas(split_blocks=True)
-        flows = feather.read_table(f"{base}.flows.arrow", memory_map=True).to_pandas(split_blocks=True)
-    except (OSError, ValueError, KeyError):
+        events, flows = (_read_table(base, name, entry) for name in _TABLES)
+    except (OSError, ValueError, msgspec.MsgspecError, _Unbound):
         return None
-    return events, flows, info["meta"]
+    return events, flows, entry.meta
 
 
-def write(path: Path, events: pd.DataFrame, flows: pd.DataFrame, meta: dict) -> str | None:
-    """Write the cache; returns a warning string when the cache directory is not writable."""
+def _meta_ok(meta: dict) -> bool:
+    msgspec.convert(meta, type=_Meta)  # raises ValidationError for a key of the wrong type
+    steps = meta["steps"]
+    return set(STEP_COLUMNS[1:]) <= set(steps) and len({len(v) for v in steps.values()}) == 1
+
+
+class _Unbound(Exception):
+    """An Arrow file that does not belong to the cache entry that names it."""
+
+
+def _read_table(base: Path, name: str, entry: _Entry) -> pd.DataFrame:
     import pyarrow as pa
     import pyarrow.feather as feather
 
+    file = f"{base}.{name}.arrow"
+    expected = entry.tables.get(name)
+    if expected is None or os.stat(file).st_size != expected.bytes:
+        raise _Unbound(file)
+    try:
+        table = feather.read_table(file, memory_map=True)
+    except pa.ArrowException as exc:
+        raise _Unbound(file) from exc
+    binding = (table.schema.metadata or {}).get(_BINDING_KEY, b"").decode("ascii", "replace")
+    if binding != entry.binding or table.num_rows != expected.rows or tuple(table.column_names) != _TABLES[name]:
+        raise _Unbound(file)
+    return table.to_pandas(split_blocks=True)
+
+
+def write(path: Path, fingerprint: dict, events: pd.DataFrame, flows: pd.DataFrame, meta: dict) -> str | None:
+    """Write the cache entry of ``path`` as read under ``fingerprint`` (``stamp`` taken before the
+    read). Returns a warning instead when the file changed while it was read (nothing is cached)
+    or when the cache directory is not writable."""
+    try:
+        if stamp(path) != fingerprint:
+            return ("the file changed while it was being read: these figures may mix its old and new "
+                    "content and were not cached; load it again")
+    except OSError as exc:
+        return f"the file became unreadable while it was being read ({exc}); it was not cached"
     directory = cache_dir()
     base = directory / _key(path)
+    binding = secrets.token_hex(16)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        for suffix, frame in ((".events.arrow", events), (".flows.arrow", flows)):
-            table = pa.Table.from_pandas(frame, preserve_index=False)
-            atomic_write(f"{base}{suffix}", lambda tmp, t=table: feather.write_feather(t, tmp, compression="uncompressed"))
-        info = dict(_stamp(path), meta=meta)
-        write_text_atomic(base.with_suffix(".json"), json.dumps(info))
+        tables = {name: _write_table(f"{base}.{name}.arrow", frame, binding)
+                  for name, frame in (("events", events), ("flows", flows))}
+        entry = dict(_envelope(path, fingerprint), binding=binding, tables=tables, meta=meta)
+        write_text_atomic(base.with_suffix(".json"), msgspec.json.encode(entry).decode())
     except OSError as exc:
         return f"trace cache not written to {directory} ({exc}); set PERFKIT_CACHE_DIR to a writable directory"
     return None
+
+
+def _write_table(file: str, frame: pd.DataFrame, binding: str) -> dict:
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), _BINDING_KEY: binding.encode()})
+    atomic_write(file, lambda tmp: feather.write_feather(table, tmp, compression="uncompressed"))
+    return {"rows": table.num_rows, "bytes": os.stat(file).st_size}

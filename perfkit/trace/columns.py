@@ -13,11 +13,13 @@ from operator import attrgetter
 import numpy as np
 import pandas as pd
 
+from ..limits import ID_RANGES, STREAM_ALL, TIME_RANGE_US, span
 from .events import NO_ARGS
 from .schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COLUMNS, normalize_category
+from .values import Drops, checked_floats, checked_ints
 
 _STRING_COLUMNS = ("name", "cat", "ph", "pid", "tid")
-_KEEP_PH = ("X", "i", "I")
+_KEEP_PH = ("X", "i", "I", "C")
 _FLOW_PH = ("s", "f", "t")
 
 
@@ -51,45 +53,6 @@ def _phase(value) -> str:
     return "i" if value == "I" else _text(value)  # "I" is the legacy spelling of an instant event
 
 
-def _ints(values: list, default: int = -1) -> np.ndarray:
-    """Integers from JSON values that may be ints, floats, numeric or hex strings, or None."""
-    try:
-        floats = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return np.array([_to_int(v, default) for v in values], dtype=np.int64)
-    out = np.full(len(floats), default, dtype=np.int64)
-    ok = np.isfinite(floats)
-    out[ok] = floats[ok].astype(np.int64)
-    return out
-
-
-def _to_int(v, default: int) -> int:
-    if v is None:
-        return default
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        try:
-            return int(str(v), 0)
-        except ValueError:
-            digits = "".join(ch for ch in str(v) if ch.isdigit())
-            return int(digits) if digits else default
-
-
-def _floats(values: list) -> np.ndarray:
-    try:
-        return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return np.array([_to_float(v) for v in values], dtype=np.float64)
-
-
-def _to_float(v) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return np.nan
-
-
 def _field(items: list, name: str) -> list:
     return list(map(attrgetter(name), items))
 
@@ -98,14 +61,37 @@ def _subset(items: list, mask: np.ndarray) -> list:
     return [items[i] for i in np.flatnonzero(mask).tolist()]
 
 
-def _scatter(n: int, mask: np.ndarray, values: np.ndarray, default: int) -> np.ndarray:
+def _scatter(n: int, mask: np.ndarray, checked: tuple, default: int) -> tuple[np.ndarray, np.ndarray]:
+    values, bad = checked
     out = np.full(n, default, dtype=np.int64)
     out[mask] = values
-    return out
+    flags = np.zeros(n, dtype=bool)
+    flags[mask] = bad
+    return out, flags
+
+
+def _sizes(args: list) -> list:
+    return [a.bytes if a.bytes is not None else a.size for a in args]
+
+
+# What an event's field must be, by column, for the warning that counts the events dropped for it.
+_TIME = f"missing, not finite or outside {span(TIME_RANGE_US)} us"
+DROP_LABELS = {
+    "ts_us": f"'ts' is {_TIME}", "dur_us": f"'dur' is {_TIME}",
+    **{col: f"'{key}' is not finite or outside {span(ID_RANGES[col])}" for col, key in (
+        ("device", "device"), ("stream", "stream"), ("correlation", "correlation"),
+        ("external_id", "External id"), ("bytes", "bytes"), ("python_id", "Python id"),
+        ("python_parent", "Python parent id"), ("alloc_bytes", "Bytes"), ("id", "id"))},
+    "flow_ts_us": f"flow 'ts' is {_TIME}",
+}
 
 
 class ColumnBuilder:
-    """Accumulates event and flow columns over batches; ``frames()`` returns the two tables."""
+    """Accumulates event and flow columns over batches; ``frames()`` returns the two tables.
+
+    Events whose numbers are unusable (see :mod:`perfkit.trace.values`) are dropped and counted
+    in ``drops``; flows likewise in ``flow_drops``.
+    """
 
     def __init__(self, file_id: int, rank: int):
         self.file_id, self.rank = file_id, rank
@@ -115,6 +101,8 @@ class ColumnBuilder:
         self.flow_parts: list[dict] = []
         self.flow_encoders = {c: Encoder(_text) for c in ("ph", "cat", "pid", "tid")}
         self.n_seen = 0
+        self.drops = Drops()
+        self.flow_drops = Drops()
 
     def add(self, batch: list) -> None:
         self.n_seen += len(batch)
@@ -133,42 +121,47 @@ class ColumnBuilder:
                 self.flow_parts.append(self._flow_columns(arrows))
 
     def _flow_columns(self, flows: list) -> dict:
-        cols = {"id": _ints(_field(flows, "id")), "ts_us": _floats(_field(flows, "ts"))}
+        ids, ts = checked_ints(_field(flows, "id"), ID_RANGES["id"]), checked_floats(_field(flows, "ts"), TIME_RANGE_US)
+        bad = {"flow_ts_us": ts[1], "id": ids[1]}
+        keep = self.flow_drops.record(bad, _field(flows, "name"), lambda f, i: flows[i].ts if f == "flow_ts_us" else flows[i].id)
+        cols = {"id": ids[0], "ts_us": ts[0]}
         for col, encoder in self.flow_encoders.items():
             cols[col] = encoder.encode(_field(flows, col))
-        return cols
+        return cols if keep.all() else {k: v[keep] for k, v in cols.items()}
 
     def _columns(self, events: list, phases: list) -> dict:
-        n = len(events)
         names = _field(events, "name")
         cat_codes = self._categories(events, names)
         args = [a if a is not None else NO_ARGS for a in _field(events, "args")]
-        cols = {
+        cols, bad = self._numbers(events, args, cat_codes)
+        bad["dur_us"] &= np.array([p == "X" for p in phases], dtype=bool)  # an instant's dur is ignored (0)
+        keep = self.drops.record(bad, names, lambda f, i: _raw(events[i], args[i], f))
+        cols.update({
             "name": self.encoders["name"].encode(names),
             "cat": cat_codes,
             "ph": self.encoders["ph"].encode(phases),
-            "ts_us": _floats(_field(events, "ts")),
-            "dur_us": _floats(_field(events, "dur")),
             "pid": self.encoders["pid"].encode(_field(events, "pid")),
             "tid": self.encoders["tid"].encode(_field(events, "tid")),
-            "correlation": _ints(_field(args, "correlation")),
+        })
+        cols = {k: v.astype(INT_COLUMNS[k], copy=False) if k in INT_COLUMNS else v for k, v in cols.items()}
+        return cols if keep.all() else {k: v[keep] for k, v in cols.items()}
+
+    def _numbers(self, events: list, args: list, cat_codes: np.ndarray) -> tuple[dict, dict]:
+        """Numeric columns and, per column, the mask of events whose value is unusable."""
+        n = len(events)
+        checked = {
+            "ts_us": checked_floats(_field(events, "ts"), TIME_RANGE_US),
+            "dur_us": checked_floats(_field(events, "dur"), TIME_RANGE_US),
+            "correlation": checked_ints(_field(args, "correlation"), ID_RANGES["correlation"]),
             "external_id": self._external_ids(args),
         }
-        copies = self._is(cat_codes, "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver")
-        copy_args = _subset(args, copies)
-        sizes = [b if b is not None else s for b, s in zip(_field(copy_args, "bytes"), _field(copy_args, "size"))]
-        cols["bytes"] = _scatter(n, copies, _ints(sizes), -1)
-        python = self._is(cat_codes, "python_function")
-        py_args = _subset(args, python)
-        cols["python_id"] = _scatter(n, python, _ints(_field(py_args, "python_id")), -1)
-        cols["python_parent"] = _scatter(n, python, _ints(_field(py_args, "python_parent")), -1)
-        memory = self._is(cat_codes, "cpu_instant_event")
-        cols["alloc_bytes"] = _scatter(n, memory, _ints(_field(_subset(args, memory), "alloc_bytes"), 0), 0)
-        gpu = self._is(cat_codes, *GPU_SIDE_CATEGORIES)
-        gpu_args = _subset(args, gpu)
-        cols["device"] = _scatter(n, gpu, _ints(_field(gpu_args, "device")), -1)
-        cols["stream"] = _scatter(n, gpu, _ints(_field(gpu_args, "stream")), -1)
-        return {k: v.astype(INT_COLUMNS[k], copy=False) if k in INT_COLUMNS else v for k, v in cols.items()}
+        for col, cats, attr, default in _ARG_COLUMNS:
+            mask = self._is(cat_codes, *cats)
+            subset = _subset(args, mask)
+            values = _sizes(subset) if attr == "bytes" else _field(subset, attr)
+            wrap = {STREAM_ALL: -1} if col == "stream" else None
+            checked[col] = _scatter(n, mask, checked_ints(values, ID_RANGES[col], default, wrap=wrap), default)
+        return {c: v for c, (v, _) in checked.items()}, {c: b for c, (_, b) in checked.items()}
 
     def _is(self, cat_codes: np.ndarray, *categories: str) -> np.ndarray:
         table = self.encoders["cat"].codes
@@ -189,13 +182,14 @@ class ColumnBuilder:
         return codes
 
     @staticmethod
-    def _external_ids(args: list) -> np.ndarray:
-        new = _ints(_field(args, "external_id"))
-        missing = new < 0
+    def _external_ids(args: list) -> tuple[np.ndarray, np.ndarray]:
+        """``External id``, else the older spelling ``external id``."""
+        new, bad = checked_ints(_field(args, "external_id"), ID_RANGES["external_id"])
+        missing = (new < 0) & ~bad
         if missing.any():
-            old = _ints(_field(_subset(args, missing), "external_id_old"))
-            new[missing] = old
-        return new
+            old, old_bad = checked_ints(_field(_subset(args, missing), "external_id_old"), ID_RANGES["external_id"])
+            new[missing], bad[missing] = old, old_bad
+        return new, bad
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         return self._events_frame(), self._flows_frame()
@@ -213,6 +207,8 @@ class ColumnBuilder:
                 merged = np.concatenate(arrays) if arrays else np.empty(0, dtype=_dtype(col))
                 del arrays
                 data[col] = self.encoders[col].categorical(merged) if col in _STRING_COLUMNS else merged
+                if col in _STRING_COLUMNS and self.drops:  # names seen only on dropped events
+                    data[col] = data[col].remove_unused_categories()
         self.parts = []
         data["dur_us"][_instant(data["ph"])] = 0.0
         return pd.DataFrame(data, columns=list(EVENT_COLUMNS), copy=False)
@@ -229,12 +225,34 @@ class ColumnBuilder:
         return frame
 
 
+_ARG_COLUMNS = (  # (column, categories whose events carry it, Args attribute, default)
+    ("bytes", ("gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver"), "bytes", -1),
+    ("python_id", ("python_function",), "python_id", -1),
+    ("python_parent", ("python_function",), "python_parent", -1),
+    ("alloc_bytes", ("cpu_instant_event",), "alloc_bytes", 0),
+    ("device", GPU_SIDE_CATEGORIES, "device", -1),
+    ("stream", GPU_SIDE_CATEGORIES, "stream", -1),
+)
+
+
+def _raw(event, args, column: str):
+    """The raw JSON value behind ``column`` of one event (for the warning's example)."""
+    if column in ("ts_us", "dur_us"):
+        return event.ts if column == "ts_us" else event.dur
+    if column == "bytes":
+        return args.bytes if args.bytes is not None else args.size
+    if column == "external_id":
+        return args.external_id if args.external_id is not None else args.external_id_old
+    return getattr(args, column)
+
+
 def _merge(parts: list[dict], col: str, dtype) -> np.ndarray:
     return np.concatenate([p[col] for p in parts]) if parts else np.empty(0, dtype=dtype)
 
 
 def _instant(ph: pd.Categorical) -> np.ndarray:
-    codes = [i for i, c in enumerate(ph.categories) if c == "i"]
+    """Rows without a duration: instant events and counter samples."""
+    codes = [i for i, c in enumerate(ph.categories) if c in ("i", "C")]
     return np.isin(ph.codes, codes)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Iterable
 
@@ -10,11 +11,14 @@ import pandas as pd
 
 from ..errors import TraceError
 from . import cache
-from .columns import ColumnBuilder
+from ..limits import RANK_RANGE, span
+from .columns import DROP_LABELS, ColumnBuilder
 from .model import Trace, TraceFile
+from .nesting import add_nesting, shift_parents
 from .schema import LAUNCH_CATEGORIES
 from .parse import CHUNK_BYTES, LayoutFallback, iter_event_batches, read_bytes
 from .steps import STEP_COLUMNS, file_steps
+from .values import short_repr as _short
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 _FLAG_KEYS = ("with_stack", "record_shapes", "profile_memory", "with_flops", "with_modules")
@@ -31,55 +35,126 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
     Raises :class:`~perfkit.errors.TraceError` (naming the file and the problem) for unreadable input.
     """
     paths = resolve_paths(source)
-    files, events, flows, steps, warnings = [], [], [], [], []
-    for file_id, path in enumerate(_progress(paths, progress)):
-        ev, fl, meta, warns = _load_file(path, file_id, use_cache=use_cache, salvage=salvage, progress=progress)
-        if meta["rank"] is None:
-            meta["rank"] = file_id
-            ev = ev.assign(rank=np.int32(file_id))
-        files.append(_trace_file(path, meta))
-        events.append(ev)
+    loaded = [_load_file(path, file_id, use_cache=use_cache, salvage=salvage, progress=progress)
+              for file_id, path in enumerate(_progress(paths, progress))]
+    ranks, warnings = assign_ranks(paths, [meta["rank"] for _, _, meta, _ in loaded],
+                                   [_world_size(meta) for _, _, meta, _ in loaded])
+    files, events, flows, steps = [], [], [], []
+    offset = 0
+    for path, rank, (ev, fl, meta, warns) in zip(paths, ranks, loaded):
+        if len(ev) and ev["rank"].iat[0] != rank:
+            ev = ev.assign(rank=np.int32(rank))
+        files.append(_trace_file(path, meta, rank))
+        events.append(shift_parents(ev, offset))  # parent labels are per file until concatenated
+        offset += len(ev)
         flows.append(fl)
-        steps.append(pd.DataFrame(meta["steps"]).assign(rank=meta["rank"]))
-        warnings.extend(f"{path.name}: {w}" for w in warns)
+        steps.append(pd.DataFrame(meta["steps"]).assign(rank=rank))
+        warnings.extend(f"{path.name}: {w}" for w in [*meta["warnings"], *warns])
         if meta["step_warning"]:
-            warnings.append(f"{path.name} (rank {meta['rank']}): {meta['step_warning']}")
+            warnings.append(f"{path.name} (rank {rank}): {meta['step_warning']}")
     table = pd.concat(steps, ignore_index=True)[STEP_COLUMNS].sort_values(["rank", "start_us"], kind="stable")
     return Trace(_concat(events), _concat(flows), files, table.reset_index(drop=True), warnings)
 
 
+def assign_ranks(paths: list[Path], claimed: list, world_sizes: list) -> tuple[list[int], list[str]]:
+    """One distinct rank per file, and a warning for each file whose claim could not be kept.
+
+    A file keeps the rank its ``distributedInfo`` claims unless an earlier file (in path order)
+    claimed it; a file that claims none gets its position in ``paths`` when that is free. Every
+    other file gets a spare id above every claim and every ``world_size`` (so it cannot be taken
+    for a real rank of the run): two copies of one rank, or an unrelated rank-0 trace beside a
+    run's ranks, stay apart instead of merging into one timeline. ``TraceFile.claimed_rank``
+    keeps what the file said.
+    """
+    taken: dict[int, Path] = {}
+    ranks: list = [None] * len(paths)
+    for i, rank in enumerate(claimed):
+        if rank is not None and rank not in taken:
+            taken[rank], ranks[i] = paths[i], rank
+    for i, rank in enumerate(claimed):
+        if rank is None and i not in taken:
+            taken[i], ranks[i] = paths[i], i
+    spare = max([*taken, *(w - 1 for w in world_sizes if w)], default=-1) + 1
+    warnings = []
+    for i, rank in enumerate(claimed):
+        if ranks[i] is None:
+            ranks[i], spare = spare, spare + 1
+            if rank is not None:
+                warnings.append(f"{paths[i].name} claims rank {rank} like {taken[rank].name}: loaded as rank "
+                                f"{ranks[i]} so their events stay apart (are these files from one run?)")
+    return ranks, warnings
+
+
 def resolve_paths(source) -> list[Path]:
+    """The trace files ``source`` names: a file, the ``*.json``/``*.json.gz`` of a directory (sorted),
+    or a list of files. Raises TraceError naming the path that is missing, unreadable, or not a
+    regular file (a pipe or a device would block or never end)."""
+    if isinstance(source, bytes):
+        source = os.fsdecode(source)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
-            if not found:
-                raise TraceError(path, "directory has no trace files (*.json, *.json.gz)",
-                                 "Point at the directory tensorboard_trace_handler wrote, or at a trace file")
-            return found
-        if not path.exists():
-            raise TraceError(path, "no such file or directory")
-        return [path]
-    if isinstance(source, Iterable):
-        paths = [Path(p) for p in source]
+        return _directory_traces(path) if _is_dir(path) else [_regular_file(path)]
+    if isinstance(source, Iterable) and not isinstance(source, dict):
+        try:
+            paths = [Path(os.fsdecode(p)) for p in source]
+        except TypeError:
+            raise TraceError(repr(source)[:80], "expected a list of paths") from None
         if not paths:
             raise TraceError("<list>", "empty list of trace files")
-        for p in paths:
-            if not p.is_file():
-                raise TraceError(p, "no such file")
-        return paths
-    raise TraceError(repr(source), "expected a path, a directory or a list of paths")
+        return [_regular_file(p) for p in paths]
+    raise TraceError(repr(source)[:80], "expected a path, a directory or a list of paths")
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError as exc:  # e.g. a name too long
+        raise TraceError(path, f"cannot reach it: {exc.strerror or exc}") from None
+
+
+def _directory_traces(path: Path) -> list[Path]:
+    try:
+        entries = sorted(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES) and not p.is_dir())
+    except OSError as exc:
+        raise TraceError(path, f"cannot list the directory: {exc.strerror or exc}", _access_fix(exc)) from None
+    if not entries:
+        raise TraceError(path, "directory has no trace files (*.json, *.json.gz)",
+                         "Point at the directory tensorboard_trace_handler wrote, or at a trace file")
+    return [_regular_file(p) for p in entries]
+
+
+def _regular_file(path: Path) -> Path:
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        what = "a symbolic link to a missing file" if path.is_symlink() else "no such file or directory"
+        raise TraceError(path, what) from None
+    except OSError as exc:
+        raise TraceError(path, f"cannot reach the file: {exc.strerror or exc}", _access_fix(exc)) from None
+    if not stat.S_ISREG(mode):
+        raise TraceError(path, "not a regular file (a directory, pipe, socket or device)",
+                         "Pass a .json / .json.gz trace file or a directory of them")
+    return path
+
+
+def _access_fix(exc: OSError) -> str:
+    return "Check the permissions of the path and of the directories above it" if isinstance(exc, PermissionError) else ""
 
 
 def _load_file(path: Path, file_id: int, *, use_cache: bool, salvage: bool, progress: bool = False):
-    if use_cache:
-        hit = cache.read(path)
+    """(events, flows, meta, warnings) of one file. The cache stamp is taken before the file is
+    read and checked again after: a file replaced during the load is never cached."""
+    try:
+        stamp = cache.stamp(path) if use_cache else None
+        hit = cache.read(path, stamp) if use_cache else None
         if hit is not None:
             events, flows, meta = hit
             return (*_with_file_id(events, flows, file_id), meta, [])
-    events, flows, meta, warnings = _parse_file(path, salvage=salvage, progress=progress)
+        events, flows, meta, warnings = _parse_file(path, salvage=salvage, progress=progress)
+    except OSError as exc:
+        raise TraceError(path, f"cannot read the file: {exc.strerror or exc}", _access_fix(exc)) from None
     if use_cache and not warnings:  # only clean parses are cached, so a cache hit has no warnings
-        problem = cache.write(path, events, flows, meta)
+        problem = cache.write(path, stamp, events, flows, meta)
         warnings = [problem] if problem else []
     return (*_with_file_id(events, flows, file_id), meta, warnings)
 
@@ -119,38 +194,51 @@ def _build(path: Path, box: list, *, salvage: bool, chunked: bool, warnings: lis
     box.clear()
     del batches
     events, flows = builder.frames()
-    _validate(path, events, builder.n_seen)
+    _validate(path, events, builder)
     _fill_copy_bytes(events)
     steps, step_warning = file_steps(events)
+    add_nesting(events, steps)
     meta = dict(_meta(meta_doc, builder), steps=steps.to_dict(orient="list"), step_warning=step_warning)
     return events, flows, meta, warnings + parse_warnings
 
 
 def _rank(meta_doc: dict):
+    """``distributedInfo.rank`` as an int in RANK_RANGE, else None (no claim)."""
     info = meta_doc.get("distributedInfo")
-    if isinstance(info, dict) and info.get("rank") is not None:
-        try:
-            return int(info["rank"])
-        except (TypeError, ValueError):
-            return None
-    return None
+    return _small_int(info.get("rank"), RANK_RANGE) if isinstance(info, dict) else None
 
 
-def _validate(path: Path, events: pd.DataFrame, n_seen: int) -> None:
-    if n_seen == 0:
+def _world_size(meta: dict):
+    return _small_int(meta["distributed"].get("world_size"), RANK_RANGE)
+
+
+def _small_int(value, bounds: tuple):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = int(float(value)) if isinstance(value, (float, str)) else value
+    except (ValueError, OverflowError):
+        return None
+    return number if bounds[0] <= number <= bounds[1] else None
+
+
+def _validate(path: Path, events: pd.DataFrame, builder: ColumnBuilder) -> None:
+    if builder.n_seen == 0:
         raise TraceError(path, "traceEvents is empty", "Profile at least one step (check the profiler schedule)")
-    complete = events["ph"] == "X"
-    for column, what in (("ts_us", "'ts'"), ("dur_us", "'dur'")):
-        bad = events[complete & events[column].isna()] if column == "dur_us" else events[events[column].isna()]
-        if len(bad):
-            first = bad.iloc[0]
-            raise TraceError(path, f"{len(bad):,} events have no numeric {what} (first: {first['name']!r}, "
-                             f"cat {first['cat']!r})", "The file was not written by torch.profiler or was edited")
-    negative = events[complete & (events["dur_us"] < 0)]
-    if len(negative):
-        first = negative.iloc[0]
-        raise TraceError(path, f"{len(negative):,} events have a negative duration (first: {first['name']!r} "
-                         f"dur {first['dur_us']} us at ts {first['ts_us']})", "The trace is corrupt; re-export it")
+    if len(events) == 0 and builder.drops:
+        reasons = "; ".join(builder.drops.messages(DROP_LABELS, builder.n_seen))
+        raise TraceError(path, f"no usable event: {reasons}", "The file was not written by torch.profiler or was edited")
+
+
+def _load_warnings(meta_doc: dict, builder: ColumnBuilder) -> list[str]:
+    """What the file's content costs the figures (dropped events, an unusable rank claim): kept
+    in the metadata, so a cached load repeats them."""
+    out = [*builder.drops.messages(DROP_LABELS, builder.n_seen), *builder.flow_drops.messages(DROP_LABELS, builder.n_seen)]
+    info = meta_doc.get("distributedInfo")
+    if isinstance(info, dict) and info.get("rank") is not None and _rank(meta_doc) is None:
+        out.append(f"distributedInfo.rank {_short(info['rank'])} is not a rank in {span(RANK_RANGE)}: "
+                   "ignored (the file is loaded as if it named none)")
+    return out
 
 
 def _fill_copy_bytes(events: pd.DataFrame) -> None:
@@ -175,12 +263,13 @@ def _meta(meta_doc: dict, builder: ColumnBuilder) -> dict:
         "distributed": meta_doc.get("distributedInfo") if isinstance(meta_doc.get("distributedInfo"), dict) else {},
         "flags": {k: meta_doc[k] for k in _FLAG_KEYS if k in meta_doc},
         "events_read": builder.n_seen,
+        "warnings": _load_warnings(meta_doc, builder),
     }
 
 
-def _trace_file(path: Path, meta: dict) -> TraceFile:
+def _trace_file(path: Path, meta: dict, rank: int) -> TraceFile:
     return TraceFile(
-        path=str(path), rank=meta["rank"],
+        path=str(path), rank=rank, claimed_rank=meta["rank"],
         schema_version=meta["schema_version"], base_time_ns=meta["base_time_ns"], trace_name=meta["trace_name"],
         devices=tuple(meta["devices"]), distributed=meta["distributed"], flags=meta["flags"],
         events_read=meta["events_read"],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from ..errors import ParameterError
@@ -17,10 +16,16 @@ from .schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
 
 @dataclass(frozen=True)
 class TraceFile:
-    """Metadata of one source file."""
+    """Metadata of one source file.
+
+    ``rank`` is the file's rank id in the Trace, distinct per file; ``claimed_rank`` is what the
+    file's ``distributedInfo.rank`` says (None: nothing usable). They differ when several files
+    claim one rank (see ``perfkit.trace.load.assign_ranks``) or when a file claims none.
+    """
 
     path: str
     rank: int
+    claimed_rank: int | None = None
     schema_version: object = None
     base_time_ns: int | None = None
     trace_name: str = ""
@@ -80,19 +85,23 @@ class Trace:
         """Kernels, memcpys and memsets: the intervals during which a GPU does work."""
         return self.select(*GPU_CATEGORIES)
 
-    def launches(self) -> pd.DataFrame:
+    def launches(self, gpu_categories: tuple = GPU_CATEGORIES + ("cuda_sync",)) -> pd.DataFrame:
         """CPU launch -> GPU activity links, one row per GPU event whose launch is in the trace.
 
-        Columns: ``cpu_index`` / ``gpu_index`` (labels in ``events``), ``file_id``, ``correlation``,
+        ``gpu_categories``: the GPU-side categories to link (default: kernels, copies, memsets and
+        cuda_sync events; fewer is faster on large traces). Columns: ``cpu_index`` / ``gpu_index`` (labels in ``events``), ``file_id``, ``correlation``,
         ``launch_name``, ``gpu_name``, ``gpu_cat``, ``launch_ts_us``, ``launch_dur_us``, ``gpu_ts_us``,
         ``gpu_dur_us``, ``queue_delay_us`` (GPU start minus launch start). Links are joined on
         (file, correlation id); GPU events without a correlation id are linked through ``ac2g`` flow
         events (same id from the launch's start to the GPU event's start) where the trace has them.
         """
         ev = self.events
-        cpu = ev[(ev["ph"] == "X") & ev["cat"].isin(LAUNCH_CATEGORIES) & (ev["correlation"] >= 0)]
-        gpu = ev[(ev["ph"] == "X") & ev["cat"].isin(GPU_CATEGORIES + ("cuda_sync",))]
-        gpu = _fill_correlation_from_flows(gpu, cpu, self.flows)
+        complete = (ev["ph"] == "X").to_numpy()
+        columns = ["file_id", "pid", "tid", "correlation", "name", "cat", "ts_us", "dur_us"]
+        gpu = _fill_correlation_from_flows(ev.loc[complete & ev["cat"].isin(gpu_categories).to_numpy(), columns],
+                                           self.flows)
+        wanted = ev["correlation"].isin(gpu.loc[gpu["correlation"] >= 0, "correlation"].unique()).to_numpy()
+        cpu = ev.loc[complete & ev["cat"].isin(LAUNCH_CATEGORIES).to_numpy() & wanted, columns]
         left = cpu[["file_id", "correlation", "name", "ts_us", "dur_us"]].reset_index(names="cpu_index")
         right = gpu[gpu["correlation"] >= 0][["file_id", "correlation", "name", "cat", "ts_us", "dur_us"]]
         right = right.reset_index(names="gpu_index")
@@ -108,29 +117,13 @@ class Trace:
         return out[["cpu_index", "gpu_index", "file_id", "correlation", "launch_name", "gpu_name", "gpu_cat",
                     "launch_ts_us", "launch_dur_us", "gpu_ts_us", "gpu_dur_us", "queue_delay_us"]]
 
-    def step_of(self, ts_us: pd.Series, rank: pd.Series) -> pd.Series:
-        """Step number containing each timestamp (per rank), -1 outside every step."""
-        out = pd.Series(-1, index=ts_us.index, dtype=np.int64)
-        for r, steps in self.steps.groupby("rank"):
-            mask = (rank == r).to_numpy()
-            if not mask.any():
-                continue
-            starts = steps["start_us"].to_numpy()
-            ends = steps["end_us"].to_numpy()
-            t = ts_us.to_numpy()[mask]
-            pos = np.searchsorted(starts, t, side="right") - 1
-            inside = (pos >= 0) & (t < ends[np.clip(pos, 0, None)])
-            values = np.where(inside, steps["step"].to_numpy()[np.clip(pos, 0, None)], -1)
-            out.iloc[np.flatnonzero(mask)] = values
-        return out
-
     def require(self, *columns: str) -> None:
         missing = [c for c in columns if c not in self.events.columns]
         if missing:
             raise ParameterError(f"trace events lack columns {missing}; reload the trace with this perfkit version")
 
 
-def _fill_correlation_from_flows(gpu: pd.DataFrame, cpu: pd.DataFrame, flows: pd.DataFrame) -> pd.DataFrame:
+def _fill_correlation_from_flows(gpu: pd.DataFrame, flows: pd.DataFrame) -> pd.DataFrame:
     """GPU events with no correlation id get the id of the launch flow that ends at their start."""
     missing = gpu["correlation"] < 0
     if not missing.any() or flows.empty:

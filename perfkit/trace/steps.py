@@ -83,3 +83,28 @@ def _empty() -> pd.DataFrame:
     return pd.DataFrame({"step": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=np.float64),
                          "end_us": pd.Series(dtype=np.float64), "dur_us": pd.Series(dtype=np.float64),
                          "source": pd.Series(dtype=object)})
+
+
+def locate(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Position of the window [start, end) holding each time of ``t``, -1 outside every window.
+    ``starts`` must be sorted and the windows must not overlap (as steps never do); times in us."""
+    t = np.asarray(t, dtype=np.float64)
+    if len(starts) == 0:
+        return np.full(len(t), -1, dtype=np.int64)
+    pos = np.clip(np.searchsorted(starts, t, side="right") - 1, 0, None)
+    inside = (t >= starts[pos]) & (t < ends[pos])
+    return np.where(inside, pos, -1).astype(np.int64)
+
+
+def window_index(windows: pd.DataFrame, ts_us: pd.Series, rank: pd.Series) -> np.ndarray:
+    """Row label of ``windows`` (``rank``, ``start_us``, ``end_us``) holding each timestamp of the same
+    rank, -1 outside every window. For events that have no ``step`` column value (GPU-side events)."""
+    out = np.full(len(ts_us), -1, dtype=np.int64)
+    t_all, r_all = ts_us.to_numpy(dtype=np.float64), rank.to_numpy()
+    for r, grp in windows.groupby("rank", sort=False):
+        mask = r_all == r
+        if mask.any():
+            grp = grp.sort_values("start_us", kind="stable")
+            where = locate(grp["start_us"].to_numpy(), grp["end_us"].to_numpy(), t_all[mask])
+            out[np.flatnonzero(mask)] = np.where(where >= 0, grp.index.to_numpy()[np.clip(where, 0, None)], -1)
+    return out

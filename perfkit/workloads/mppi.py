@@ -143,6 +143,22 @@ class MPPIWorkload(Workload):
             "za": torch.empty(n, cfg.latent_dim + cfg.action_dim, device=dev),
         }
 
+    def compile_inputs(self, scales=(2, 4)) -> dict:
+        """``model``, ``example_inputs`` and ``shape_variants`` for ``perfkit.compile_ab``: the
+        dynamics MLP on a (samples, latent + action) batch, and batches of ``scales`` times as many
+        samples, as a planner whose sample count changes between calls feeds it (the first new
+        count recompiles; dynamo then marks the dimension dynamic)."""
+        import torch
+
+        cfg = self.config
+        gen = torch.Generator().manual_seed(cfg.seed)
+
+        def batch(n: int):
+            return torch.randn(n, cfg.latent_dim + cfg.action_dim, generator=gen)
+
+        return {"model": self._model["dynamics"], "example_inputs": (batch(cfg.samples),),
+                "shape_variants": [(batch(cfg.samples * k),) for k in scales]}
+
     def _grad_context(self):
         import torch
 

@@ -16,7 +16,19 @@ Pathology switches (see :func:`variants`):
   the forward pass and loss; each is a sync, and each breaks a ``torch.compile`` graph.
 * ``hot_branch=True``: ``if (h.abs() > 6).any(): h = h.clamp(-6, 6)`` in the forward pass, a
   data-dependent Python branch (sync + graph break); the fix clamps unconditionally (same math).
+* ``stats_flag=True``: ``forward(obs, record_stats)`` keeps the hidden layer's largest magnitude
+  when the Python flag ``record_stats`` is True, which it is on the last rollout step of each
+  iteration only: a flag that flips between calls. Eagerly it costs nothing; under
+  ``torch.compile`` Dynamo guards on its value, so the first flip recompiles. The statistic is
+  reported as ``hidden_absmax`` with the metrics.
+* ``nonzero_reset=True``: finished environments are reset through ``torch.where(done)[0]``
+  (one-argument ``where`` is a nonzero: a sync per environment step) instead of the
+  three-argument ``torch.where(done, new, old)``; same random draws, same results.
 * ``amp=True``: bf16 autocast (CPU or CUDA); ``fused_adam=True``; ``compile=True``.
+
+``compile_inputs()`` returns the policy and the calls its forward sees (``perfkit.compile_ab``'s
+``model``, ``example_inputs`` and ``shape_variants``), so the graph break and the recompile each
+show with dynamo's reason and the source line.
 
 ``step()`` returns ``{"reward": float, "loss": float, "entropy": float}`` (means since the last
 report) on every step with ``log_every_step_item=True``; otherwise on every
@@ -54,6 +66,8 @@ class Config:
     fused_adam: bool = False
     nan_checks: int = 0
     hot_branch: bool = False
+    stats_flag: bool = False
+    nonzero_reset: bool = False
     compile: bool = False
     compile_backend: str = "inductor"
     seed: int = 0
@@ -65,7 +79,8 @@ class Config:
         check_int("minibatch", self.minibatch, 1, self.envs * self.rollout)
         check_int("nan_checks", self.nan_checks, 0, len(NAN_CHECK_SITES))
         check_int("seed", self.seed, 0)
-        for name in ("log_every_step_item", "amp", "fused_adam", "hot_branch", "compile"):
+        for name in ("log_every_step_item", "amp", "fused_adam", "hot_branch", "stats_flag", "nonzero_reset",
+                     "compile"):
             check_bool(name, getattr(self, name))
 
 
@@ -75,12 +90,21 @@ def variants() -> dict:
 
     ``item_logging``: ``.item()`` per env step and per update. ``sync_checks``: four planted
     NaN checks and the data-dependent hot branch. ``batched_metrics``: neither.
+
+    Under ``torch.compile`` (backend "eager": dynamo's graph breaks and recompiles without code
+    generation; override ``compile_backend`` to time real compiled code), with a shorter rollout
+    (8 steps, 1 epoch) so their traces stay small: ``tensor_branch`` (the hot branch, a graph
+    break), ``flag_flip`` (``stats_flag``, a recompile) and ``compiled``, the fix of both.
     """
     base = Config(fused_adam=True)
+    compiled = replace(base, compile=True, compile_backend="eager", rollout=8, epochs=1)
     return {
         "item_logging": replace(base, log_every_step_item=True),
         "sync_checks": replace(base, nan_checks=4, hot_branch=True),
         "batched_metrics": replace(base, log_every_step_item=False, nan_checks=0, hot_branch=False),
+        "tensor_branch": replace(compiled, hot_branch=True),
+        "flag_flip": replace(compiled, stats_flag=True),
+        "compiled": compiled,
     }
 
 
@@ -107,8 +131,9 @@ def _policy(cfg: Config):
             self.fc = nn.Linear(cfg.channels * cfg.grid * cfg.grid, cfg.hidden)
             self.logits = nn.Linear(cfg.hidden, 4)
             self.value = nn.Linear(cfg.hidden, 1)
+            self.hidden_absmax = None  # set by forward(..., record_stats=True)
 
-        def forward(self, obs):
+        def forward(self, obs, record_stats: bool = False):
             checks = NAN_CHECK_SITES[: cfg.nan_checks]
             h = self.conv1(obs).relu()
             if "conv1" in checks:
@@ -122,6 +147,8 @@ def _policy(cfg: Config):
                     h = h.clamp(-6.0, 6.0)
             else:
                 h = h.clamp(-6.0, 6.0)
+            if record_stats:  # a Python flag: torch.compile guards on its value
+                self.hidden_absmax = h.detach().abs().amax()
             if "hidden" in checks:
                 _check_nan(h, "hidden")
             logits, value = self.logits(h).float(), self.value(h).float().squeeze(-1)
@@ -139,10 +166,11 @@ class _GridEnvs:
 
     MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
 
-    def __init__(self, n: int, grid: int, device: str, gen):
+    def __init__(self, n: int, grid: int, device: str, gen, nonzero_reset: bool = False):
         import torch
 
         self.n, self.grid, self.device, self._gen = n, grid, device, gen
+        self.nonzero_reset = nonzero_reset
         self._moves = torch.tensor(self.MOVES, device=device)
         self.pos, self.goal = self._random_cells(), self._random_cells()
         self.t = torch.zeros(n, dtype=torch.long, device=device)
@@ -169,11 +197,23 @@ class _GridEnvs:
         reached = (self.pos == self.goal).all(1)
         done = reached | (self.t >= 4 * self.grid)
         reward = reached.float() - 0.01
-        self.pos = torch.where(done[:, None], self._random_cells(), self.pos)
-        self.goal = torch.where(done[:, None], self._random_cells(), self.goal)
-        self.t = torch.where(done, torch.zeros_like(self.t), self.t)
+        if self.nonzero_reset:
+            self._reset_indexed(done)
+        else:
+            self.pos = torch.where(done[:, None], self._random_cells(), self.pos)
+            self.goal = torch.where(done[:, None], self._random_cells(), self.goal)
+            self.t = torch.where(done, torch.zeros_like(self.t), self.t)
         self._render()
         return reward, done.float()
+
+    def _reset_indexed(self, done) -> None:
+        """The same reset (same random draws) through the indices of the finished envs."""
+        import torch
+
+        idx = torch.where(done)[0]  # one-argument where: a nonzero, the host waits for the count
+        self.pos[idx] = self._random_cells()[idx]
+        self.goal[idx] = self._random_cells()[idx]
+        self.t[idx] = 0
 
 
 class PPOWorkload(Workload):
@@ -185,7 +225,7 @@ class PPOWorkload(Workload):
         super().__init__(config, device)
         cfg = config
         self._gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
-        self._envs = _GridEnvs(cfg.envs, cfg.grid, self.device, self._gen)
+        self._envs = _GridEnvs(cfg.envs, cfg.grid, self.device, self._gen, cfg.nonzero_reset)
         self._model = seeded_init(cfg.seed, lambda: _policy(cfg)).to(self.device)
         self._forward = self._model
         if cfg.compile:
@@ -195,6 +235,15 @@ class PPOWorkload(Workload):
         self._acc = torch.zeros(len(METRICS) + 2, device=self.device)
         self._logged: dict[str, list[float]] = {m: [] for m in METRICS}
         self._iteration = 0
+
+    def compile_inputs(self) -> dict:
+        """``model``, ``example_inputs`` and ``shape_variants`` for ``perfkit.compile_ab``: the
+        policy, an observation batch and, with ``stats_flag``, the call with the flag flipped
+        (the two calls this workload's forward alternates between)."""
+        obs = self._envs.obs.clone()
+        flip = self.config.stats_flag
+        return {"model": self._model, "example_inputs": (obs, False) if flip else (obs,),
+                "shape_variants": [(obs, True)] if flip else []}
 
     def _autocast(self):
         import torch
@@ -217,8 +266,9 @@ class PPOWorkload(Workload):
         keys = ("obs", "action", "logp", "value", "reward", "done")
         steps = {k: [] for k in keys}
         with torch.no_grad():
-            for _ in range(self.config.rollout):
-                for key, value in zip(keys, self._env_step()):
+            last = self.config.rollout - 1
+            for t in range(self.config.rollout):
+                for key, value in zip(keys, self._env_step(self.config.stats_flag and t == last)):
                     steps[key].append(value)
             with self._autocast():
                 _, last_value = self._forward(self._envs.obs)
@@ -227,13 +277,13 @@ class PPOWorkload(Workload):
         batch = {k: seq[k].flatten(0, 1) for k in ("obs", "action", "logp")}
         return {**batch, "adv": adv.flatten(), "ret": ret.flatten()}
 
-    def _env_step(self) -> tuple:
+    def _env_step(self, record_stats: bool = False) -> tuple:
         """Act in every env once; returns (obs, action, logp, value, reward, done)."""
         import torch
 
         obs = self._envs.obs.clone()  # the envs re-render their observation in place
         with self._autocast():
-            logits, value = self._forward(obs)
+            logits, value = self._forward(obs, record_stats)
         log_probs = logits.log_softmax(-1)
         action = torch.multinomial(log_probs.exp(), 1, generator=self._gen).squeeze(1)
         reward, done = self._envs.step(action)
@@ -297,6 +347,12 @@ class PPOWorkload(Workload):
             self._acc[4] += 1
 
     def _report(self) -> dict:
+        out = self._metrics()
+        if out and self.config.stats_flag and self._model.hidden_absmax is not None:
+            out["hidden_absmax"] = float(self._model.hidden_absmax)  # read with the metrics
+        return out
+
+    def _metrics(self) -> dict:
         if self.config.log_every_step_item:
             out = {m: sum(v) / len(v) for m, v in self._logged.items()}
             self._logged = {m: [] for m in METRICS}

@@ -17,6 +17,10 @@ Pathology switches (see :func:`variants`):
   needs CUDA and ``stack="preallocated"``: otherwise it is skipped and the reason is added to
   ``workload.notes``.
 
+Each step is two ``torch.profiler.record_function`` ranges: ``## train/sample ##`` (sample,
+gather, copy to the device, normalize) and ``## train/update ##`` (forward, backward, Adam), so
+a trace shows each phase as a ``user_annotation`` event per step.
+
 ``step()`` returns ``{}`` unless ``log_every_step=True``: then ``{"loss": float}`` (one sync).
 ``bytes_per_batch`` is the host-to-device copy size of one batch, in bytes.
 """
@@ -30,6 +34,10 @@ from .base import Workload, build_config, check_bool, check_choice, check_int, s
 
 NORMALIZE_ON = ("host", "device")
 STACK = ("cat", "preallocated")
+# record_function names of the two phases of a step, spelled like the world-model write-up's
+# ``## train/sample ##`` range, so traces of two runs can be compared phase by phase.
+SAMPLE_ANNOTATION = "## train/sample ##"
+UPDATE_ANNOTATION = "## train/update ##"
 
 
 @dataclass(frozen=True)
@@ -155,6 +163,16 @@ class ReplayWorkload(Workload):
         return staging
 
     def _step(self) -> dict:
+        from torch.profiler import record_function
+
+        with record_function(SAMPLE_ANNOTATION):
+            x = self._sample()
+        with record_function(UPDATE_ANNOTATION):
+            loss = self._train(x)
+        return {"loss": loss.item()} if self.config.log_every_step else {}
+
+    def _sample(self):
+        """One device batch (batch*seq_len, C, H, W) of float32 pixels in [0, 1]."""
         starts = self._rng.integers(0, self.config.capacity - self.config.seq_len + 1, size=self.config.batch)
         host = self._gather(starts)
         x = host.to(self.device, non_blocking=self._pin)
@@ -162,8 +180,7 @@ class ReplayWorkload(Workload):
             self._copied = self._record_copy()
         if self.config.normalize_on == "device":
             x = x.float().div_(255.0)
-        loss = self._train(x)
-        return {"loss": loss.item()} if self.config.log_every_step else {}
+        return x
 
     def _gather(self, starts: np.ndarray):
         """Host batch of shape (batch*seq_len, C, H, W): uint8, or float32 in [0, 1] when

@@ -245,10 +245,10 @@ def _number(row: dict, key: str) -> float:
 
 
 def one_line(value: Any) -> str:
-    """``value`` as text on one line: newlines would split a CSV row, and control characters
-    (terminal escapes) have no place in a log people print."""
-    text = re.sub(r"[\r\n]+", " ", str(value))
-    return re.sub(r"[\x00-\x1f\x7f-\x9f]", "", text).strip()
+    """``value`` as text on one line: newlines would split a CSV row and a NUL byte makes it
+    unreadable to ``csv``. Other characters are kept as given; what prints the log makes them
+    printable (``perfkit.text``, ``md_escape``)."""
+    return re.sub(r"[\r\n]+", " ", str(value)).replace("\x00", "").strip()
 
 
 __all__ = ["PerfLog", "PerfLogError", "COLUMNS", "markdown_table", "display_frame", "format_value", "format_delta",

@@ -1,0 +1,143 @@
+"""``step_anatomy(trace)``: one sentence that explains a step in milliseconds, and the numbers behind it.
+
+"step 87.41 ms: 2.64 ms Python in copy_to_gpu (vllm/v1/utils.py:131), 1.20 ms waiting for the GPU at
+train.py:88 (log_metrics), GPU busy 11.60 ms and idle 75.82 ms (mostly host_python); critical path
+90% host"
+
+All figures are means per step window (``ops.step_windows``), in milliseconds in the sentence and
+microseconds in the fields:
+
+* Python: the main thread's function with the most self time inside steps, waiting primitives left
+  out (``hotspots``); a host op when the thread has no Python frames;
+* waiting for the GPU: host time blocked at sync points that a GPU wait confirms, and the source
+  line that blocks the longest (``syncs``);
+* GPU busy / idle: device-union busy time and the rest of the step, with the class holding most
+  idle time (``gpu_gaps``);
+* critical path: the kind with the largest share of the path (``critical_path``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..results import html_section, html_text, html_warnings
+from .critical_path import KINDS, path_over
+from .gaps import gaps_over, gpu_gaps
+from .hotspots import hotspots
+from .lanes import rank_timelines
+from .ops import jsonable, step_windows
+from .syncs import syncs
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class StepAnatomy:
+    """Per-step means (us) behind :attr:`sentence`. ``python``: function, python (False: a host op),
+    file, line, self_per_step_us (None without host frames). ``waiting``: blocked_per_step_us and the site (file, line, func, op;
+    None when nothing blocks). ``gpu_busy_us``/``gpu_idle_us``/``idle_class`` are None without a
+    GPU timeline. ``critical_path``: time per kind per step; ``bound_by`` its largest kind."""
+
+    steps: int
+    wall_us: float
+    python: dict | None
+    waiting: dict | None
+    gpu_busy_us: float | None
+    gpu_idle_us: float | None
+    idle_class: str | None
+    critical_path: dict
+    bound_by: str
+    warnings: tuple
+
+    @property
+    def sentence(self) -> str:
+        """The step in one sentence (see the module doc)."""
+        parts = [_python_part(self.python), _waiting_part(self.waiting), self._gpu_part()]
+        head = f"step {_ms(self.wall_us)}: " + ", ".join(p for p in parts if p)
+        total = sum(self.critical_path.values())
+        if total > 0:
+            head += f"; critical path {100 * self.critical_path[self.bound_by] / total:.0f}% {self.bound_by}"
+        return head
+
+    def _gpu_part(self) -> str:
+        if self.gpu_busy_us is None:
+            return "no GPU timeline"
+        mostly = f" (mostly {self.idle_class})" if self.idle_class else ""
+        return f"GPU busy {_ms(self.gpu_busy_us)} and idle {_ms(self.gpu_idle_us)}{mostly}"
+
+    def to_json(self) -> dict:
+        return jsonable({"sentence": self.sentence, "steps": self.steps, "wall_us": self.wall_us,
+                         "python": self.python, "waiting": self.waiting, "gpu_busy_us": self.gpu_busy_us,
+                         "gpu_idle_us": self.gpu_idle_us, "idle_class": self.idle_class,
+                         "critical_path": self.critical_path, "bound_by": self.bound_by,
+                         "warnings": list(self.warnings)})
+
+    def __repr__(self) -> str:
+        return f"<StepAnatomy {self.sentence}>"
+
+    def _repr_html_(self) -> str:
+        return html_section("Step anatomy", html_text(self.sentence), html_warnings(self.warnings))
+
+
+def step_anatomy(trace) -> StepAnatomy:
+    """Explain the mean step of ``trace`` (see the module doc). Never raises for traces without
+    GPU events, Python stacks or steps: the sentence says what is missing and warnings say why."""
+    windows, timelines = step_windows(trace), rank_timelines(trace)
+    path = path_over(trace, windows, timelines)
+    n = max(len(path.steps), 1)
+    gaps = gaps_over(trace, windows, timelines) if trace.has_gpu_events else gpu_gaps(trace)
+    per_step = {k: float(path.steps[f"{k}_us"].sum()) / n for k in KINDS}
+    bound = max(per_step, key=per_step.get)
+    busy = idle = None
+    idle_class = None
+    if gaps.has_gpu:
+        busy = float(gaps.steps["gpu_busy_us"].sum()) / n
+        idle = float(gaps.steps["wall_us"].sum()) / n - busy
+        totals = {c: v["dur_us"] for c, v in gaps.totals.items() if v["dur_us"] > 0}
+        idle_class = max(totals, key=totals.get) if totals else None
+    spots = hotspots(trace)
+    return StepAnatomy(
+        steps=len(path.steps), wall_us=float(path.steps["wall_us"].sum()) / n, python=_top_function(spots),
+        waiting=_waiting(syncs(trace), n), gpu_busy_us=busy, gpu_idle_us=idle, idle_class=idle_class,
+        critical_path=per_step, bound_by=bound,
+        warnings=tuple(dict.fromkeys(path.warnings + gaps.warnings + spots.warnings)))
+
+
+def _top_function(spots) -> dict | None:
+    rows = spots.table[~spots.table["waiting"]].sort_values("self_per_step_us", ascending=False, kind="stable")
+    if rows.empty:
+        return None
+    top = rows.iloc[0]
+    python = bool(spots.threads["python"].any())
+    return {"function": top["function"], "python": python, "file": top["file"] or None,
+            "line": int(top["line"]) if top["line"] >= 0 else None, "self_per_step_us": float(top["self_per_step_us"])}
+
+
+def _waiting(result, n_steps: int) -> dict | None:
+    confirmed = result.events[result.events["gpu_confirmed"]]
+    if confirmed.empty:
+        return None
+    sites = result.to_frame()
+    site = sites[sites["gpu_confirmed"] > 0].iloc[0]
+    return {"blocked_per_step_us": float(confirmed["blocked_us"].sum()) / n_steps, "file": site["file"] or None,
+            "line": int(site["line"]) if site["line"] >= 0 else None, "func": site["func"] or None,
+            "op": site["top_op"] or site["op"] or site["kind"]}
+
+
+def _python_part(python: dict | None) -> str:
+    if python is None:
+        return ""
+    where = f" ({python['file']}:{python['line']})" if python["file"] else ""
+    what = "Python in" if python["python"] else "host time in op"
+    return f"{_ms(python['self_per_step_us'])} {what} {python['function']}{where}"
+
+
+def _waiting_part(waiting: dict | None) -> str:
+    if waiting is None:
+        return "no waiting for the GPU"
+    if waiting["file"]:
+        where = f"{waiting['file']}:{waiting['line']}" + (f" ({waiting['func']})" if waiting["func"] else "")
+    else:
+        where = waiting["op"]
+    return f"{_ms(waiting['blocked_per_step_us'])} waiting for the GPU at {where}"
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.2f} ms"

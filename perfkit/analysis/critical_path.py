@@ -1,0 +1,314 @@
+"""``critical_path(trace)``: the chain of host work, launches, kernels, copies and sync waits that
+bounds each step, and its time by kind.
+
+The dependency model is Holistic Trace Analysis's (``CriticalPathAnalysis``): work on one host
+thread runs in order; a kernel or copy starts after its launch call and after the previous work on
+its stream; a blocking call (``lanes.host_blocking``: ``syncs.blocking_calls`` and copies from
+pageable memory) returns after the GPU work it waits for. The path is found backwards from the step's end, each
+time following the dependency that was satisfied last (the one that held the work back):
+
+* on a GPU stream, from a kernel's start to the previous work on the stream when that ended after
+  the kernel was launched (the kernel was queued), else to its launch call (the launch held it);
+* on a host thread, back along the thread until a blocking call, then to the latest GPU work that
+  ended inside the call (the work the call waited for), or through the call when none did;
+* a thread other than the rank's main thread (``timeline.thread_table``) is followed back to the
+  start of its current burst of work; before that it was waiting for the main thread, so the
+  path continues there (HTA does not link threads and starts the path instead).
+
+Each microsecond of the path has one kind (``KINDS``): ``kernel`` / ``memcpy`` (GPU work; memsets
+count as memcpy), ``launch`` (launch calls on the path, and the delay from a launch call's return to
+the start of the kernel it held, or the call up to the start of a kernel that starts before its call
+returns), ``sync_wait`` (inside a blocking call but not explained by GPU work on the path: the wake-up
+after the GPU finished, a call that waited for something not in the trace, or a copy from pageable
+memory being staged before its copy starts), ``host`` (host ops and Python frames), ``idle`` (no traced
+activity where the path is: untraced host code, e.g. Python in a trace without ``with_stack=True``,
+or a stream waiting for queued work). The path is cut at the step boundaries, so per step the kinds
+sum to ``path_us`` <= ``wall_us``; ``path_us`` < ``wall_us`` only where the chain starts inside the
+step (e.g. at a kernel whose launch is not in the trace).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ParameterError
+from ..results import html_section, html_table, html_text, html_warnings
+from .lanes import lane_name, rank_timelines
+from .ops import jsonable, step_windows
+
+KINDS = ("host", "launch", "kernel", "memcpy", "sync_wait", "idle")
+# Host and GPU clocks disagree by up to a microsecond in whole-microsecond traces: a kernel may
+# appear to end 1 us after the synchronize call that waited for it returned.
+CLOCK_SLACK_US = 1.0
+# A kernel that starts more than this after both its launch returned and the previous work on its
+# stream ended waited for something else: another stream (cudaStreamWaitEvent). Launch-to-start
+# latency on an idle GPU is a few microseconds (NVIDIA quotes ~2-5 us per launch).
+QUEUE_SLACK_US = 10.0
+
+STEP_COLUMNS = ["rank", "step", "start_us", "end_us", "wall_us", "path_us", *[f"{k}_us" for k in KINDS], "bound_by"]
+SEGMENT_COLUMNS = ["rank", "step", "kind", "start_us", "end_us", "lane", "label"]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class CriticalPathResult:
+    """``steps``: one row per step window (``STEP_COLUMNS``; times in us; ``bound_by`` is the kind
+    with the most time). ``segments``: the path itself, latest first (``SEGMENT_COLUMNS``): ``lane``
+    names the host thread or GPU stream it runs on, ``label`` the event it runs through in
+    ``trace.events`` (-1 for stretches of host time and gaps)."""
+
+    steps: pd.DataFrame
+    segments: pd.DataFrame
+    warnings: tuple
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.steps.copy()
+
+    @property
+    def by_kind(self) -> dict:
+        """Path time per kind over all steps, in us."""
+        return {k: float(self.steps[f"{k}_us"].sum()) for k in KINDS}
+
+    @property
+    def total(self) -> dict:
+        s = self.steps
+        return {"steps": int(len(s)), "wall_us": float(s["wall_us"].sum()), "path_us": float(s["path_us"].sum()),
+                "by_kind": self.by_kind}
+
+    def to_json(self) -> dict:
+        rows = [{"rank": int(r["rank"]), "step": int(r["step"]), "start_us": r["start_us"], "wall_us": r["wall_us"],
+                 "path_us": r["path_us"], "by_kind": {k: r[f"{k}_us"] for k in KINDS}, "bound_by": r["bound_by"]}
+                for r in self.steps.to_dict("records")]
+        return jsonable({"steps": rows, "total": self.total, "warnings": list(self.warnings)})
+
+    def __repr__(self) -> str:
+        t = self.total
+        share = ", ".join(f"{k} {100 * v / t['path_us']:.0f}%" for k, v in t["by_kind"].items() if v > 0) \
+            if t["path_us"] > 0 else "empty"
+        return f"<CriticalPathResult {t['steps']} steps, path {t['path_us'] / 1e3:.3f} ms: {share}>"
+
+    def _repr_html_(self) -> str:
+        t = self.total
+        return html_section("Critical path", html_text(f"{t['path_us'] / 1e3:,.3f} ms of {t['wall_us'] / 1e3:,.3f} ms"),
+                            html_table(self.steps), html_warnings(self.warnings))
+
+
+def critical_path(trace, *, annotation: str | None = None) -> CriticalPathResult:
+    """Critical path of each step window of ``trace`` (the module doc gives the model and kinds).
+
+    ``annotation``: compute it over each instance of this host annotation instead (a name or a
+    name prefix, e.g. ``"ProfilerStep"`` or a record_function label), numbered 0, 1, ... in time
+    order. Raises ParameterError when no event matches ``annotation``. A trace without GPU events
+    gets a host-only path, with a warning.
+    """
+    windows = step_windows(trace) if annotation is None else annotation_windows(trace, annotation)
+    return path_over(trace, windows, rank_timelines(trace))
+
+
+def path_over(trace, windows: pd.DataFrame, timelines: dict) -> CriticalPathResult:
+    """:func:`critical_path` over given windows, with the ranks' timelines already built."""
+    rows, segments = [], []
+    for win in windows.itertuples(index=False):
+        segs = walk_step(timelines[win.rank], win.start_us, win.end_us) if win.rank in timelines else []
+        rows.append(_step_row(win, segs))
+        segments.extend((win.rank, win.step, *s) for s in segs)
+    steps = pd.DataFrame(rows, columns=STEP_COLUMNS)
+    frame = pd.DataFrame(segments, columns=SEGMENT_COLUMNS)
+    return CriticalPathResult(steps=steps, segments=frame, warnings=_warnings(trace, timelines))
+
+
+def annotation_windows(trace, annotation: str) -> pd.DataFrame:
+    """Windows (rank, step, start_us, end_us, dur_us) of the host events named ``annotation`` or
+    starting with it, numbered per rank in time order. Raises ParameterError when there are none."""
+    ev = trace.events
+    host = ev[(ev["ph"] == "X") & ~ev["cat"].isin(["kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"])]
+    names = host["name"].astype(str)
+    hits = host[(names == annotation) | names.str.startswith(annotation)].sort_values(["rank", "ts_us"])
+    if hits.empty:
+        raise ParameterError(f"no host event is named {annotation!r} (or starts with it); pass a "
+                             "record_function label or 'ProfilerStep'")
+    out = pd.DataFrame({"rank": hits["rank"].to_numpy(), "start_us": hits["ts_us"].to_numpy(),
+                        "end_us": (hits["ts_us"] + hits["dur_us"]).to_numpy()})
+    out.insert(1, "step", out.groupby("rank").cumcount().to_numpy())
+    return out.assign(dur_us=out["end_us"] - out["start_us"])
+
+
+# --- the walk -----------------------------------------------------------------------------------
+# States: ("gpu", row, t): inside GPU event ``row`` at time t; ("host", thread, t): on a host thread
+# just before t; ("sync", thread, k, t): inside blocking call k of the thread at t. Each step emits
+# segments (kind, start, end, lane, label) ending where the previous one started.
+
+def walk_step(tl, start: float, end: float) -> list:
+    """Segments of the critical path of [start, end) on one rank, latest first."""
+    segs: list = []
+    state = _start(tl, end)
+    budget = 4 * len(tl.gpu["start"]) + 4 * sum(len(h.block_start) for h in tl.hosts.values()) + 64
+    while state is not None and budget > 0:
+        budget -= 1
+        if state[0] == "gpu":
+            state = _gpu_step(tl, state[1], state[2], start, segs)
+        elif state[0] == "host":
+            state = _host_step(tl, state[1], state[2], start, segs)
+        else:
+            state = _sync_step(tl, state[1], state[2], state[3], start, segs)
+    return segs
+
+
+def _start(tl, end: float):
+    """The GPU event running at the step's end (latest-ending one over streams), else the main thread."""
+    best, best_end = -1, -np.inf
+    g = tl.gpu
+    for a, b in tl.lanes.values():
+        k = a + np.searchsorted(g["start"][a:b], end, side="left") - 1
+        if k >= a and g["end"][k] >= end and g["end"][k] > best_end:
+            best, best_end = int(k), g["end"][k]
+    return ("gpu", best, end) if best >= 0 else ("host", tl.main, end)
+
+
+def _gpu_step(tl, row: int, t: float, floor: float, segs: list):
+    g = tl.gpu
+    start, lane = g["start"][row], int(g["lane"][row])
+    _emit(segs, "memcpy" if g["kind"][row] else "kernel", max(start, floor), t, lane_name(lane), g["label"][row])
+    if start <= floor:
+        return None
+    prev, thread = int(g["prev"][row]), int(g["launch_thread"][row])
+    ready = max(g["end"][prev] if prev >= 0 else -np.inf, g["launch_end"][row] if thread >= 0 else -np.inf)
+    other = _other_stream(tl, row, ready) if start - ready > QUEUE_SLACK_US else -1
+    if other >= 0:
+        return _to_gpu(tl, other, start, floor, segs, lane)
+    if prev >= 0 and (thread < 0 or g["end"][prev] >= g["launch_start"][row]):
+        return _to_gpu(tl, prev, start, floor, segs, lane)
+    if thread >= 0:
+        # Launch delay: from the call's return to the kernel's start, or, for a kernel that started
+        # before its call returned (a synchronous cudaMemcpy), the call up to the kernel's start.
+        # A blocking launch (a copy from pageable memory) holds the thread until the copy starts: sync_wait.
+        inside = g["launch_end"][row] > start
+        t_host = min(g["launch_start"][row], start) if inside else g["launch_end"][row]
+        kind = "sync_wait" if inside and g["launch_blocks"][row] else "launch"
+        _emit(segs, kind, max(t_host, floor), start, lane_name(lane), g["label"][row])
+        return ("host", thread, t_host) if t_host > floor else None
+    return None
+
+
+def _to_gpu(tl, row: int, t: float, floor: float, segs: list, lane: int):
+    """Continue inside GPU event ``row`` from ``t``; the gap between its end and ``t`` is idle."""
+    t_gpu = min(tl.gpu["end"][row], t)
+    _emit(segs, "idle", max(t_gpu, floor), t, lane_name(lane), -1)
+    return ("gpu", row, t_gpu) if t_gpu > floor else None
+
+
+def _other_stream(tl, row: int, ready: float) -> int:
+    """Latest GPU event on another stream that ended after ``ready`` and by the start of ``row``."""
+    g = tl.gpu
+    k = np.searchsorted(tl.by_end, g["start"][row] + CLOCK_SLACK_US, side="right") - 1
+    while k >= 0 and tl.by_end[k] > ready:
+        cand = int(tl.by_end_rows[k])
+        if g["lane"][cand] != g["lane"][row] and g["start"][cand] < g["start"][row]:
+            return cand
+        if g["lane"][cand] == g["lane"][row] and cand != row:
+            return -1  # the stream's own work ended later: stream order explains the wait
+        k -= 1
+    return -1
+
+
+def _host_step(tl, thread: int, t: float, floor: float, segs: list):
+    lane = tl.hosts.get(thread)
+    name = tl.thread_labels.get(thread, str(thread))
+    if lane is None:
+        _emit(segs, "idle", floor, t, name, -1)
+        return None
+    k = int(np.searchsorted(lane.block_start, t, side="left")) - 1
+    block_end = lane.block_end[k] if k >= 0 else -np.inf
+    lower = min(max(block_end, floor), t)
+    if thread != tl.main:
+        burst = _burst_start(lane.work, t)
+        if burst > lower:
+            _emit_host(segs, lane, burst, t, name)
+            return ("host", tl.main, burst)
+    _emit_host(segs, lane, lower, t, name)
+    if lower <= floor:
+        return None
+    return ("sync", thread, k, lower)
+
+
+def _burst_start(work, t: float) -> float:
+    """Start of the block of work running at ``t`` on the thread, or ``t`` in a gap."""
+    k = int(np.searchsorted(work.starts, t, side="left")) - 1
+    return float(work.starts[k]) if k >= 0 and work.ends[k] >= t else t
+
+
+def _sync_step(tl, thread: int, k: int, t: float, floor: float, segs: list):
+    """Inside blocking call ``k``: jump to the GPU work it waited for, else through the call."""
+    lane = tl.hosts[thread]
+    name, label, call_start = tl.thread_labels.get(thread, str(thread)), lane.block_label[k], lane.block_start[k]
+    waited = _waited_for(tl, int(lane.block_lane[k]), call_start, t)
+    if waited >= 0:
+        t_gpu = min(tl.gpu["end"][waited], t)
+        _emit(segs, "sync_wait", max(t_gpu, floor), t, name, label)
+        return ("gpu", waited, t_gpu) if t_gpu > floor else None
+    _emit(segs, "sync_wait", max(call_start, floor), t, name, label)
+    return ("host", thread, call_start) if call_start > floor else None
+
+
+def _waited_for(tl, lane: int, call_start: float, t: float) -> int:
+    """The GPU event (on ``lane`` if known) that ended last inside (call_start, t], started before t."""
+    ends, rows = tl.lane_by_end.get(lane, (tl.by_end, tl.by_end_rows)) if lane >= 0 else (tl.by_end, tl.by_end_rows)
+    k = int(np.searchsorted(ends, t + CLOCK_SLACK_US, side="right")) - 1
+    while k >= 0 and ends[k] > call_start:
+        if tl.gpu["start"][rows[k]] < t:
+            return int(rows[k])
+        k -= 1
+    return -1
+
+
+def _emit(segs: list, kind: str, start: float, end: float, lane: str, label) -> None:
+    if end > start:
+        segs.append((kind, float(start), float(end), lane, int(label)))
+
+
+def _emit_host(segs: list, lane, a: float, b: float, name: str) -> None:
+    """Split host time [a, b) into runs of one kind (sync_wait > launch > host > idle), latest first."""
+    if b <= a:
+        return
+    points = [np.array([a, b])]
+    for cov in (lane.work, lane.calls, lane.blocking):
+        lo, hi = np.searchsorted(cov.ends, a, side="right"), np.searchsorted(cov.starts, b, side="left")
+        points += [cov.starts[lo:hi], cov.ends[lo:hi]]
+    cuts = np.unique(np.clip(np.concatenate(points), a, b))
+    mids = (cuts[:-1] + cuts[1:]) / 2
+    kind = np.select([_inside(lane.blocking, mids), _inside(lane.calls, mids), _inside(lane.work, mids)],
+                     [4, 1, 0], default=5)
+    change = np.flatnonzero(np.concatenate(([True], kind[1:] != kind[:-1])))
+    bounds = np.append(change, len(kind))
+    for i in range(len(change) - 1, -1, -1):
+        _emit(segs, KINDS[kind[change[i]]], cuts[bounds[i]], cuts[bounds[i + 1]], name, -1)
+
+
+def _inside(cov, t: np.ndarray) -> np.ndarray:
+    k = np.searchsorted(cov.starts, t, side="right") - 1
+    return (k >= 0) & (t < cov.ends[np.clip(k, 0, None)]) if len(cov.starts) else np.zeros(len(t), dtype=bool)
+
+
+def _step_row(win, segs: list) -> list:
+    by_kind = dict.fromkeys(KINDS, 0.0)
+    for kind, start, end, _, _ in segs:
+        by_kind[kind] += end - start
+    path = sum(by_kind.values())
+    bound = max(KINDS, key=by_kind.get) if path > 0 else ""
+    return [win.rank, win.step, win.start_us, win.end_us, win.end_us - win.start_us, path,
+            *by_kind.values(), bound]
+
+
+def _warnings(trace, timelines: dict) -> tuple:
+    out = []
+    if not trace.has_gpu_events:
+        out.append("no GPU events: the critical path is the main thread's host time; re-profile with "
+                   "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+    orphans = sum(t.unlaunched for t in timelines.values())
+    if orphans:
+        out.append(f"{orphans:,} GPU events have no launch call in the trace: a path reaching one starts there")
+    if not (trace.events["cat"] == "cuda_sync").any() and trace.has_gpu_events:
+        out.append("no cuda_sync events: blocking calls are matched to the GPU work that ended inside them by time "
+                   "only (torch >= 2.1 records them)")
+    return tuple(out)

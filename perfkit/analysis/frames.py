@@ -1,0 +1,315 @@
+"""Call trees of host threads: Python frames (``with_stack=True``), or host ops where a thread has none.
+
+A thread with python_function events gets a tree of its Python frames. A frame's parent is the
+frame its ``Python parent id`` names when that frame is on the same thread, starts no later and is
+still running when the child starts; otherwise (ids missing, pointing elsewhere, or contradicting
+the timestamps) the parent is found by time containment: the innermost earlier frame of the thread
+still running when the frame starts. Threads without Python frames (a trace recorded without
+stacks, the autograd thread) get a tree of their host ops instead (cpu_op, record_function ranges
+and runtime calls; ``ProfilerStep#`` windows left out), nested as ``timeline.host_parents`` says.
+
+Real traces are not always properly nested (a child ending 1 us after its parent, siblings that
+overlap after rounding), so each frame is clipped to its parent and to the end of its previous
+sibling. The clipped intervals nest exactly; self time is a frame's clipped length minus its
+children's, and the self times of a thread sum to the union of its top-level frames.
+
+Names are normalized so one function is one key: ``"torch/nn/modules/module.py(1779): _call_impl"``
+is ``_call_impl`` in that file at line 1779 (the function's first line), ``"<built-in method to of
+Tensor object at 0x7ce2...>"`` is ``Tensor.to``, ``"<built-in method conv2d of type object at 0x...>"`` (``torch.conv2d``) is
+``conv2d`` and ``"<built-in function isinstance>"`` is ``isinstance`` (no file, line -1).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .ops import DATALOADER_PREFIX, HOST_CATEGORIES, STEP_PREFIX, starts_with
+from .stacks import parse_frame
+from .timeline import host_parents, thread_codes
+
+_METHOD = re.compile(r"^<built-in method (?P<meth>\S*) of (?P<cls>.+?) object at 0x[0-9a-fA-F]+>$")
+# Classes whose name says nothing about the method: ``torch.conv2d`` is "<built-in method conv2d of
+# type object at 0x...>" (torch._C._VariableFunctions) and pybind11 functions are bound records.
+_BARE_CLASSES = ("type", "PyCapsule")
+_FUNCTION = re.compile(r"^<built-in function (?P<func>.+?)>$")
+# Waiting primitives: the thread sleeps in them, so their time is waiting, not work. Sources: the
+# CPython standard library's blocking calls (threading, queue, multiprocessing, selectors, time).
+WAITING_BUILTINS = {"sleep", "select", "poll", "waitpid", "_thread.lock.acquire", "_thread.RLock.acquire",
+                    "_multiprocessing.SemLock.acquire", "select.epoll.poll", "select.poll.poll",
+                    "_socket.socket.recv", "_socket.socket.recv_into", "_socket.socket.accept"}
+WAITING_FUNCTIONS = {
+    "threading.py": {"wait", "join", "_wait_for_tstate_lock", "acquire"},
+    "queue.py": {"get", "put", "join"},
+    "selectors.py": {"select"},
+    "multiprocessing/connection.py": {"wait", "poll", "_poll", "recv", "_recv", "_recv_bytes"},
+    "multiprocessing/queues.py": {"get"},
+    "multiprocessing/synchronize.py": {"wait", "acquire", "__enter__"},
+    "concurrent/futures/_base.py": {"result", "wait"},
+    "time.py": {"sleep"},
+}
+KEY_COLUMNS = ["function", "file", "line", "waiting", "label"]
+FRAME_COLUMNS = ["label", "thread", "rank", "start_us", "end_us", "parent", "depth", "key", "self_us", "python",
+                 "by_time", "region"]
+
+
+def normalize(name: str) -> tuple[str, str, int]:
+    """``(function, file, line)`` of a frame or op name; file "" and line -1 where there is none."""
+    parsed = parse_frame(name)
+    if parsed is not None:
+        return parsed[2], parsed[0], parsed[1]
+    m = _METHOD.match(name)
+    if m:
+        cls, meth = m.group("cls"), m.group("meth") or "<unnamed>"
+        return (meth if cls in _BARE_CLASSES or cls.startswith("pybind11") else f"{cls}.{meth}"), "", -1
+    m = _FUNCTION.match(name)
+    return (m.group("func") if m else name), "", -1
+
+
+def is_waiting(function: str, file: str) -> bool:
+    """Whether a normalized frame is a waiting primitive (``WAITING_BUILTINS``/``WAITING_FUNCTIONS``)."""
+    if not file:
+        return function in WAITING_BUILTINS
+    for suffix, names in WAITING_FUNCTIONS.items():
+        if function in names and (file == suffix or file.endswith("/" + suffix)):
+            return True
+    return False
+
+
+def frame_table(trace) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Frames of every host thread (columns ``FRAME_COLUMNS``, one row per event, sorted by thread
+    then start) and the keys they point to (``KEY_COLUMNS``, indexed by ``key``).
+
+    ``label``: the event's label in ``trace.events``; ``start_us``/``end_us``: the clipped interval;
+    ``parent``: row position of the parent frame in this table (-1 for a top-level frame);
+    ``self_us``: clipped length minus the children's; ``python``: a Python frame (else a host op);
+    ``by_time``: a Python frame whose parent id was missing or contradicted the timestamps but that
+    runs inside another frame, so it was nested by time; ``region``: a record_function range other
+    than DataLoader ``__next__`` (it marks a region of code rather than doing work).
+    """
+    raw = _raw_frames(trace)
+    raw["op_parent"] = _op_parents(trace, raw)
+    keys, key_of_name = _keys(raw["name"])
+    n = len(raw)
+    order = np.lexsort((np.arange(n), -raw["end"].to_numpy(), raw["start"].to_numpy(), raw["thread"].to_numpy()))
+    raw = raw.iloc[order].reset_index(drop=True)
+    thread, start, end = raw["thread"].to_numpy(), raw["start"].to_numpy(), raw["end"].to_numpy()
+    parent, by_id = _resolve_parents(raw, thread, start, end)
+    depth = _depths(parent)
+    s, e = _clip(parent, depth, thread, start, end)
+    length = e - s
+    child = parent >= 0
+    self_us = length - np.bincount(parent[child], weights=length[child], minlength=n)
+    frames = pd.DataFrame({
+        "label": raw["label"].to_numpy(), "thread": thread, "rank": raw["rank"].to_numpy(), "start_us": s,
+        "end_us": e, "parent": parent, "depth": depth, "key": key_of_name[raw["name"].cat.codes.to_numpy()],
+        "self_us": np.clip(self_us, 0.0, None), "python": raw["python"].to_numpy(),
+        "by_time": raw["python"].to_numpy() & ~by_id & (parent >= 0), "region": raw["region"].to_numpy()})
+    return _sorted_by_clipped(frames), keys
+
+
+def _sorted_by_clipped(frames: pd.DataFrame) -> pd.DataFrame:
+    """Rows in (thread, clipped start, longest first, parent first) order, parent positions remapped:
+    clipping can move a frame after a later sibling's children."""
+    order = np.lexsort((frames["depth"].to_numpy(), -frames["end_us"].to_numpy(), frames["start_us"].to_numpy(),
+                        frames["thread"].to_numpy()))
+    where = np.empty(len(order), dtype=np.int64)
+    where[order] = np.arange(len(order))
+    out = frames.iloc[order].reset_index(drop=True)
+    parent = out["parent"].to_numpy()
+    out["parent"] = np.where(parent >= 0, where[np.clip(parent, 0, None)], -1)
+    return out
+
+
+def _raw_frames(trace) -> pd.DataFrame:
+    """Python frames, plus host ops of the threads that have no Python frame (numpy masks over the
+    whole table: boolean-indexing a 2M-row frame column by column is the slow part otherwise)."""
+    ev = trace.events
+    complete = (ev["ph"] == "X").to_numpy()
+    is_py = complete & (ev["cat"] == "python_function").to_numpy()
+    is_op = complete & ev["cat"].isin(HOST_CATEGORIES).to_numpy() & ~starts_with(ev["name"], STEP_PREFIX)
+    codes = thread_codes(ev)
+    rows = np.flatnonzero(is_py | (is_op & ~np.isin(codes, np.unique(codes[is_py]))))
+    region = (ev["cat"] == "user_annotation").to_numpy() & ~starts_with(ev["name"], DATALOADER_PREFIX)
+    start = ev["ts_us"].to_numpy(dtype=np.float64)[rows]
+    return pd.DataFrame({
+        "label": ev.index.to_numpy()[rows], "thread": codes[rows], "rank": ev["rank"].to_numpy()[rows],
+        "file_id": ev["file_id"].to_numpy()[rows], "start": start,
+        "end": start + ev["dur_us"].to_numpy(dtype=np.float64)[rows],
+        "name": pd.Categorical.from_codes(ev["name"].cat.codes.to_numpy()[rows], dtype=ev["name"].dtype),
+        "python": is_py[rows], "region": region[rows], "python_id": ev["python_id"].to_numpy()[rows],
+        "python_parent": ev["python_parent"].to_numpy()[rows]})
+
+
+def _op_parents(trace, raw: pd.DataFrame) -> np.ndarray:
+    """Label of each host-op frame's enclosing host event (-1 for Python frames and top-level ops)."""
+    out = np.full(len(raw), -1, dtype=np.int64)
+    ops = np.flatnonzero(~raw["python"].to_numpy())
+    if len(ops):
+        events = trace.events.loc[raw["label"].to_numpy()[ops]]
+        out[ops] = host_parents(trace, events).to_numpy()
+    return out
+
+
+def _keys(names: pd.Series) -> tuple[pd.DataFrame, np.ndarray]:
+    """Key table (one row per normalized function) and the key of each name category code."""
+    index: dict[tuple, int] = {}
+    codes = [index.setdefault(normalize(str(c)), len(index)) for c in names.cat.categories]
+    keys = pd.DataFrame(list(index), columns=["function", "file", "line"]).astype({"line": np.int64})
+    keys["waiting"] = [is_waiting(f, p) for f, p in zip(keys["function"], keys["file"])]
+    keys["label"] = [_display(f, p, ln) for f, p, ln in zip(keys["function"], keys["file"], keys["line"])]
+    return keys[KEY_COLUMNS], np.asarray(codes, dtype=np.int64)
+
+
+def _display(function: str, file: str, line: int) -> str:
+    return f"{function} ({file}:{line})" if file else function
+
+
+def _resolve_parents(raw: pd.DataFrame, thread, start, end) -> tuple[np.ndarray, np.ndarray]:
+    """Parent positions (the Python parent id, or for host ops the enclosing host event, where it is
+    consistent; else time containment) and which rows got theirs from the id or host nesting."""
+    n = len(raw)
+    parent = np.full(n, -1, dtype=np.int64)
+    cand = np.maximum(_id_candidates(raw), _label_candidates(raw))
+    safe = np.clip(cand, 0, None)
+    ok = (cand >= 0) & (cand < np.arange(n)) & (thread[safe] == thread) & (start <= end[safe])
+    parent[ok] = cand[ok]
+    _contain(np.flatnonzero(~ok).tolist(), parent, thread.tolist(), start.tolist(), end.tolist())
+    return parent, ok
+
+
+def _id_candidates(raw: pd.DataFrame) -> np.ndarray:
+    """Row of the frame each Python frame's parent id names (-1: none, or the id is not unique)."""
+    cand = np.full(len(raw), -1, dtype=np.int64)
+    py = raw["python"].to_numpy() & (raw["python_id"].to_numpy() >= 0)
+    if not py.any():
+        return cand
+    ids = (raw["file_id"].to_numpy(dtype=np.int64) << 47) | raw["python_id"].to_numpy()
+    wanted = (raw["file_id"].to_numpy(dtype=np.int64) << 47) | raw["python_parent"].to_numpy()
+    rows = np.flatnonzero(py)
+    unique = ~pd.Index(ids[rows]).duplicated(keep=False)
+    found = pd.Index(ids[rows][unique]).get_indexer(wanted)
+    cand = np.where(found >= 0, rows[unique][np.clip(found, 0, None)], -1)
+    cand[~raw["python"].to_numpy() | (raw["python_parent"].to_numpy() < 0)] = -1
+    return cand
+
+
+def _label_candidates(raw: pd.DataFrame) -> np.ndarray:
+    """Row of each host-op frame's enclosing host event (``op_parent`` labels), -1 when that is not a frame."""
+    labels = pd.Index(raw["label"].to_numpy())
+    found = labels.get_indexer(raw["op_parent"].to_numpy())
+    return np.where(raw["op_parent"].to_numpy() >= 0, found, -1)
+
+
+def _contain(todo: list, parent: np.ndarray, thread: list, start: list, end: list) -> None:
+    """Time containment for rows ``todo`` (ascending): walk up from the previous row of the thread
+    to the first frame still running at the row's start. Rows before each one are already resolved."""
+    for i in todo:
+        c = i - 1
+        while c >= 0 and thread[c] == thread[i] and not start[i] < end[c]:
+            c = int(parent[c])
+        parent[i] = c if c >= 0 and thread[c] == thread[i] else -1
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """Depth of each row by pointer jumping (log2(max depth) vector rounds)."""
+    depth = (parent >= 0).astype(np.int64)
+    jump = parent.copy()
+    while True:
+        m = np.flatnonzero(jump >= 0)
+        if len(m) == 0:
+            return depth
+        target = jump[m]
+        new_depth = depth[m] + depth[target]
+        new_jump = jump[target]
+        depth[m] = new_depth
+        jump[m] = new_jump
+
+
+def _clip(parent, depth, thread, start, end) -> tuple[np.ndarray, np.ndarray]:
+    """Clip each frame to its parent, then to the latest end among its earlier siblings."""
+    s, e = start.copy(), end.copy()
+    if len(s) == 0:
+        return s, e
+    by_depth = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
+    for k in range(len(bounds) - 1):
+        rows = by_depth[bounds[k]:bounds[k + 1]]
+        if k > 0:
+            p = parent[rows]
+            s[rows] = np.maximum(s[rows], s[p])
+            e[rows] = np.maximum(np.minimum(e[rows], e[p]), s[rows])
+            group = p
+        else:
+            group = thread[rows]
+        rows = rows[np.argsort(group, kind="stable")]
+        _clip_siblings(rows, np.sort(group, kind="stable"), s, e)
+    return s, e
+
+
+def _clip_siblings(rows: np.ndarray, group: np.ndarray, s: np.ndarray, e: np.ndarray) -> None:
+    """Within each group (contiguous, in start order) start no earlier than any previous sibling's end."""
+    running = pd.Series(e[rows]).groupby(group, sort=False).cummax().to_numpy()
+    prev = np.empty_like(running)
+    prev[0] = -np.inf
+    prev[1:] = np.where(group[1:] == group[:-1], running[:-1], -np.inf)
+    s[rows] = np.maximum(s[rows], prev)
+    e[rows] = np.maximum(e[rows], s[rows])
+
+
+def subset(frames: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
+    """Rows ``keep`` of a frame table (whole threads), parent positions renumbered."""
+    new_pos = np.cumsum(keep) - 1
+    out = frames[keep].reset_index(drop=True)
+    parent = out["parent"].to_numpy()
+    out["parent"] = np.where(parent >= 0, new_pos[np.clip(parent, 0, None)], -1)
+    return out
+
+
+def innermost_segments(frames: pd.DataFrame) -> pd.DataFrame:
+    """The frame running innermost at each moment of each thread: rows ``thread``, ``start_us``
+    (the segment ends where the thread's next one starts) and ``frame`` (row position in
+    ``frames``; -1 between top-level frames and where only a ``region`` range runs), sorted by
+    (thread, start)."""
+    live = frames[frames["end_us"] > frames["start_us"]]
+    rows = live.index.to_numpy()
+    depth = live["depth"].to_numpy()
+    # At equal times: ends before starts, inner ends before outer ends, outer starts before inner.
+    t = np.concatenate([live["start_us"].to_numpy(), live["end_us"].to_numpy()])
+    kind = np.concatenate([np.ones(len(rows)), np.zeros(len(rows))])
+    order_key = np.concatenate([depth, -depth])
+    thread = np.concatenate([live["thread"].to_numpy()] * 2)
+    after = np.concatenate([rows, live["parent"].to_numpy()])
+    order = np.lexsort((order_key, kind, t, thread))
+    region = frames["region"].to_numpy()
+    after = np.where((after >= 0) & region[np.clip(after, 0, None)], -1, after)
+    return pd.DataFrame({"thread": thread[order], "start_us": t[order], "frame": after[order]})
+
+
+def dominant_frames(frames: pd.DataFrame, segments: pd.DataFrame, thread: np.ndarray, a: np.ndarray,
+                    b: np.ndarray) -> np.ndarray:
+    """For each interval [a, b) on ``thread``, the frame (row position) with the most self time
+    inside it (-1 where no frame runs): what the thread was busy with then."""
+    out = np.full(len(a), -1, dtype=np.int64)
+    for code in np.unique(thread):
+        seg = segments[segments["thread"] == code]
+        q = np.flatnonzero(thread == code)
+        if seg.empty or not len(q):
+            continue
+        s_start = seg["start_us"].to_numpy()
+        s_end = np.append(s_start[1:], np.inf)
+        lo = np.clip(np.searchsorted(s_start, a[q], side="right") - 1, 0, None)
+        hi = np.searchsorted(s_start, b[q], side="left")
+        counts = np.maximum(hi - lo, 0)
+        which = np.repeat(np.arange(len(q)), counts)
+        # Segment indices lo..hi-1 of every query, without a Python loop.
+        idx = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts - lo, counts)
+        overlap = np.minimum(s_end[idx], b[q][which]) - np.maximum(s_start[idx], a[q][which])
+        table = pd.DataFrame({"q": which, "frame": seg["frame"].to_numpy()[idx], "us": overlap})
+        table = table[(table["frame"] >= 0) & (table["us"] > 0)]
+        if len(table):
+            best = table.groupby(["q", "frame"])["us"].sum().reset_index().sort_values("us", kind="stable")
+            best = best.drop_duplicates("q", keep="last")
+            out[q[best["q"].to_numpy()]] = best["frame"].to_numpy()
+    return out

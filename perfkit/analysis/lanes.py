@@ -1,0 +1,177 @@
+"""Per-rank index of a trace's lanes (host threads and GPU streams) for walking the timeline.
+
+Host thread: interval unions (``timeline.Coverage``) of its work, of its launch and blocking
+calls, and of its blocking calls alone, plus the blocking calls in time order. Host work is
+cpu_op, runtime and driver calls, python_function frames and DataLoader ``__next__`` ranges (input
+loading on the thread); other record_function ranges and ``ProfilerStep#`` windows mark regions,
+they are not work. Blocking calls are ``host_blocking``; launch calls are runtime/driver calls with
+a GPU event linked to them.
+
+GPU: kernels, copies and memsets of the rank in (stream, start) order, each with the previous
+event on its stream and the thread and times of its launch call; and the same events by end time
+(all streams, and per stream) to find the work a blocking call waited for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from .ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, host_events, starts_with
+from .syncs import blocking_calls
+from .timeline import Coverage, thread_codes, thread_table
+
+
+@dataclass(frozen=True)
+class HostLane:
+    """One host thread: coverages of its work, launch+blocking calls and blocking calls; its
+    blocking calls sorted by start (``block_start``/``block_end``/``block_label``) and the GPU lane
+    each waits on (``block_lane``, -1 when any stream of the rank)."""
+
+    work: Coverage
+    calls: Coverage
+    blocking: Coverage
+    block_start: np.ndarray
+    block_end: np.ndarray
+    block_label: np.ndarray
+    block_lane: np.ndarray
+
+
+@dataclass(frozen=True)
+class RankTimeline:
+    """Host lanes by thread code, the main thread, thread labels, and the GPU events of one rank:
+    ``gpu`` columns ``GPU_COLUMNS`` as arrays, rows in (lane, start) order; ``lanes``: lane code ->
+    (first row, end row) of its slice; ``by_end``/``by_end_rows``: all rows by end time;
+    ``lane_by_end``: lane -> (ends, rows) by end time."""
+
+    main: int
+    hosts: dict
+    thread_labels: dict
+    gpu: dict
+    lanes: dict = field(default_factory=dict)
+    by_end: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    by_end_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    lane_by_end: dict = field(default_factory=dict)
+
+    @property
+    def unlaunched(self) -> int:
+        return int((self.gpu["launch_thread"] < 0).sum())
+
+
+GPU_COLUMNS = ["start", "end", "lane", "kind", "label", "prev", "launch_thread", "launch_start", "launch_end",
+               "launch_blocks"]
+
+
+def rank_timelines(trace) -> dict:
+    """``{rank: RankTimeline}`` for every rank with host events."""
+    # Runtime and driver calls are the only host events a blocking call or a launch can be.
+    host = host_events(trace, LAUNCH_CATEGORIES)
+    links = trace.launches()
+    blocking = host_blocking(trace, host)
+    threads = thread_table(trace, links=links)
+    gpu = _gpu_table(trace, links, blocking.index)
+    block_lanes = _block_lanes(trace, links, blocking)
+    work = _work_events(trace)
+    out = {}
+    for rank, info in threads.groupby("rank"):
+        main = int(info.loc[info["main"], "thread"].iloc[0])
+        hosts = _host_lanes(work[work["rank"] == rank], host[host["rank"] == rank], blocking, block_lanes, links)
+        labels = dict(zip(info["thread"], info["label"]))
+        out[int(rank)] = _rank(main, hosts, gpu[gpu["rank"] == rank].drop(columns="rank"), labels)
+    return out
+
+
+def host_blocking(trace, host: pd.DataFrame) -> pd.DataFrame:
+    """Rows of ``host`` (runtime and driver calls) that block their thread: ``syncs.blocking_calls``
+    (synchronize calls, device-to-host copies and host-to-device copies from pageable memory)."""
+    return blocking_calls(trace, host).sort_values("ts_us", kind="stable")
+
+
+def _work_events(trace) -> pd.DataFrame:
+    ev = trace.events
+    complete = (ev["ph"] == "X").to_numpy()
+    work = ev["cat"].isin(HOST_WORK_CATEGORIES + ("python_function",)).to_numpy()
+    loader = (ev["cat"] == "user_annotation").to_numpy() & starts_with(ev["name"], DATALOADER_PREFIX)
+    rows = np.flatnonzero(complete & (work | loader))
+    start = ev["ts_us"].to_numpy()[rows]
+    return pd.DataFrame({"thread": thread_codes(ev)[rows], "rank": ev["rank"].to_numpy()[rows], "start": start,
+                         "end": start + ev["dur_us"].to_numpy()[rows]})
+
+
+def _host_lanes(work, host, blocking, block_lanes: pd.Series, links) -> dict:
+    launch_labels = links.loc[links["gpu_cat"].isin(GPU_CATEGORIES), "cpu_index"].unique()
+    calls = host[host.index.isin(launch_labels) | host.index.isin(blocking.index)]
+    calls = calls[calls["cat"].isin(LAUNCH_CATEGORIES)]
+    blocks = host.loc[host.index.intersection(blocking.index)].sort_values("ts_us")
+    lanes = {}
+    for code, w in work.groupby("thread"):
+        c = calls[thread_codes(calls) == code] if len(calls) else calls
+        b = blocks[thread_codes(blocks) == code] if len(blocks) else blocks
+        c_start, b_start = c["ts_us"].to_numpy(), b["ts_us"].to_numpy()
+        lanes[int(code)] = HostLane(
+            work=Coverage.of(np.concatenate([w["start"], c_start]), np.concatenate([w["end"], c_start + c["dur_us"]])),
+            calls=Coverage.of(c_start, c_start + c["dur_us"].to_numpy()),
+            blocking=Coverage.of(b_start, b_start + b["dur_us"].to_numpy()),
+            block_start=b_start, block_end=b_start + b["dur_us"].to_numpy(), block_label=b.index.to_numpy(),
+            block_lane=block_lanes.reindex(b.index, fill_value=-1).to_numpy(dtype=np.int64))
+    return lanes
+
+
+def _gpu_table(trace, links: pd.DataFrame, blocking: pd.Index) -> pd.DataFrame:
+    """GPU events with their lane code, kind (0 kernel, 1 memcpy/memset) and launch call
+    (``launch_blocks``: the launch call is itself a blocking call, e.g. a copy from pageable memory)."""
+    gpu = trace.gpu_events()
+    lane = _lane_codes(gpu)
+    launch = links[links["gpu_cat"].isin(GPU_CATEGORIES)].drop_duplicates("gpu_index").set_index("gpu_index")
+    launch = launch.reindex(gpu.index)
+    calls = trace.events.loc[launch["cpu_index"].dropna().astype(np.int64)]
+    launch_thread = pd.Series(thread_codes(calls), index=launch.index[launch["cpu_index"].notna()])
+    frame = pd.DataFrame({
+        "rank": gpu["rank"].to_numpy(), "start": gpu["ts_us"].to_numpy(), "end": (gpu["ts_us"] + gpu["dur_us"]).to_numpy(),
+        "lane": lane, "kind": (gpu["cat"].astype(str).to_numpy() != "kernel").astype(np.int8),
+        "label": gpu.index.to_numpy(), "launch_thread": launch_thread.reindex(gpu.index, fill_value=-1).to_numpy(),
+        "launch_start": launch["launch_ts_us"].to_numpy(),
+        "launch_end": (launch["launch_ts_us"] + launch["launch_dur_us"]).to_numpy(),
+        "launch_blocks": launch["cpu_index"].isin(blocking).to_numpy()})
+    return frame.sort_values(["rank", "lane", "start", "end"], kind="stable").reset_index(drop=True)
+
+
+def _lane_codes(events: pd.DataFrame) -> np.ndarray:
+    """One int per (file, device, stream)."""
+    device = events["device"].to_numpy(dtype=np.int64) + 1
+    stream = events["stream"].to_numpy(dtype=np.int64) + 1
+    return (events["file_id"].to_numpy(dtype=np.int64) << 48) | (device << 32) | (stream & 0xFFFFFFFF)
+
+
+def _block_lanes(trace, links: pd.DataFrame, blocking: pd.DataFrame) -> pd.Series:
+    """GPU lane each blocking call waits on, where the trace says: its linked copy, or the stream
+    of its cuda_sync event ("Stream Sync" on stream 7; a "Context Sync" waits on every stream)."""
+    linked = links[links["cpu_index"].isin(blocking.index)].drop_duplicates("cpu_index")
+    gpu = trace.events.loc[linked["gpu_index"].to_numpy()]
+    lanes = pd.Series(_lane_codes(gpu), index=linked["cpu_index"].to_numpy())
+    return lanes[gpu["stream"].to_numpy() >= 0]
+
+
+def _rank(main: int, hosts: dict, gpu: pd.DataFrame, labels: dict) -> RankTimeline:
+    arrays = {c: gpu[c].to_numpy() for c in GPU_COLUMNS if c != "prev"}
+    lane = arrays["lane"]
+    same = np.concatenate(([False], lane[1:] == lane[:-1])) if len(lane) else np.zeros(0, dtype=bool)
+    arrays["prev"] = np.where(same, np.arange(len(lane)) - 1, -1)
+    starts = np.flatnonzero(np.concatenate(([True], lane[1:] != lane[:-1]))) if len(lane) else np.zeros(0, int)
+    bounds = np.append(starts, len(lane))
+    lanes = {int(lane[a]): (int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])}
+    order = np.argsort(arrays["end"], kind="stable")
+    lane_by_end = {}
+    for code, (a, b) in lanes.items():
+        rows = a + np.argsort(arrays["end"][a:b], kind="stable")
+        lane_by_end[code] = (arrays["end"][rows], rows)
+    return RankTimeline(main=main, hosts=hosts, thread_labels=labels, gpu=arrays, lanes=lanes,
+                        by_end=arrays["end"][order], by_end_rows=order, lane_by_end=lane_by_end)
+
+
+def lane_name(lane: int) -> str:
+    """"GPU 0 stream 7" for a lane code."""
+    device, stream = ((lane >> 32) & 0xFFFF) - 1, (lane & 0xFFFFFFFF) - 1
+    return f"GPU {device} stream {stream}"

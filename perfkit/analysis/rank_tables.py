@@ -1,0 +1,107 @@
+"""The per-rank half of ``perfkit.ranks``: one trace file -> small per-step tables.
+
+``reduce_file(path)`` loads one file and reduces it; it is what an engine runs where the file is
+(a worker process, a Dask worker), so only these tables travel back. Per step window (as
+``cpu_bound``; all times in microseconds):
+
+* the ``cpu_bound`` split, same numbers (``cpu_bound.step_table``): ``wall_us``, ``gpu_busy_us``
+  (union of kernels, memcpys and memsets), ``dataloader_us``, ``sync_us`` (host blocked in syncs
+  outside data loading), ``host_other_us``;
+* ``comm_us``: union of communication kernels (NCCL, and RCCL on ROCm: kernel names containing
+  "nccl" or "rccl"); ``compute_us``: union of the other kernels (memcpy/memset are neither);
+  ``overlap_us``: time both run at once (comm + compute - their union);
+* one row per communication kernel (``collectives``): its step, name, ``occurrence`` (0 for the
+  first kernel of that name in the step, 1 for the second...), ``ts_us``, ``dur_us``. Ranks are
+  matched on (step, name, occurrence) by ``perfkit.analysis.collectives``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ParameterError
+from ..trace import Trace, load_trace
+from ..trace.steps import window_index
+from .cpu_bound import step_table
+from .ops import step_windows, window_cover
+
+COMM_KERNEL = re.compile(r"nccl|rccl", re.IGNORECASE)
+STEP_COLUMNS = ["step", "start_us", "end_us", "wall_us", "gpu_busy_us", "compute_us", "comm_us", "overlap_us",
+                "dataloader_us", "sync_us", "host_other_us", "kernels"]
+COLLECTIVE_COLUMNS = ["step", "name", "occurrence", "ts_us", "dur_us"]
+
+
+@dataclass(frozen=True)
+class RankTables:
+    """One file reduced: its path, the rank it claims (``distributedInfo.rank``; None when it
+    claims none), its GPU's name ("cpu" without GPU events), ``steps`` (``STEP_COLUMNS``),
+    ``collectives`` (``COLLECTIVE_COLUMNS``) and the load's warnings."""
+
+    path: str
+    claimed_rank: int | None
+    device: str
+    steps: pd.DataFrame
+    collectives: pd.DataFrame
+    warnings: tuple
+
+
+def reduce_file(path, *, use_cache: bool = True) -> RankTables:
+    """Load one trace file and reduce it (see the module doc). Raises TraceError for a bad file."""
+    return reduce_trace(load_trace(path, use_cache=use_cache))
+
+
+def reduce_trace(trace: Trace) -> RankTables:
+    """Reduce a Trace of exactly one file; raises ParameterError for a multi-file Trace."""
+    if len(trace.files) != 1:
+        raise ParameterError(f"reduce_trace takes the Trace of one file, got {len(trace.files)} files; "
+                             "use perfkit.ranks(directory) for many ranks")
+    windows = step_windows(trace)
+    steps = step_table(trace).reset_index(drop=True)
+    kernels = trace.kernels()
+    comm = is_comm(kernels["name"])
+    steps["comm_us"] = window_cover(kernels[comm], windows)
+    steps["compute_us"] = window_cover(kernels[~comm], windows)
+    steps["overlap_us"] = np.maximum(steps["comm_us"] + steps["compute_us"] - window_cover(kernels, windows), 0.0)
+    meta = trace.files[0]
+    return RankTables(path=meta.path, claimed_rank=claimed_rank(meta.distributed), device=_device(trace),
+                      steps=steps[STEP_COLUMNS], collectives=_collectives(kernels[comm], windows),
+                      warnings=trace.warnings)
+
+
+def is_comm(names: pd.Series) -> np.ndarray:
+    """Which kernel names are NCCL/RCCL communication kernels (one regex test per distinct name)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        hits = np.array([bool(COMM_KERNEL.search(str(c))) for c in names.cat.categories], dtype=bool)
+        codes = names.cat.codes.to_numpy()
+        return np.where(codes >= 0, hits[np.clip(codes, 0, None)] if len(hits) else False, False)
+    return names.astype(str).str.contains(COMM_KERNEL).to_numpy(dtype=bool)
+
+
+def claimed_rank(distributed: dict) -> int | None:
+    """``distributedInfo.rank`` as an int, None when absent or not a number."""
+    try:
+        return int(distributed["rank"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _collectives(comm: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    row = window_index(windows, comm["ts_us"], comm["rank"])
+    inside = row >= 0
+    frame = pd.DataFrame({"step": windows["step"].to_numpy()[row[inside]],
+                          "name": comm["name"].astype(str).to_numpy()[inside],
+                          "ts_us": comm["ts_us"].to_numpy(dtype=np.float64)[inside],
+                          "dur_us": comm["dur_us"].to_numpy(dtype=np.float64)[inside]})
+    frame = frame.sort_values(["step", "ts_us"], kind="stable", ignore_index=True)
+    frame["occurrence"] = frame.groupby(["step", "name"], sort=False).cumcount().astype(np.int64)
+    return frame[COLLECTIVE_COLUMNS]
+
+
+def _device(trace: Trace) -> str:
+    if not trace.has_gpu_events:
+        return "cpu"
+    named = [d.get("name") for d in trace.devices if d.get("name")]
+    return str(named[0]) if named else "cuda"

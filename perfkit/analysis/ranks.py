@@ -1,0 +1,270 @@
+"""``ranks(source)``: the cross-rank view of a multi-rank run: per rank and step, step time, GPU
+busy, compute vs communication and their overlap, DataLoader and sync time, the time spent
+waiting for other ranks in collectives, the stragglers (and what made them late) and the skew of
+collective arrival.
+
+Two halves, so an engine can run the first where the files are:
+
+1. ``rank_tables.reduce_file``: one file -> small per-step tables (numbers of ``cpu_bound``);
+2. ``combine``: the per-rank tables -> :class:`RanksResult` (``collectives`` for arrival and
+   waits, ``stragglers`` for the straggler rule and causes).
+
+Every file is one member, keyed by its position in the source (``file_id``): files that claim the
+same ``distributedInfo.rank`` (or none) are kept apart by file, with a warning; a file that claims
+no rank gets its position as rank (as ``load_trace`` numbers them). All times in microseconds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ParameterError
+from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from ..trace import Trace
+from ..trace.load import resolve_paths
+from .collectives import arrivals, clock_warning, collective_table
+from .engines import map_paths
+from .ops import jsonable
+from .rank_tables import RankTables, reduce_file
+from .stragglers import FIXES, MIN_NOISE_STEPS, STRAGGLER_PCT, by_rank, find_stragglers
+
+STEP_COLUMNS = ["rank", "file", "step", "start_us", "wall_us", "own_us", "wait_us", "gpu_busy_us", "gpu_busy_pct",
+                "compute_us", "comm_us", "overlap_us", "overlap_pct", "dataloader_us", "sync_us", "host_other_us",
+                "late_arrivals"]
+RANK_COLUMNS = ["rank", "file", "device", "steps", "median_step_us", "median_own_us", "wall_us", "wait_us",
+                "gpu_busy_us", "gpu_busy_pct", "compute_us", "comm_us", "overlap_us", "overlap_pct", "dataloader_us",
+                "sync_us", "host_other_us", "late_arrivals"]
+_SUMMED = ["wall_us", "wait_us", "gpu_busy_us", "compute_us", "comm_us", "overlap_us", "dataloader_us", "sync_us",
+           "host_other_us", "late_arrivals"]
+# Median share of step time the ranks spend waiting for peers in collectives above which the
+# skew itself is a finding: a tenth of the step, the same bar as a straggler's excess.
+WAIT_SHARE = 0.10
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class RanksResult:
+    """Per rank-file and step (``steps``, ``STEP_COLUMNS``), per rank (``ranks``, ``RANK_COLUMNS``),
+    per communication kernel and rank (``arrivals``), per collective (``collectives``), the
+    straggling (rank, step) rows (``stragglers``), the step-to-step noise (us, NaN when unknown),
+    devices, findings and warnings. ``to_frame()`` is the per-rank table."""
+
+    steps: pd.DataFrame
+    arrivals: pd.DataFrame
+    collectives: pd.DataFrame
+    stragglers: pd.DataFrame
+    noise_us: float
+    straggler_pct: float
+    devices: dict
+    findings: tuple
+    warnings: tuple
+
+    @property
+    def ranks(self) -> pd.DataFrame:
+        """Per rank file: median step and own step time, the step columns summed over its steps,
+        and the percentages recomputed from the sums (GPU busy of wall, overlap of comm)."""
+        grouped = self.steps.groupby("file", sort=False)
+        table = grouped[_SUMMED].sum()
+        table["rank"] = grouped["rank"].first()
+        table["steps"] = grouped.size()
+        table["median_step_us"] = grouped["wall_us"].median()
+        table["median_own_us"] = grouped["own_us"].median()
+        table = table.reset_index()
+        table["device"] = table["file"].map(self.devices)
+        _add_ratios(table)
+        return table[RANK_COLUMNS]
+
+    @property
+    def straggling_ranks(self) -> pd.DataFrame:
+        """One row per straggling rank file (see ``stragglers.by_rank``)."""
+        return by_rank(self.stragglers, self.steps.groupby("file").size())
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.ranks
+
+    def to_json(self) -> dict:
+        """``{ranks, stragglers: [{rank, file, step, excess_pct, cause, ...}], steps, collectives,
+        noise_us, straggler_pct, findings, warnings}`` (JSON-ready)."""
+        return jsonable({
+            "ranks": self.ranks.to_dict("records"), "stragglers": self.stragglers.to_dict("records"),
+            "steps": self.steps.to_dict("records"), "collectives": self.collectives.to_dict("records"),
+            "noise_us": self.noise_us, "straggler_pct": 100.0 * self.straggler_pct,
+            "findings": [dict(f.__dict__) for f in self.findings], "warnings": list(self.warnings)})
+
+    def log_rows(self, *, change: str = "baseline", run_id: str = "", device: str = "") -> list[dict]:
+        """Perf-log rows (fields of ``PerfLog.append``, investigation "ranks"): median step time
+        (ms, median over ranks of each rank's median), the largest straggler excess (%, 0 when
+        none), the number of straggling ranks, time waiting for peers per step (ms, median over
+        ranks) and, with communication kernels, the comm/compute overlap (% of comm time)."""
+        table = self.ranks
+        if table.empty:
+            return []
+        device = device or next(iter(self.devices.values()), "")
+        wait = table["wait_us"] / table["steps"].clip(lower=1)
+        rows = [("median_step_ms", float(table["median_step_us"].median()) / 1e3, "ms", False),
+                ("straggler_excess_pct", float(self.stragglers["excess_pct"].max()) if len(self.stragglers) else 0.0,
+                 "%", False),
+                ("straggling_ranks", float(len(self.straggling_ranks)), "ranks", False),
+                ("peer_wait_ms_per_step", float(wait.median()) / 1e3, "ms", False)]
+        if table["comm_us"].sum() > 0:
+            overlap = 100.0 * table["overlap_us"].sum() / table["comm_us"].sum()
+            rows.append(("comm_overlap_pct", overlap, "%", True))
+        return [{"investigation": "ranks", "metric": m, "value": v, "unit": u, "change": change, "run_id": run_id,
+                 "higher_is_better": hib, **({"device": device} if device else {})}
+                for m, v, u, hib in rows if np.isfinite(v)]
+
+    def __repr__(self) -> str:
+        names = ", ".join(f"rank {r['rank']} +{r['excess_pct']:.0f}%" for r in self.straggling_ranks.to_dict("records"))
+        return (f"<RanksResult {self.steps['file'].nunique()} ranks, {self.steps['step'].nunique()} steps, "
+                f"stragglers: {names or 'none'}, {len(self.findings)} findings, {len(self.warnings)} warnings>")
+
+    def _repr_html_(self) -> str:
+        return html_section(f"Ranks: {self.steps['file'].nunique()} files",
+                            html_table(findings_frame(self.findings)), html_table(self.ranks, max_rows=64),
+                            html_text("Stragglers (rank, step)"), html_table(self.stragglers),
+                            html_text("Collectives by arrival skew"),
+                            html_table(self.collectives.sort_values("skew_us", ascending=False)),
+                            html_warnings(self.warnings))
+
+
+def ranks(source, *, engine: str = "local", scheduler: str | None = None, workers: int | None = None,
+          use_cache: bool = True, progress: bool = False, straggler_pct: float = STRAGGLER_PCT) -> RanksResult:
+    """Cross-rank analysis of a directory of per-rank traces or a list of trace files.
+
+    Each file is loaded and reduced by ``engine`` (see ``perfkit.analysis.engines``): "local"
+    (``workers`` processes, default one per core; 1 = in this process) or "dask" (``scheduler``
+    address, default ``$DASK_SCHEDULER_ADDRESS``); both give the same result. ``straggler_pct``:
+    excess over the median rank's own step time (fraction) from which a rank is a straggler.
+    Raises TraceError for unreadable files, ParameterError for a loaded Trace (pass its paths) or
+    bad engine settings, MissingDependencyError when the dask engine lacks Dask.
+    """
+    if isinstance(source, Trace):
+        raise ParameterError("ranks() loads each rank where its engine runs: pass the directory or the list of "
+                             "files, e.g. perfkit.ranks([f.path for f in trace.files])")
+    if not 0 < straggler_pct < 10:
+        raise ParameterError(f"straggler_pct is a fraction of the median step (0.10 = 10%), got {straggler_pct!r}")
+    paths = [str(p) for p in resolve_paths(source)]
+    repeated = sorted({p for p in paths if paths.count(p) > 1})
+    if repeated:
+        raise ParameterError(f"{repeated[0]} is listed more than once: give each rank's file once")
+    tables = map_paths(reduce_file, paths, engine=engine, scheduler=scheduler, workers=workers,
+                       progress=progress, use_cache=use_cache)
+    return combine(tables, straggler_pct=straggler_pct)
+
+
+def combine(tables: list[RankTables], *, straggler_pct: float = STRAGGLER_PCT) -> RanksResult:
+    """The per-rank tables of every file (in source order) -> :class:`RanksResult`."""
+    ids, warnings = _identify(tables)
+    kernels = pd.concat([t.collectives.assign(file_id=i, rank=ids[i]) for i, t in enumerate(tables)],
+                        ignore_index=True)
+    arrived, match_warnings = arrivals(kernels)
+    collectives = collective_table(arrived)
+    steps = _step_rows(tables, ids, arrived)
+    stragglers, noise = find_stragglers(steps, straggler_pct=straggler_pct)
+    result = dict(steps=steps[STEP_COLUMNS], arrivals=arrived, collectives=collectives, stragglers=stragglers,
+                  noise_us=noise, straggler_pct=float(straggler_pct), devices={t.path: t.device for t in tables})
+    warnings += match_warnings + clock_warning(collectives) + _quality_warnings(steps, noise, straggler_pct)
+    return RanksResult(findings=rank_findings(_findings(result)), warnings=tuple(warnings), **result)
+
+
+def _identify(tables: list[RankTables]) -> tuple[list[int], list[str]]:
+    """Rank of each file (claimed, else its position) and warnings about rankless or shared ranks."""
+    ids = [t.claimed_rank if t.claimed_rank is not None else i for i, t in enumerate(tables)]
+    warnings = [f"{Path(t.path).name}: {w}" for t in tables for w in t.warnings]
+    rankless = [Path(t.path).name for t in tables if t.claimed_rank is None]
+    if rankless and len(tables) > 1:
+        warnings.append(f"{len(rankless)} file(s) claim no distributedInfo rank ({', '.join(rankless[:3])}): "
+                        "each is numbered by its position in the file list")
+    seen: dict[int, list[str]] = {}
+    for t, rank in zip(tables, ids):
+        seen.setdefault(rank, []).append(Path(t.path).name)
+    for rank, names in seen.items():
+        if len(names) > 1:
+            warnings.append(f"{len(names)} files claim rank {rank} ({', '.join(names[:4])}): kept apart by file "
+                            "(rows differ in 'file'); were traces of two runs mixed in one directory?")
+    return ids, warnings
+
+
+def _step_rows(tables: list[RankTables], ids: list[int], arrived: pd.DataFrame) -> pd.DataFrame:
+    steps = pd.concat([t.steps.assign(file_id=i, rank=ids[i], file=t.path) for i, t in enumerate(tables)],
+                      ignore_index=True)
+    per_step = arrived.groupby(["file_id", "step"]).agg(wait_us=("wait_us", "sum"), late_arrivals=("last", "sum"))
+    keyed = per_step.reindex(pd.MultiIndex.from_frame(steps[["file_id", "step"]]), fill_value=0)
+    steps["wait_us"] = keyed["wait_us"].to_numpy(dtype=np.float64)
+    steps["late_arrivals"] = keyed["late_arrivals"].to_numpy(dtype=np.int64)
+    steps["own_us"] = steps["wall_us"] - steps["wait_us"]
+    _add_ratios(steps)
+    return steps
+
+
+def _add_ratios(frame: pd.DataFrame) -> None:
+    frame["gpu_busy_pct"] = (100.0 * frame["gpu_busy_us"] / frame["wall_us"].where(frame["wall_us"] > 0)).fillna(0.0)
+    frame["overlap_pct"] = 100.0 * frame["overlap_us"] / frame["comm_us"].where(frame["comm_us"] > 0)
+
+
+def _quality_warnings(steps: pd.DataFrame, noise: float, straggler_pct: float) -> list[str]:
+    out = []
+    if steps["file"].nunique() < 2:
+        out.append("one rank file: nothing to compare across ranks; point at the directory of every rank's trace")
+    elif not np.isfinite(noise):
+        fewest = int(steps.groupby("file").size().min())
+        out.append(f"{fewest} step(s) per rank: the step-to-step noise is unknown, so stragglers are named on the "
+                   f"{straggler_pct:.0%} rule alone; profile at least {MIN_NOISE_STEPS} steps "
+                   "(torch.profiler.schedule(active=5)) to tell a persistent straggler from a noisy step")
+    if steps["comm_us"].sum() == 0 and steps["file"].nunique() > 1:
+        out.append("no NCCL/RCCL kernels: arrival skew and peer waits are unknown, so own step time = step time; "
+                   "profile with ProfilerActivity.CUDA on every rank")
+    return out
+
+
+def _findings(r: dict) -> list[Finding]:
+    steps, stragglers = r["steps"], r["stragglers"]
+    per_rank = by_rank(stragglers, steps.groupby("file").size())
+    out = [_straggler_finding(row, r["noise_us"], r["straggler_pct"]) for row in per_rank.to_dict("records")]
+    out += _wait_finding(steps, r["collectives"], bool(len(stragglers)))
+    return out
+
+
+def _straggler_finding(s: dict, noise: float, pct: float) -> Finding:
+    cause = {"input": "its DataLoader", "host": "its host ops", "sync": "its host-device syncs",
+             "compute": "its GPU compute", "comm wait": "its collectives (beyond waiting for peers)",
+             "unattributed": "no measured part (a late start or untraced work)"}[s["cause"]]
+    extra = f" (+{s['cause_us'] / 1e3:.2f} ms/step)" if np.isfinite(s["cause_us"]) else ""
+    severity = _severity(s["steps"], s["of_steps"], noise)
+    return Finding(severity, f"rank {s['rank']} is {s['excess_pct']:.0f}% slower than the median rank in "
+                   f"{s['steps']} of {s['of_steps']} step(s): {cause}{extra}",
+                   {"rank": s["rank"], "file": Path(s["file"]).name, "excess_us": s["excess_us"],
+                    "excess_pct": s["excess_pct"], "cause": s["cause"], "noise_us": noise},
+                   FIXES[s["cause"]], f"own step time (step minus peer waits) >= {pct:.0%} over the median "
+                   "rank's and > 2x step-to-step noise (perfkit rule, see stragglers.py)")
+
+
+def _severity(flagged: int, of_steps: int, noise: float) -> str:
+    """high: late in at least 3 steps and half of them; medium: fewer; low: the noise is unknown."""
+    if not np.isfinite(noise):
+        return "low"
+    return "high" if flagged >= max(MIN_NOISE_STEPS, of_steps / 2) else "medium"
+
+
+def _wait_finding(steps: pd.DataFrame, collectives: pd.DataFrame, named: bool) -> list[Finding]:
+    wall = steps.groupby("file")["wall_us"].sum()
+    share = float((steps.groupby("file")["wait_us"].sum() / wall.where(wall > 0)).median())
+    if not np.isfinite(share) or share < WAIT_SHARE or collectives.empty:
+        return []
+    worst_at = collectives["skew_us"].idxmax()
+    worst = collectives.loc[worst_at]
+    last = collectives["last_rank"].mode().iloc[0]
+    fix = ("Fix the stragglers above: the others wait for them." if named else
+           "No rank is slower in its own work by the straggler rule, so the skew moves between ranks or was carried "
+           "in: look for rank-specific pauses (checkpointing, logging, garbage collection) before the collectives.")
+    if worst_at == collectives.index[collectives["step"] == worst["step"]][0]:
+        fix += (" The largest skew is at its step's first collective: it was carried in from before the step (the "
+                "previous step, or the profiler starting at a different time on each rank); profile more steps.")
+    return [Finding("medium", f"ranks spend {share:.0%} of their step waiting for peers in collectives; "
+                    f"largest arrival skew {worst['skew_us'] / 1e3:.2f} ms (step {worst['step']}, rank "
+                    f"{worst['last_rank']} last)",
+                    {"median_wait_share": share, "max_skew_us": float(worst["skew_us"]), "most_often_last": int(last),
+                     "collectives": int(len(collectives))}, fix,
+                    f">= {WAIT_SHARE:.0%} of step time waiting in collectives (perfkit rule)")]

@@ -1,0 +1,132 @@
+"""Shared timeline pieces of the step-explaining analyses (hotspots, critical path, GPU gaps,
+step anatomy): host threads and which one is "main", host-op nesting, and interval unions that
+answer "how much of [a, b) was covered" in O(log n).
+
+Threads are identified by (file, pid, tid) and numbered by ``thread_codes``; ``thread_table``
+labels them the way the trace does (the tid), adding the pid or the rank only where needed to
+tell threads apart.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .ops import HOST_CATEGORIES, merge_intervals
+
+THREAD_COLUMNS = ["thread", "file_id", "rank", "pid", "tid", "label", "launches", "python_us", "host_us", "main"]
+# host_us is NaN in files where launches or Python time already pick the main thread.
+
+
+def thread_codes(events: pd.DataFrame) -> np.ndarray:
+    """One int64 per row: the (file, pid, tid) thread of the event, equal across subsets of one table."""
+    pid = np.asarray(events["pid"].cat.codes, dtype=np.int64) if hasattr(events["pid"], "cat") else \
+        pd.factorize(events["pid"].astype(str))[0].astype(np.int64)
+    tid = np.asarray(events["tid"].cat.codes, dtype=np.int64) if hasattr(events["tid"], "cat") else \
+        pd.factorize(events["tid"].astype(str))[0].astype(np.int64)
+    return (events["file_id"].to_numpy(dtype=np.int64) << 42) | (pid << 21) | tid
+
+
+def positions(events: pd.DataFrame, labels) -> np.ndarray:
+    """Row positions of event labels (the labels themselves for the usual 0..n-1 index)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    index = events.index
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        return labels
+    return index.get_indexer(labels)
+
+
+def host_parents(trace, events: pd.DataFrame) -> pd.Series:
+    """Label of the innermost host event enclosing each of ``events`` (host events of ``trace``) on
+    its thread, -1 at top level: the ``parent`` column computed at load (see perfkit.trace.nesting)."""
+    return trace.events["parent"].reindex(events.index)
+
+
+def thread_table(trace, python_us: pd.Series | None = None, links: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per host thread (columns ``THREAD_COLUMNS``): launches it issued (GPU work linked
+    to its runtime calls), Python time (``python_us``: union of its python_function frames, given
+    by the caller), host time (union of its host events), and ``main``: per file, the thread that
+    launches the most GPU work, else the one with the most Python time, else the most host time.
+    ``links``: ``trace.launches()`` when the caller already has it."""
+    ev = trace.events
+    rows = np.flatnonzero((ev["ph"] == "X").to_numpy() & ev["cat"].isin(HOST_CATEGORIES + ("python_function",)).to_numpy())
+    codes = thread_codes(ev)
+    host_codes = codes[rows]
+    uniques, first = np.unique(host_codes, return_index=True)
+    pick = rows[first]
+    table = pd.DataFrame({"thread": uniques, "file_id": ev["file_id"].to_numpy()[pick],
+                          "rank": ev["rank"].to_numpy()[pick], "pid": ev["pid"].iloc[pick].astype(str).to_numpy(),
+                          "tid": ev["tid"].iloc[pick].astype(str).to_numpy()}).set_index("thread", drop=False)
+    links = trace.launches() if links is None else links
+    launched = pd.Series(codes[positions(ev, links["cpu_index"])]).value_counts() if len(links) else \
+        pd.Series(dtype=np.int64)
+    table["launches"] = launched.reindex(table.index, fill_value=0)
+    table["python_us"] = 0.0 if python_us is None else python_us.reindex(table.index, fill_value=0.0)
+    table["host_us"] = _host_us(ev, rows, host_codes, table)
+    table["label"] = _labels(table)
+    table["main"] = False
+    order = table.sort_values(["launches", "python_us", "host_us"], ascending=False)
+    table.loc[order.drop_duplicates("file_id")["thread"].to_numpy(), "main"] = True
+    return table.reset_index(drop=True)[THREAD_COLUMNS]
+
+
+def _host_us(ev: pd.DataFrame, rows: np.ndarray, codes: np.ndarray, table: pd.DataFrame) -> pd.Series:
+    """Union of host events per thread, computed only for files where neither launches nor Python
+    time can pick the main thread (NaN elsewhere): the union is the slow part on large traces."""
+    decided = table.groupby("file_id")[["launches", "python_us"]].transform("max").sum(axis=1) > 0
+    out = pd.Series(np.nan, index=table.index)
+    need = table.index[~decided.to_numpy()]
+    if len(need):
+        mask = np.isin(codes, need)
+        start = ev["ts_us"].to_numpy()[rows[mask]]
+        out[need] = _union_by(codes[mask], start, start + ev["dur_us"].to_numpy()[rows[mask]]).reindex(need)
+    return out
+
+
+def _union_by(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pd.Series:
+    order = np.argsort(codes, kind="stable")
+    codes, starts, ends = codes[order], starts[order], ends[order]
+    uniques, bounds = np.unique(codes, return_index=True)
+    bounds = np.append(bounds, len(codes))
+    out = [float(np.subtract(*merge_intervals(starts[a:b], ends[a:b])[::-1]).sum())
+           for a, b in zip(bounds[:-1], bounds[1:])]
+    return pd.Series(out, index=uniques, dtype=np.float64)
+
+
+def _labels(table: pd.DataFrame) -> list[str]:
+    """The tid, or pid/tid where a tid repeats in a file, prefixed by the rank when there are several."""
+    labels = table["tid"].astype(str)
+    if labels.duplicated().any():
+        labels = table["pid"].astype(str) + "/" + labels
+    if table["file_id"].nunique() > 1:
+        labels = "rank" + table["rank"].astype(str) + ":" + labels
+    return labels.tolist()
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Disjoint sorted blocks of one interval union with their prefix lengths, for O(log n) queries."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    prefix: np.ndarray
+
+    @classmethod
+    def of(cls, starts, ends) -> "Coverage":
+        bs, be = merge_intervals(starts, ends)
+        return cls(bs, be, np.concatenate(([0.0], np.cumsum(be - bs))))
+
+    def before(self, t) -> np.ndarray:
+        """Covered length in (-inf, t) for each t."""
+        t = np.asarray(t, dtype=np.float64)
+        if len(self.starts) == 0:
+            return np.zeros_like(t)
+        k = np.searchsorted(self.starts, t, side="right")
+        last = np.clip(k - 1, 0, None)
+        partial = np.where(k > 0, np.clip(np.minimum(t, self.ends[last]) - self.starts[last], 0.0, None), 0.0)
+        return np.where(k > 0, self.prefix[last], 0.0) + partial
+
+    def within(self, a, b) -> np.ndarray:
+        """Covered length of each [a, b)."""
+        return np.maximum(self.before(b) - self.before(a), 0.0)

@@ -1,0 +1,37 @@
+"""``perfkit critical-path TRACE [--json] [--annotation NAME]``: what bounds each step, by kind."""
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("critical-path", help="the chain of host work, launches, kernels, copies and sync "
+                                                    "waits that bounds each step, and its time by kind")
+    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object: a row per step and totals")
+    p.add_argument("--annotation", help="use each instance of this record_function label as a step instead")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..analysis.critical_path import critical_path
+    from ..trace import load_trace
+
+    result = critical_path(load_trace(args.trace, use_cache=not args.no_cache), annotation=args.annotation)
+    print(json.dumps(result.to_json()) if args.json else format_critical_path(result.to_json()))
+    return 0
+
+
+def format_critical_path(d: dict) -> str:
+    kinds = list(d["total"]["by_kind"])
+    lines = [f"{'step':>6}{'wall ms':>11}{'path ms':>11}" + "".join(f"{k:>11}" for k in kinds) + "  bound by"]
+    for r in d["steps"]:
+        lines.append(f"{r['step']:>6}{r['wall_us'] / 1e3:>11,.3f}{r['path_us'] / 1e3:>11,.3f}"
+                     + "".join(f"{r['by_kind'][k] / 1e3:>11,.3f}" for k in kinds) + f"  {r['bound_by']}")
+    t = d["total"]
+    if t["path_us"] > 0:
+        share = ", ".join(f"{k} {100 * v / t['path_us']:.1f}%" for k, v in t["by_kind"].items() if v > 0)
+        lines += ["", f"all steps: {t['path_us'] / 1e3:,.3f} ms of path in {t['wall_us'] / 1e3:,.3f} ms: {share}"]
+    lines += [f"warning  {w}" for w in d["warnings"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,51 @@
+"""``perfkit hotspots TRACE [--json] [--thread main|all|TID] [--collapsed FILE]``: host time by Python function."""
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("hotspots", help="host time by Python function (self, total, calls, per step), "
+                                               "and folded stacks for flame graphs")
+    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--thread", default="main",
+                   help="'main' (the thread launching the most GPU work; default), 'all', or a thread id")
+    p.add_argument("--collapsed", metavar="FILE",
+                   help="also write folded stacks ('a;b;c 1234', microseconds) for speedscope, inferno, flamegraph.pl")
+    p.add_argument("--top", type=int, default=25, help="functions to list in the table (default 25)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..analysis.hotspots import hotspots
+    from ..trace import load_trace
+
+    result = hotspots(load_trace(args.trace, use_cache=not args.no_cache), thread=args.thread)
+    if args.collapsed:
+        result.write_collapsed(args.collapsed)
+    print(json.dumps(result.to_json()) if args.json else format_hotspots(result, args.top, args.collapsed))
+    return 0
+
+
+def format_hotspots(result, top: int = 25, collapsed: str | None = None) -> str:
+    lines = []
+    for t in result.threads.to_dict("records"):
+        role = "main thread" if t["main"] else "thread"
+        kind = "Python frames" if t["python"] else "host ops (no Python frames)"
+        lines.append(f"{role} {t['thread']}: {t['covered_us'] / 1e3:,.3f} ms covered by {t['frames']:,} {kind} over "
+                     f"{t['steps']} step(s); {t['waiting_us'] / 1e3:,.3f} ms in waiting primitives")
+    lines += ["", f"{'self ms':>11}{'self %':>8}{'total ms':>11}{'calls':>8}{'ms/step':>10}  function (file:line)"]
+    for r in result.top(top).to_dict("records"):
+        where = f" ({r['file']}:{r['line']})" if r["file"] else ""
+        wait = " [waiting]" if r["waiting"] else ""
+        thread = f"  [thread {r['thread']}]" if len(result.threads) > 1 else ""
+        lines.append(f"{r['self_us'] / 1e3:>11,.3f}{r['self_pct']:>8.1f}{r['total_us'] / 1e3:>11,.3f}{r['calls']:>8,}"
+                     f"{r['per_step_us'] / 1e3:>10,.3f}  {r['function']}{where}{wait}{thread}")
+    if len(result.table) > top:
+        lines.append(f"... {len(result.table) - top} more functions (--top N or --json)")
+    if collapsed:
+        lines.append(f"\nfolded stacks: {collapsed} ({len(result.stacks):,} stacks; open in speedscope.app)")
+    lines += [f"warning  {w}" for w in result.warnings]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,75 @@
+"""``perfkit ranks DIR|FILE... [--json] [--engine local|dask]``: the cross-rank view of a
+multi-rank run: per-rank step time, GPU busy, compute vs comm and overlap, DataLoader, syncs,
+time waiting for peers, stragglers and collective arrival skew."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("ranks", help="per-rank breakdown, stragglers and collective arrival skew of a "
+                                            "multi-rank run")
+    p.add_argument("traces", nargs="+", help="a tensorboard_trace_handler directory, or one trace file per rank")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--engine", choices=("local", "dask"), default="local",
+                   help="local: a process pool on this machine (default); dask: tasks on a dask.distributed cluster")
+    p.add_argument("--scheduler", default=None,
+                   help="Dask scheduler address (tcp://HOST:8786); default $DASK_SCHEDULER_ADDRESS")
+    p.add_argument("--workers", type=int, default=None, help="local engine: processes (default: one per core)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..analysis.ranks import ranks
+
+    source = args.traces[0] if len(args.traces) == 1 else args.traces
+    result = ranks(source, engine=args.engine, scheduler=args.scheduler, workers=args.workers,
+                   use_cache=not args.no_cache, progress=sys.stderr.isatty())
+    print(json.dumps(result.to_json()) if args.json else format_ranks(result.to_json()))
+    return 0
+
+
+def format_ranks(d: dict, top: int = 8) -> str:
+    """Human-readable tables of a ``RanksResult.to_json()`` dict (times in ms per step)."""
+    lines = [f"{'rank':>5} {'step':>9} {'own':>9} {'wait':>9} {'GPU busy':>9} {'compute':>9} {'comm':>9} "
+             f"{'overlap':>8} {'loader':>9} {'sync':>9} {'last':>5}  file", "(ms per step; own = step minus waiting "
+             "for peers; last = collectives it reached last)"]
+    for r in d["ranks"]:
+        n = max(r["steps"], 1)
+        lines.append(f"{r['rank']:>5} {_ms(r['median_step_us'])} {_ms(r['median_own_us'])} {_ms(r['wait_us'] / n)} "
+                     f"{_pct(r['gpu_busy_pct']):>9} {_ms(r['compute_us'] / n)} {_ms(r['comm_us'] / n)} "
+                     f"{_pct(r['overlap_pct']):>8} {_ms(r['dataloader_us'] / n)} {_ms(r['sync_us'] / n)} "
+                     f"{r['late_arrivals']:>5}  {Path(r['file']).name}")
+    lines += ["", _stragglers(d)] + _skew(d["collectives"], top)
+    lines += [""] + [f"{f['severity']:<8} {f['title']}\n         fix: {f['fix']}" for f in d["findings"]]
+    lines += [f"warning  {w}" for w in d["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
+def _stragglers(d: dict) -> str:
+    if not d["stragglers"]:
+        return f"stragglers: none (no rank's own step time >= {d['straggler_pct']:.0f}% over the median rank's)"
+    rows = [f"rank {s['rank']} step {s['step']}: +{s['excess_pct']:.1f}% ({s['excess_us'] / 1e3:.2f} ms), "
+            f"{s['cause']}" for s in d["stragglers"]]
+    return "stragglers (rank, step):\n  " + "\n  ".join(rows)
+
+
+def _skew(collectives: list, top: int) -> list[str]:
+    if not collectives:
+        return []
+    worst = sorted(collectives, key=lambda c: -c["skew_us"])[:top]
+    out = ["", f"collective arrival skew (largest {len(worst)} of {len(collectives)}):"]
+    out += [f"  step {c['step']} {c['name'][:48]} #{c['occurrence']}: {c['skew_us'] / 1e3:.2f} ms, "
+            f"first rank {c['first_rank']}, last rank {c['last_rank']}" for c in worst]
+    return out
+
+
+def _ms(us) -> str:
+    return f"{us / 1e3:>9.2f}" if us is not None else f"{'-':>9}"
+
+
+def _pct(value) -> str:
+    return f"{value:.0f}%" if value is not None else "-"

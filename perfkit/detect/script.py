@@ -1,0 +1,109 @@
+"""``run_script``: run a Python script as ``__main__`` under the run-time sync detector
+(:mod:`perfkit.detect.runtime`) and always come back with a report.
+
+The script is the user's, so it may exit in every way a program can: raise, ``sys.exit(n)``,
+``os._exit(n)`` (which would end perfkit before it prints anything), Ctrl-C, or fork a child
+that returns from the script too (and would print a second report). Each way still gives exactly
+one report, from the original process, with the script's exit status.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+from ..errors import ParameterError
+from .runtime import SyncDetector, SyncReport, detect_syncs
+
+__all__ = ["run_script"]
+
+
+def run_script(script, args=(), *, treat_cpu_as_device: bool | None = None) -> SyncReport:
+    """Run a Python script as ``__main__`` under ``detect_syncs()`` with ``sys.argv = [script, *args]``.
+
+    A script that raises, exits non-zero (``sys.exit`` or ``os._exit``) or is interrupted
+    (Ctrl-C) still yields the events found so far, with the reason in ``SyncReport.error`` and its
+    exit status in ``SyncReport.exit_status``. ``os._exit`` in the script's main thread is turned
+    into an unwinding exit so the report can be made (the script's ``finally`` blocks run).
+    A process the script forks that returns here exits at once with its own status, so only the
+    original process reports. Raises ParameterError when the script does not exist.
+    """
+    path = Path(script)
+    if not path.is_file():
+        raise ParameterError(f"script {str(script)!r} not found: pass the path of a Python file to run")
+    path = path.resolve()
+    detector = detect_syncs(treat_cpu_as_device)
+    saved_argv, saved_path, saved_exit = sys.argv, list(sys.path), os._exit
+    sys.argv = [str(script), *map(str, args)]
+    sys.path.insert(0, str(path.parent))
+    parent = os.getpid()
+    os._exit = _unwinding_exit(parent, saved_exit)
+    try:
+        error, status = _run(detector, path)
+    finally:
+        sys.argv, sys.path[:], os._exit = saved_argv, saved_path, saved_exit
+    if os.getpid() != parent:  # a forked child came back here: it must not print a second report
+        _leave_child(status, error, saved_exit)
+    report = detector.report
+    return SyncReport(report.events, report.mode, report.sync_debug, report.warnings, error, status)
+
+
+class _ScriptExit(BaseException):
+    """``os._exit(code)`` called by the script, unwound so that the report is still made."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+def _unwinding_exit(parent: int, real_exit):
+    def _exit(code):
+        if os.getpid() == parent and threading.current_thread() is threading.main_thread():
+            raise _ScriptExit(code)
+        real_exit(code)  # a forked child or another thread: exit as the script asked
+
+    return _exit
+
+
+def _run(detector: "SyncDetector", path: Path) -> tuple[str, int]:
+    """(error text, exit status) of running the script under ``detector``."""
+    try:
+        with detector:
+            runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as exc:
+        return _exit_reason(exc.code, "script exited with status")
+    except _ScriptExit as exc:
+        return _exit_reason(exc.code, "script called os._exit with status")
+    except KeyboardInterrupt:
+        return "interrupted (KeyboardInterrupt): the syncs found until then are listed", 130
+    except Exception as exc:  # the script's own error: report it after the events
+        return _describe_error(exc, path), 1
+    return "", 0
+
+
+def _exit_reason(code, what: str) -> tuple[str, int]:
+    if code is None or code == 0:
+        return "", 0
+    if isinstance(code, int) and not isinstance(code, bool):
+        return f"{what} {code}", code
+    return f"script exited: {code}", 1  # sys.exit("message") exits 1 after printing it
+
+
+def _leave_child(status: int, error: str, real_exit) -> None:
+    if error and status != 0:
+        print(f"perfkit detect: forked process {os.getpid()}: {error}", file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    real_exit(status & 0xFF)
+
+
+def _describe_error(exc: Exception, path: Path) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"

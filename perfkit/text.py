@@ -1,0 +1,94 @@
+"""Output that is safe to show: printable-only text for terminals, strictly valid JSON.
+
+Names in a trace, a script or a snapshot come from files perfkit did not write: an ANSI or OSC
+escape in a kernel name would recolour the terminal, retitle the window or clear the screen, and a
+newline would split a table row. :func:`printable` shows every such character as its ``\\x``
+escape instead. The CLI runs each command with stdout passed through :class:`PrintableStream`, and
+formats tables from :func:`printable_data` so a newline in a name stays inside its cell.
+:func:`json_text` is the one JSON writer of CLI output: never ``NaN``/``Infinity``, never a raw
+control byte.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+
+def printable(text, keep: str = "") -> str:
+    """``str(text)`` with each unprintable character (C0/C1 controls, ESC, DEL, line and paragraph
+    breaks, bidi overrides and other format characters, lone surrogates) replaced by its Python
+    escape (``\\x1b``, ``\\n``, ``\\u202e``). Characters in ``keep`` (say ``"\\n"``) pass through."""
+    text = text if isinstance(text, str) else str(text)
+    if text.isprintable():
+        return text
+    if keep:
+        return _join_kept(text, keep)
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _join_kept(text: str, keep: str) -> str:
+    first, rest = keep[0], keep[1:]
+    return first.join(printable(part, rest) for part in text.split(first))
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable_data(value):
+    """A copy of a JSON-like value (dicts, lists, tuples, strings, numbers) with every string, keys
+    included, passed through :func:`printable`: what a table formatter should be given."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable_data(k): printable_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(printable_data(v) for v in value)
+    return value
+
+
+def finite_data(value):
+    """A copy of a JSON-like value with NaN and +-inf floats replaced by None (JSON ``null``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_data(v) for v in value]
+    return value
+
+
+def json_text(value, **dumps_kwargs) -> str:
+    """Strict JSON of ``value``: non-finite floats become null (a NaN that reached output is a bug
+    upstream, but the output must still parse), and every non-ASCII or control character is
+    ``\\u``-escaped, so the text is printable as it stands."""
+    return json.dumps(finite_data(value), allow_nan=False, ensure_ascii=True, **dumps_kwargs)
+
+
+class PrintableStream:
+    """A text stream wrapper whose ``write`` passes text through :func:`printable`, keeping newlines.
+
+    Everything else (``flush``, ``isatty``, ``fileno``, ``encoding``, ...) is the wrapped stream's.
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(printable(text, keep="\n"))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)

@@ -1,0 +1,213 @@
+"""Call nesting of host events, computed once per trace file at load time (then cached with it).
+
+Adds three columns to a file's events table (see :mod:`perfkit.trace.schema`): ``parent``, ``depth``
+and ``step``.
+
+Host events (``schema.NESTED_CATEGORIES``: cpu_op, user_annotation, cuda_runtime, cuda_driver) nest
+per thread (pid, tid). Events are visited in start order: by start time, then External id (the
+profiler numbers ops and annotations as they start; a runtime call carries the id of the op that
+issued it and comes after that op), then the longer one first, then file order. An event's parent
+is the innermost earlier event still running when it starts (its end is after the event's start).
+Runtime and driver calls never contain an op or an annotation.
+
+Ties. Timestamps of traces before ~2024 are whole microseconds, so an op and the op it calls can
+share one microsecond with ``dur`` 0 (``aten::item`` and its ``aten::_local_scalar_dense`` at the
+same ``ts``, External id + 1). When a zero-duration event starts exactly when an earlier event ends
+(zero-length events included), the timestamps cannot tell child from next sibling. Such an event is
+the child of the innermost such open event K (walking up from the previous event) when
+
+* it is a runtime/driver call carrying K's External id (the op that issued it), or
+* K's name and its name occur as parent and direct child elsewhere in the same file where the
+  timestamps leave no doubt (the child starts before the parent ends), or are a call PyTorch
+  always makes (``KNOWN_CALLS``: ``aten::item`` -> ``aten::_local_scalar_dense`` and the copy chain);
+
+otherwise it is K's next sibling, and K is closed. A chain of zero-duration calls at one microsecond,
+item1 {lsd1}, item2 {lsd2} (consecutive External ids), so nests as item1 > lsd1 and item2 > lsd2:
+item2 is neither lsd1's nor item1's child (item never calls item), so both close before it. A
+zero-length parent is never dropped just because its end equals the next start.
+
+python_function frames form their own tree: their ``parent`` is the frame named by their
+``Python parent id`` (Kineto's exact link, which ties cannot confuse). That frame may be on another
+thread: Python hooks that the autograd engine runs on its own thread point to the main thread's
+``run_backward`` frame. A host event's ``parent`` is never a python_function frame and vice versa.
+
+``step``: the ``step`` number of the file's step (:mod:`perfkit.trace.steps`) whose [start, end)
+holds the event's start, for host events and python_function frames; -1 outside every step and for
+every other event (GPU-side, instant and flow-like events: locate those with
+``steps.window_index``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .schema import LAUNCH_CATEGORIES, NESTED_CATEGORIES
+from .steps import locate
+
+# Calls PyTorch's native implementations always make (aten/src/ATen/native/Scalar.cpp: item calls
+# _local_scalar_dense; TensorConversions.cpp: to -> _to_copy -> empty/copy_): parent and child even
+# when a trace has no unambiguous example of the pair.
+KNOWN_CALLS = frozenset({
+    ("aten::item", "aten::_local_scalar_dense"), ("aten::is_nonzero", "aten::item"),
+    ("aten::to", "aten::_to_copy"), ("aten::_to_copy", "aten::copy_"),
+    ("aten::_to_copy", "aten::empty_strided"), ("aten::_to_copy", "aten::empty"),
+})
+NO_STEP = -1
+_HOST_COLUMNS = ("name", "cat", "pid", "tid", "ts_us", "dur_us", "external_id", "correlation")
+_PYTHON_COLUMNS = ("python_id", "python_parent")
+_INF = np.iinfo(np.int64).max
+
+
+def add_nesting(events: pd.DataFrame, steps: pd.DataFrame) -> None:
+    """Add ``parent`` (row label, -1), ``depth`` (-1 for events outside both trees) and ``step``
+    columns to one file's ``events`` (RangeIndex) in place; ``steps`` is that file's step table."""
+    n = len(events)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.full(n, -1, dtype=np.int32)
+    complete = (events["ph"] == "X").to_numpy()
+    host = complete & events["cat"].isin(NESTED_CATEGORIES).to_numpy()
+    python = complete & (events["cat"] == "python_function").to_numpy()
+    for rows, tree, columns in ((np.flatnonzero(host), _host_tree, _HOST_COLUMNS),
+                                (np.flatnonzero(python), _python_tree, _PYTHON_COLUMNS)):
+        if len(rows):
+            local_parent, local_depth = tree(events[list(columns)].iloc[rows])
+            parent[rows] = np.where(local_parent >= 0, rows[np.clip(local_parent, 0, None)], -1)
+            depth[rows] = local_depth
+    events["parent"] = parent
+    events["depth"] = depth
+    events["step"] = _step_numbers(events, host | python, steps)
+
+
+def shift_parents(events: pd.DataFrame, offset: int) -> pd.DataFrame:
+    """``events`` with ``parent`` labels moved by ``offset`` rows (when files are concatenated)."""
+    if offset == 0 or "parent" not in events.columns:
+        return events
+    parent = events["parent"].to_numpy()
+    return events.assign(parent=np.where(parent >= 0, parent + offset, -1))
+
+
+def _step_numbers(events: pd.DataFrame, mask: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+    out = np.full(len(events), NO_STEP, dtype=np.int64)
+    if len(steps) and mask.any():
+        where = locate(steps["start_us"].to_numpy(), steps["end_us"].to_numpy(), events["ts_us"].to_numpy()[mask])
+        out[mask] = np.where(where >= 0, steps["step"].to_numpy()[np.clip(where, 0, None)], NO_STEP)
+    return out
+
+
+# --- host events -----------------------------------------------------------------------------------
+
+def _host_tree(host: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(parent position, depth) per row of ``host`` (positions into ``host``, -1 for roots)."""
+    start, end = _nanoseconds(host)
+    thread = host.groupby(["pid", "tid"], observed=True, sort=False).ngroup().to_numpy()
+    launch = host["cat"].isin(LAUNCH_CATEGORIES).to_numpy()
+    ext = _op_links(host["external_id"].to_numpy(), host["correlation"].to_numpy(), launch)
+    # Start order: a runtime call without an External id sorts after the ops starting with it.
+    ext_key = np.where((ext < 0) & launch, np.iinfo(np.int64).max, ext)
+    order = np.lexsort((np.arange(len(host)), start - end, launch, ext_key, start, thread))
+    parent = _sweep(order, start, end, thread, launch)
+    names = host["name"].cat.codes.to_numpy() if isinstance(host["name"].dtype, pd.CategoricalDtype) else \
+        pd.factorize(host["name"].astype(str))[0]
+    calls = _calls(parent, names, launch, host["name"])
+    _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls)
+    return parent, _depths(parent)
+
+
+def _op_links(ext: np.ndarray, correlation: np.ndarray, launch: np.ndarray) -> np.ndarray:
+    """External ids, with those of runtime calls set to -1 where they are not links to an op: Kineto
+    before ~2024 wrote a runtime call's correlation id as its External id."""
+    both = launch & (ext >= 0) & (correlation >= 0)
+    if both.any() and (ext[both] == correlation[both]).all():
+        return np.where(launch, -1, ext)
+    return ext
+
+
+def _nanoseconds(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Integer start/end in ns relative to the first start, so equal microseconds compare equal."""
+    ts = frame["ts_us"].to_numpy(dtype=np.float64)
+    rel = ts - ts.min()
+    start = np.rint(rel * 1000.0).astype(np.int64)
+    return start, start + np.rint(frame["dur_us"].to_numpy(dtype=np.float64) * 1000.0).astype(np.int64)
+
+
+def _sweep(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray,
+           launch: np.ndarray) -> np.ndarray:
+    """Strict nesting: the parent is the innermost open event whose end is after the start; a
+    runtime/driver call is closed for any op or annotation. Runs thread by thread in sorted order,
+    with a root sentinel (end +inf) at the bottom of each stack."""
+    n = len(order)
+    end_sorted = end[order]
+    for_launch = np.append(end_sorted, _INF).tolist()
+    for_other = np.append(np.where(launch[order], -_INF, end_sorted), _INF).tolist()
+    starts, is_launch = start[order].tolist(), launch[order].tolist()
+    cuts = (np.flatnonzero(np.diff(thread[order])) + 1).tolist()
+    parent = [n] * n
+    for lo, hi in zip([0, *cuts], [*cuts, n]):
+        stack = [n]
+        pop, push = stack.pop, stack.append
+        for j in range(lo, hi):
+            t, ends = starts[j], for_launch if is_launch[j] else for_other
+            while ends[stack[-1]] <= t:
+                pop()
+            parent[j] = stack[-1]
+            push(j)
+    out = np.empty(n, dtype=np.int64)
+    out[order] = np.append(order, -1)[np.asarray(parent, dtype=np.int64)]
+    return out
+
+
+def _calls(parent: np.ndarray, names: np.ndarray, launch: np.ndarray, name_col: pd.Series) -> set:
+    """(parent name code, child name code) of every strict parent/child pair, plus ``KNOWN_CALLS``."""
+    child = np.flatnonzero(parent >= 0)
+    child = child[~launch[parent[child]]]
+    width = int(names.max()) + 1 if len(names) else 1
+    pairs = set(np.unique(names[parent[child]].astype(np.int64) * width + names[child]).tolist())
+    if isinstance(name_col.dtype, pd.CategoricalDtype):
+        code = {str(c): i for i, c in enumerate(name_col.cat.categories)}
+    else:
+        code = {str(n): c for n, c in zip(name_col.astype(str), names)}
+    pairs.update(code[a] * width + code[b] for a, b in KNOWN_CALLS if a in code and b in code)
+    return {"width": width, "pairs": pairs}
+
+
+def _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls) -> None:
+    """Re-parent zero-duration events that start exactly when an open event ends (module doc)."""
+    pos = np.asarray(order, dtype=np.int64)
+    prev = np.full(len(pos), -1, dtype=np.int64)
+    prev[pos[1:]] = np.where(thread[pos[1:]] == thread[pos[:-1]], pos[:-1], -1)
+    candidates = pos[(start[pos] == end[pos]) & (prev[pos] >= 0) & (prev[pos] != parent[pos])]
+    width, pairs = calls["width"], calls["pairs"]
+    names = names.astype(np.int64)
+    for i in candidates.tolist():
+        strict, t, k = parent[i], start[i], prev[i]
+        while k >= 0 and k != strict:
+            if end[k] == t and not launch[k] and (
+                    ext[i] == ext[k] if launch[i] and ext[i] >= 0 else int(names[k]) * width + int(names[i]) in pairs):
+                parent[i] = k
+                break
+            k = parent[k]
+
+
+# --- python_function frames ------------------------------------------------------------------------
+
+def _python_tree(frames: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(parent position, depth) per frame from ``Python parent id`` (an id below the frame's own:
+    the parent started first; anything else is treated as a root)."""
+    ids = frames["python_id"].to_numpy()
+    wanted = frames["python_parent"].to_numpy()
+    by_id = np.argsort(ids, kind="stable")
+    at = np.clip(np.searchsorted(ids[by_id], wanted), 0, max(len(ids) - 1, 0))
+    found = (wanted >= 0) & (ids[by_id][at] == wanted) & (wanted < ids)
+    parent = np.where(found, by_id[at], -1).astype(np.int64)
+    return parent, _depths(parent)
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of each node of an acyclic parent array (pointer doubling)."""
+    depth = (parent >= 0).astype(np.int64)
+    jump = parent.copy()
+    while (jump >= 0).any():
+        live = jump >= 0
+        depth[live] += depth[jump[live]]
+        jump[live] = jump[jump[live]]
+    return depth.astype(np.int32)

@@ -1,0 +1,47 @@
+"""step_anatomy: the one-sentence explanation of a step, exact on a synthetic trace and sensible on
+real ones (GPU, CPU-only, no stacks)."""
+import pytest
+
+from perfkit.analysis.anatomy import step_anatomy
+from perfkit.trace import load_trace
+
+from conftest import ROOT, shared_trace
+from tracebuilder import TraceBuilder
+
+
+def test_sentence_names_the_python_the_wait_and_the_gpu(tmp_path):
+    b = TraceBuilder(with_stack=True)
+    for k in range(2):
+        t0 = 1000 * k
+        b.step(k, t0, 1000)
+        b.python("train.py(10): step", t0, 1000)
+        b.python("train.py(30): reward", t0 + 10, 400)                 # 400 us of Python
+        b.launch("gemm", t0 + 420, 10, t0 + 440, 300)                  # GPU 440-740
+        b.python("train.py(50): log", t0 + 450, 320)
+        b.cpu_op("aten::item", t0 + 460, 300)
+        b.cpu_op("aten::_local_scalar_dense", t0 + 461, 298)
+        b.memcpy("DtoH", "Pageable", t0 + 462, 5, t0 + 740, 2, 4)
+        b.sync("cudaStreamSynchronize", t0 + 470, 280, gpu_kind="Stream Sync")
+    a = step_anatomy(load_trace(b.write(tmp_path / "a.json")))
+    assert a.steps == 2 and a.wall_us == 1000.0
+    assert a.python == {"function": "reward", "python": True, "file": "train.py", "line": 30,
+                        "self_per_step_us": 400.0}
+    assert a.waiting["file"] == "train.py" and a.waiting["line"] == 50 and a.waiting["blocked_per_step_us"] == 300.0
+    assert a.gpu_busy_us == 302.0 and a.gpu_idle_us == 698.0
+    assert a.sentence.startswith("step 1.00 ms: 0.40 ms Python in reward (train.py:30), 0.30 ms waiting for the "
+                                 "GPU at train.py:50 (log), GPU busy 0.30 ms and idle 0.70 ms (mostly ")
+    assert "; critical path" in a.sentence and a.to_json()["sentence"] == a.sentence
+
+
+def test_cpu_only_workload_trace_says_there_is_no_gpu():
+    a = step_anatomy(load_trace(ROOT / "data" / "traces" / "cpu" / "ppo_item_logging.json.gz"))
+    assert "ms Python in" in a.sentence and "no GPU timeline" in a.sentence and "critical path 100% host" in a.sentence
+
+
+@pytest.mark.parametrize("name, words", [
+    ("tracelens_b200_serving_eager_rank0.json.gz", ["Python in", "GPU busy", "mostly host_python"]),
+    ("kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz", ["host time in op", "mostly input"]),
+])
+def test_real_traces(name, words):
+    sentence = step_anatomy(load_trace(shared_trace(name))).sentence
+    assert all(w in sentence for w in words), sentence

@@ -1,0 +1,297 @@
+"""perfkit.ranks: exact numbers on a synthetic synchronous job, per-rank figures of the real DLRM
+ranks checked against summary, cpu_bound and the raw JSON, stragglers planted and absent, and
+traces that share a rank."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from perfkit.analysis.cpu_bound import cpu_bound
+from perfkit.analysis.rank_tables import reduce_trace
+from perfkit.analysis.ranks import ranks
+from perfkit.analysis.summary import summarize
+from perfkit.cli import main
+from perfkit.errors import ParameterError, TraceError
+from perfkit.report.perflog import PerfLog
+from perfkit.trace import load_trace
+
+from conftest import shared_trace
+from tracebuilder import TraceBuilder
+from rankjobs import (DLRM, GEMM_US, OVERLAP_US, TAIL_US, arrival, copies_of_one_rank, dlrm_dir, jitter, read,
+                      renumbered, stretched, sync_job, write)
+
+
+# --- synthetic job: exact expectations ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def slow_loader(tmp_path_factory):
+    """Rank 2's DataLoader takes 1 ms longer; rank 0 starts each step 3 ms early (and waits)."""
+    d = sync_job(tmp_path_factory.mktemp("job") / "slow_loader", [1000, 1000, 2000, 1000], early_us=[3000, 0, 0, 0])
+    return ranks(d, workers=1, use_cache=False)
+
+
+def test_waits_own_time_and_overlap_are_exact(slow_loader):
+    steps = slow_loader.steps.set_index(["rank", "step"])
+    for s in range(4):
+        loads = [1000 + jitter(0, s), 1000 + jitter(1, s), 2000 + jitter(2, s), 1000 + jitter(3, s)]
+        arrivals = [arrival(s, load, 3000 if r == 0 else 0) for r, load in enumerate(loads)]
+        last, end = max(arrivals), max(arrivals) + TAIL_US
+        for r in range(4):
+            row = steps.loc[(r, s)]
+            assert row["wait_us"] == pytest.approx(last - arrivals[r])
+            assert row["comm_us"] == pytest.approx(end - arrivals[r])
+            assert row["compute_us"] == pytest.approx(GEMM_US + OVERLAP_US)
+            assert row["overlap_us"] == pytest.approx(OVERLAP_US)
+            assert row["overlap_pct"] == pytest.approx(100 * OVERLAP_US / (end - arrivals[r]))
+            assert row["own_us"] == pytest.approx(row["wall_us"] - row["wait_us"])
+            assert row["dataloader_us"] == loads[r]
+            assert row["late_arrivals"] == (1 if r == 2 else 0)
+
+
+def test_straggler_is_named_with_its_cause_and_the_early_victim_is_not(slow_loader):
+    raw = slow_loader.ranks.set_index("rank")["median_step_us"]
+    assert raw.idxmax() == 0  # rank 0 has the longest raw step: it starts early and waits
+    s = slow_loader.stragglers
+    assert set(s["rank"]) == {2} and sorted(s["step"]) == [0, 1, 2, 3]
+    assert set(s["cause"]) == {"input"}
+    row = s.iloc[0]
+    assert row["excess_us"] == pytest.approx(row["own_us"] - row["median_own_us"])
+    assert 18 < row["excess_pct"] < 25  # 1 ms over a ~4.6 ms own step
+    assert row["input_us"] == pytest.approx(1000, abs=20)
+    assert np.isfinite(slow_loader.noise_us) and slow_loader.noise_us < 20
+    finding = slow_loader.findings[0]
+    assert finding.title.startswith("rank 2 is ") and "its DataLoader" in finding.title
+    assert finding.severity == "high" and "num_workers" in finding.fix
+
+
+def test_no_straggler_when_ranks_differ_by_noise_only(tmp_path):
+    result = ranks(sync_job(tmp_path / "even", [1000] * 4), workers=1, use_cache=False)
+    assert result.stragglers.empty and not result.straggling_ranks.shape[0]
+    assert not [f for f in result.findings if "slower" in f.title]
+
+
+def test_straggler_pct_is_a_knob(tmp_path):
+    d = sync_job(tmp_path / "job", [1000, 1000, 1400, 1000])  # ~8% over the median
+    assert ranks(d, workers=1, use_cache=False).stragglers.empty
+    assert set(ranks(d, workers=1, use_cache=False, straggler_pct=0.05).stragglers["rank"]) == {2}
+    with pytest.raises(ParameterError, match="fraction"):
+        ranks(d, straggler_pct=10)
+
+
+def test_log_rows_are_accepted_by_the_perf_log(slow_loader, tmp_path):
+    rows = {r["metric"]: r for r in slow_loader.log_rows(change="test", device="cpu")}
+    assert rows["straggling_ranks"]["value"] == 1
+    assert rows["straggler_excess_pct"]["value"] == pytest.approx(slow_loader.stragglers["excess_pct"].max())
+    assert rows["median_step_ms"]["value"] == pytest.approx(slow_loader.ranks["median_step_us"].median() / 1e3)
+    assert rows["comm_overlap_pct"]["higher_is_better"] is True
+    written = PerfLog(tmp_path / "log.csv").append_many(rows.values())
+    assert list(written["metric"]) == list(rows)
+
+
+# --- real DLRM ranks -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dlrm(tmp_path_factory):
+    d = dlrm_dir(tmp_path_factory.mktemp("dlrm"))
+    return d, ranks(d, workers=1, use_cache=False)
+
+
+def test_per_rank_figures_match_summary_and_cpu_bound(dlrm):
+    directory, result = dlrm
+    table = result.ranks.set_index("rank")
+    for r in range(8):
+        trace = load_trace(directory / DLRM.format(r), use_cache=False)
+        s, steps = summarize(trace), cpu_bound(trace).steps
+        assert table.at[r, "median_step_us"] == s["steps"]["median_us"]
+        assert table.at[r, "gpu_busy_us"] == pytest.approx(s["gpu"]["busy_us"])  # all GPU work is inside the step
+        for column in ("dataloader_us", "sync_us", "host_other_us", "gpu_busy_us"):
+            assert table.at[r, column] == pytest.approx(steps[column].sum()), (r, column)
+
+
+def _intervals(doc, predicate):
+    return sorted((e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"]
+                  if e.get("ph") == "X" and e.get("cat") == "kernel" and predicate(e["name"]))
+
+
+def _union(intervals):
+    total, end = 0.0, -np.inf
+    for s, e in intervals:
+        total += max(0.0, e - max(s, end))
+        end = max(end, e)
+    return total
+
+
+def test_comm_compute_and_arrival_skew_match_the_raw_json(dlrm):
+    directory, result = dlrm
+    docs = [read(directory / DLRM.format(r)) for r in range(8)]
+    comm = [_intervals(d, lambda n: "nccl" in n.lower()) for d in docs]
+    table = result.ranks.set_index("rank")
+    for r, doc in enumerate(docs):
+        assert table.at[r, "comm_us"] == pytest.approx(_union(comm[r]))
+        assert table.at[r, "compute_us"] == pytest.approx(_union(_intervals(doc, lambda n: "nccl" not in n.lower())))
+    first = [c[0][0] for c in comm]  # every rank's first NCCL kernel of the step
+    row = result.collectives.iloc[0]
+    assert row["skew_us"] == max(first) - min(first) == 7624
+    assert row["last_rank"] == int(np.argmax(first)) and row["first_rank"] == int(np.argmin(first))
+    assert len(result.collectives) == 8 and (result.collectives["ranks"] == 8).all()
+    assert table.at[1, "wait_us"] > table.at[7, "wait_us"]  # rank 1 started early and waited for rank 7
+
+
+def test_dlrm_single_step_warns_that_noise_is_unknown(dlrm):
+    _, result = dlrm
+    assert np.isnan(result.noise_us)
+    assert any("noise is unknown" in w for w in result.warnings)
+    assert all(f.severity in ("low", "medium") for f in result.findings)
+
+
+@pytest.mark.parametrize("slow", [2, 6])
+def test_names_the_rank_planted_slower(tmp_path, slow):
+    d = dlrm_dir(tmp_path / "planted")
+    target = d / DLRM.format(slow)
+    doc = stretched(read(target), 1.2)
+    target.unlink()
+    write(doc, target)
+    result = ranks(d, workers=1, use_cache=False)
+    assert result.stragglers.iloc[0]["rank"] == slow  # the largest excess comes first
+    assert result.stragglers.iloc[0]["excess_pct"] > 2 * result.stragglers.iloc[1:]["excess_pct"].max()
+    assert any(f.title.startswith(f"rank {slow} is ") for f in result.findings)
+
+
+def test_names_none_on_copies_of_one_rank(tmp_path):
+    result = ranks(copies_of_one_rank(tmp_path / "copies"), workers=1, use_cache=False)
+    assert sorted(result.ranks["rank"]) == list(range(8))
+    assert result.stragglers.empty
+    assert (result.steps["wait_us"] == 0).all() and (result.collectives["skew_us"] == 0).all()
+    assert not any("claim" in w for w in result.warnings)
+
+
+def test_planted_copy_among_copies_is_the_only_straggler(tmp_path):
+    d = copies_of_one_rank(tmp_path / "copies")
+    write(stretched(read(d / "copy_rank5.pt.trace.json.gz"), 1.2), d / "copy_rank5.pt.trace.json.gz")
+    result = ranks(d, workers=1, use_cache=False)
+    assert set(result.stragglers["rank"]) == {5}
+
+
+def test_files_claiming_one_rank_are_kept_apart_with_a_warning(tmp_path):
+    d = tmp_path / "mixed"
+    d.mkdir()
+    doc = read(shared_dlrm(0))
+    write(doc, d / "a.pt.trace.json.gz")
+    write(doc, d / "b.pt.trace.json.gz")
+    write(renumbered(doc, 1), d / "c.pt.trace.json.gz")
+    result = ranks(d, workers=1, use_cache=False)
+    assert list(result.ranks["rank"]) == [0, 0, 1]
+    assert [os.path.basename(f) for f in result.ranks["file"]] == ["a.pt.trace.json.gz", "b.pt.trace.json.gz",
+                                                                   "c.pt.trace.json.gz"]
+    assert any("2 files claim rank 0" in w and "a.pt.trace.json.gz" in w for w in result.warnings)
+
+
+def test_files_without_a_rank_are_numbered_by_position(tmp_path):
+    d = tmp_path / "rankless"
+    d.mkdir()
+    doc = read(shared_dlrm(0))
+    doc.pop("distributedInfo")
+    for name in ("x.json.gz", "y.json.gz"):
+        write(doc, d / name)
+    result = ranks(d, workers=1, use_cache=False)
+    assert list(result.ranks["rank"]) == [0, 1]
+    assert any("claim no distributedInfo rank" in w for w in result.warnings)
+
+
+def shared_dlrm(rank):
+    return shared_trace(DLRM.format(rank))
+
+
+# --- inputs, engines and errors ------------------------------------------------------------------
+
+def test_bad_file_in_a_process_pool_raises_the_trace_error(tmp_path):
+    d = sync_job(tmp_path / "job", [1000, 1000])
+    (d / "rank1.json").write_text('{"traceEvents": [')
+    with pytest.raises(TraceError, match="rank1.json"):
+        ranks(d, workers=2, use_cache=False)
+
+
+def test_process_pool_equals_in_process(tmp_path):
+    d = sync_job(tmp_path / "job", [1000, 1000, 1500])
+    assert ranks(d, workers=2, use_cache=False).to_json() == ranks(d, workers=1, use_cache=False).to_json()
+
+
+def test_rejects_a_loaded_trace_and_bad_engine_settings(tmp_path):
+    d = sync_job(tmp_path / "job", [1000, 1000])
+    with pytest.raises(ParameterError, match="pass the directory"):
+        ranks(load_trace(d, use_cache=False))
+    with pytest.raises(ParameterError, match="unknown engine"):
+        ranks(d, engine="spark")
+    with pytest.raises(ParameterError, match="workers"):
+        ranks(d, workers=0)
+
+
+def test_reduce_trace_takes_one_file(tmp_path):
+    d = sync_job(tmp_path / "job", [1000, 1000])
+    with pytest.raises(ParameterError, match="one file"):
+        reduce_trace(load_trace(d, use_cache=False))
+
+
+def test_one_rank_warns_there_is_nothing_to_compare(tmp_path):
+    d = sync_job(tmp_path / "job", [1000, 1000])
+    result = ranks(d / "rank0.json", use_cache=False)
+    assert result.stragglers.empty and any("nothing to compare" in w for w in result.warnings)
+
+
+def test_memory_stays_bounded_as_ranks_grow(tmp_path):
+    import tracemalloc
+
+    peaks = {}
+    for n in (3, 12):
+        d = copies_of_one_rank(tmp_path / f"r{n}", n=n)
+        tracemalloc.start()
+        ranks(d, workers=1, use_cache=False)
+        peaks[n] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peaks[12] < 1.5 * peaks[3]  # one trace at a time: 4x the ranks, not 4x the memory
+
+
+# --- CLI -----------------------------------------------------------------------------------------
+
+def test_cli_json_has_the_documented_shape(tmp_path, capsys):
+    d = sync_job(tmp_path / "job", [1000, 1000, 2000, 1000])
+    assert main(["ranks", str(d), "--json", "--no-cache", "--workers", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in out["ranks"]] == [0, 1, 2, 3]
+    assert {"rank", "step", "excess_pct", "cause"} <= set(out["stragglers"][0])
+    assert {s["rank"] for s in out["stragglers"]} == {2}
+
+
+def test_cli_text_names_stragglers_and_reports_errors(tmp_path, capsys, monkeypatch):
+    d = sync_job(tmp_path / "job", [1000, 1000, 2000, 1000])
+    assert main(["ranks", str(d), "--no-cache", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "rank 2 step 0: +" in out and "collective arrival skew" in out and "its DataLoader" in out
+    assert main(["ranks", str(tmp_path / "missing")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    assert main(["ranks", str(d), "--engine", "dask"]) == 2
+    assert "scheduler address" in capsys.readouterr().err
+
+
+def test_cpu_only_ranks_have_no_waits_and_say_why(tmp_path):
+    d = tmp_path / "cpu"
+    d.mkdir()
+    for r, dl in enumerate([1000, 1000, 1600]):
+        b = TraceBuilder(rank=r)
+        for s in range(3):
+            b.step(s, s * 5000, 3000)
+            b.dataloader(s * 5000, dl)
+            b.cpu_op("aten::mm", s * 5000 + dl, 500)
+        b.write(d / f"rank{r}.json")
+    result = ranks(d, workers=1, use_cache=False)
+    assert (result.steps["wait_us"] == 0).all() and result.collectives.empty
+    assert any("no NCCL/RCCL kernels" in w for w in result.warnings)
+    assert result.stragglers.empty  # same 3 ms steps: the slower DataLoader fits inside them
+
+
+def test_a_file_listed_twice_is_refused(tmp_path):
+    d = sync_job(tmp_path / "job", [1000, 1000])
+    with pytest.raises(ParameterError, match="more than once"):
+        ranks([d / "rank0.json", d / "rank0.json", d / "rank1.json"])
