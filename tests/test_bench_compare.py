@@ -168,6 +168,16 @@ def test_real_clock_smoke():
     assert result.environment["torch"] is not None
 
 
+def test_time_callable_fake_clock(world):
+    fixed = timing.time_callable(world.work("A", 0.5), repeats=7, warmup=2, clock=world.clock, device="cpu")
+    assert fixed.n == 7 and fixed.method == "fixed" and fixed.warmup == 2
+    assert fixed.median == pytest.approx(0.5, rel=0.05)
+    assert list(fixed.to_frame().columns) == ["sample", "seconds"]
+    filled = timing.time_callable(world.work("B", 0.1), min_time_s=2.0, clock=world.clock, device="cpu")
+    assert filled.method == "target-time" and 19 <= filled.n <= 20
+    assert "TimingResult(median=" in repr(filled) and "<table" in filled._repr_html_()
+
+
 def test_timing_warns_on_tiny_calls():
     warnings = timing.sample_warnings("x", [2e-6] * 10, inner=1)
     assert any("inner=10" in w for w in warnings)

@@ -272,6 +272,14 @@ def test_time_call_synchronizes_the_device_before_each_clock_read(gpu):
     assert seconds == pytest.approx(2e-3)  # per call: the region over inner
 
 
+def test_time_callable_times_only_synchronized_regions(gpu):
+    from perfkit.bench.timing import time_callable
+
+    r = time_callable(lambda: gpu.work(1e-3), repeats=4, warmup=2, inner=2, device="cuda", clock=gpu.clock)
+    assert synced_regions(gpu.log, "cuda") == (6, 0) and r.device == "cuda"
+    assert r.samples == pytest.approx((1e-3,) * 4)
+
+
 def test_compare_synchronizes_around_every_timed_call_of_both_sides(gpu):
     from perfkit.bench.compare import compare
 
