@@ -32,8 +32,8 @@ _EXPORTS = {
     "op_suite": "perfkit.bench.opsuite",
     # workloads and reports
     "make_workload": "perfkit.workloads.registry", "record_trace": "perfkit.workloads.record",
-    "PerfLog": "perfkit.report.perflog", "run_notebook": "perfkit.report.runner", "run_all": "perfkit.report.runner",
-    "validate": "perfkit.report.validation",
+    "PerfLog": "perfkit.report.perflog", "run_notebook": "perfkit.report.publish.runner",
+    "run_all": "perfkit.report.publish.runner", "validate": "perfkit.validation.suite",
     "closing_table": "perfkit.report.casestudy", "WriteupFigure": "perfkit.report.casestudy",
     # errors
     "PerfkitError": "perfkit.errors", "TraceError": "perfkit.errors", "ParameterError": "perfkit.errors",

@@ -1,7 +1,8 @@
 """The perf log's file: versioned CSV rows, read and appended here and nowhere else.
 
 Every row carries ``format_version`` (``FORMAT_VERSION``) and the ``COLUMNS`` in order.
-``read_rows`` refuses rows of an unknown version and names the file and line of a corrupt row;
+``read_rows`` refuses rows of an unknown version, a file that is not UTF-8 text or not a file,
+and names the file and line of a corrupt row; nothing it refuses is modified;
 ``write_rows`` appends all its rows (and the header, for a new file) with one ``os.write`` +
 ``fsync``. Callers hold ``locked(path, ...)`` around them: an ``fcntl.flock`` on a sidecar
 ``<log>.lock`` file, so concurrent writers never lose or interleave rows.
@@ -19,17 +20,20 @@ from typing import Any
 
 import pandas as pd
 
-from ..atomic import fsync_path
-from ..errors import PerfkitError
-from .verdicts import VERDICTS, isnan
+from ...atomic import fsync_path
+from ...errors import PerfkitError
+from .judge import VERDICTS, isnan
 
-FORMAT_VERSION = 1
+# Format 2: ``ci_low``/``ci_high`` bound the value itself (format 1 held a ratio CI against the
+# other arm of the same run), ``time``, ``subject``, ``baseline_run`` and ``quality`` (why a
+# measurement is unreliable, "" when it is not) are new.
+FORMAT_VERSION = 2
 COLUMNS = (
-    "format_version", "date", "run_id", "investigation", "change", "metric", "value", "unit",
-    "baseline", "delta_pct", "verdict", "higher_is_better", "ci_low", "ci_high",
-    "git_commit", "device", "torch_version", "host",
+    "format_version", "run_id", "time", "date", "investigation", "subject", "change", "metric", "value",
+    "unit", "ci_low", "ci_high", "baseline", "baseline_run", "delta_pct", "verdict", "higher_is_better",
+    "quality", "git_commit", "device", "torch_version", "host",
 )
-_FLOAT_COLUMNS = ("value", "baseline", "delta_pct", "ci_low", "ci_high")
+_FLOAT_COLUMNS = ("value", "ci_low", "ci_high", "baseline", "delta_pct")
 
 
 class PerfLogError(PerfkitError):
@@ -42,13 +46,14 @@ def locked(path: Path, exclusive: bool):
     import fcntl
 
     lock = path.with_name(path.name + ".lock")
-    if exclusive:
-        path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
         if exclusive:
-            raise
+            path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if exclusive:
+            raise PerfLogError(f"{path}: cannot write the perf log here ({exc.strerror}); "
+                               "pass a writable perf_log_path or --path") from None
         yield  # a reader in a read-only directory cannot lock; writes there are impossible anyway
         return
     try:
@@ -66,8 +71,7 @@ def read_rows(path: Path, missing_ok: bool) -> list[dict]:
             return []
         raise PerfLogError(f"{path}: no perf log here; notebooks create it with "
                            "PerfLog(path).append(...), or pass the right --path")
-    with open(path, encoding="utf-8", newline="") as fh:
-        lines = fh.read().split("\n")
+    lines = _read_lines(path)
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:
@@ -105,6 +109,33 @@ def log_frame(rows: list[dict]) -> pd.DataFrame:
     return frame
 
 
+def check_writable(path: Path) -> None:
+    """Raise PerfLogError unless rows can be appended at ``path``: an existing log must read
+    back cleanly (so a run never ends with rows it cannot add) and its folder must be writable."""
+    read_rows(path, missing_ok=True)
+    folder = next((p for p in (path.parent, *path.parents) if p.exists()), None)
+    if folder is None or not folder.is_dir() or not os.access(folder if not path.exists() else path, os.W_OK):
+        raise PerfLogError(f"{path}: cannot write the perf log here (no permission, or a file is in the way); "
+                           "pass a writable perf_log_path or --out")
+
+
+def _read_lines(path: Path) -> list[str]:
+    if path.is_dir():
+        raise PerfLogError(f"{path}: is a folder, not a perf log file; point perf_log_path/--path at a .csv file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PerfLogError(f"{path}: cannot read the perf log ({exc.strerror}); check its permissions") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise PerfLogError(f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); "
+                           "the file was left untouched: fix or delete that line") from None
+    lines = text.split("\n")
+    return lines
+
+
 def _check_header(path: Path, lines: list[str]) -> None:
     header = next(csv.reader([lines[0]]))
     if tuple(header) == COLUMNS:
@@ -113,6 +144,10 @@ def _check_header(path: Path, lines: list[str]) -> None:
         version = next(csv.reader([lines[1]]), [""])[0]
         if version.isdigit() and int(version) > FORMAT_VERSION:
             raise PerfLogError(_newer(path, 2, version))
+        if version.isdigit() and int(version) < FORMAT_VERSION:
+            raise PerfLogError(f"{path}: written by perf log format {version}, whose rows compared each run with "
+                               "the other arm of the same run; this perfkit writes format "
+                               f"{FORMAT_VERSION}: move the file aside (it was left untouched) and a new log starts")
     raise PerfLogError(f"{path}:1: header is not a perfkit perf log (format {FORMAT_VERSION}) header; "
                        "point --path at a log written by PerfLog, or move this file aside")
 

@@ -220,7 +220,7 @@ def replay_pipeline(device: str, sizes: Sizes) -> Check:
 
 def compile_break_even(device: str, sizes: Sizes) -> Check:
     from ..bench.compile_ab import compile_ab
-    from .sources import mlp_problem
+    from ..workloads.mlp import mlp_problem
 
     problem = mlp_problem(**sizes.mlp)
     ab = compile_ab(problem.make_model(), problem.example_inputs, backend=sizes.compile_backend, device=device,
@@ -267,7 +267,7 @@ def gradscaler_syncs(device: str, sizes: Sizes) -> Check:
 
 def _amp(device: str, sizes: Sizes, dtype: str):
     from ..bench.amp_ab import amp_ab
-    from .sources import mlp_problem
+    from ..workloads.mlp import mlp_problem
 
     problem = mlp_problem(**sizes.mlp)
     return amp_ab(problem.make_model, problem.make_batch, problem.loss_fn, steps=sizes.amp_steps, dtype=dtype,

@@ -1,60 +1,9 @@
-"""An investigation's numbers read back for the notebooks: one paragraph per result
-(``*_text``), ``prose()`` to show paragraphs as escaped HTML, and small metric/value tables of a
-trace summary or a result's ``summary()``. The notebooks call these as ``headline.*``.
+"""An investigation's numbers read back in words: one paragraph per result (``*_text``) and
+``prose()`` to show paragraphs as escaped HTML in a notebook.
 """
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Any
-
-import pandas as pd
-
-
-def site_labels(sites: pd.DataFrame) -> list[str]:
-    """"op @ file:line" per row of a site table (kind and op when there is no source line)."""
-    out = []
-    for r in sites.to_dict("records"):
-        known = r.get("file") not in (None, "") and r.get("line", -1) not in (None, -1)
-        where = f"{Path(str(r['file'])).name}:{r['line']}" if known else ""
-        out.append(f"{r['kind']}: {r['op']} @ {where}" if where else f"{r['kind']}: {r['op']}")
-    return out
-
-
-def summary_table(summary: dict) -> pd.DataFrame:
-    """A result's ``summary()`` dict as metric/value rows (numbers to 4 significant digits)."""
-    return pd.DataFrame([{"metric": k, "value": _cell(v)} for k, v in summary.items()], columns=["metric", "value"])
-
-
-def summary_pair(before, after) -> pd.DataFrame:
-    """``summary_frame`` of two traces side by side: metric, before, after."""
-    a, b = summary_frame(_summarize(before)), summary_frame(_summarize(after))
-    return pd.DataFrame({"metric": a["metric"], "before": a["value"], "after": b["value"]})
-
-
-def _summarize(trace) -> dict:
-    from ..analysis.summary import summarize
-
-    return summarize(trace)
-
-
-def summary_frame(summary: dict) -> pd.DataFrame:
-    """``summarize(trace)`` as metric/value rows: events, steps, median step, kernels, GPU
-    busy time, HtoD/DtoH copies and syncs (times in us, bytes in bytes)."""
-    steps, gpu, syncs = summary["steps"], summary["gpu"], summary["syncs"]
-    rows = [("events", summary["events"]["total"]), ("steps", steps["count"]),
-            ("median_step_us", steps["median_us"]), ("kernels", gpu["kernel_count"]),
-            ("kernel_time_us", gpu["kernel_time_us"]), ("gpu_busy_us", gpu["busy_us"])]
-    for direction, copies in summary["memcpy"].items():
-        rows += [(f"{direction}_copies", copies["count"]), (f"{direction}_bytes", copies["bytes"])]
-    rows += [("sync_calls", syncs["count"]), ("sync_blocked_us", syncs["blocked_us"])]
-    return pd.DataFrame([{"metric": k, "value": _cell(v)} for k, v in rows], columns=["metric", "value"])
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
 
 
 def cpu_bound_text(result) -> str:
@@ -170,3 +119,20 @@ def prose(*paragraphs: str) -> str:
 def finite(*values: float) -> bool:
     """True when every value is a real, finite number (None, NaN and inf are "not measured")."""
     return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
+def ab_verdict(what: str, result) -> str:
+    """An A/B result (compile_ab, amp_ab) as a verdict line: "torch.compile: faster (1.8x
+    speedup, CI 1.6-2.0)"; the verdict word is the result's own."""
+    s = result.summary()
+    ci = f", CI {s['ci_low']:.3g}-{s['ci_high']:.3g}" if finite(s["ci_low"], s["ci_high"]) else ""
+    speed = f" ({s['speedup']:.3g}x speedup{ci})" if finite(s["speedup"]) else ""
+    return f"{what}: {result.verdict}{speed}"
+
+
+def diff_verdict(result) -> str:
+    """A trace diff as a verdict line: "after vs before: faster (median step 0.62x, CI ...)"."""
+    s = result.step_change
+    ci = f", CI {s['low']:.3g}-{s['high']:.3g}" if finite(s["low"], s["high"]) else ""
+    ratio = f" (median step after/before {s['ratio']:.3g}x{ci})" if finite(s["ratio"]) else ""
+    return f"after vs before: {s['verdict']}{ratio}"

@@ -1,6 +1,6 @@
 """``validate(device)``: does perfkit see what this machine does?
 
-Runs every check in :mod:`perfkit.report.checks` (reference workloads with a known pathology and
+Runs every check in :mod:`perfkit.validation.checks` (reference workloads with a known pathology and
 its fix, through the harness or detector that must find it) and returns a
 :class:`ValidationReport`: one row per check with the measured figure, the expectation, pass /
 fail / error / inconclusive / skipped / measured, and the call that produced it. ``to_markdown()`` writes the table
@@ -21,7 +21,7 @@ import pandas as pd
 from ..analysis.ops import jsonable
 from ..device import is_cuda, resolve_device
 from ..errors import ParameterError
-from ..results import html_section, html_table, html_text
+from ..results import html_section, html_table, html_text, md_escape
 from .checks import CHECKS, PRESETS, Check
 
 STATUSES = ("pass", "fail", "error", "inconclusive", "skipped", "measured")
@@ -71,9 +71,9 @@ class ValidationReport:
                 f"| {env['gpu']} | {env['driver']} | {env['cuda']} | {env['torch']} | {env['python']} |", "",
                 f"Result: {self.counts_text()}.", "",
                 "| check | status | measured | expected |", "|---|---|---|---|"]
-        rows = [f"| {_md(c.name)} | {c.status} | {_md(c.measured)} | {_md(c.expected)} |" for c in self.checks]
+        rows = [f"| {md_escape(c.name)} | {c.status} | {md_escape(c.measured)} | {md_escape(c.expected)} |" for c in self.checks]
         calls = ["", "## How each figure was produced", ""]
-        calls += [f"- **{c.name}** ({_md(c.claim)}): `{c.command}`" for c in self.checks if c.command]
+        calls += [f"- **{c.name}** ({md_escape(c.claim)}): `{c.command}`" for c in self.checks if c.command]
         return "\n".join(head + rows + calls) + "\n"
 
     def __repr__(self) -> str:
@@ -83,10 +83,6 @@ class ValidationReport:
     def _repr_html_(self) -> str:
         title = f"perfkit validation on {self.environment['gpu']} ({self.device}, {self.preset})"
         return html_section(title, f"<p>{html_text(repr(self))}</p>", html_table(self.to_frame(), max_rows=50))
-
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def validate(device: str = "auto", *, preset: str = "auto", only: Iterable[str] | None = None,
