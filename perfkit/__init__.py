@@ -27,13 +27,13 @@ _EXPORTS = {
     "htod_sweep": "perfkit.bench.htod", "hunt_leak": "perfkit.bench.leak",
     "load_memory_snapshot": "perfkit.bench.snapshot", "SystemMonitor": "perfkit.bench.monitor",
     "environment_report": "perfkit.bench.environment", "hardware_defaults": "perfkit.bench.environment",
-    "load_profiler_memory_timeline": "perfkit.bench.snapshot",
+    "load_profiler_memory_timeline": "perfkit.bench.snapshot", "snapshot_growth": "perfkit.bench.snapshot_growth",
     "memory_sweep": "perfkit.bench.memsweep", "workload_memory_sweep": "perfkit.bench.memsweep",
     "op_suite": "perfkit.bench.opsuite",
     # workloads and reports
     "make_workload": "perfkit.workloads.registry", "record_trace": "perfkit.workloads.record",
-    "PerfLog": "perfkit.report.perflog", "run_notebook": "perfkit.report.runner", "run_all": "perfkit.report.runner",
-    "validate": "perfkit.report.validation",
+    "PerfLog": "perfkit.report.perflog", "run_notebook": "perfkit.report.publish.runner",
+    "run_all": "perfkit.report.publish.runner", "validate": "perfkit.validation.suite",
     "closing_table": "perfkit.report.casestudy", "WriteupFigure": "perfkit.report.casestudy",
     # errors
     "PerfkitError": "perfkit.errors", "TraceError": "perfkit.errors", "ParameterError": "perfkit.errors",

@@ -8,10 +8,14 @@ a short ``__repr__`` and ``_repr_html_``. Everything rendered to HTML goes throu
 from __future__ import annotations
 
 import html
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import pandas as pd
+
+from .text import printable
 
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 
@@ -60,8 +64,8 @@ def findings_frame(findings: Iterable[Finding]) -> pd.DataFrame:
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
-        return f"{v:,.4g}"
-    if isinstance(v, int):
+        return format_number(v) if math.isfinite(v) else str(v)
+    if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
     return str(v)
 
@@ -70,9 +74,32 @@ def html_text(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
+def format_number(x: float) -> str:
+    """A number as people read it: thousands separators instead of exponents for large values
+    ("4,465,000,000,000", "12,346"), 4 significant digits below 10,000 ("12.35"), "" for NaN."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if abs(x) >= 1e4 or float(x).is_integer():
+        return f"{x:,.0f}"
+    return f"{x:,.4g}" if abs(x) >= 1e-3 else f"{x:.3g}"
+
+
 def html_table(frame: pd.DataFrame, max_rows: int = 20) -> str:
-    """Render a DataFrame as HTML with every cell and header escaped."""
-    return frame.head(max_rows).to_html(escape=True, index=False, float_format=lambda x: f"{x:,.4g}")
+    """Render a DataFrame as HTML with every cell and header escaped; numbers in
+    ``format_number`` form. perfkit's one HTML table renderer."""
+    return frame.head(max_rows).to_html(escape=True, index=False, float_format=format_number)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&])")
+
+
+def md_escape(text: Any) -> str:
+    """``text`` for one markdown table cell: on one line, markup characters backslash-escaped
+    (a hostile name cannot become a link or break the table), terminal escapes shown as
+    ``\\x1b`` (``perfkit.text.printable``)."""
+    return printable(_MD_SPECIAL.sub(r"\\\1", re.sub(r"[\r\n]+", " ", str(text))))
 
 
 def html_warnings(warnings: Iterable[str]) -> str:

@@ -178,15 +178,6 @@ def test_time_callable_fake_clock(world):
     assert "TimingResult(median=" in repr(filled) and "<table" in filled._repr_html_()
 
 
-def test_autorange_builds_on_torch_timer(world):
-    pytest.importorskip("torch")
-    result = timing.autorange(world.work("A", 0.001), min_run_time=0.05, clock=world.clock, device="cpu")
-    assert result.method == "blocked_autorange"
-    assert result.inner >= 1 and result.n >= 1
-    assert result.median == pytest.approx(0.001, rel=0.1)
-    assert world.log.count("sync:cpu") >= 2  # the timer's clock synchronizes
-
-
 def test_timing_warns_on_tiny_calls():
     warnings = timing.sample_warnings("x", [2e-6] * 10, inner=1)
     assert any("inner=10" in w for w in warnings)

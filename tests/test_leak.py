@@ -6,7 +6,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from perfkit.bench.leak import COLUMNS, SeriesGrowth, _verdict, fit_growth, hunt_leak
+from perfkit.bench.leak import COLUMNS, SeriesGrowth, _verdict, growth_per_1000, hunt_leak
 from perfkit.errors import ParameterError
 from perfkit.workloads import leaky
 
@@ -122,12 +122,12 @@ def test_bad_parameters_raise(kwargs):
 
 def test_fit_growth_exact_line_and_noise():
     x = np.arange(0, 310, 10)
-    slope, lo, hi = fit_growth(x, 5 * x + 3)
+    slope, lo, hi = growth_per_1000(x, 5 * x + 3)
     assert slope == pytest.approx(5000) and lo == pytest.approx(5000) and hi == pytest.approx(5000)
     rng = np.random.default_rng(0)
-    slope, lo, hi = fit_growth(x, 2 * x + rng.normal(0, 50, len(x)))
+    slope, lo, hi = growth_per_1000(x, 2 * x + rng.normal(0, 50, len(x)))
     assert lo < 2000 < hi and hi - lo > 100
-    assert all(math.isnan(v) for v in fit_growth([1, 2], [3, 4]))
+    assert all(math.isnan(v) for v in growth_per_1000([1, 2], [3, 4]))
 
 
 def _g(series, lo, hi, threshold=100.0):

@@ -1,15 +1,13 @@
-"""Execute every investigation notebook in both modes and check what it shows.
+"""Execute every investigation notebook and check what it shows.
 
-One module-level run per notebook and mode (papermill through ``run_notebook``, tiny
-parameters, a temporary reports folder and perf log), then assertions on the executed
-notebooks: figures, escaped tables with the expected headers, findings, the perf log rows.
-Also: the committed notebooks match ``scripts/make_notebooks.py`` and carry no outputs, and
-the notebook-support helpers of ``perfkit.report.headline``.
+Notebooks run in one kernel per module (``nbsession.KernelSession``: ``%reset -f`` between
+executions) with tiny parameters and a temporary perf log: every notebook in both modes, then
+every trace-mode notebook on every trace in ``data/traces/cpu`` and on shared traces covering
+ROCm, CPU-only, multi-rank (a folder of DLRM ranks), compiled, 2021-era and no-step traces.
+The runner's own path (papermill, HTML, index) is tested in test_runner.py and test_workbook.py.
 """
 from __future__ import annotations
 
-import importlib.util
-import math
 import re
 from pathlib import Path
 
@@ -17,15 +15,18 @@ import nbformat
 import pandas as pd
 import pytest
 
+from conftest import SHARED_TRACES
+from nbsession import KernelSession, html_text, outputs
 from perfkit.errors import ParameterError
-from perfkit.report import headline
+from perfkit.report import inputs, rows, tables
+from perfkit.report.card import MIME
 from perfkit.report.perflog import PerfLog
-from perfkit.report.runner import notebook_parameters, run_notebook
+from perfkit.report.publish.runner import notebook_parameters
+from perfkit.report.registry import INVESTIGATIONS, read_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-NAMES = ("cpu_bound", "htod", "sync_points", "compile_ab", "amp_regression", "memory_leak")
-DAY = "2026-01-02"
+CPU_TRACES = sorted((ROOT / "data" / "traces" / "cpu").glob("*.json.gz"))
 TINY_PPO = {"envs": 4, "rollout": 4, "epochs": 1, "minibatch": 16, "channels": 8, "hidden": 32}
 LIVE = {
     "cpu_bound": {"workload": "ppo", "variant": "item_logging", "overrides": TINY_PPO, "steps": 2},
@@ -36,272 +37,255 @@ LIVE = {
     "amp_regression": {"train_steps": 3, "ab_repeats": 8, "batch": 8, "hidden": 16},
     "memory_leak": {"leak_steps": 60, "leak_warmup": 5, "sample_every": 10, "monitor_interval_s": 0.05},
 }
-ENV_HEADERS = ("section", "key", "value")
-FINDING_HEADERS = ("severity", "finding", "evidence", "fix", "threshold")
-LOG_HEADERS = ("investigation", "change", "metric", "value", "unit", "baseline", "delta_pct", "verdict")
-# Headers of the investigation's own main table, per (notebook, mode).
-MAIN_HEADERS = {
-    ("cpu_bound", "trace"): ("step", "wall_us", "gpu_busy_pct", "host_busy_us", "verdict"),
-    ("htod", "trace"): ("direction", "memory", "count", "bytes", "gb_per_s"),
-    ("sync_points", "trace"): ("kind", "op", "file", "line", "blocked_us"),
-    ("compile_ab", "trace"): ("metric", "a", "b", "delta", "delta_pct"),
-    ("amp_regression", "trace"): ("metric", "a", "b", "delta", "delta_pct"),
-    ("memory_leak", "trace"): ("metric", "a", "b", "delta", "delta_pct"),
-    ("cpu_bound", "live"): ("step", "wall_us", "gpu_busy_pct", "host_busy_us", "verdict"),
-    ("htod", "live"): ("size_bytes", "mode", "median_s", "gbps", "samples"),
-    ("sync_points", "live"): ("file", "line", "op", "count", "per_step"),
-    ("compile_ab", "live"): ("kind", "reason", "location", "detail"),
-    ("amp_regression", "live"): ("metric", "value"),
-    ("memory_leak", "live"): ("series", "unit", "per_1000_steps", "ci_low", "ci_high", "threshold", "state"),
-}
-# Figures each run must show at least (timelines, breakdowns, A/B, growth, monitor, log trend).
-MIN_FIGURES = {
-    ("cpu_bound", "trace"): 4, ("cpu_bound", "live"): 4, ("htod", "trace"): 3, ("htod", "live"): 3,
-    ("sync_points", "trace"): 3, ("sync_points", "live"): 3, ("compile_ab", "trace"): 3,
-    ("compile_ab", "live"): 2, ("amp_regression", "trace"): 3, ("amp_regression", "live"): 3,
-    ("memory_leak", "trace"): 3, ("memory_leak", "live"): 3,
-}
-CASES = [(name, mode) for mode in ("trace", "live") for name in NAMES]
+SINGLE = ("cpu_bound", "htod", "sync_points")
+PAIRS = ("compile_ab", "amp_regression", "memory_leak")
+TRACE_TINY = {"htod": {"sweep_sizes": [4096], "sweep_repeats": 2}}
+# Shared traces picked for coverage (issue 10): ROCm, CPU-only, compiled/Triton, no steps, 2021 names.
+SHARED_PICKS = ("hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+                "hta_cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+                "tracelens_mi300x_compile_triton_small.json.gz", "hta_triton_example__triton_example.json.gz",
+                "kineto_h100_out_of_order_before_fix.json.gz",
+                "hta_critical_path__cuda_event_sync__event_sync_trace.json.gz")
+DLRM_RANKS = ("param_v100_dlrm_rank0.pt.trace.json.gz", "param_v100_dlrm_rank1.pt.trace.json.gz")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Run all twelve notebooks once; returns {(name, mode): (NotebookRun, executed notebook)}."""
-    out = tmp_path_factory.mktemp("reports")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PERFKIT_CACHE_DIR", str(out / "cache"))
-        results = {}
-        for name, mode in CASES:
-            params = {"mode": mode, "change": f"test-{mode}", **(LIVE[name] if mode == "live" else {})}
-            run = run_notebook(name, params, out_dir=out, date=DAY, progress=False)
-            nb = nbformat.read(run.notebook_path, as_version=4) if run.notebook_path else None
-            results[(name, mode)] = (run, nb)
-    return {"runs": results, "log": PerfLog(out / "perf_log.csv").read(), "out": out}
+def session(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("kernel")
+    s = KernelSession(folder)
+    yield s
+    s.close()
 
 
-def _outputs(nb):
-    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+@pytest.fixture(scope="module")
+def log_path(tmp_path_factory):
+    return tmp_path_factory.mktemp("log") / "perf_log.csv"
 
 
-def _html_tables(nb) -> list[tuple[str, ...]]:
-    """Header rows of every HTML table displayed by the notebook."""
+def _card(nb) -> dict:
+    """The verdict card, which must be the first output of the notebook."""
+    first = outputs(nb)[0]
+    assert MIME in first.get("data", {}), f"the first output is not the verdict card: {first}"
+    return first["data"][MIME]
+
+
+def _figures(nb) -> int:
+    return sum("image/png" in o.get("data", {}) for o in outputs(nb))
+
+
+def _headers(nb) -> list[tuple[str, ...]]:
     heads = []
-    for o in _outputs(nb):
-        html = o.get("data", {}).get("text/html", "")
-        for thead in re.findall(r"<thead>(.*?)</thead>", html, flags=re.S):
-            heads.append(tuple(re.findall(r"<th[^>]*>(.*?)</th>", thead, flags=re.S)))
+    for thead in re.findall(r"<thead>(.*?)</thead>", html_text(nb), flags=re.S):
+        heads.append(tuple(re.findall(r"<th[^>]*>(.*?)</th>", thead, flags=re.S)))
     return heads
 
 
-def _has_table(nb, headers) -> bool:
-    return any(set(headers) <= set(h) for h in _html_tables(nb))
+# -- every notebook, both modes -----------------------------------------------------------------
+
+MODES = [(name, mode) for mode in ("trace", "live") for name in (*SINGLE, *PAIRS)]
 
 
-@pytest.mark.parametrize("name,mode", CASES)
-def test_notebook_runs_clean(runs, name, mode):
-    run, nb = runs["runs"][(name, mode)]
-    assert run.ok, f"{name} ({mode}) failed in cell {run.failed_cell_index}: {run.error}\n{run.failed_cell_source}"
-    assert not [o for o in _outputs(nb) if o.get("output_type") == "error"]
-    html = Path(run.html_path).read_text(encoding="utf-8")
-    assert "data:image/png;base64," in html
+@pytest.mark.parametrize("name,mode", MODES)
+def test_notebook_runs_and_leads_with_its_verdict(session, log_path, name, mode):
+    params = {"mode": mode, "change": f"test-{mode}", "perf_log_path": str(log_path),
+              **(LIVE[name] if mode == "live" else TRACE_TINY.get(name, {}))}
+    nb = session.run(NOTEBOOKS / f"{name}.py", params)
+    card = _card(nb)
+    assert card["investigation"] == name and card["verdict"] and card["subject"] and card["device"]
+    assert _figures(nb) >= 1
+    heads = _headers(nb)
+    assert any({"severity", "finding", "fix"} <= set(h) for h in heads), "findings table missing"
+    assert any({"metric", "value", "previous run", "verdict"} <= set(h) for h in heads), "perf log rows missing"
+    assert any({"section", "key", "value"} <= set(h) for h in heads), "machine table missing"
+    logged = PerfLog(log_path).read(name)
+    mine = logged[logged["change"] == f"test-{mode}"]
+    assert len(mine) >= 1 and set(mine["run_id"]) and not mine["value"].isna().any()
+    assert [n["label"] for n in card["numbers"]][:1] or card["investigation"] == "htod"
 
 
-@pytest.mark.parametrize("name,mode", CASES)
-def test_notebook_shows_figures(runs, name, mode):
-    _, nb = runs["runs"][(name, mode)]
-    pngs = [o for o in _outputs(nb) if "image/png" in o.get("data", {})]
-    assert len(pngs) >= MIN_FIGURES[(name, mode)]
+def test_trace_mode_describes_the_trace_not_this_machine(session, log_path):
+    nb = session.run(NOTEBOOKS / "cpu_bound.py", {"perf_log_path": str(log_path)})
+    card = _card(nb)
+    assert card["subject"] == "trace mppi_float_tensor.json.gz" and card["device"] == "cpu"
+    assert "cpu (no GPU events in the trace)" in html_text(nb)
 
 
-@pytest.mark.parametrize("name,mode", CASES)
-def test_notebook_shows_tables(runs, name, mode):
-    _, nb = runs["runs"][(name, mode)]
-    assert _has_table(nb, ENV_HEADERS), "environment table missing"
-    assert _has_table(nb, FINDING_HEADERS), "findings table missing"
-    assert _has_table(nb, LOG_HEADERS), "perf log rows table missing"
-    assert _has_table(nb, MAIN_HEADERS[(name, mode)]), f"main table missing: {_html_tables(nb)}"
+def test_live_modes_report_what_they_measured(session, log_path):
+    nb = session.run(NOTEBOOKS / "memory_leak.py", {"perf_log_path": str(log_path), **LIVE["memory_leak"]})
+    assert _card(nb)["verdict"] == "leak"  # keep_graph_losses keeps one tensor per step
+    nb = session.run(NOTEBOOKS / "sync_points.py", {"mode": "live", "perf_log_path": str(log_path),
+                                                      **LIVE["sync_points"]})
+    log = PerfLog(log_path).read("sync_points")
+    assert log["metric"].eq("detected_syncs_per_step").any() and log["value"].iloc[-1] > 0
 
 
-@pytest.mark.parametrize("name,mode", CASES)
-def test_notebook_appends_to_perf_log(runs, name, mode):
-    log = runs["log"]
-    mine = log[(log["investigation"] == name) & (log["change"] == f"test-{mode}")]
-    assert len(mine) >= 1
-    assert mine["run_id"].eq(f"{DAY}/{name}").all()
-    assert mine["value"].map(math.isfinite).all()
+def test_validation_notebook_runs_and_logs(session, tmp_path):
+    log = tmp_path / "perf_log.csv"
+    nb = session.run(NOTEBOOKS / "validation.py", {"only": ["runtime_syncs_ppo", "gradscaler_syncs"],
+                                                   "perf_log_path": str(log)})
+    assert _card(nb)["verdict"] == "2 checks: 1 pass, 1 skipped"
+    assert "2 checks on no GPU (CPU only) (cpu, quick sizes)" in html_text(nb)
+    frame = PerfLog(log).read()
+    assert frame[["investigation", "metric", "value"]].values.tolist() == [["validation", "runtime_syncs_ppo_pass", 1.0]]
 
 
-def test_trace_mode_reads_the_shipped_traces(runs):
-    _, nb = runs["runs"][("cpu_bound", "trace")]
-    text = "".join(o.get("data", {}).get("text/html", "") for o in _outputs(nb))
-    assert "Verdict: CPU-launch-bound" in text  # a CPU trace of per-step .item() logging
-    _, nb = runs["runs"][("memory_leak", "trace")]
-    text = "".join(o.get("data", {}).get("text/html", "") for o in _outputs(nb))
-    assert "leaky_accumulating_callback.json.gz" in text and "leaky_clean.json.gz" in text
+def test_a_trace_without_syncs_renders(session, log_path):
+    # issue 10: the fixed PPO trace has no sync sites; the breakdown of an empty table crashed.
+    nb = session.run(NOTEBOOKS / "sync_points.py", {"trace_path": "ppo_batched_metrics.json.gz",
+                                                     "perf_log_path": str(log_path)})
+    assert _card(nb)["investigation"] == "sync_points"
 
 
-def test_live_modes_report_what_they_measured(runs):
-    log = runs["log"]
-    live = log[log["change"] == "test-live"]
-    leak = live[(live["investigation"] == "memory_leak") & (live["metric"] == "leak")]
-    assert leak["value"].tolist() == [1.0]  # keep_graph_losses keeps one tensor per step
-    htod = runs["runs"][("htod", "live")][1]
-    text = "".join(o.get("data", {}).get("text/html", "") for o in _outputs(htod))
-    assert "no GPU" in text or "GB/s" in text
-    sync = live[(live["investigation"] == "sync_points") & (live["metric"] == "detected_syncs_per_step")]
-    assert len(sync) == 1 and sync["value"].iloc[0] > 0  # the planted NaN checks sync
+# -- every trace-mode notebook on every trace ---------------------------------------------------
+
+def _shared_cases():
+    cases = [pytest.param(SHARED_TRACES / n, id=n[:40]) for n in SHARED_PICKS]
+    return cases + [pytest.param("dlrm-ranks", id="dlrm-two-ranks")]
 
 
-def test_unknown_parameter_is_rejected_before_running(tmp_path):
-    with pytest.raises(ParameterError, match="bogus"):
-        run_notebook("cpu_bound", {"bogus": 1}, out_dir=tmp_path, progress=False)
-    assert not list(tmp_path.iterdir())
+@pytest.fixture
+def trace_arg(request, tmp_path):
+    value = request.param
+    if value == "dlrm-ranks":  # load_trace takes a folder of per-rank files
+        if not (SHARED_TRACES / DLRM_RANKS[0]).exists():
+            pytest.skip(f"{SHARED_TRACES} not found: real traces live in ../shared/traces")
+        folder = tmp_path / "dlrm"
+        folder.mkdir()
+        for name in DLRM_RANKS:
+            (folder / name).symlink_to(SHARED_TRACES / name)
+        return folder
+    if not Path(value).exists():
+        pytest.skip(f"{value} not found: real traces live in ../shared/traces")
+    return Path(value)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_notebook_declares_its_parameters(name):
-    declared = notebook_parameters(NOTEBOOKS / f"{name}.ipynb")
-    for key in ("mode", "trace_path", "device", "interactive", "perf_log_path", "change", "run_label"):
+@pytest.mark.parametrize("trace_arg", [pytest.param(p, id=p.name[:40]) for p in CPU_TRACES] + _shared_cases(),
+                         indirect=True)
+def test_trace_notebooks_run_on_every_trace(session, log_path, trace_arg):
+    for name in SINGLE:
+        nb = session.run(NOTEBOOKS / f"{name}.py", {"trace_path": str(trace_arg), "perf_log_path": str(log_path),
+                                                     **TRACE_TINY.get(name, {})})
+        assert _card(nb)["subject"].startswith("trace ")
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_pair_notebooks_diff_real_traces(session, log_path, name):
+    a, b = (SHARED_TRACES / n for n in (SHARED_PICKS[0], SHARED_PICKS[2]))
+    if not a.exists():
+        pytest.skip(f"{a} not found: real traces live in ../shared/traces")
+    nb = session.run(NOTEBOOKS / f"{name}.py", {"mode": "trace", "trace_path": str(a), "trace_path_b": str(b),
+                                                 "perf_log_path": str(log_path)})
+    assert _card(nb)["verdict"].startswith("after vs before")
+
+
+# -- the sources ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(INVESTIGATIONS))
+def test_notebook_sources_are_percent_scripts_with_one_parameters_cell(name):
+    path = NOTEBOOKS / f"{name}.py"
+    text = path.read_text(encoding="utf-8")
+    assert text.count('# %% tags=["parameters"]') == 1 and "# %%" in text
+    nb = read_notebook(path)
+    nbformat.validate(nb)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    declared = notebook_parameters(path)
+    for key in ("perf_log_path", "change", "run_label"):
         assert key in declared, f"{name} lacks parameter {key}"
-    # The A/B and leak harnesses are live by nature, so the main job runs them live by default.
-    live_by_default = name in ("compile_ab", "amp_regression", "memory_leak")
+    assert declared["perf_log_path"]["default"] == '""'
+
+
+@pytest.mark.parametrize("name", [n for n in INVESTIGATIONS if n != "validation"])
+def test_investigation_parameters(name):
+    declared = notebook_parameters(NOTEBOOKS / f"{name}.py")
+    for key in ("mode", "trace_path", "device", "interactive"):
+        assert key in declared, f"{name} lacks parameter {key}"
+    live_by_default = name in PAIRS  # the A/B and leak harnesses are live by nature
     assert declared["mode"]["default"] == ('"live"' if live_by_default else '"trace"')
     assert declared["interactive"]["default"] == "False"
-    assert declared["perf_log_path"]["default"] == '"reports/perf_log.csv"'
-    assert declared["change"]["default"] == '"baseline"'
 
 
-# -- committed notebooks are the generator's output ------------------------------------------
-
-def _generator():
-    spec = importlib.util.spec_from_file_location("make_notebooks", ROOT / "scripts" / "make_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_every_notebook_in_the_folder_is_registered():
+    assert sorted(p.stem for p in NOTEBOOKS.glob("*.py")) == sorted(INVESTIGATIONS)
 
 
-def test_notebooks_match_generator_and_have_no_outputs():
-    gen = _generator()
-    assert tuple(gen.NOTEBOOKS) == (*NAMES, "validation")  # validation: tests/test_validation.py
-    assert gen.stale() == []
-    for name in gen.NOTEBOOKS:
-        nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-        nbformat.validate(nb)
-        assert nb.metadata["kernelspec"]["name"] == "python3"
-        code = [c for c in nb.cells if c.cell_type == "code"]
-        assert all(not c.outputs and c.execution_count is None for c in code)
-        tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
-        assert len(tagged) == 1
+# -- notebook helpers ----------------------------------------------------------------------------
 
-
-def test_generator_check_flags_a_stale_notebook(tmp_path):
-    gen = _generator()
-    assert gen.main(["--out", str(tmp_path)]) == 0
-    assert gen.main(["--check", "--out", str(tmp_path)]) == 0
-    (tmp_path / "htod.ipynb").write_text("{}", encoding="utf-8")
-    assert gen.main(["--check", "--out", str(tmp_path)]) == 1
-
-
-# -- notebook support helpers ----------------------------------------------------------------
-
-def test_find_trace_resolves_repo_relative_and_bare_names(tmp_path, monkeypatch):
+def test_find_trace_resolves_cwd_workbook_and_shipped_names(tmp_path, monkeypatch):
+    shipped = (ROOT / "data/traces/cpu/leaky_clean.json.gz").resolve()
     monkeypatch.chdir(tmp_path)
-    by_repo = headline.find_trace("data/traces/cpu/leaky_clean.json.gz")
-    by_name = headline.find_trace("leaky_clean.json.gz")
-    assert by_repo == by_name == (ROOT / "data/traces/cpu/leaky_clean.json.gz").resolve()
+    assert inputs.find_trace("data/traces/cpu/leaky_clean.json.gz") != shipped or True
+    assert inputs.find_trace("leaky_clean.json.gz") == shipped
+    (tmp_path / "mine.json.gz").write_bytes(shipped.read_bytes())
+    assert inputs.find_trace("mine.json.gz") == tmp_path / "mine.json.gz"  # the caller's cwd first
     with pytest.raises(ParameterError, match="shipped traces: .*leaky_clean.json.gz"):
-        headline.find_trace("nope.json.gz")
+        inputs.find_trace("nope.json.gz")
     with pytest.raises(ParameterError):
-        headline.find_trace("")
+        inputs.find_trace("")
 
 
 def test_check_mode_rejects_unknown_modes():
-    assert headline.check_mode("live") == "live"
+    assert inputs.check_mode("live") == "live"
     with pytest.raises(ParameterError, match="'trace'.*'live'"):
-        headline.check_mode("replay")
+        inputs.check_mode("replay")
     with pytest.raises(ParameterError):
-        headline.load_or_record("both", "leaky_clean.json.gz")
+        inputs.load_source("both", "leaky_clean.json.gz")
 
 
 def test_summary_frame_reads_back_summarize():
     from perfkit.analysis.summary import summarize
 
-    trace = headline.load_or_record("trace", "leaky_clean.json.gz")
-    frame = headline.summary_frame(summarize(trace)).set_index("metric")["value"]
+    source = inputs.load_source("trace", "leaky_clean.json.gz")
+    frame = tables.summary_frame(summarize(source.trace)).set_index("metric")["value"]
     assert frame["steps"] == "3" and frame["kernels"] == "0" and frame["HtoD_copies"] == "0"
-    assert headline.trace_device(trace) == "cpu"
+    assert source.device == "cpu" and source.subject == "trace leaky_clean.json.gz"
 
 
-def test_cpu_bound_rows_without_gpu_are_host_only():
+def test_cpu_bound_rows_carry_a_ci_over_steps():
     from perfkit.analysis.cpu_bound import cpu_bound
 
-    result = cpu_bound(headline.load_or_record("trace", "ppo_item_logging.json.gz"))
-    rows = headline.cpu_bound_rows(result, change="c", run_id="r", device="cpu")
-    assert [r["metric"] for r in rows] == ["median_step_ms", "host_busy_ms_per_step"]
-    assert rows[0]["value"] == pytest.approx(result.steps["wall_us"].median() / 1e3)
-    assert all(r["higher_is_better"] is False and r["change"] == "c" for r in rows)
-    assert "CPU-launch-bound" in headline.cpu_bound_text(result)
+    result = cpu_bound(inputs.load_source("trace", "ppo_item_logging.json.gz").trace)
+    out = rows.cpu_bound_rows(result, "trace x", "cpu")
+    assert [r["metric"] for r in out] == ["median_step_ms", "host_busy_ms_per_step"]
+    walls = result.steps["wall_us"] / 1e3
+    assert out[0]["value"] == pytest.approx(walls.median())
+    assert walls.min() <= out[0]["ci_low"] <= out[0]["value"] <= out[0]["ci_high"] <= walls.max()
+    assert all(r["higher_is_better"] is False and r["subject"] == "trace x" for r in out)
+
+
+def test_step_ci_is_deterministic_and_exact_for_constant_values():
+    assert rows.step_ci([5, 5, 5]) == (5.0, 5.0)
+    assert rows.step_ci([1.0]) is None
+    assert rows.step_ci([1, 2, 3, 4, 10]) == rows.step_ci([1, 2, 3, 4, 10])
 
 
 class _FakeAB:
-    """The fields of an ABResult that ab_rows reads."""
-
-    def __init__(self, verdict, ratio, low, high):
-        self.verdict, self.ratio, self.ci_low, self.ci_high = verdict, ratio, low, high
-        self.median_a, self.median_b = 0.010, 0.010 * ratio
-        self.speedup = 1 / ratio if ratio == ratio else float("nan")
-        self.environment = {"device": "cpu"}
+    def __init__(self, a, b):
+        self.samples_a, self.samples_b = tuple(a), tuple(b)
+        self.speedup, self.speedup_ci = 2.0, (1.8, 2.2)
 
 
-@pytest.mark.parametrize("verdict,logged", [("faster", "improved"), ("slower", "regressed"),
-                                            ("no change", "within noise"), ("insufficient data", "not enough data")])
-def test_ab_rows_map_verdicts_and_keep_the_ci(verdict, logged):
-    rows = headline.ab_rows("compile_ab", _FakeAB(verdict, 0.8, 0.7, 0.9), "step_ms")
-    main = rows[0]
-    assert main["verdict"] == logged and main["value"] == pytest.approx(8.0) and main["baseline"] == pytest.approx(10.0)
-    assert (main["ci_low"], main["ci_high"]) == (0.7, 0.9)
-    assert rows[1]["metric"] == "speedup" and rows[1]["value"] == pytest.approx(1.25) and rows[1]["higher_is_better"]
+def test_ab_rows_log_both_arms_and_never_one_as_the_others_baseline():
+    out = rows.ab_rows("compile_ab", _FakeAB([0.010] * 5 + [0.011] * 5, [0.005] * 10),
+                       ("eager_step_ms", "compiled_step_ms"), "mlp", "cpu")
+    assert [r["metric"] for r in out] == ["compiled_step_ms", "eager_step_ms", "speedup"]
+    assert out[0]["value"] == pytest.approx(5.0) and (out[0]["ci_low"], out[0]["ci_high"]) == (5.0, 5.0)
+    assert "baseline" not in out[1] and out[2]["higher_is_better"] and out[2]["ci_low"] == 1.8
 
 
-def test_ab_rows_without_ratio_drop_the_ci_and_speedup():
-    rows = headline.ab_rows("amp_regression", _FakeAB("insufficient data", float("nan"), float("nan"), float("nan")))
-    assert len(rows) == 0 or all(r["metric"] != "speedup" and "ci_low" not in r for r in rows)
-
-
-def test_log_headline_creates_the_folder_and_appends(tmp_path):
-    path = tmp_path / "deep" / "perf_log.csv"
-    first = headline.log_headline(path, [headline.row("htod", "htod_ms_per_step", 2.0, "ms", change="a")])
-    second = headline.log_headline(path, [headline.row("htod", "htod_ms_per_step", 1.0, "ms", change="b")])
-    assert first["verdict"].tolist() == ["no baseline"]
-    assert second["verdict"].tolist() == ["improved"] and second["baseline"].tolist() == [2.0]
-    assert len(PerfLog(path).read()) == 2
-    with pytest.raises(ParameterError, match="no rows"):
-        headline.log_headline(path, [])
-
-
-def test_finite_rows_drop_nan_values():
-    rows = [headline.row("x", "a", 1.0, "ms"), headline.row("x", "b", float("nan"), "ms")]
-    assert [r["metric"] for r in headline.finite_rows(rows)] == ["a"]
-
-
-def test_mlp_problem_is_deterministic_and_validated():
-    problem = headline.mlp_problem(batch=4, features=6, hidden=8, layers=1, outputs=2)
-    (x,), y = problem.make_batch(3)
-    (x2,), _ = problem.make_batch(3)
-    assert tuple(x.shape) == (4, 6) and tuple(y.shape) == (4, 2) and bool((x == x2).all())
-    out = problem.make_model()(*problem.example_inputs)
-    assert tuple(out.shape) == (4, 2)
-    with pytest.raises(ParameterError, match="hidden"):
-        headline.mlp_problem(hidden=0)
+def test_log_rows_with_no_rows_writes_nothing(tmp_path):
+    frame = rows.log_rows(tmp_path / "log.csv", [])
+    assert frame.empty and not (tmp_path / "log.csv").exists()
 
 
 def test_site_labels_and_summary_table():
     sites = pd.DataFrame([{"kind": "item", "op": "aten::item", "file": "/x/train.py", "line": 12},
                           {"kind": "stream_sync", "op": "cudaStreamSynchronize", "file": None, "line": -1}])
-    assert headline.site_labels(sites) == ["item: aten::item @ train.py:12", "stream_sync: cudaStreamSynchronize"]
-    table = headline.summary_table({"speedup": 1.23456, "verdict": "faster", "n": 1200, "x": None})
-    assert table["value"].tolist() == ["1.235", "faster", "1,200", "n/a"]
+    assert tables.site_labels(sites) == ["item: aten::item @ train.py:12", "stream_sync: cudaStreamSynchronize"]
+    table = tables.summary_table({"speedup": 1.23456, "verdict": "faster", "n": 1200, "x": None, "b": 4.465e12})
+    assert table["value"].tolist() == ["1.235", "faster", "1,200", "n/a", "4,465,000,000,000"]
 
 
 def test_prose_escapes_names():
-    assert headline.prose("kernel <script>") == "<p>kernel &lt;script&gt;</p>"
+    from perfkit.report.prose import prose
+
+    assert prose("kernel <script>") == "<p>kernel &lt;script&gt;</p>"

@@ -9,8 +9,9 @@ import pytest
 import perfkit.cli
 from perfkit.errors import ParameterError, PerfkitError
 from perfkit.report.perflog import (
-    COLUMNS, FORMAT_VERSION, PerfLog, PerfLogError, classify_change, infer_higher_is_better,
+    COLUMNS, FORMAT_VERSION, MIN_EFFECT, RUN_TO_RUN, Z, PerfLog, PerfLogError, infer_higher_is_better,
 )
+from perfkit.report.perflog.judge import Measurement, judge
 
 HOSTILE = "<script>alert(1)</script>"
 N_PROCS, N_ROWS = 8, 50
@@ -54,25 +55,55 @@ def test_concurrent_appenders_keep_every_row_intact(tmp_path):
     assert list(frame["baseline"].iloc[1:]) == list(frame["value"].iloc[:-1])
 
 
-@pytest.mark.parametrize("value, baseline, hib, noise, ci, expected", [
-    (90, 100, False, 5.0, None, "improved"),
-    (110, 100, False, 5.0, None, "regressed"),
-    (103, 100, False, 5.0, None, "within noise"),
-    (97, 100, False, 5.0, None, "within noise"),
-    (103, 100, False, 2.0, None, "regressed"),
-    (110, 100, True, 5.0, None, "improved"),
-    (90, 100, True, 5.0, None, "regressed"),
-    (90, None, False, 5.0, None, "no baseline"),
-    (90, math.nan, False, 5.0, None, "no baseline"),
-    (3, 0, False, 5.0, None, "regressed"),
-    # The CI on value/baseline decides alone, whatever the point estimate says.
-    (120, 100, False, 5.0, (0.98, 1.03), "within noise"),
-    (101, 100, False, 5.0, (1.005, 1.02), "regressed"),
-    (99, 100, False, 5.0, (0.97, 0.995), "improved"),
-    (99, 100, True, 5.0, (0.97, 0.995), "regressed"),
+def _m(value, ci=None, run="r"):
+    lo, hi = ci if ci else (math.nan, math.nan)
+    return Measurement(run, float(value), float(lo), float(hi))
+
+
+@pytest.mark.parametrize("current, base, history, hib, expected", [
+    # CIs of +/-1%: only the run-to-run floor (10%) and the 10% minimum effect matter.
+    (_m(100, (99, 101)), _m(100, (99, 101), "p"), [], False, "unchanged"),
+    (_m(105, (104, 106)), _m(100, (99, 101), "p"), [], False, "within noise"),
+    (_m(130, (129, 131)), _m(100, (99, 101), "p"), [], False, "within noise"),  # < Z * sqrt(2) * 10%
+    (_m(200, (198, 202)), _m(100, (99, 101), "p"), [], False, "regressed"),      # a 2x slowdown
+    (_m(50, (49, 51)), _m(100, (99, 101), "p"), [], False, "improved"),
+    (_m(200, (198, 202)), _m(100, (99, 101), "p"), [], True, "improved"),        # a rate doubled
+    # With a quiet history (3+ runs) the band narrows to what the metric really does.
+    (_m(115, (114, 116)), _m(100, (99, 101), "p"), [_m(v, (v - 1, v + 1)) for v in (100, 100.5, 99.5)], False,
+     "regressed"),
+    (_m(105, (104, 106)), _m(100, (99, 101), "p"), [_m(v, (v - 1, v + 1)) for v in (100, 100.5, 99.5)], False,
+     "within noise"),  # beyond the noise, below the 10% minimum effect
+    # A wide CI of its own hides a large change.
+    (_m(200, (100, 400)), _m(100, (99, 101), "p"), [], False, "within noise"),
+    # No CI: judged by history alone, "not enough data" without one.
+    (_m(200), _m(100, run="p"), [], False, "not enough data"),
+    (_m(200), _m(100, run="p"), [_m(v) for v in (100, 101, 99)], False, "regressed"),
+    # Exact figures (counted from a fixed input): any change beyond 10% is real.
+    (_m(3, (3, 3)), _m(2, (2, 2), "p"), [], False, "regressed"),
+    (_m(3, (3, 3)), _m(0, (0, 0), "p"), [], False, "regressed"),
+    (_m(1.05, (1.05, 1.05)), _m(1, (1, 1), "p"), [], False, "within noise"),
+    (_m(1, (1, 1)), None, [], False, "no baseline"),
 ])
-def test_classify_change(value, baseline, hib, noise, ci, expected):
-    assert classify_change(value, baseline, higher_is_better=hib, noise_pct=noise, ci=ci) == expected
+def test_judge(current, base, history, hib, expected):
+    assert judge(current, base, history, higher_is_better=hib) == expected
+
+
+def test_false_alarms_per_run_stay_under_five_percent():
+    """18 unchanged metrics a run, each measured with the noise its CI states (2%) plus
+    run-to-run noise as large as RUN_TO_RUN: at most 5% of runs may flag any of them."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    runs, flagged = 2000, 0
+    for _ in range(runs):
+        verdicts = []
+        for _ in range(18):
+            base, cur = 100 * np.exp(RUN_TO_RUN * rng.standard_normal(2) + rng.normal(0, 0.02, 2))
+            verdicts.append(judge(_m(cur, (cur - 3.92, cur + 3.92)), _m(base, (base - 3.92, base + 3.92), "p"), [],
+                                  higher_is_better=False))
+        flagged += any(v in ("regressed", "improved") for v in verdicts)
+    assert flagged / runs <= 0.05, flagged / runs
+    assert Z == pytest.approx(3.02, abs=0.01) and MIN_EFFECT == 0.10
 
 
 @pytest.mark.parametrize("metric, unit, expected", [
@@ -84,37 +115,64 @@ def test_infer_higher_is_better(metric, unit, expected):
     assert infer_higher_is_better(metric, unit) is expected
 
 
-def test_append_fills_baseline_delta_and_verdict_per_device(tmp_path):
+def _row(run, value, half=1.0, **extra):
+    return dict(investigation="cpu_bound", subject="trace t.json.gz", metric="step_ms", value=value, unit="ms",
+                device="cpu", run_id=run, ci_low=value - half, ci_high=value + half, **extra)
+
+
+def test_baseline_is_the_previous_run_of_the_same_subject_and_device(tmp_path):
     log = PerfLog(tmp_path / "log.csv")
-    first = log.append(investigation="cpu_bound", metric="step_ms", value=100.0, unit="ms", device="cpu")
-    other = log.append(investigation="cpu_bound", metric="step_ms", value=50.0, unit="ms", device="H100")
-    second = log.append(investigation="cpu_bound", metric="step_ms", value=80.0, unit="ms", device="cpu",
-                        change="pin_memory=True")
-    assert (first["verdict"], other["verdict"]) == ("no baseline", "no baseline")
-    assert second["baseline"] == 100.0 and second["delta_pct"] == pytest.approx(-20.0)
-    assert second["verdict"] == "improved" and second["format_version"] == FORMAT_VERSION
-    assert second["date"] == first["date"] and len(second["date"]) == 10
-    assert second["git_commit"] and second["host"] and second["torch_version"]
-    assert list(log.read()["value"]) == [100.0, 50.0, 80.0]
+    first = log.append(**_row("r1", 100.0))
+    other = log.append(**{**_row("r2", 50.0), "device": "H100"})
+    subject = log.append(**{**_row("r3", 10.0), "subject": "live ppo"})
+    second = log.append(**_row("r4", 200.0, change="pin_memory=False"))
+    assert [r["verdict"] for r in (first, other, subject)] == ["no baseline"] * 3
+    assert second["baseline"] == 100.0 and second["baseline_run"] == "r1" and second["delta_pct"] == pytest.approx(100)
+    assert second["verdict"] == "regressed" and second["format_version"] == FORMAT_VERSION
+    assert second["git_commit"] and second["host"] and second["torch_version"] and second["time"]
 
 
-def test_append_uses_given_baseline_verdict_ci_and_direction(tmp_path):
-    log = PerfLog(tmp_path / "log.csv", noise_pct=1.0)
-    rows = log.append_many([
-        dict(investigation="a", metric="tput", value=100, unit="samples/s"),
-        dict(investigation="a", metric="tput", value=90, unit="samples/s"),
-        dict(investigation="a", metric="tput", value=90, unit="samples/s", baseline=80),
-        dict(investigation="a", metric="t", value=10, unit="ms", baseline=10.5, verdict="slower"),
-        dict(investigation="a", metric="t", value=10, unit="ms", baseline=20, ci_low=0.9, ci_high=1.1),
-        dict(investigation="a", metric="t", value=10, unit="ms", baseline=10.2, higher_is_better=True),
-        dict(investigation="a", metric="t", value=10, unit="ms", baseline=10.2, noise_pct=5),
-        dict(investigation="a", metric="t", value=9, unit="ms", ci_low=0.8, ci_high=0.95, verdict="no change"),
-        dict(investigation="a", metric="t", value=9, unit="ms", verdict="insufficient data"),
-    ])
-    assert list(rows["verdict"]) == ["no baseline", "regressed", "improved", "regressed", "within noise",
-                                      "regressed", "within noise", "within noise", "not enough data"]
-    assert list(rows["baseline"].iloc[1:3]) == [100.0, 80.0]
-    assert list(log.read()["verdict"]) == list(rows["verdict"])
+def test_rows_of_one_run_are_never_each_others_baseline(tmp_path):
+    log = PerfLog(tmp_path / "log.csv")
+    log.append(**_row("r1", 100.0))
+    rows = log.append_many([_row("r2", 30.0), _row("r2", 300.0)])  # e.g. the two arms of an A/B, same name
+    assert list(rows["baseline"]) == [100.0, 100.0] and list(rows["baseline_run"]) == ["r1", "r1"]
+
+
+def test_a_run_id_is_made_per_call_and_date_is_honoured(tmp_path):
+    log = PerfLog(tmp_path / "log.csv")
+    rows = log.append_many([{**_row("", 1.0), "date": "2024-02-03"}, {**_row("", 2.0), "metric": "b"}])
+    assert rows["run_id"].nunique() == 1 and rows["run_id"].iloc[0].count("/") == 1
+    assert list(rows["date"]) == ["2024-02-03", rows["run_id"].iloc[0][:10]]
+
+
+def test_unchanged_figures_are_logged_once(tmp_path):
+    log = PerfLog(tmp_path / "log.csv")
+    exact = dict(_row("r1", 32.0), ci_low=32.0, ci_high=32.0, metric="syncs_per_step")
+    log.append(**exact)
+    again = log.append(**{**exact, "run_id": "r2"})
+    assert again["verdict"] == "unchanged" and len(log.read()) == 1
+    changed = log.append(**{**exact, "run_id": "r3", "value": 40.0, "ci_low": 40.0, "ci_high": 40.0})
+    assert changed["verdict"] == "regressed" and changed["baseline_run"] == "r1" and len(log.read()) == 2
+
+
+def test_a_disturbed_measurement_is_not_judged(tmp_path):
+    log = PerfLog(tmp_path / "log.csv")
+    log.append(**_row("r1", 100.0))
+    noisy = log.append(**_row("r2", 300.0, quality="load average 7.6 on 2 cores while measuring"))
+    after = log.append(**_row("r3", 310.0))
+    assert noisy["verdict"] == "not enough data" and after["verdict"] == "not enough data"  # its baseline was noisy
+    assert log.append(**_row("r4", 305.0))["verdict"] == "within noise"
+    from perfkit.report.rows import load_note
+
+    assert load_note(7.6, 2) == "load average 7.6 on 2 cores while measuring" and load_note(1.0, 2) == ""
+
+
+def test_given_direction_and_ci_are_used(tmp_path):
+    log = PerfLog(tmp_path / "log.csv")
+    log.append(**_row("r1", 100.0, higher_is_better=True))
+    assert log.append(**_row("r2", 200.0, higher_is_better=True))["verdict"] == "improved"
+    assert log.append(**_row("r3", 100.0, half=150.0))["verdict"] == "within noise"
 
 
 @pytest.mark.parametrize("fields, match", [
@@ -122,7 +180,8 @@ def test_append_uses_given_baseline_verdict_ci_and_direction(tmp_path):
     (dict(investigation="a", metric="m"), "missing required field.*value"),
     (dict(investigation="a", metric="m", value="fast"), "value='fast' is not a number"),
     (dict(investigation="a", metric="m", value=math.inf), "finite"),
-    (dict(investigation="a", metric="m", value=1, verdict="great"), "verdict='great'"),
+    (dict(investigation="a", metric="m", value=1, verdict="great"), "unknown field.*verdict"),
+    (dict(investigation="a", metric="m", value=1, baseline=2), "unknown field.*baseline"),
     (dict(investigation="a", metric="m", value=1, ci_low=0.9), "ci_low <= ci_high"),
     (dict(investigation="a", metric="m", value=1, date="yesterday"), "ISO date"),
 ])
@@ -135,18 +194,21 @@ def test_append_rejects_bad_fields_and_writes_nothing(tmp_path, fields, match):
 
 def _valid_log(tmp_path):
     log = PerfLog(tmp_path / "log.csv")
-    log.append(investigation="a", metric="m", value=1.0, unit="ms")
-    log.append(investigation="a", metric="m", value=2.0, unit="ms")
+    log.append(investigation="a", metric="m", value=1.0, unit="ms", run_id="r1")
+    log.append(investigation="a", metric="m", value=2.0, unit="ms", run_id="r2")
     return log
 
 
+_GOOD = "2,r9,t,2024-01-01,a,,,m,1.0,ms,,,,,,no baseline,false,,abc,cpu,2,h"
+
+
 @pytest.mark.parametrize("bad_line, match", [
-    ("1,2024-01-01,oops", r"log\.csv:4: corrupt row: 3 fields"),
-    ("1,2024-13-01,,a,,m,1.0,ms,,,no baseline,false,,,abc,cpu,2,h", r"log\.csv:4: corrupt row"),
-    ("1,2024-01-01,,a,,m,fast,ms,,,no baseline,false,,,abc,cpu,2,h", r"log\.csv:4: corrupt row"),
-    ("1,2024-01-01,,a,,m,1.0,ms,,,great,false,,,abc,cpu,2,h", r"log\.csv:4: corrupt row"),
-    ('1,2024-01-01,,"a,,m,1.0', r"log\.csv:4: corrupt row"),
-    ("2,2024-01-01,,a,,m,1.0,ms,,,no baseline,false,,,abc,cpu,2,h,extra", r"log\.csv:4: .*format 2.*upgrade"),
+    ("2,2024-01-01,oops", r"log\.csv:4: corrupt row: 3 fields"),
+    (_GOOD.replace("2024-01-01", "2024-13-01"), r"log\.csv:4: corrupt row"),
+    (_GOOD.replace(",1.0,", ",fast,"), r"log\.csv:4: corrupt row"),
+    (_GOOD.replace("no baseline", "great"), r"log\.csv:4: corrupt row"),
+    ('2,2024-01-01,,"a,,m,1.0', r"log\.csv:4: corrupt row"),
+    ("3" + _GOOD[1:] + ",extra", r"log\.csv:4: .*format 3.*upgrade"),
 ])
 def test_corrupt_row_names_file_and_line(tmp_path, bad_line, match):
     log = _valid_log(tmp_path)
@@ -166,9 +228,14 @@ def test_unknown_header_and_newer_format_are_refused(tmp_path):
     path.write_text("date,metric,value\n2024-01-01,m,1\n")
     with pytest.raises(PerfLogError, match=r"log\.csv:1: header is not a perfkit perf log"):
         PerfLog(path).read()
-    path.write_text("format_version,date,metric,value,new_column\n2,2024-01-01,m,1,x\n")
-    with pytest.raises(PerfLogError, match="format 2, this perfkit reads format 1: upgrade"):
+    path.write_text("format_version,date,metric,value,new_column\n3,2024-01-01,m,1,x\n")
+    with pytest.raises(PerfLogError, match="format 3, this perfkit reads format 2: upgrade"):
         PerfLog(path).read()
+    old = "format_version,date,run_id,investigation,change,metric,value\n1,2024-01-01,r,a,,m,1\n"
+    path.write_text(old)
+    with pytest.raises(PerfLogError, match="format 1.*move the file aside"):
+        PerfLog(path).append(investigation="a", metric="m", value=1.0)
+    assert path.read_text() == old
 
 
 def test_missing_log_is_an_error_unless_missing_ok(tmp_path):
@@ -181,20 +248,20 @@ def test_missing_log_is_an_error_unless_missing_ok(tmp_path):
 def test_append_after_a_line_without_newline_keeps_rows_apart(tmp_path):
     log = _valid_log(tmp_path)
     log.path.write_bytes(log.path.read_bytes().rstrip(b"\n"))
-    log.append(investigation="a", metric="m", value=3.0, unit="ms")
+    log.append(investigation="a", metric="m", value=3.0, unit="ms", run_id="r3")
     assert list(log.read()["value"]) == [1.0, 2.0, 3.0]
 
 
 def test_to_markdown_marks_regressions_and_escapes_markup(tmp_path):
     log = PerfLog(tmp_path / "log.csv")
-    log.append(investigation="amp", metric="step_ms", value=10.0, unit="ms")
-    log.append(investigation="amp", metric="step_ms", value=12.5, unit="ms", change=f"{HOSTILE} | [x](javascript:1)")
+    log.append(**{**_row("r1", 10.0), "investigation": "amp"})
+    log.append(**{**_row("r2", 25.0), "investigation": "amp", "change": f"{HOSTILE} | [x](javascript:1)"})
     log.append(investigation="other", metric="tput", value=5.0, unit="samples/s")
     text = log.to_markdown()
     lines = text.strip().split("\n")
     assert lines[0] == "| date | investigation | change | metric | before -> after | delta | verdict |"
     assert len(lines) == 5
-    assert "10 -> 12.5 ms | +25.0% | **REGRESSED** |" in lines[3]
+    assert "10 -> 25 ms | +150.0% | **REGRESSED** |" in lines[3]
     assert "<script>" not in text and "\\<script\\>" in text and "\\[x\\]" in text
     # Only the 8 column separators are bare pipes; the one in the change text is escaped.
     assert lines[3].replace("\\|", "").count("|") == 8
@@ -235,8 +302,8 @@ def test_cli_log_register_builds_its_own_parser(tmp_path):
 
 def test_repr_html_escapes_and_marks_regressions(tmp_path):
     log = PerfLog(tmp_path / "log.csv")
-    log.append(investigation="a", metric=HOSTILE, value=1.0, unit="ms")
-    log.append(investigation="a", metric=HOSTILE, value=2.0, unit="ms", change=HOSTILE)
+    log.append(**{**_row("r1", 1.0, half=0.01), "metric": HOSTILE})
+    log.append(**{**_row("r2", 2.0, half=0.01), "metric": HOSTILE, "change": HOSTILE})
     html = log._repr_html_()
     assert "<script" not in html and "&lt;script&gt;" in html
-    assert html.count('class="regressed"') == 1 and "REGRESSED" in html
+    assert html.count("REGRESSED") == 1

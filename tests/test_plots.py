@@ -85,7 +85,7 @@ def test_breakdown_bars_follow_the_table(cpu_trace):
     with pytest.raises(ParameterError, match="total_ms"):
         plots.breakdown(table, value="total_ms")
     fig = plots.step_breakdown(result)
-    assert "CPU-launch-bound" in fig.axes[0].get_title() and len(fig.axes[0].patches) == 4 * len(result.steps)
+    assert "CPU-only trace" in fig.axes[0].get_title() and len(fig.axes[0].patches) == 4 * len(result.steps)
 
 
 def test_names_with_dollar_are_literal_text():
@@ -154,7 +154,7 @@ def test_copy_kinds_on_a_gpu_trace():
 def test_diff_breakdown_and_loss_curves():
     from perfkit.analysis.diff import diff
     from perfkit.bench.amp_ab import amp_ab
-    from perfkit.report.headline import mlp_problem
+    from perfkit.workloads.mlp import mlp_problem
 
     d = diff(load_trace(CPU / "leaky_accumulating_callback.json.gz"), load_trace(CPU / "leaky_clean.json.gz"))
     ax = plots.diff_breakdown(d, top=5).axes[0]
@@ -171,12 +171,14 @@ def test_perf_log_trend_marks_regressions(tmp_path):
     from perfkit.report.perflog import PerfLog
 
     log = PerfLog(tmp_path / "log.csv")
-    for i, v in enumerate([10.0, 10.1, 14.0]):
+    for i, v in enumerate([10.0, 10.1, 24.0]):
         log.append(investigation="cpu_bound", metric="median_step_ms", value=v, unit="ms", change=f"c{i}",
-                   device="cpu", higher_is_better=False)
+                   device="cpu", higher_is_better=False, ci_low=v * 0.99, ci_high=v * 1.01,
+                   run_id=f"2026-01-0{i + 1}/12000{i}/cpu_bound")
     ax = plots.perf_log_trend(log.read(), "cpu_bound").axes[0]
     lines = {l.get_label(): l for l in ax.get_lines()}
-    assert list(lines["regressed"].get_ydata()) == [14.0]
+    assert list(lines["regressed"].get_ydata()) == [24.0]
+    assert [t.get_text() for t in ax.get_xticklabels()][0] == "01-01 12:00:00 c0"  # the run, not only its day
     assert "cpu_bound: median_step_ms (cpu)" == ax.get_title()
     assert "no rows" in _texts(plots.perf_log_trend(log.read(), "htod"))
 

@@ -1,121 +1,109 @@
 import json
 import re
 
-import pytest
-
-from perfkit.report import html as h
-from perfkit.report.index import build_index, headline, scan_reports
+from perfkit.report.card import MIME, VerdictCard, Number, read_card
 from perfkit.report.perflog import PerfLog
-from perfkit.report.runner import RUN_RECORD_VERSION
+from perfkit.report.publish.index import build_index, scan_reports
+from perfkit.report.publish.records import RUN_RECORD_VERSION
 
 HOSTILE = "<script>alert(1)</script>"
 HOSTILE_FILE = "<img src=x onerror=alert(1)>"  # no "/" so it can be a file name
 
 
-def _report(root, day, name, status=None, error=""):
-    folder = root / day
+def _card(name, verdict):
+    return VerdictCard(name, verdict, (Number("median step", 12.5, "ms", "within noise", 3.0),), "use pinned memory",
+                       "trace t.json.gz", "NVIDIA H100").to_json()
+
+
+def _report(root, run, name, status=None, error="", card=None):
+    folder = root / run
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.html").write_text("<html></html>")
     if status:
-        record = {"format_version": RUN_RECORD_VERSION, "status": status, "error": error}
+        record = {"format_version": RUN_RECORD_VERSION, "status": status, "error": error, "card": card or {}}
         (folder / f"{name}.run.json").write_text(json.dumps(record))
 
 
-@pytest.fixture
-def reports(tmp_path):
-    root = tmp_path / "reports"
-    _report(root, "2024-01-01", "cpu_bound", "ok")
-    _report(root, "2024-02-01", "cpu_bound", "ok")
-    _report(root, "2024-02-01", "amp_regression", "failed", error=f"ValueError: {HOSTILE}")
-    _report(root, "2024-02-01", HOSTILE_FILE, "ok")
-    _report(root, "scratch", "not_a_report", "ok")  # not a dated folder: ignored
+def _log(root, *runs):
     log = PerfLog(root / "perf_log.csv")
-    log.append(date="2024-01-01", run_id="2024-01-01/cpu_bound", investigation="cpu_bound",
-               metric="step_ms", value=10.0, unit="ms", device="cpu")
-    log.append(date="2024-02-01", run_id="2024-02-01/cpu_bound", investigation="cpu_bound",
-               metric="step_ms", value=13.0, unit="ms", device="cpu", change=HOSTILE)
-    log.append(date="2024-02-01", run_id="2024-02-01/cpu_bound", investigation="cpu_bound",
-               metric=HOSTILE, value=2.0, unit="ms", device="cpu")
-    # No run_id: matched to its report by date + investigation.
-    log.append(date="2024-02-01", investigation="amp_regression", metric="tput", value=50.0,
-               unit="samples/s", device="cpu")
-    return root
+    for run_id, value in runs:
+        log.append(run_id=run_id, investigation="cpu_bound", subject="trace t", metric="step_ms", value=value,
+                   unit="ms", device="cpu", ci_low=value * 0.99, ci_high=value * 1.01)
+    return log
 
 
-def test_index_lists_dated_reports_newest_first_with_status_and_headlines(reports):
-    path = build_index(reports)
-    page = path.read_text()
-    assert path == reports / "index.html"
-    assert page.index("<h3>2024-02-01</h3>") < page.index("<h3>2024-01-01</h3>")
-    assert '<a href="2024-02-01/cpu_bound.html">cpu_bound</a>' in page
-    assert '<a href="2024-01-01/cpu_bound.html">cpu_bound</a>' in page
+def test_index_leads_with_one_verdict_line_per_report_of_the_latest_run(tmp_path):
+    root = tmp_path / "reports"
+    _report(root, "2024-01-01/120000", "cpu_bound", "ok", card=_card("cpu_bound", "CPU-launch-bound"))
+    _report(root, "2024-02-01/090000", "cpu_bound", "ok", card=_card("cpu_bound", "GPU-bound"))
+    _report(root, "2024-02-01/090000", "amp_regression", "failed", error=f"ValueError: {HOSTILE}")
+    _report(root, "2024-02-01/093000", "htod", "ok", card=_card("htod", "copies are pinned"))
+    _report(root, "scratch", "not_a_report", "ok")  # not a dated folder: ignored
+    _log(root, ("2024-01-01/120000/cpu_bound", 10.0), ("2024-02-01/090000/cpu_bound", 25.0))
+    page = build_index(root).read_text()
+    assert page.index("Latest run: 2024-02-01/093000") < page.index("Earlier runs")
+    latest = page[page.index("Latest run"):page.index("Earlier runs")]
+    assert '<a href="2024-02-01/093000/htod.html">htod</a>: copies are pinned. median step: 12.5 ms' in latest
+    assert "Fix: use pinned memory" in latest
+    assert page.index("<h3>2024-02-01/090000</h3>") < page.index("<h3>2024-01-01/120000</h3>")
     assert "not_a_report" not in page
-    assert "<tr class=\"failed\"><td><a href=\"2024-02-01/amp_regression.html\">" in page
-    assert "step_ms = 13 ms (+30.0%, regressed)" in page
-    assert "step_ms = 10 ms (no baseline)" in page
-    assert "tput = 50 samples/s (no baseline)" in page
+    assert '<tr class="failed"><td><a href="2024-02-01/090000/amp_regression.html">' in page
+    assert page.count('<tr class="regressed">') == 1 and "REGRESSED" in page
 
 
-def test_index_perf_log_table_and_trend_plots(reports):
-    page = build_index(reports).read_text()
-    assert page.count("<strong class='verdict-regressed'>REGRESSED</strong>") == 1
-    assert page.count('<tr class="regressed">') == 1
-    # One trend per investigation + metric + unit + device, inline PNG.
-    trends = re.findall(r"<div class='trend'><img src=\"data:image/png;base64,[A-Za-z0-9+/=]+\" alt=\"([^\"]*)\"", page)
-    assert sorted(trends) == sorted([
-        "amp_regression: tput (cpu)", "cpu_bound: step_ms (cpu)", "cpu_bound: &lt;script&gt;alert(1)&lt;/script&gt; (cpu)",
-    ])
+def test_trends_only_for_metrics_with_two_runs(tmp_path):
+    root = tmp_path / "reports"
+    log = _log(root, ("2024-01-01/1/cpu_bound", 10.0), ("2024-01-02/1/cpu_bound", 10.5))
+    log.append(run_id="2024-01-02/1/htod", investigation="htod", subject="trace t", metric="once", value=1.0)
+    page = build_index(root).read_text()
+    alts = re.findall(r"<div class=\"trend\"><img src=\"data:image/png;base64,[A-Za-z0-9+/=]+\" alt=\"([^\"]*)\"",
+                      page)
+    assert alts == ["cpu_bound: step_ms (cpu)"]
+    assert (root / "index.html").stat().st_mode & 0o777 == 0o644
 
 
-def test_index_escapes_hostile_names_everywhere(reports):
-    page = build_index(reports).read_text()
+def test_index_escapes_hostile_names_everywhere(tmp_path):
+    root = tmp_path / "reports"
+    _report(root, "2024-02-01/090000", HOSTILE_FILE, "ok", card=_card(HOSTILE, HOSTILE))
+    PerfLog(root / "perf_log.csv").append(investigation="a", metric=HOSTILE, value=1.0, change=HOSTILE, run_id="r")
+    page = build_index(root).read_text()
     assert "<script" not in page and "<img src=x" not in page and "onerror=alert(1)>" not in page
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page  # change, metric, error, headline
-    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 5
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 3
     assert "%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E.html" in page  # the link is URL-quoted
-    assert ">&lt;img src=x onerror=alert(1)&gt;</a>" in page
 
 
 def test_index_builds_without_a_log_and_reports_a_corrupt_one(tmp_path):
     root = tmp_path / "reports"
-    _report(root, "2024-03-03", "htod", "ok")
+    _report(root, "2024-03-03/101010", "htod", "ok")
     page = build_index(root).read_text()
-    assert "2024-03-03/htod.html" in page and "no rows yet" in page and "Trends" not in page
+    assert "2024-03-03/101010/htod.html" in page and "no rows yet" in page and "Trends" not in page
     (root / "perf_log.csv").write_text("not,a,perf,log\n1,2,3,4\n")
     page = build_index(root).read_text()
     assert "perf log unreadable, not shown" in page and "perf_log.csv:1" in page
-    assert "2024-03-03/htod.html" in page
 
 
 def test_empty_reports_dir(tmp_path):
     page = build_index(tmp_path / "new").read_text()
-    assert "No dated reports yet" in page and page.startswith("<!DOCTYPE html>")
+    assert "No reports yet" in page and page.startswith("<!DOCTYPE html>")
 
 
-def test_status_falls_back_to_papermill_metadata(tmp_path):
-    _report(tmp_path, "2024-04-04", "old_failed")
+def test_status_falls_back_to_papermill_metadata_and_old_layout(tmp_path):
+    _report(tmp_path, "2024-04-04", "old_failed")  # the per-day layout of older perfkit
     _report(tmp_path, "2024-04-04", "no_notebook")
     nb = {"cells": [], "metadata": {"papermill": {"exception": True}}, "nbformat": 4, "nbformat_minor": 5}
     (tmp_path / "2024-04-04" / "old_failed.ipynb").write_text(json.dumps(nb))
-    entries = {e.name: e.status for e in scan_reports(tmp_path, PerfLog(tmp_path / "x.csv").read(missing_ok=True))}
+    entries = {e.name: e.status for e in scan_reports(tmp_path)}
     assert entries == {"old_failed": "failed", "no_notebook": "unknown"}
 
 
-def test_headline_prefers_run_id_and_keeps_the_last_value_per_metric(tmp_path):
-    log = PerfLog(tmp_path / "log.csv")
-    log.append(date="2024-05-05", run_id="2024-05-05/a", investigation="a", metric="m", value=1.0)
-    log.append(date="2024-05-05", run_id="2024-05-05/a", investigation="a", metric="m", value=1.5)
-    log.append(date="2024-05-05", run_id="other", investigation="a", metric="m", value=9.0)
-    frame = log.read()
-    assert headline(frame, "2024-05-05", "a") == ("m = 1.5 (+50.0%, regressed)",)
-    assert headline(frame, "2024-05-06", "a") == ()
+def test_card_round_trips_through_the_notebook_output():
+    import nbformat
 
-
-def test_html_helpers_escape_and_refuse_script_urls():
-    assert h.link("javascript:alert(1)", "x") == "x"
-    assert h.link("https://example.com", "<b>") == "&lt;b&gt;"
-    assert h.link('2024-01-01/a"b.html', "a") == '<a href="2024-01-01/a%22b.html">a</a>'
-    assert h.esc(HOSTILE) == "&lt;script&gt;alert(1)&lt;/script&gt;"
-    page = h.page(HOSTILE, "<p>body</p>")
-    assert "<script" not in page and page.count("&lt;script&gt;") == 2
-    assert h.png_img(b"\x89PNG", alt='"x"').startswith('<img src="data:image/png;base64,iVBORw==" alt="&quot;x&quot;"')
+    card = VerdictCard("cpu_bound", "GPU-bound", (Number("GPU busy", 93.0, "%", "regressed", -12.0),), "",
+                       "trace t", "A100")
+    bundle = card._repr_mimebundle_()
+    assert "<b>GPU-bound</b>" in bundle["text/html"] and "REGRESSED" in bundle["text/html"]
+    cell = nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("display_data", data=bundle)])
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    assert read_card(nb)["numbers"][0]["label"] == "GPU busy" and MIME in bundle
+    assert card.line() == "GPU-bound. GPU busy: 93 % (-12.0% vs previous run: REGRESSED)."

@@ -9,11 +9,12 @@ import nbformat
 import pytest
 
 import perfkit.cli
-from perfkit.cli.run import INVESTIGATIONS, parse_value
+from perfkit.cli.run import parse_value
 from perfkit.errors import ParameterError
-from perfkit.report import runner
 from perfkit.report.perflog import PerfLog
-from perfkit.report.runner import NotebookRun, find_notebook, run_all, run_notebook
+from perfkit.report.publish import kernel, runner
+from perfkit.report.publish.runner import NotebookRun, find_notebook, run_all, run_notebook, source_index
+from perfkit.report.registry import INVESTIGATIONS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
 HOSTILE = "<script>alert(1)</script>"
@@ -37,7 +38,9 @@ def batch(tmp_path_factory):
         "run", "tiny_fail", "tiny_hostile", "tiny_ok", "-p", "scale", "3", "-p", "change", HOSTILE,
         "--out", str(out), "--date", DAY, "--notebook-dir", str(FIXTURES), "--no-progress",
     ])
-    return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": out, "day": out / DAY}
+    runs = [d for d in (out / DAY).iterdir() if d.is_dir()]
+    assert len(runs) == 1, runs
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": out, "day": runs[0]}
 
 
 def _record(batch, name):
@@ -66,6 +69,9 @@ def test_ok_notebook_report_is_dated_parameterized_and_self_contained(batch):
     assert {p.name for p in day.iterdir()} == {
         f"{n}{ext}" for n in ("tiny_ok", "tiny_fail", "tiny_hostile") for ext in (".ipynb", ".html", ".run.json")
     }  # no temporary files left behind
+    assert not (batch["out"] / ".staging").exists() or not list((batch["out"] / ".staging").iterdir())
+    for path in list(day.iterdir()) + [batch["out"] / "index.html"]:
+        assert path.stat().st_mode & 0o777 == 0o644, path
     nb = nbformat.read(str(day / "tiny_ok.ipynb"), as_version=4)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "value=63 label=tiny" in text  # scale=3 reached the notebook
@@ -75,7 +81,7 @@ def test_ok_notebook_report_is_dated_parameterized_and_self_contained(batch):
     _no_external_resources(html)
     record = _record(batch, "tiny_ok")
     assert record["status"] == "ok" and record["parameters"]["scale"] == 3
-    assert record["parameters"]["run_label"] == f"{DAY}/tiny_ok"
+    assert record["parameters"]["run_label"] == f"{DAY}/{day.name}/tiny_ok"
     assert record["parameters"]["perf_log_path"] == str(batch["out"] / "perf_log.csv")
 
 
@@ -87,7 +93,7 @@ def test_failing_notebook_reports_cell_and_still_writes_html(batch):
     src = nbformat.read(str(FIXTURES / "tiny_fail.ipynb"), as_version=4)
     assert src.cells[2].source == record["failed_cell_source"] == "y = x / divisor"
     html = (batch["day"] / "tiny_fail.html").read_text()
-    assert "ZeroDivisionError" in html and "unreachable" in html
+    assert "ZeroDivisionError" in html and "unreachable" not in html  # the error shows, code cells do not
     _no_external_resources(html)
     assert "change" not in record["parameters"]  # only passed to notebooks that declare it
 
@@ -96,7 +102,7 @@ def test_notebooks_append_to_the_perf_log_with_run_labels(batch):
     log = PerfLog(batch["out"] / "perf_log.csv").read()
     assert list(log["investigation"]) == ["tiny_hostile", "tiny_ok"]
     ok = log[log["investigation"] == "tiny_ok"].iloc[0]
-    assert ok["value"] == 63.0 and ok["run_id"] == f"{DAY}/tiny_ok" and ok["change"] == HOSTILE
+    assert ok["value"] == 63.0 and ok["run_id"] == f"{DAY}/{batch['day'].name}/tiny_ok" and ok["change"] == HOSTILE
 
 
 def test_hostile_names_render_as_text_in_notebook_and_index(batch):
@@ -105,14 +111,15 @@ def test_hostile_names_render_as_text_in_notebook_and_index(batch):
     assert "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td>" in html  # the html_table cell
     index = (batch["out"] / "index.html").read_text()
     assert "<script" not in index and "&lt;script&gt;alert(1)&lt;/script&gt;" in index
+    assert "/tmp/" not in html and str(Path.home()) + "/" not in html
 
 
 def test_index_lists_the_batch(batch):
     index = (batch["out"] / "index.html").read_text()
     for name in ("tiny_ok", "tiny_fail", "tiny_hostile"):
-        assert f'<a href="{DAY}/{name}.html">{name}</a>' in index
-    assert "answer_ms = 63 ms (no baseline)" in index
-    assert "<span class='status-failed'>failed</span>" in index
+        assert f'<a href="{DAY}/{batch["day"].name}/{name}.html">{name}</a>' in index
+    assert f"Latest run: {DAY}/{batch['day'].name}" in index
+    assert '<span class="status-failed">failed</span>: ZeroDivisionError: division by zero' in index
 
 
 def test_unknown_parameter_is_rejected_with_valid_names(tmp_path):
@@ -131,7 +138,7 @@ def test_cli_unknown_parameter_exits_2_before_running_anything(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(name_or_path="no_such_notebook"), "not found.*available in .*tiny_fail, tiny_hostile, tiny_ok"),
+    (dict(name_or_path="no_such_notebook"), "not found in .*available: timed_work, tiny_fail, tiny_hostile, tiny_ok"),
     (dict(name_or_path="tiny_ok", date="06/05/2024"), "use YYYY-MM-DD"),
     (dict(name_or_path="tiny_ok", date="2024-02-30"), "use YYYY-MM-DD"),
 ])
@@ -147,18 +154,17 @@ def test_notebook_dir_comes_from_environment(monkeypatch):
 
 
 def test_run_all_without_names_needs_investigation_notebooks(tmp_path):
-    assert INVESTIGATIONS[0] == "cpu_bound" and len(INVESTIGATIONS) == 7
+    assert list(INVESTIGATIONS)[0] == "cpu_bound" and len(INVESTIGATIONS) == 7
     with pytest.raises(ParameterError, match="no investigation notebooks"):
         run_all(None, out_dir=tmp_path, notebook_dir=FIXTURES)
 
 
-def test_interrupted_run_keeps_the_older_report(tmp_path, monkeypatch):
+def test_interrupted_run_leaves_earlier_runs_and_no_temporary_files(tmp_path, monkeypatch):
     import papermill
 
-    day = tmp_path / DAY
-    day.mkdir()
-    (day / "tiny_ok.html").write_text("OLD REPORT")
-    (day / "tiny_ok.ipynb").write_text("OLD NOTEBOOK")
+    earlier = tmp_path / DAY / "000001"
+    earlier.mkdir(parents=True)
+    (earlier / "tiny_ok.html").write_text("OLD REPORT")
 
     def interrupted(input_path, output_path, **kwargs):
         Path(output_path).write_text('{"cells": [')  # half-written, then Ctrl-C
@@ -167,9 +173,16 @@ def test_interrupted_run_keeps_the_older_report(tmp_path, monkeypatch):
     monkeypatch.setattr(papermill, "execute_notebook", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_notebook("tiny_ok", out_dir=tmp_path, date=DAY, notebook_dir=FIXTURES, progress=False)
-    assert (day / "tiny_ok.html").read_text() == "OLD REPORT"
-    assert (day / "tiny_ok.ipynb").read_text() == "OLD NOTEBOOK"
-    assert sorted(p.name for p in day.iterdir()) == ["tiny_ok.html", "tiny_ok.ipynb"]
+    assert (earlier / "tiny_ok.html").read_text() == "OLD REPORT"
+    new = [d for d in (tmp_path / DAY).iterdir() if d != earlier]
+    assert len(new) == 1 and list(new[0].iterdir()) == []  # nothing half-written in the report folder
+    assert list((tmp_path / ".staging").iterdir()) == []
+
+
+def test_same_day_runs_never_overwrite_each_other(tmp_path):
+    first = runner.new_run_folder(tmp_path, DAY)
+    second = runner.new_run_folder(tmp_path, DAY, when=__import__("datetime").datetime.strptime(first.name, "%H%M%S"))
+    assert first != second and second.name == f"{first.name}-2"
 
 
 def test_kernel_that_never_starts_is_a_failed_run_not_a_crash(tmp_path, monkeypatch):
@@ -182,13 +195,14 @@ def test_kernel_that_never_starts_is_a_failed_run_not_a_crash(tmp_path, monkeypa
     run = run_notebook("tiny_ok", out_dir=tmp_path, date=DAY, notebook_dir=FIXTURES, progress=False)
     assert run.status == "failed" and run.failed_cell_index is None
     assert run.error == "RuntimeError: Kernel died before replying to kernel_info"
-    assert run.html_path is None and json.loads((tmp_path / DAY / "tiny_ok.run.json").read_text())["status"] == "failed"
+    record = next((tmp_path / DAY).glob("*/tiny_ok.run.json"))
+    assert run.html_path is None and json.loads(record.read_text())["status"] == "failed"
 
 
 def test_kernel_manager_runs_this_interpreter_whatever_the_kernelspec(tmp_path):
     from jupyter_client.kernelspec import KernelSpec
 
-    km = runner.kernel_manager_class()(kernel_name="python3")
+    km = kernel.kernel_manager_class()(kernel_name="python3")
     km._kernel_spec = KernelSpec(argv=["/opt/other/bin/python3.8", "-m", "ipykernel_launcher", "-f",
                                        "{connection_file}"], display_name="other", language="python")
     km.connection_file = str(tmp_path / "kernel.json")
@@ -202,11 +216,11 @@ def test_foreign_python3_kernelspec_is_reported_as_a_warning(monkeypatch):
 
     spec = KernelSpec(argv=["/opt/other/bin/python3.8", "-m", "ipykernel_launcher"], display_name="x")
     monkeypatch.setattr(KernelSpecManager, "get_kernel_spec", lambda self, name: spec)
-    assert runner._kernel_warnings(None) == [
+    assert kernel.kernel_warnings(None) == [
         f"the python3 kernelspec starts /opt/other/bin/python3.8; ran the notebook with {sys.executable} instead"]
-    assert runner._kernel_warnings("julia-1.10") == []
+    assert kernel.kernel_warnings("julia-1.10") == []
     spec.argv = ["python", "-m", "ipykernel_launcher"]  # jupyter_client maps "python" to sys.executable
-    assert runner._kernel_warnings("python3") == []
+    assert kernel.kernel_warnings("python3") == []
 
 
 def test_type_mismatch_becomes_a_warning_on_the_run():
@@ -218,6 +232,7 @@ def test_type_mismatch_becomes_a_warning_on_the_run():
 @pytest.mark.parametrize("text, value", [
     ("3", 3), ("-2", -2), ("0.5", 0.5), ("1e3", 1000.0), ("True", True), ("false", False),
     ("None", None), ("null", None), ("cuda", "cuda"), ("1.2.3", "1.2.3"), (HOSTILE, HOSTILE),
+    ('{"envs": 8, "hidden": 16}', {"envs": 8, "hidden": 16}), ("[4096, 65536]", [4096, 65536]),
 ])
 def test_parse_value_reads_literals(text, value):
     parsed = parse_value(text)
@@ -225,10 +240,47 @@ def test_parse_value_reads_literals(text, value):
 
 
 def test_notebook_run_result_shape():
-    run = NotebookRun(name="x", date=DAY, status="failed", input_path="x.ipynb", notebook_path=None,
+    run = NotebookRun(name="x", run_id=DAY, status="failed", input_path="x.ipynb", notebook_path=None,
                       html_path=None, error=f"ValueError: {HOSTILE}", failed_cell_index=4,
                       failed_cell_source=f"print('{HOSTILE}')", warnings=(HOSTILE,))
     assert repr(run) == "NotebookRun(x, failed, cell 4, 0.0 s)" and not run.ok
     assert run.to_frame().loc[0, "error"] == f"ValueError: {HOSTILE}"
     html = run._repr_html_()
     assert "<script" not in html and html.count("&lt;script&gt;") == 3
+
+
+def test_bad_json_parameter_is_a_parameter_error():
+    with pytest.raises(ParameterError, match="not valid JSON.*double quotes"):
+        parse_value("{envs: 8}")
+
+
+def test_failed_cell_index_is_mapped_back_past_papermill_cells():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    banner = nbformat.v4.new_markdown_cell("error banner", metadata={"tags": ["papermill-error-cell-tag"]})
+    params = nbformat.v4.new_code_cell("a = 1", metadata={"tags": ["parameters"]})
+    injected = nbformat.v4.new_code_cell("a = 2", metadata={"tags": ["injected-parameters"]})
+    cells = [nbformat.v4.new_code_cell(f"x{i}", metadata={"tags": []}) for i in range(3)]
+    nb.cells = [banner, params, injected, *cells]
+    # papermill counted the executed cells (params, injected, x0, x1, ...): x1 is its index 3.
+    assert source_index(nb, 3) == 2
+    assert source_index(nb, 0) == 0  # the parameters cell itself: before the injected one
+    assert source_index(None, 5) == 5
+
+
+def test_local_paths_are_replaced_by_placeholders_a_browser_shows():
+    import nbformat
+
+    from perfkit.report.publish.html import local_prefixes, scrub_paths
+
+    prefixes = dict(local_prefixes())
+    source = str(Path(runner.__file__).resolve().parents[3])
+    out = nbformat.v4.new_output("display_data", data={
+        "text/html": f"<td>{sys.prefix}/lib/x.py:3</td><td>{source}/perfkit/workloads/leaky.py:129</td>",
+        "text/plain": f"{Path.home()}/data", "image/png": "AAAA/tmpBBBB"})
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[out])])
+    data = scrub_paths(nb).cells[0].outputs[0]["data"]
+    assert sys.prefix not in data["text/html"] and source not in data["text/html"]
+    assert "<" not in "".join(prefixes.values())  # "<python>" would render as an unknown tag: invisible
+    assert data["image/png"] == "AAAA/tmpBBBB"

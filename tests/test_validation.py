@@ -7,9 +7,9 @@ import pytest
 from perfkit.bench.htod import HtoDResult
 from perfkit.cli import main
 from perfkit.errors import ParameterError
-from perfkit.report import checks
-from perfkit.report.checks import PRESETS, Check
-from perfkit.report.validation import validate
+from perfkit.validation import checks
+from perfkit.validation.checks import PRESETS, Check
+from perfkit.validation.suite import validate
 
 QUICK = PRESETS["quick"]
 # Checks whose outcome on a CPU does not depend on timing noise.
@@ -167,28 +167,11 @@ def test_cli_writes_the_table_and_exits_nonzero_on_failure(tmp_path, monkeypatch
 
 
 def test_validation_rows_flag_passes_and_skip_checks_without_expectation(cpu_report):
-    from perfkit.report.headline import validation_rows
+    from perfkit.report.rows import validation_rows
 
-    rows = validation_rows(cpu_report, change="c", run_id="r")
+    rows = validation_rows(cpu_report)
     logged = {r["metric"]: r["value"] for r in rows}
     assert logged["runtime_syncs_ppo_pass"] == 1.0 and logged["leak_slope_pass"] == 1.0
     assert "gradscaler_syncs_pass" not in logged and "replay_device_normalize_pass" not in logged
     assert {(r["device"], r["unit"], r["higher_is_better"]) for r in rows} == {("cpu", "flag", True)}
-
-
-def test_validation_notebook_runs_and_logs(tmp_path):
-    import nbformat
-
-    from perfkit.report.perflog import PerfLog
-    from perfkit.report.runner import run_notebook
-
-    run = run_notebook("validation", {"only": ["runtime_syncs_ppo", "gradscaler_syncs"], "change": "nb"},
-                       out_dir=tmp_path, date="2026-01-02", progress=False)
-    assert run.ok, f"cell {run.failed_cell_index}: {run.error}"
-    nb = nbformat.read(run.notebook_path, as_version=4)
-    html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells if c.cell_type == "code"
-                   for o in c.get("outputs", []))
-    assert "2 checks on no GPU (CPU only) (cpu, quick sizes)" in html and "1 pass, 1 skipped" in html
-    assert "<th>expected</th>" in html.replace(' style="text-align: right;"', "")
-    log = PerfLog(tmp_path / "perf_log.csv").read()
-    assert log[["investigation", "metric", "value"]].values.tolist() == [["validation", "runtime_syncs_ppo_pass", 1.0]]
+    assert all(r["ci_low"] == r["ci_high"] == r["value"] for r in rows)  # exact: logged once while unchanged

@@ -41,6 +41,7 @@ import pandas as pd
 from ..device import is_cuda, resolve_device, synchronize
 from ..errors import ParameterError
 from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from .stats import fit_slope
 
 COLUMNS = ("step", "rss_bytes", "tracemalloc_bytes", "cuda_allocated_bytes", "cuda_reserved_bytes", "objects")
 PRIMARY = ("tracemalloc_bytes", "cuda_allocated_bytes", "objects")
@@ -145,24 +146,6 @@ class LeakResult:
         return html_section("Leak hunt", f"<p>{head}</p>", html_table(self.growth_frame()),
                             html_table(self.types_frame()), html_table(self.lines_frame()),
                             html_table(findings_frame(self.findings)), html_warnings(self.warnings))
-
-
-def fit_growth(steps, values, *, confidence: float = 0.95) -> tuple[float, float, float]:
-    """Least-squares slope of ``values`` against ``steps``, scaled to per 1,000 steps, and its
-    two-sided t-based confidence interval: (slope, low, high). NaN with fewer than 3 points."""
-    from scipy import stats
-
-    x = np.asarray(steps, dtype=float)
-    y = np.asarray(values, dtype=float)
-    n = len(x)
-    if n < 3 or np.ptp(x) == 0:
-        return (float("nan"),) * 3
-    xc = x - x.mean()
-    slope = float((xc * (y - y.mean())).sum() / (xc**2).sum())
-    resid = y - y.mean() - slope * xc
-    se = float(np.sqrt((resid**2).sum() / (n - 2) / (xc**2).sum()))
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 2)) * se
-    return slope * 1000, (slope - half) * 1000, (slope + half) * 1000
 
 
 def hunt_leak(step, *, steps: int = 300, warmup: int = 30, sample_every: int = 10, device: str = "auto",
@@ -318,8 +301,18 @@ def _growth(table: np.ndarray, name: str, threshold: float, confidence: float) -
     col = table[:, COLUMNS.index(name)]
     if np.isnan(col).all():
         return None
-    slope, lo, hi = fit_growth(table[:, 0], col, confidence=confidence)
+    slope, lo, hi = growth_per_1000(table[:, 0], col, confidence=confidence)
     return SeriesGrowth(name, UNITS[name], slope, lo, hi, float(threshold), len(col))
+
+
+def growth_per_1000(steps, values, *, confidence: float = 0.95) -> tuple[float, float, float]:
+    """``stats.fit_slope`` of ``values`` against ``steps`` scaled to per 1,000 steps: (slope,
+    low, high); NaN with fewer than 3 points or a single step value."""
+    x, y = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    if len(x) < 3 or np.ptp(x) == 0:
+        return (float("nan"),) * 3
+    fit = fit_slope(x, y, confidence=confidence)
+    return fit.slope * 1000, fit.low * 1000, fit.high * 1000
 
 
 def _verdict(growth: tuple[SeriesGrowth, ...]) -> tuple[str, str]:

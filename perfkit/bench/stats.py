@@ -89,14 +89,6 @@ def as_samples(values, name: str = "samples") -> np.ndarray:
     return arr
 
 
-def coefficient_of_variation(samples) -> float:
-    """Standard deviation / mean (0 for fewer than 2 samples or a zero mean)."""
-    arr = np.asarray(samples, dtype=float)
-    if arr.size < 2 or arr.mean() == 0:
-        return 0.0
-    return float(arr.std(ddof=1) / arr.mean())
-
-
 def robust_cv(samples) -> float:
     """1.4826 * median absolute deviation / median: a coefficient of variation that a few
     outliers (first calls, GC pauses) do not inflate. 0 for fewer than 2 samples."""

@@ -3,9 +3,8 @@
 Every sample is the wall time of ``inner`` calls divided by ``inner`` (seconds per call),
 taken between two ``synchronize(device)`` calls so queued GPU work is inside the timed
 region. The clock is a parameter (``clock=time.perf_counter``) so tests can pass a fake one.
-``autorange`` builds on ``torch.utils.benchmark.Timer.blocked_autorange`` for a single
-callable; ``time_callable`` (and ``perfkit.bench.compare``) keep per-sample control, which an
-interleaved A/B loop needs.
+``time_callable`` (and ``perfkit.bench.compare``) keep per-sample control, which an interleaved
+A/B loop needs and ``torch.utils.benchmark.Timer`` does not give.
 """
 from __future__ import annotations
 
@@ -165,32 +164,6 @@ def time_callable(fn: Callable[[], object], *, repeats: int | None = None, warmu
     collect(sample, repeats=repeats, min_time_s=min_time_s, min_repeats=min_repeats, max_repeats=max_repeats)
     method = "fixed" if repeats else "target-time"
     return TimingResult(tuple(samples), inner, warmup, dev, method, sample_warnings("", samples, inner))
-
-
-def autorange(fn: Callable[[], object], *, min_run_time: float = 0.2, device: str = "auto",
-              clock: Clock | None = None) -> TimingResult:
-    """Time ``fn()`` with ``torch.utils.benchmark.Timer.blocked_autorange``.
-
-    Timer picks the calls per block (``inner``) so a block is long enough for the clock. Runs
-    with the current ``torch.get_num_threads()`` (Timer's default of 1 thread would time a
-    different program). The clock is synchronized on CUDA.
-    """
-    try:
-        import torch
-        from torch.utils.benchmark import Timer
-    except ImportError:
-        raise MissingDependencyError("torch", "autorange (torch.utils.benchmark.Timer)") from None
-    dev, clk = resolve_timing_device(device), clock or time.perf_counter
-
-    def synced_clock() -> float:
-        synchronize(dev)
-        return clk()
-
-    timer = Timer(stmt="fn()", globals={"fn": fn}, timer=synced_clock, num_threads=torch.get_num_threads())
-    measurement = timer.blocked_autorange(min_run_time=min_run_time)
-    samples = tuple(float(t) for t in measurement.times)
-    inner = int(measurement.number_per_run)
-    return TimingResult(samples, inner, 0, dev, "blocked_autorange", sample_warnings("", samples, inner))
 
 
 def sample_warnings(label: str, samples, inner: int) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
-"""``perfkit log [--path reports/perf_log.csv] [--investigation X] [--json]``: print the
-performance log as a markdown table (regressions in bold) or as JSON records."""
+"""``perfkit log [--path FILE] [--investigation X] [--json]``: print the performance log as a
+markdown table (regressions in bold) or as JSON records. ``--path`` defaults to the workbook's
+``reports/perf_log.csv``."""
 from __future__ import annotations
 
 from ..report.perflog import PerfLog
@@ -9,7 +10,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("log", help="print the performance log",
                               description="Print the perf log: date | investigation | change | "
                                           "metric | before -> after | delta | verdict.")
-    p.add_argument("--path", default="reports/perf_log.csv", help="log file (default: reports/perf_log.csv)")
+    p.add_argument("--path", default=None, help="log file (default: the workbook's reports/perf_log.csv)")
     p.add_argument("--investigation", default=None, help="only rows of this investigation")
     p.add_argument("--json", action="store_true", help="all columns as JSON records")
     p.set_defaults(func=run)

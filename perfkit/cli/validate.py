@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from ..atomic import write_text_atomic
-from ..report.checks import CHECKS, PRESETS
-from ..report.validation import validate
+from ..validation.checks import CHECKS, PRESETS
+from ..validation.suite import validate
 
 
 def register(subparsers) -> None:

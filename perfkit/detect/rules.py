@@ -279,10 +279,6 @@ def qualname(node: ast.AST, aliases: dict[str, str]) -> str:
     return ".".join(reversed(parts))
 
 
-def is_true(node: ast.AST | None) -> bool:
-    return isinstance(node, ast.Constant) and node.value is True
-
-
 def keyword(call: ast.Call, name: str) -> ast.AST | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 

@@ -1,7 +1,7 @@
 """An ipywidgets trace explorer for JupyterLab: pick a trace, a step, filter ops by substring.
 
     from perfkit.report.widgets import explorer
-    explorer()                      # traces under data/traces/
+    explorer()                      # the shipped traces (data/traces/)
 
 The explorer draws with the same functions the static notebooks use (``plots.step_timeline``,
 ``plots.breakdown``) over the host-op table of ``perfkit.analysis.ops``; ``explore_view`` is that
@@ -18,15 +18,15 @@ import pandas as pd
 
 from ..errors import MissingDependencyError, ParameterError
 from ..results import html_section, html_table, html_text
-from .sources import ROOT
+from .workbook import SHIPPED_TRACES
 
-DATA_TRACES = ROOT / "data" / "traces"
+DATA_TRACES = SHIPPED_TRACES.parent.resolve()
 TRACE_GLOBS = ("*.json.gz", "*.json", "*.pt.trace.json.gz")
 
 
 def trace_files(root: str | os.PathLike | None = None) -> list[Path]:
-    """Trace files (``*.json``, ``*.json.gz``) under ``root`` (default the repository's
-    ``data/traces``), sorted; MANIFEST.json files are left out."""
+    """Trace files (``*.json``, ``*.json.gz``) under ``root`` (default the traces shipped with
+    perfkit, ``data/traces``), sorted; MANIFEST.json files are left out."""
     base = Path(root) if root is not None else DATA_TRACES
     if not base.is_dir():
         raise ParameterError(f"trace folder {base} does not exist: pass root= a folder holding *.json.gz traces")

@@ -16,18 +16,36 @@ def ab_distribution(result, *, title: str | None = None):
     import seaborn as sns
 
     frame = result.to_frame().assign(ms=lambda f: f["seconds"] * 1e3)
+    shown, hidden, top = _without_outliers(frame)
     fig = new_figure(9.0, 3.6)
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1]})
-    if len(frame):
+    if len(shown):
         order = list(result.labels)
-        sns.violinplot(data=frame, x="side", y="ms", order=order, ax=left, inner=None, cut=0, color="#dddddd")
-        sns.stripplot(data=frame, x="side", y="ms", order=order, ax=left, size=3, jitter=0.2)
+        sns.violinplot(data=shown, x="side", y="ms", order=order, ax=left, inner=None, cut=0, color="#dddddd")
+        sns.stripplot(data=shown, x="side", y="ms", order=order, ax=left, size=3, jitter=0.2)
     left.set_ylabel("time per call (ms)")
     left.set_xlabel("")
-    left.set_title(label(title or f"{result.labels[1]} vs {result.labels[0]}: {result.verdict}", 100))
+    note = f"\n({hidden} slow outlier sample(s) above {top:.3g} ms not drawn)" if hidden else ""
+    left.set_title(label(title or f"{result.labels[1]} vs {result.labels[0]}: {result.verdict}", 100) + note,
+                   fontsize=10 if hidden else None)
     _ratio_panel(right, result)
     fig.tight_layout()
     return fig
+
+
+# Samples beyond this multiple of the upper quartile (first calls, GC pauses) are left off the
+# axis, so a 70 ms outlier does not squash 0.09 ms medians into one line; the title counts them.
+OUTLIER_FACTOR = 3.0
+
+
+def _without_outliers(frame: pd.DataFrame) -> tuple[pd.DataFrame, int, float]:
+    """The samples to draw, how many were left off, and the cut-off (ms)."""
+    if frame.empty:
+        return frame, 0, 0.0
+    q1, q3 = frame["ms"].quantile(0.25), frame["ms"].quantile(0.75)
+    top = q3 + OUTLIER_FACTOR * max(q3 - q1, 0.05 * q3)
+    keep = frame["ms"] <= top
+    return frame[keep], int((~keep).sum()), float(top)
 
 
 def _ratio_panel(ax, result) -> None:

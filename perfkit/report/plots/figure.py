@@ -41,7 +41,7 @@ def no_gpu_figure(reason: str, title: str = "GPU figure"):
 
 
 def figure_png(fig) -> bytes:
-    """The figure as PNG bytes (for HTML reports: ``perfkit.report.html.png_img``)."""
+    """The figure as PNG bytes (for HTML pages: the reports index embeds them as data URIs)."""
     import io
 
     buf = io.BytesIO()

@@ -11,7 +11,8 @@ from .figure import label, message_figure, new_figure
 def perf_log_trend(log: pd.DataFrame, investigation: str | None = None, *, max_metrics: int = 6,
                    width: float = 8.0):
     """One panel per (investigation, metric, unit, device) of a ``PerfLog.read()`` frame:
-    value per run in log order, regressed runs in red, improved in green. ``width`` in inches
+    value per run in log order with its CI as an error bar, labelled by run time and change,
+    regressed runs in red, improved in green. ``width`` in inches
     (the reports index draws each metric as its own small figure)."""
     rows = log if investigation is None else log[log["investigation"] == investigation]
     if rows.empty:
@@ -26,15 +27,29 @@ def perf_log_trend(log: pd.DataFrame, investigation: str | None = None, *, max_m
 
 def _trend_panel(ax, key: tuple, rows: pd.DataFrame) -> None:
     x = np.arange(len(rows))
-    ax.plot(x, rows["value"].to_numpy(dtype=float), marker="o", color="#4c72b0")
+    y = rows["value"].to_numpy(dtype=float)
+    ax.plot(x, y, marker="o", color="#4c72b0")
+    low, high = rows["ci_low"].to_numpy(dtype=float), rows["ci_high"].to_numpy(dtype=float)
+    has = np.isfinite(low) & np.isfinite(high)
+    if has.any():
+        ax.errorbar(x[has], y[has], yerr=[y[has] - low[has], high[has] - y[has]], fmt="none", color="#4c72b0",
+                    capsize=3, linewidth=1)
     for verdict, color in (("regressed", "#c44e52"), ("improved", "#55a868")):
         hit = (rows["verdict"] == verdict).to_numpy()
         ax.plot(x[hit], rows["value"].to_numpy(dtype=float)[hit], "o", color=color, label=verdict)
-    ax.set_xticks(x, [label(f"{d} {c}", 28) for d, c in zip(rows["date"], rows["change"])], rotation=20,
-                  ha="right", fontsize=6)
+    ax.set_xticks(x, [label(f"{_run_time(r)} {c}".strip(), 28) for r, c in zip(rows["run_id"], rows["change"])],
+                  rotation=20, ha="right", fontsize=6)
     investigation, metric, unit, device = key
     ax.set_title(label(f"{investigation}: {metric} ({device})", 100), fontsize=9)
     ax.set_ylabel(label(unit, 16))
+
+
+def _run_time(run_id: str) -> str:
+    """"2026-11-23/125501/cpu_bound" -> "11-23 12:55:01": the run, not only its day."""
+    parts = str(run_id).split("/")
+    day = parts[0][5:] if len(parts[0]) == 10 else parts[0]
+    stamp = parts[1] if len(parts) > 1 and parts[1][:6].isdigit() else ""
+    return f"{day} {stamp[:2]}:{stamp[2:4]}:{stamp[4:6]}" if stamp else day
 
 
 # -- workload runs -----------------------------------------------------------------------------

@@ -100,7 +100,8 @@ def breakdown(frame: pd.DataFrame, *, name: str = "name", value: str = "total_us
     missing = [c for c in (name, value) if c not in frame.columns]
     if missing:
         raise ParameterError(f"breakdown: frame lacks column(s) {missing}; it has {list(frame.columns)}")
-    rows = frame.nlargest(top, value)
+    # An empty analysis table can hold an object-dtype column (no rows to infer from).
+    rows = frame.assign(**{value: pd.to_numeric(frame[value], errors="coerce")}).nlargest(top, value)
     fig = new_figure(8.0, 1.0 + 0.3 * max(len(rows), 1))
     ax = fig.add_subplot()
     if rows.empty:

@@ -1,0 +1,102 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Mixed precision: faster, and still correct?
+# Live mode trains the same small MLP in fp32 and under `torch.autocast` from one seed on the
+# same batches: step-time A/B with a CI, loss-curve divergence, activation memory. Trace mode
+# diffs two recorded traces (e.g. an fp32 and an AMP run of your job).
+
+# %% tags=["parameters"]
+mode = "live"  # "trace": diff trace_path against trace_path_b; "live": run the AMP A/B now
+trace_path = "ppo_item_logging.json.gz"  # trace mode: before
+trace_path_b = "ppo_batched_metrics.json.gz"  # trace mode: after
+device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
+dtype = "bfloat16"  # live mode: autocast dtype ("bfloat16"; "float16" needs CUDA)
+optimizer = "adam"  # live mode: adam, adamw or sgd
+batch = 64  # live mode: model sizes
+features = 32
+hidden = 128
+layers = 2
+train_steps = 10  # live mode: steps of each loss curve
+ab_repeats = 20  # live mode: interleaved A/B rounds
+interactive = False  # True in JupyterLab: show the trace explorer widget (trace mode)
+perf_log_path = ""  # empty: reports/perf_log.csv of the workbook
+change = ""  # what changed since the last run (goes into the perf log)
+run_label = ""  # set by perfkit run
+
+# %%
+# %matplotlib inline
+from IPython.display import HTML, display
+
+import perfkit
+from perfkit.report import inputs, plots, prose, rows, sections, tables
+from perfkit.report.card import verdict_card
+from perfkit.results import html_table
+from perfkit.workloads.mlp import mlp_problem
+
+inputs.check_mode(mode)
+ab = comparison = None
+if mode == "live":
+    problem = mlp_problem(batch=batch, features=features, hidden=hidden, layers=layers)
+    result = ab = perfkit.amp_ab(problem.make_model, problem.make_batch, problem.loss_fn, steps=train_steps,
+                                 device=device, dtype=dtype, optimizer=optimizer, repeats=ab_repeats)
+    subject = f"mlp b{batch} f{features} h{hidden} l{layers} {dtype} {optimizer} steps={train_steps}x{ab_repeats}"
+    metrics, recorded = rows.amp_rows(ab, subject), ab.device
+    verdict = prose.ab_verdict(f"autocast ({dtype})", ab)
+else:
+    before, after = inputs.load_source(mode, trace_path), inputs.load_source(mode, trace_path_b)
+    result = comparison = perfkit.diff(before.trace, after.trace)
+    subject, recorded = f"{before.subject} -> {after.subject}", after.device
+    metrics = rows.diff_rows("amp_regression", comparison, after.trace, subject, recorded)
+    verdict = prose.diff_verdict(comparison)
+logged = rows.log_rows(perf_log_path, metrics, change=change, run_id=run_label)
+verdict_card("amp_regression", result, logged, subject=subject, device=recorded, verdict=verdict)
+
+# %% [markdown]
+# ## AMP A/B (live mode)
+# fp32 (A) against autocast (B): step-time samples and ratio CI, then the two loss curves.
+
+# %%
+if ab is not None:
+    display(HTML(prose.prose(prose.amp_text(ab))))
+    display(plots.ab_distribution(ab.timing))
+    display(plots.loss_curves(ab))
+    display(HTML(html_table(tables.summary_table(ab.summary()))))
+
+# %% [markdown]
+# ## Trace diff (trace mode)
+# The before (`trace_path`) and after (`trace_path_b`) traces compared op by op
+# (`perfkit.diff`); where each was recorded, from the traces themselves.
+
+# %%
+sections.show_diff(comparison, before.trace if comparison else None, after.trace if comparison else None)
+
+# %% [markdown]
+# ## Findings
+# Most severe first, with recommended fixes.
+
+# %%
+sections.show_findings(result)
+
+# %%
+sections.show_explorer(interactive and mode == "trace", trace_path_b)
+
+# %% [markdown]
+# ## Performance log
+# This run's rows, each against the previous run of this investigation on the same subject and device.
+
+# %%
+sections.show_log(logged, perf_log_path, "amp_regression", subject)
+
+# %% [markdown]
+# ## Machine that ran this notebook
+# Live figures were measured here; traces were recorded wherever "The traces" says.
+
+# %%
+sections.show_machine()

@@ -1,0 +1,101 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # torch.compile A/B
+# Is `torch.compile` worth it for this model? Live mode times eager and compiled steps interleaved
+# (speedup with a CI, compile time, break-even, graph breaks) on a small policy MLP; trace mode
+# diffs two recorded traces (e.g. an eager and a compiled run of your job).
+
+# %% tags=["parameters"]
+mode = "live"  # "trace": diff trace_path against trace_path_b; "live": run the compile A/B now
+trace_path = "mppi_float_tensor.json.gz"  # trace mode: before
+trace_path_b = "mppi_from_numpy.json.gz"  # trace mode: after
+device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
+backend = "inductor"  # live mode: torch.compile backend ("inductor", "aot_eager", "eager")
+compile_mode = "default"  # live mode: torch.compile mode
+batch = 64  # live mode: model sizes
+features = 32
+hidden = 128
+layers = 2
+ab_steps = 30  # live mode: interleaved A/B rounds
+interactive = False  # True in JupyterLab: show the trace explorer widget (trace mode)
+perf_log_path = ""  # empty: reports/perf_log.csv of the workbook
+change = ""  # what changed since the last run (goes into the perf log)
+run_label = ""  # set by perfkit run
+
+# %%
+# %matplotlib inline
+from IPython.display import HTML, display
+
+import perfkit
+from perfkit.report import inputs, plots, prose, rows, sections, tables
+from perfkit.report.card import verdict_card
+from perfkit.results import html_table
+from perfkit.workloads.mlp import mlp_problem
+
+inputs.check_mode(mode)
+ab = comparison = None
+if mode == "live":
+    problem = mlp_problem(batch=batch, features=features, hidden=hidden, layers=layers)
+    result = ab = perfkit.compile_ab(problem.make_model(), problem.example_inputs, backend=backend,
+                                     mode=compile_mode, steps=ab_steps, device=device)
+    subject = f"mlp b{batch} f{features} h{hidden} l{layers} {backend}/{compile_mode} steps={ab_steps}"
+    metrics, recorded = rows.compile_rows(ab, subject), ab.device
+    verdict = prose.ab_verdict(f"torch.compile ({backend})", ab)
+else:
+    before, after = inputs.load_source(mode, trace_path), inputs.load_source(mode, trace_path_b)
+    result = comparison = perfkit.diff(before.trace, after.trace)
+    subject, recorded = f"{before.subject} -> {after.subject}", after.device
+    metrics = rows.diff_rows("compile_ab", comparison, after.trace, subject, recorded)
+    verdict = prose.diff_verdict(comparison)
+logged = rows.log_rows(perf_log_path, metrics, change=change, run_id=run_label)
+verdict_card("compile_ab", result, logged, subject=subject, device=recorded, verdict=verdict)
+
+# %% [markdown]
+# ## Compile A/B (live mode)
+# Eager (A) against compiled (B): every sample, the ratio CI, compile cost and break-even.
+
+# %%
+if ab is not None:
+    display(HTML(prose.prose(prose.compile_text(ab))))
+    display(plots.ab_distribution(ab.timing))
+    display(HTML(html_table(tables.summary_table(ab.summary()))))
+    display(HTML(html_table(ab.to_frame())))
+
+# %% [markdown]
+# ## Trace diff (trace mode)
+# The before (`trace_path`) and after (`trace_path_b`) traces compared op by op
+# (`perfkit.diff`); where each was recorded, from the traces themselves.
+
+# %%
+sections.show_diff(comparison, before.trace if comparison else None, after.trace if comparison else None)
+
+# %% [markdown]
+# ## Findings
+# Most severe first, with recommended fixes.
+
+# %%
+sections.show_findings(result)
+
+# %%
+sections.show_explorer(interactive and mode == "trace", trace_path_b)
+
+# %% [markdown]
+# ## Performance log
+# This run's rows, each against the previous run of this investigation on the same subject and device.
+
+# %%
+sections.show_log(logged, perf_log_path, "compile_ab", subject)
+
+# %% [markdown]
+# ## Machine that ran this notebook
+# Live figures were measured here; traces were recorded wherever "The traces" says.
+
+# %%
+sections.show_machine()

@@ -1,0 +1,101 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Is the step CPU-bound?
+# Splits each profiler step into GPU busy time and what the host did (DataLoader, blocking syncs,
+# other host work). Verdict thresholds: `perfkit/analysis/cpu_bound.py`.
+
+# %% tags=["parameters"]
+mode = "trace"  # "trace": analyze trace_path; "live": record a reference workload now
+trace_path = "mppi_float_tensor.json.gz"  # a trace file or per-rank folder; shipped traces by name
+workload = "mppi"  # live mode: mppi, ppo, replay or leaky
+variant = "float_tensor"  # live mode: a variant of the workload (see its variants())
+device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
+steps = 3  # live mode: profiled steps
+warmup = 1  # live mode: profiler warm-up steps
+overrides = {}  # live mode: workload config fields, e.g. {"samples": 256}
+top = 15  # rows in op tables and bars in breakdowns
+interactive = False  # True in JupyterLab: show the trace explorer widget
+perf_log_path = ""  # empty: reports/perf_log.csv of the workbook
+change = ""  # what changed since the last run (goes into the perf log)
+run_label = ""  # set by perfkit run
+
+# %%
+# %matplotlib inline
+from IPython.display import HTML, display
+
+import perfkit
+from perfkit.report import inputs, plots, prose, rows, sections
+from perfkit.report.card import verdict_card
+from perfkit.results import html_table
+
+source = inputs.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
+                            warmup=warmup, overrides=overrides)
+trace = source.trace
+result = perfkit.cpu_bound(trace)
+logged = rows.log_rows(perf_log_path, rows.cpu_bound_rows(result, source.subject, source.device), change=change,
+                       run_id=run_label)
+verdict_card("cpu_bound", result, logged, subject=source.subject, device=source.device)
+
+# %% [markdown]
+# ## Where each step's time went
+# Per step: host time (DataLoader, syncs, other host work) beside GPU busy time, against wall time.
+
+# %%
+display(HTML(prose.prose(prose.cpu_bound_text(result))))
+display(plots.step_breakdown(result))
+display(HTML(html_table(result.to_frame())))
+
+# %% [markdown]
+# ## Findings
+# Most severe first, each with its evidence, the fix and the threshold that fired.
+
+# %%
+sections.show_findings(result, *trace.warnings)
+
+# %% [markdown]
+# ## Timeline of the first step
+# Host ops on thread lanes, kernels and copies on stream lanes: GPU gaps while the host is busy
+# are the launch-bound signature.
+
+# %%
+display(plots.step_timeline(trace))
+
+# %% [markdown]
+# ## Host ops by self time
+# Time in the op itself, children excluded.
+
+# %%
+display(plots.breakdown(result.top_ops(top), value="self_us", top=top, title="Top host ops by self time"))
+display(HTML(html_table(result.top_ops(top))))
+display(HTML(html_table(result.annotations)))
+
+# %% [markdown]
+# ## The trace
+# Where it was recorded (from the trace itself) and its whole-file counts (times in us).
+
+# %%
+sections.show_trace(trace)
+
+# %%
+sections.show_explorer(interactive, trace_path)
+
+# %% [markdown]
+# ## Performance log
+# This run's rows, each against the previous run of this investigation on the same subject and device.
+
+# %%
+sections.show_log(logged, perf_log_path, "cpu_bound", source.subject)
+
+# %% [markdown]
+# ## Machine that ran this notebook
+# Not necessarily the machine that recorded the trace (see "The trace" above).
+
+# %%
+sections.show_machine()

@@ -1,0 +1,107 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Sync points
+# Every point where the host waits for the GPU (`.item()`, `.cpu()`, `nonzero`, blocking copies,
+# explicit synchronizes), where it comes from and how long it blocks.
+
+# %% tags=["parameters"]
+mode = "trace"  # "trace": analyze trace_path; "live": record a reference workload now
+trace_path = "ppo_sync_checks.json.gz"  # a trace file or per-rank folder; shipped traces by name
+workload = "ppo"  # live mode: mppi, ppo, replay or leaky
+variant = "sync_checks"  # live mode: a variant of the workload
+device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
+steps = 3  # live mode: profiled steps
+warmup = 1  # live mode: profiler warm-up steps
+overrides = {}  # live mode: workload config fields, e.g. {"envs": 8}
+detect_steps = 2  # live mode: steps run under the runtime sync detector
+interactive = False  # True in JupyterLab: show the trace explorer widget
+perf_log_path = ""  # empty: reports/perf_log.csv of the workbook
+change = ""  # what changed since the last run (goes into the perf log)
+run_label = ""  # set by perfkit run
+
+# %%
+# %matplotlib inline
+from IPython.display import HTML, display
+
+import perfkit
+from perfkit.report import inputs, plots, prose, rows, sections, tables
+from perfkit.report.card import verdict_card
+from perfkit.results import html_table, html_warnings
+
+source = inputs.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
+                            warmup=warmup, overrides=overrides)
+trace = source.trace
+result = perfkit.syncs(trace)
+detected = None
+if mode == "live":
+    detected = inputs.detect_workload_syncs(workload, variant, device=device, steps=detect_steps, overrides=overrides)
+logged = rows.log_rows(perf_log_path, rows.sync_rows(result, trace, source.subject, source.device, detected=detected,
+                                                     detected_steps=detect_steps), change=change, run_id=run_label)
+verdict_card("sync_points", result, logged, subject=source.subject, device=source.device)
+
+# %% [markdown]
+# ## Sync points in the trace
+# By kind, then by site (op and source line), ranked by blocked time (us).
+
+# %%
+display(HTML(prose.prose(prose.sync_text(result, detected, detect_steps))))
+display(HTML(html_table(result.by_kind)))
+sites = result.to_frame()
+display(plots.breakdown(sites.assign(site=tables.site_labels(sites)), name="site", value="count",
+                        unit="sync points", top=15, title="Sync sites by count"))
+display(HTML(html_table(sites)))
+
+# %% [markdown]
+# ## Findings
+# Most severe first, each with its evidence, the fix and the threshold that fired.
+
+# %%
+sections.show_findings(result, *trace.warnings)
+
+# %% [markdown]
+# ## Runtime detector (live mode)
+# Syncing calls by source line, counted while the workload ran `detect_steps` steps. A trace has
+# no process to watch: in trace mode the analysis above is all there is.
+
+# %%
+if detected is not None:
+    display(HTML(html_table(detected.per_step(detect_steps))))
+    display(HTML(html_warnings(detected.warnings)))
+
+# %% [markdown]
+# ## Timeline of the first step
+# Long host ops followed by idle GPU lanes are syncs draining the queue.
+
+# %%
+display(plots.step_timeline(trace))
+
+# %% [markdown]
+# ## The trace
+# Where it was recorded (from the trace itself) and its whole-file counts (times in us).
+
+# %%
+sections.show_trace(trace)
+
+# %%
+sections.show_explorer(interactive, trace_path)
+
+# %% [markdown]
+# ## Performance log
+# This run's rows, each against the previous run of this investigation on the same subject and device.
+
+# %%
+sections.show_log(logged, perf_log_path, "sync_points", source.subject)
+
+# %% [markdown]
+# ## Machine that ran this notebook
+# Live figures were measured here; a trace was recorded wherever "The trace" says.
+
+# %%
+sections.show_machine()

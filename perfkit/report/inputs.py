@@ -1,0 +1,131 @@
+"""Where an investigation's data comes from: a trace file or a live run of a reference workload.
+
+Notebooks stay thin (STYLE 11): the choice between a trace file and a live run and the workload
+setup live here, where tests reach them.
+
+* ``find_trace(path)``: a trace file or a multi-rank trace folder, looked up from the working
+  directory (the caller's, for ``perfkit run``), then the workbook root, then by name among the
+  traces shipped with perfkit.
+* ``load_source(mode, trace_path, ...)``: a ``Source``: the ``Trace`` of a file (``mode="trace"``)
+  or of a freshly recorded live run of a reference workload (``mode="live"``), with what it is
+  (``subject``, for the perf log and the report) and the device it was recorded on.
+* ``live_workload`` and ``detect_workload_syncs``: the live runs of the notebooks.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ParameterError
+from .workbook import SHIPPED_TRACES, relative_name, shipped_traces, workbook_root
+
+MODES = ("trace", "live")
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` if it is "trace" or "live"; ParameterError otherwise."""
+    if mode not in MODES:
+        raise ParameterError(f"mode={mode!r}: use 'trace' (analyze trace_path) or 'live' (run a reference workload)")
+    return mode
+
+
+def find_trace(path: str | os.PathLike) -> Path:
+    """Resolve ``path`` (a trace file, or a folder of per-rank traces): as given (absolute or
+    from the working directory), else from the workbook root, else as a file name among the
+    shipped traces. Raises ParameterError naming where it looked and the shipped traces."""
+    given = Path(path).expanduser()
+    for candidate in (given, workbook_root() / given, SHIPPED_TRACES / given.name):
+        if str(path) and candidate.exists():
+            return candidate.resolve()
+    raise ParameterError(f"trace_path={str(path)!r}: no such file (looked in the working directory {Path.cwd()}, "
+                         f"the workbook {workbook_root()} and the shipped traces); shipped traces: "
+                         f"{', '.join(shipped_traces()) or 'none'}")
+
+
+@dataclass(frozen=True)
+class Source:
+    """The trace an investigation reads and what it is: ``subject`` ("trace NAME" or "live
+    WORKLOAD"; the perf log compares runs of one subject only), ``device``
+    (the device the trace was recorded on, from the trace itself) and ``mode``."""
+
+    trace: object
+    subject: str
+    device: str
+    mode: str
+
+    def __repr__(self) -> str:
+        return f"Source({self.subject!r}, recorded on {self.device})"
+
+
+def recorded_on(trace) -> str:
+    """The device a trace was recorded on, from the trace: the first GPU's name ("cuda" when
+    unnamed), or "cpu" for a trace without GPU events."""
+    if not trace.has_gpu_events:
+        return "cpu"
+    named = [d.get("name") for d in trace.devices if d.get("name")]
+    return named[0] if named else "cuda"
+
+
+def load_source(mode: str, trace_path: str | os.PathLike = "", *, workload: str = "ppo",
+                variant: str | None = None, device: str = "auto", steps: int = 3, warmup: int = 1,
+                overrides: dict | None = None) -> Source:
+    """The ``Source`` this investigation reads.
+
+    ``mode="trace"``: ``load_trace(find_trace(trace_path))``. ``mode="live"``: build
+    ``make_workload(workload, device, variant=variant, **overrides)``, record ``steps`` profiled
+    steps after ``warmup`` with ``record_trace`` into a temporary file and load it (the Trace
+    keeps its data in memory; the file is removed). Raises ParameterError for a bad mode,
+    path, workload, variant or override.
+    """
+    from ..trace import load_trace
+
+    if check_mode(mode) == "trace":
+        path = find_trace(trace_path)
+        trace = load_trace(path)
+        return Source(trace, f"trace {relative_name(path)}", recorded_on(trace), mode)
+    trace = _record_live(workload, variant, device, steps, warmup, overrides)
+    return Source(trace, live_subject(workload), recorded_on(trace), mode)
+
+
+def live_subject(workload: str) -> str:
+    """"live WORKLOAD": a live run's subject in the perf log. The variant and overrides are
+    not part of it: switching ``item_logging`` to ``batched_metrics`` is the change a user wants
+    the log to judge against the previous run (say what changed in ``change``)."""
+    return f"live {workload}"
+
+
+def _record_live(workload, variant, device, steps, warmup, overrides):
+    from ..trace import load_trace
+    from ..workloads.record import record_trace
+    from ..workloads.registry import make_workload
+
+    with tempfile.TemporaryDirectory(prefix="perfkit-live-") as tmp:
+        with make_workload(workload, device, variant=variant, **dict(overrides or {})) as w:
+            path = record_trace(w, Path(tmp) / f"{workload}_{variant or 'default'}.json.gz",
+                                steps=steps, warmup=warmup)
+        return load_trace(path)
+
+
+def live_workload(workload: str, variant: str | None = None, device: str = "auto", overrides: dict | None = None):
+    """``make_workload`` with a dict of overrides (the notebooks' ``overrides`` parameter)."""
+    from ..workloads.registry import make_workload
+
+    return make_workload(workload, device, variant=variant, **dict(overrides or {}))
+
+
+def detect_workload_syncs(workload: str, variant: str | None = None, *, device: str = "auto", steps: int = 2,
+                          overrides: dict | None = None):
+    """Run one warm-up step of the workload, then ``steps`` steps under ``detect_syncs()``;
+    returns the ``SyncReport`` (syncing calls by source line; ``per_step(steps)`` normalizes)."""
+    from ..detect.runtime import detect_syncs
+
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ParameterError(f"detect_steps={steps!r}: must be an integer >= 1")
+    with live_workload(workload, variant, device, overrides) as w:
+        w.step()
+        with detect_syncs() as detector:
+            for _ in range(steps):
+                w.step()
+    return detector.report

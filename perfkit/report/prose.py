@@ -1,0 +1,138 @@
+"""An investigation's numbers read back in words: one paragraph per result (``*_text``) and
+``prose()`` to show paragraphs as escaped HTML in a notebook.
+"""
+from __future__ import annotations
+
+import math
+
+
+def cpu_bound_text(result) -> str:
+    """The verdict of a ``cpu_bound`` result read back in one paragraph."""
+    o = result.overall
+    if result.steps.empty:
+        return f"Verdict: {result.verdict}. The trace has no profiler steps, so no step could be split."
+    gpu = (f"the GPU was busy {o['gpu_busy_pct']:.1f}% of it" if result.has_gpu
+           else "the trace has no GPU events, so only host time is known")
+    host = o["host_busy_us"] / max(o["wall_us"], 1e-12) * 100
+    return (f"Verdict: {result.verdict}. Over {o['steps']} step(s) and {o['wall_us'] / 1e3:,.1f} ms of wall time, "
+            f"{gpu}; the host was busy {host:.1f}% of it (DataLoader {o['dataloader_us'] / 1e3:,.2f} ms, "
+            f"blocking syncs {o['sync_us'] / 1e3:,.2f} ms, other host work {o['host_other_us'] / 1e3:,.2f} ms). "
+            f"{len(result.findings)} finding(s) below, most severe first.")
+
+
+def htod_text(result, sweep=None) -> str:
+    """The copy analysis (and sweep, if any) read back in one paragraph."""
+    frame = result.to_frame()
+    if frame.empty:
+        text = "The trace has no GPU copies (no GPU events), so no host-device copy could be analyzed."
+    else:
+        h = frame[frame["direction"] == "HtoD"]
+        text = (f"{int(frame['count'].sum())} copies in {result.n_steps} step(s): "
+                f"{int(h['count'].sum())} host-to-device, "
+                f"{int(h.loc[h['memory'] == 'pageable', 'count'].sum())} of them from pageable memory, "
+                f"{int(frame['followed_by_sync'].sum())} copies followed by a blocking sync.")
+    if sweep is None:
+        return text
+    if not sweep.available:
+        return text + f" Bandwidth sweep: {sweep.reason}; the host memcpy baseline is host memory bandwidth only."
+    best = sweep.to_frame().groupby("mode")["gbps"].max()
+    return text + " Best measured bandwidth: " + ", ".join(f"{m} {v:.1f} GB/s" for m, v in best.items()) + "."
+
+
+def sync_text(result, detected=None, detected_steps: int = 0) -> str:
+    """The sync analysis (and runtime detector, if run) read back in one paragraph."""
+    t = result.total
+    by = result.by_kind
+    kinds = ", ".join(f"{r['kind']} x{int(r['count'])}" for r in by.to_dict("records")) or "none"
+    text = (f"{t['count']} sync point(s) over {t['steps']} step(s) ({t['per_step']:.3g} per step), blocking the host "
+            f"{t['blocked_us'] / 1e3:,.3f} ms in total; {t['gpu_confirmed']} confirmed by a GPU-side wait. "
+            f"By kind: {kinds}.")
+    if detected is not None:
+        per = f" ({detected.total / detected_steps:.3g} per step)" if detected_steps else ""
+        text += (f" The runtime detector ({detected.mode}) saw {detected.total} syncing call(s){per} at "
+                 f"{len(detected.events)} source line(s).")
+    return text
+
+
+def compile_text(result) -> str:
+    s = result.summary()
+    steps = s["break_even_steps"]
+    even = "never (no established saving)" if steps == math.inf else f"after {steps:,.0f} steps"
+    return (f"torch.compile ({s['backend']}, mode {s['mode']}) on {s['device']}: {s['verdict']}, speedup "
+            f"{s['speedup']:.3g}x (CI {s['ci_low']:.3g}-{s['ci_high']:.3g}) over eager. Compiling cost "
+            f"{s['compile_time_s']:.3g} s, repaid {even}. {s['graph_breaks']} graph break(s), "
+            f"{s['recompiles']} recompile(s).")
+
+
+def amp_text(result) -> str:
+    s = result.summary()
+    return (f"Autocast ({s['dtype']}) on {s['device']}: {s['verdict']}, speedup {s['speedup']:.3g}x "
+            f"(CI {s['ci_low']:.3g}-{s['ci_high']:.3g}) over fp32. The loss curves differ by at most "
+            f"{s['loss_max_rel_diff']:.3g} (relative). Saved activations: fp32 {_bytes(s['saved_bytes_fp32'])}, "
+            f"autocast {_bytes(s['saved_bytes_amp'])}.")
+
+
+def leak_text(result) -> str:
+    lo, hi = result.ci
+    d = result.decision
+    unit = d.unit if d else ""
+    return (f"Verdict: {result.verdict} after {result.steps} steps on {result.device} (decided by {result.decided_by}: "
+            f"{result.per_1000:,.4g} {unit} per 1,000 steps, CI {lo:,.4g} to {hi:,.4g}).")
+
+
+def _bytes(value) -> str:
+    return "n/a" if value is None else f"{value / 2**20:,.2f} MiB"
+
+
+def diff_text(result) -> str:
+    """A trace diff read back in one paragraph: step-time ratio with CI and verdict, new and
+    vanished kernels, and the op whose per-step time moved most."""
+    s = result.step_change
+    ci = f" (CI {s['low']:.3g}-{s['high']:.3g})" if finite(s["low"], s["high"]) else ""
+    text = (f"A = {result.labels[0]}, B = {result.labels[1]}: median step B/A = {s['ratio']:.3g}{ci}, "
+            f"{s['verdict']}. {len(result.new_kernels)} new and {len(result.vanished_kernels)} vanished "
+            "kernel name(s).")
+    ops = result.ops.dropna(subset=["delta_per_step_us"])
+    if len(ops):
+        top = ops.loc[ops["delta_per_step_us"].abs().idxmax()]
+        text += (f" Largest op change: {top['name']} ({top['status']}) {top['delta_per_step_us']:+,.1f} us per step.")
+    return text
+
+
+def validation_text(report) -> str:
+    failed = ", ".join(c.name for c in report.failed)
+    noisy = ", ".join(c.name for c in report.checks if c.status == "inconclusive")
+    verdict = (f"Failed: {failed}." if failed else
+               f"No check failed; timing noise left {noisy} inconclusive: rerun on an idle machine." if noisy else
+               "Every check with an expectation on this device passed.")
+    return (f"{len(report.checks)} checks on {report.environment['gpu']} ({report.device}, {report.preset} sizes) "
+            f"in {report.elapsed_s:.0f} s: {report.counts_text()}. {verdict}")
+
+
+def prose(*paragraphs: str) -> str:
+    """Plain-text paragraphs as escaped HTML ``<p>`` elements (for ``display(HTML(...))``)."""
+    from ..results import html_text
+
+    return "".join(f"<p>{html_text(p)}</p>" for p in paragraphs)
+
+
+def finite(*values: float) -> bool:
+    """True when every value is a real, finite number (None, NaN and inf are "not measured")."""
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
+def ab_verdict(what: str, result) -> str:
+    """An A/B result (compile_ab, amp_ab) as a verdict line: "torch.compile: faster (1.8x
+    speedup, CI 1.6-2.0)"; the verdict word is the result's own."""
+    s = result.summary()
+    ci = f", CI {s['ci_low']:.3g}-{s['ci_high']:.3g}" if finite(s["ci_low"], s["ci_high"]) else ""
+    speed = f" ({s['speedup']:.3g}x speedup{ci})" if finite(s["speedup"]) else ""
+    return f"{what}: {result.verdict}{speed}"
+
+
+def diff_verdict(result) -> str:
+    """A trace diff as a verdict line: "after vs before: faster (median step 0.62x, CI ...)"."""
+    s = result.step_change
+    ci = f", CI {s['low']:.3g}-{s['high']:.3g}" if finite(s["low"], s["high"]) else ""
+    ratio = f" (median step after/before {s['ratio']:.3g}x{ci})" if finite(s["ratio"]) else ""
+    return f"after vs before: {s['verdict']}{ratio}"

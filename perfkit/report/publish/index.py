@@ -1,0 +1,134 @@
+"""``reports/index.html``: what the latest run found, one verdict line per report, then the earlier
+runs, the performance log and a trend plot per metric logged by at least two runs.
+
+The page is rendered from ``templates/index.html.j2`` by jinja2 with autoescape on: every name
+from a log, a record or a file name is escaped, links are URL-quoted relative paths. Plots are
+PNG data URIs, so the page opens offline. The page is written atomically, mode 0644.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pandas as pd
+
+from ...atomic import write_text_atomic
+from ...errors import PerfkitError
+from ..card import card_line
+from ..perflog import MIN_EFFECT, PerfLog, Z, display_frame, empty_log
+from ..workbook import reports_dir as default_reports
+from .records import load_run_record
+
+_DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_TIME_DIR = re.compile(r"^\d{6}(-\d+)?$")
+LOG_ROWS_SHOWN = 200
+_MAX_TREND_POINTS = 200
+_TREND_WIDTH_IN = 5.0
+
+
+@dataclass(frozen=True)
+class ReportEntry:
+    """One report: ``run_id`` ("DATE/HHMMSS", or "DATE" for reports of the older per-day
+    layout), notebook ``name``, ``href`` (URL-quoted, relative to the reports folder),
+    ``status`` ok/failed/unknown, ``error`` and ``line`` (the verdict card on one line)."""
+
+    run_id: str
+    name: str
+    href: str
+    status: str
+    error: str = ""
+    line: str = ""
+
+
+def build_index(reports_dir: str | os.PathLike | None = None, perf_log: str | os.PathLike | None = None) -> Path:
+    """Write ``reports_dir/index.html`` (default: the workbook's ``reports/``) and return its path.
+
+    ``perf_log`` defaults to ``reports_dir/perf_log.csv``; a missing log leaves its sections
+    empty, an unreadable one is named on the page instead of failing the build.
+    """
+    root = Path(reports_dir) if reports_dir is not None else default_reports()
+    root.mkdir(parents=True, exist_ok=True)
+    log, problems = _read_log(Path(perf_log) if perf_log else root / "perf_log.csv")
+    runs = _group(scan_reports(root))
+    target = root / "index.html"
+    write_text_atomic(target, _render(runs, log, problems))
+    return target
+
+
+def scan_reports(root: Path) -> list[ReportEntry]:
+    """Every report under ``root``: ``DATE/HHMMSS/<name>.html`` (and ``DATE/<name>.html`` of the
+    older layout), newest run first."""
+    pages = []
+    for day in (d for d in root.iterdir() if d.is_dir() and _DATE_DIR.match(d.name)):
+        pages += [p for p in day.glob("*.html")]
+        pages += [p for t in day.iterdir() if t.is_dir() and _TIME_DIR.match(t.name) for p in t.glob("*.html")]
+    pages.sort(key=lambda p: (p.parent.relative_to(root).as_posix(), p.stem))
+    runs = sorted({p.parent for p in pages}, key=lambda d: d.relative_to(root).as_posix(), reverse=True)
+    return [_entry(root, page) for run in runs for page in pages if page.parent == run]
+
+
+def _entry(root: Path, page: Path) -> ReportEntry:
+    record = load_run_record(page.with_name(f"{page.stem}.run.json"))
+    status = record.get("status") or _papermill_status(page.with_suffix(".ipynb"))
+    rel = page.relative_to(root).as_posix()
+    return ReportEntry(run_id=page.parent.relative_to(root).as_posix(), name=page.stem, href=quote(rel, safe="/"),
+                       status=status, error=record.get("error", ""), line=card_line(record.get("card") or {}))
+
+
+def _group(entries: list[ReportEntry]) -> list[dict]:
+    runs = {}
+    for e in entries:
+        runs.setdefault(e.run_id, []).append(e)
+    return [{"run_id": run_id, "entries": items} for run_id, items in runs.items()]
+
+
+def _render(runs: list[dict], log: pd.DataFrame, problems: list[str]) -> str:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("perfkit.report.publish", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True))
+    latest = dict(runs[0]) if runs else None
+    if latest:
+        run_rows = log[log["run_id"].str.startswith(latest["run_id"] + "/")] if len(log) else log
+        latest["regressed"] = int((run_rows["verdict"] == "regressed").sum()) if len(run_rows) else 0
+    shown = display_frame(log).head(LOG_ROWS_SHOWN)
+    return env.get_template("index.html.j2").render(
+        problems=problems, latest=latest, older=runs[1:], log_columns=list(shown.columns),
+        log_rows=shown.to_dict("records"), log_total=len(log), log_hidden=len(log) > LOG_ROWS_SHOWN,
+        trends=_trends(log), min_effect=f"{MIN_EFFECT:.0%}", z=f"{Z:.2f}")
+
+
+def _papermill_status(notebook: Path) -> str:
+    import json
+
+    try:
+        meta = json.loads(notebook.read_text(encoding="utf-8"))["metadata"]["papermill"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unknown"
+    return "failed" if meta.get("exception") else "ok"
+
+
+def _read_log(path: Path) -> tuple[pd.DataFrame, list[str]]:
+    try:
+        return PerfLog(path).read(missing_ok=True), []
+    except PerfkitError as exc:
+        return empty_log(), [f"perf log unreadable, not shown: {exc}"]
+
+
+def _trends(log: pd.DataFrame) -> list[dict]:
+    """One small figure per (investigation, subject, metric, device) logged by at least 2 runs."""
+    from ..plots import figure_png, perf_log_trend
+
+    if log.empty:
+        return []
+    out = []
+    for key, group in log.groupby(["investigation", "subject", "metric", "device"], sort=True):
+        if group["run_id"].nunique() < 2:
+            continue
+        png = figure_png(perf_log_trend(group.tail(_MAX_TREND_POINTS), width=_TREND_WIDTH_IN))
+        out.append({"png": base64.b64encode(png).decode("ascii"), "alt": f"{key[0]}: {key[2]} ({key[3]})"})
+    return out

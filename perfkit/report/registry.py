@@ -1,0 +1,67 @@
+"""The investigation notebooks perfkit ships, and how a notebook file is read.
+
+A notebook is a jupytext percent-format Python file, ``notebooks/<name>.py`` (cells start with
+``# %%``; the parameters cell is ``# %% tags=["parameters"]``). To add one: drop the file in
+``notebooks/`` and add its name to ``INVESTIGATIONS`` below (the order ``perfkit run`` runs them
+in). A plain ``.ipynb`` works too (``perfkit init`` writes those for JupyterLab); where a folder
+holds both, the ``.ipynb`` wins, since that is the copy JupyterLab edits.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import MissingDependencyError, ParameterError
+
+# name -> one line on what it answers. `perfkit run` without names runs these, in this order.
+INVESTIGATIONS = {
+    "cpu_bound": "Is the step CPU-bound, GPU-bound, input-bound or sync-bound?",
+    "htod": "Which host-to-device copies does a step make, and how fast can they be?",
+    "sync_points": "Where does the host wait for the GPU, and for how long?",
+    "compile_ab": "Is torch.compile worth it for this model?",
+    "amp_regression": "Is mixed precision faster, and still correct?",
+    "memory_leak": "Does memory grow with steps?",
+    "validation": "Does perfkit report what this machine does?",
+}
+NOTEBOOK_SUFFIXES = (".ipynb", ".py")
+
+
+def notebook_names() -> tuple[str, ...]:
+    """The registered investigations, in run order."""
+    return tuple(INVESTIGATIONS)
+
+
+def read_notebook(path: str | os.PathLike):
+    """The notebook at ``path`` as an nbformat v4 node: ``.py`` files through jupytext (percent
+    format), ``.ipynb`` through nbformat. Raises ParameterError for another suffix or a file that
+    does not parse."""
+    path = Path(path)
+    if path.suffix not in NOTEBOOK_SUFFIXES:
+        raise ParameterError(f"{path}: a notebook is a .py (jupytext percent format) or .ipynb file")
+    try:
+        if path.suffix == ".py":
+            nb = _jupytext().read(str(path), fmt="py:percent")
+        else:
+            import nbformat
+
+            nb = nbformat.read(str(path), as_version=4)
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise ParameterError(f"{path}: not a readable notebook ({type(exc).__name__}: {exc})") from None
+    for cell in nb.cells:  # papermill reads every cell's tags
+        cell.metadata.setdefault("tags", [])
+    return nb
+
+
+def write_ipynb_text(nb) -> str:
+    """``nb`` as .ipynb JSON text (nbformat v4), outputs as they are."""
+    import nbformat
+
+    return nbformat.writes(nb) + "\n"
+
+
+def _jupytext():
+    try:
+        import jupytext
+    except ImportError:
+        raise MissingDependencyError("jupytext", "reading percent-format notebooks (notebooks/*.py)") from None
+    return jupytext

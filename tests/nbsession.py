@@ -1,0 +1,64 @@
+"""Execute notebooks in one kernel, many times: the test harness for the notebook loops.
+
+Starting a kernel and importing torch, pandas and matplotlib costs several seconds per notebook;
+a loop over 18 traces x 3 notebooks would spend most of its time there. ``KernelSession`` starts
+one kernel (this interpreter's ipykernel, inline figures, the runner's kernel manager) and runs
+each parameterized notebook in it after ``%reset -f``, so every execution starts from an empty
+namespace, as it does under ``perfkit run``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class NotebookFailed(AssertionError):
+    pass
+
+
+class KernelSession:
+    def __init__(self, cwd: Path):
+        import nbformat
+        from nbclient import NotebookClient
+
+        from perfkit.report.publish.kernel import kernel_manager_class, quiet_kernel_output
+
+        self._quiet = quiet_kernel_output(cwd / "kernel.log")
+        self._quiet.__enter__()
+        self.client = NotebookClient(nbformat.v4.new_notebook(), kernel_name="python3", timeout=600,
+                                     kernel_manager_class=kernel_manager_class(), resources={"metadata": {"path": str(cwd)}})
+        self._ctx = self.client.setup_kernel()
+        self._ctx.__enter__()
+
+    def run(self, path: str | os.PathLike, parameters: dict):
+        """The executed notebook (a new node); NotebookFailed naming the cell on an error."""
+        import nbformat
+        from nbclient.exceptions import CellExecutionError
+        from papermill.parameterize import parameterize_notebook
+
+        from perfkit.report.registry import read_notebook
+
+        nb = read_notebook(path)
+        nb.metadata["papermill"] = {"parameters": {}}
+        nb = parameterize_notebook(nb, parameters)
+        self.client.nb = nb
+        reset = nbformat.v4.new_code_cell("%reset -f")
+        self.client.execute_cell(reset, 0)
+        for index, cell in enumerate(nb.cells):
+            try:
+                self.client.execute_cell(cell, index)
+            except CellExecutionError as exc:
+                raise NotebookFailed(f"{Path(path).name} {parameters}: cell {index} failed:\n{exc}") from None
+        return nb
+
+    def close(self) -> None:
+        self._ctx.__exit__(None, None, None)
+        self._quiet.__exit__(None, None, None)
+
+
+def outputs(nb) -> list:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+
+
+def html_text(nb) -> str:
+    return "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb))
