@@ -1,6 +1,8 @@
-"""The report sections every investigation notebook shares, each displayed by one call in its own
-cell under the notebook's markdown heading: findings, where a trace was recorded, a trace diff,
-this run's perf-log rows, the explorer widget and the machine that ran the notebook."""
+"""The report sections of the investigation notebooks, each displayed by one call in its own cell
+under the notebook's markdown heading: findings (problems apart from "info" notes and
+improvements), where a trace was recorded, a trace diff, what a ``cpu_bound`` verdict rests on,
+sync sites and host scalar reads, this run's perf-log rows, the explorer widget and the machine
+that ran the notebook."""
 from __future__ import annotations
 
 import os

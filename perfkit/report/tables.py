@@ -5,6 +5,7 @@ on, torch.compile facts, and where a trace was recorded.
 from __future__ import annotations
 
 import math
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,9 @@ def site_labels(sites: pd.DataFrame) -> list[str]:
     out = []
     for r in sites.to_dict("records"):
         if _known(r, "file", "line"):
-            text = f"{r['kind']}: {r.get('func') or '?'} @ {Path(str(r['file'])).name}:{r['line']}"
+            text = f"{r['kind']}: {r.get('func') or '?'} @ {Path(r['file']).name}:{_line(r, 'line')}"
             if _known(r, "inner_file", "inner_line"):
-                text += f" via {Path(str(r['inner_file'])).name}:{r['inner_line']}"
+                text += f" via {Path(r['inner_file']).name}:{_line(r, 'inner_line')}"
         else:
             text = f"{r['kind']}: {_op_path(r) or r.get('call') or '?'}"
         out.append(text)
@@ -31,11 +32,17 @@ def site_labels(sites: pd.DataFrame) -> list[str]:
 
 
 def _known(r: dict, file_key: str, line_key: str) -> bool:
-    return r.get(file_key) not in (None, "") and r.get(line_key, -1) not in (None, -1)
+    return isinstance(r.get(file_key), str) and r[file_key] != "" and _line(r, line_key) is not None
+
+
+def _line(r: dict, key: str) -> int | None:
+    """A site's line number; None for an unknown one (-1, None or NaN)."""
+    value = r.get(key)
+    return int(value) if _finite(value) and value >= 0 else None
 
 
 def _frame(r: dict, file_key: str, line_key: str, func_key: str) -> str:
-    return f"{r[file_key]}:{r[line_key]} ({r.get(func_key) or '?'})" if _known(r, file_key, line_key) else ""
+    return f"{r[file_key]}:{_line(r, line_key)} ({r.get(func_key) or '?'})" if _known(r, file_key, line_key) else ""
 
 
 def _op_path(r: dict) -> str:
@@ -99,7 +106,7 @@ def _pct(value) -> str:
 
 
 def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def summary_table(summary: dict) -> pd.DataFrame:
