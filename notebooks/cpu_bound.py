@@ -84,11 +84,18 @@ display(plots.step_timeline(trace))
 
 # %% [markdown]
 # ## Host ops by self time
-# Time in the op itself, children excluded; then the `record_function` ranges (count and time in us).
+# Time in the op itself, children excluded.
 
 # %%
 display(plots.breakdown(result.top_ops(top), value="self_us", top=top, title="Top host ops by self time"))
 display(HTML(html_table(result.top_ops(top))))
+
+# %% [markdown]
+# ## `record_function` ranges
+# The ranges the code marks (`torch.profiler.record_function`, ProfilerStep excluded): count and
+# time in us, per step too; none when the code marks none.
+
+# %%
 display(HTML(html_table(result.annotations)))
 
 # %% [markdown]

@@ -199,6 +199,9 @@ def test_several_snapshots_are_judged_by_snapshot_growth(tmp_path):
     assert source.subject == "snapshots s0.pickle.gz .. s3.pickle.gz (4)" and source.device == "cuda:0"
     shown = snapshots.in_mib(source.result.to_frame())
     assert shown["allocated_mib"].tolist() == [100.0, 110.0, 120.0, 130.0]
+    sites = snapshots.in_mib(source.result.sites)
+    assert list(sites.columns) == ["frame", "mib_before", "mib_after", "growth_mib"]
+    assert sites["growth_mib"].tolist() == [20.0]  # after the first step: 110 -> 130 MiB
 
 
 def test_snapshot_mode_errors_name_the_parameter(tmp_path):
@@ -314,3 +317,13 @@ def test_memory_leak_notebook_compares_several_snapshots(session, log_path, tmp_
     text = _text(nb)
     assert "state created once (optimizer state, workspaces, caches), not a leak" in text
     assert str(tmp_path) not in html_text(nb)  # file names, not local paths
+
+
+def test_htod_text_reports_the_host_wait_of_pageable_copies():
+    from perfkit.analysis.htod import htod
+
+    trace = load_trace(shared_trace(DLRM))
+    text = prose.htod_text(htod(trace), None, syncs(trace))
+    assert "The host waited 1.25 ms in pageable host-to-device copy calls and 0.92 ms in device-to-host" in text
+    assert "against 0.01 ms of GPU copy time" in text
+    assert "The host waited" not in prose.htod_text(htod(trace))  # without the syncs result: copies only

@@ -129,6 +129,8 @@ def show_snapshots(source: Snapshots) -> None:
 
 
 def in_mib(frame):
-    """``*_bytes`` columns as ``*_mib`` (MiB, 2**20 bytes), for tables people read."""
-    columns = {c: c.removesuffix("_bytes") + "_mib" for c in frame.columns if c.endswith("_bytes")}
+    """``*_bytes`` / ``bytes_*`` columns as ``*_mib`` / ``mib_*`` (MiB, 2**20 bytes), for tables
+    people read."""
+    columns = {c: c.removesuffix("_bytes") + "_mib" if c.endswith("_bytes") else "mib_" + c.removeprefix("bytes_")
+               for c in frame.columns if c.endswith("_bytes") or c.startswith("bytes_")}
     return frame.assign(**{c: frame[c] / _MIB for c in columns}).rename(columns=columns)

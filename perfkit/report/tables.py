@@ -164,7 +164,7 @@ def recorded_on_table(trace) -> pd.DataFrame:
              "compute_capability": ".".join(str(d[k]) for k in ("computeMajor", "computeMinor") if k in d) or None}
             for d in trace.devices] if trace.has_gpu_events else [{"device": "cpu (no GPU events in the trace)"}]
     frame = pd.DataFrame(rows)
-    keys = list(frame.columns)
-    frame = frame.fillna("n/a").groupby(keys, sort=False).size().reset_index(name="count")
+    if trace.has_gpu_events:
+        frame = frame.fillna("n/a").groupby(list(frame.columns), sort=False).size().reset_index(name="count")
     frame["ranks"] = ", ".join(str(r) for r in trace.ranks)
     return frame
