@@ -27,7 +27,7 @@ device = "auto"  # hardware defaults: "auto" (CUDA when present, else CPU), "cpu
 preset = "quick"  # op suite sizes: "quick" (~1 ms per op on one CPU core) or "full" (GPU-sized)
 ops = ["matmul", "conv2d", "add", "sum", "copy"]  # op suite: which ops
 dtypes = ["float32", "bfloat16"]  # op suite: dtypes compared against float32
-threads = None  # op suite: CPU intra-op thread counts (None: 1 and the current count)
+suite_threads = None  # op suite: CPU intra-op thread counts to compare (None: 1 and the current count)
 monitor_interval_s = 0.1  # system monitor: seconds between samples
 perf_log_path = ""  # empty: reports/perf_log.csv of the workbook
 change = ""  # what changed since the last run (goes into the perf log)
@@ -47,7 +47,7 @@ NAME = "case_environment"
 inputs.check_mode(mode)
 env = perfkit.environment_report()
 with perfkit.SystemMonitor(monitor_interval_s) as monitor:
-    suite = perfkit.op_suite(preset=preset, ops=ops, dtypes=dtypes, threads=threads, environment=env)
+    suite = perfkit.op_suite(preset=preset, ops=ops, dtypes=dtypes, threads=suite_threads, environment=env)
 usage = monitor.result()
 subject = f"op_suite {suite.preset}"
 logged = rows.log_rows(perf_log_path, caserows.opsuite_rows(NAME, suite, subject=subject), change=change,

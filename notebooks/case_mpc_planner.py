@@ -28,6 +28,7 @@ mode = "trace"  # "trace": analyze trace_path (before) and trace_path_b (after);
 trace_path = "mppi_float_tensor.json.gz"  # before: FloatTensor per sample, no_grad, fresh buffers
 trace_path_b = "mppi_from_numpy.json.gz"  # after: from_numpy once, inference_mode, reused buffers
 device = "auto"  # live runs and harnesses: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
+threads = 0  # torch intra-op threads for live runs and harnesses: 0 leaves them; 1 gives stable CPU timings
 overrides = {}  # planner config for live runs and harnesses, e.g. {"samples": 512, "horizon": 12}
 steps = 5  # live mode: profiled steps per variant
 ab_min_time_s = 1.0  # live A/B and compile A/B: seconds of timed work
@@ -35,7 +36,7 @@ ab_repeats = None  # live A/B: fixed rounds (None: fill ab_min_time_s)
 compile_backend = "eager"  # torch.compile backend for the recompile check ("inductor" times real code)
 memory_samples = [128, 256, 512]  # planning memory: sample counts swept at each horizon
 memory_horizons = [4, 8, 16]  # planning memory: horizons (3 or more)
-memory_budget_gib = 0.0  # where the plan runs out: 0 = the memory free on the device now
+memory_budget_gib = 0.0  # where the plan runs out: 0 means the memory free on the device now
 perf_log_path = ""  # empty: reports/perf_log.csv of the workbook
 change = ""  # what changed since the last run (goes into the perf log)
 run_label = ""  # set by perfkit run
@@ -57,6 +58,7 @@ NAME = "case_mpc_planner"
 ARMS = (Arm("FloatTensor per sample", "float_tensor"), Arm("from_numpy + inference_mode", "from_numpy"))
 LABELS = tuple(a.label for a in ARMS)
 run_id = run_label or new_run_id()
+pair.use_threads(threads)
 before, after = pair.load_pair(mode, (trace_path, trace_path_b), workload="mppi", arms=ARMS, device=device,
                                steps=steps, overrides=overrides)
 subject = pair.pair_subject(mode, before, after, "mppi", LABELS)
@@ -140,7 +142,8 @@ with perfkit.make_workload("mppi", device, variant="from_numpy", **overrides) as
     compile_inputs = planner.compile_inputs()
 recompiled = {dyn: perfkit.compile_ab(compile_inputs["model"], compile_inputs["example_inputs"],
                                       shape_variants=compile_inputs["shape_variants"], dynamic=dyn,
-                                      backend=compile_backend, device=device, min_time_s=ab_min_time_s)
+                                      backend=compile_backend, device=device, min_time_s=ab_min_time_s,
+                                      steps=ab_repeats)
               for dyn in (None, True)}
 display(HTML(html_table(tables.summary_table({f"recompiles, dynamic={d}": r.recompile_count
                                               for d, r in recompiled.items()}))))
@@ -206,7 +209,8 @@ display(HTML(html_table(closing_table([
                   f"one new sample count fed after the first compile ({compile_backend} backend); "
                   f"dynamic=True: {recompiled[True].recompile_count}"),
     WriteupFigure("out of memory while planning", "ran out (size not given)", limits["max_samples"], "samples",
-                  f"largest sample count at horizon {limits['horizon']:g} that fits {memory.budget_bytes / 2**30:,.3g} GiB "
+                  f"largest sample count at horizon {limits['horizon']:g} that fits "
+                  f"{memory.budget_bytes / 2**30:,.3g} GiB "
                   f"({memory.budget_source}), fitted from {len(memory.to_frame())} measured points",
                   ci=measured_ci(limits["ci_low"], limits["ci_high"])),
 ]))))

@@ -27,6 +27,7 @@ mode = "trace"  # "trace": analyze trace_path (before) and trace_path_b (after);
 trace_path = "ppo_sync_checks.json.gz"  # before: 4 NaN checks + a data-dependent branch per forward
 trace_path_b = "ppo_batched_metrics.json.gz"  # after: no checks, unconditional clamp
 device = "auto"  # live runs and the detector: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
+threads = 0  # torch intra-op threads for live runs and harnesses: 0 leaves them; 1 gives stable CPU timings
 overrides = {}  # PPO config for live runs and the detector, e.g. {"envs": 64}
 steps = 3  # live mode: profiled steps per variant
 detect_steps = 2  # run-time detector: steps run under perfkit.detect_syncs()
@@ -56,6 +57,7 @@ NAME = "case_nan_checks"
 ARMS = (Arm("NaN checks + tensor branch", "sync_checks"), Arm("no checks, clamp", "batched_metrics"))
 LABELS = tuple(a.label for a in ARMS)
 run_id = run_label or new_run_id()
+pair.use_threads(threads)
 before, after = pair.load_pair(mode, (trace_path, trace_path_b), workload="ppo", arms=ARMS, device=device,
                                steps=steps, overrides=overrides)
 subject = pair.pair_subject(mode, before, after, "ppo", LABELS)

@@ -28,6 +28,7 @@ trace_path = "ppo_item_logging.json.gz"  # before: .item() per env step and per 
 trace_path_b = "ppo_batched_metrics.json.gz"  # after: metrics on the device, read every 4 iterations
 compiled_traces = ["ppo_tensor_branch.json.gz", "ppo_flag_flip.json.gz", "ppo_compiled.json.gz"]  # under compile
 device = "auto"  # live runs and harnesses: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
+threads = 0  # torch intra-op threads for live runs and harnesses: 0 leaves them; 1 gives stable CPU timings
 overrides = {}  # PPO config for live runs and harnesses, e.g. {"envs": 64, "rollout": 32}
 steps = 3  # live mode: profiled steps per variant
 detect_steps = 2  # run-time detector: steps run under perfkit.detect_syncs()
@@ -57,6 +58,7 @@ RUNGS = (Arm(".item() logging", "item_logging", {"fused_adam": False}),
          Arm("batched metrics", "batched_metrics", {"fused_adam": False}),
          Arm("fused Adam", "batched_metrics"), Arm("bf16 autocast", "batched_metrics", {"amp": True}))
 run_id = run_label or new_run_id()
+pair.use_threads(threads)
 ladder = speed_ladder("ppo", RUNGS, device=device, overrides=overrides, units=ppo_env_steps, unit="env steps/s",
                       min_time_s=ab_min_time_s, repeats=ab_repeats)
 logged = rows.log_rows(perf_log_path, caserows.ladder_rows(NAME, ladder, subject="live ppo ladder"), change=change,
@@ -155,7 +157,7 @@ def compiled(variant: str):
     with perfkit.make_workload("ppo", device, variant=variant, **overrides) as w:
         spec = w.compile_inputs()
     return perfkit.compile_ab(spec["model"], spec["example_inputs"], shape_variants=spec["shape_variants"],
-                              backend=compile_backend, device=device, min_time_s=ab_min_time_s)
+                              backend=compile_backend, device=device, min_time_s=ab_min_time_s, steps=ab_repeats)
 
 
 compiles = {v: compiled(v) for v in ("tensor_branch", "flag_flip", "compiled")}
@@ -239,7 +241,8 @@ display(HTML(html_table(closing_table([
                   "graph breaks", f"dynamo's reason and line above; {compiles['compiled'].graph_break_count} after "
                                   "the unconditional clamp"),
     WriteupFigure("a flipping Python flag recompiles", "not in the write-up", compiles["flag_flip"].recompile_count,
-                  "recompiles", f"dynamo guards on record_stats; {compiles['compiled'].recompile_count} without the flag"),
+                  "recompiles",
+                  f"dynamo guards on record_stats; {compiles['compiled'].recompile_count} without the flag"),
 ]))))
 
 # %% [markdown]

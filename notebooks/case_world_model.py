@@ -27,6 +27,7 @@ mode = "trace"  # "trace": analyze trace_path (before) and trace_path_b (after);
 trace_path = "replay_host_normalize.json.gz"  # before: host float32 /255 and torch.stack per step
 trace_path_b = "replay_device_normalize.json.gz"  # after: uint8 index_select into preallocated staging
 device = "auto"  # live runs: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
+threads = 0  # torch intra-op threads for live runs and harnesses: 0 leaves them; 1 gives stable CPU timings
 overrides = {}  # replay config for live runs, e.g. {"frame_size": 84, "batch": 32, "seq_len": 16}
 steps = 8  # live mode: profiled steps per variant (the range CI is over steps)
 ab_min_time_s = 1.0  # live A/B of whole steps: seconds of timed work
@@ -53,6 +54,7 @@ NAME = "case_world_model"
 ARMS = (Arm("host normalize + torch.stack", "host_normalize"), Arm("preallocated uint8 staging", "device_normalize"))
 LABELS = tuple(a.label for a in ARMS)
 run_id = run_label or new_run_id()
+pair.use_threads(threads)
 before, after = pair.load_pair(mode, (trace_path, trace_path_b), workload="replay", arms=ARMS, device=device,
                                steps=steps, overrides=overrides)
 subject = pair.pair_subject(mode, before, after, "replay", LABELS)

@@ -140,6 +140,20 @@ def test_evidence_from_an_ab_says_a_cpu_figure_is_no_gpu_speedup():
     assert metrics == ["b_ms", "a_ms", "speedup"]
 
 
+def test_use_threads_sets_and_reports_torch_threads():
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        assert pair.use_threads(0) == before
+        assert pair.use_threads(1) == 1 == torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ParameterError, match="threads="):
+            pair.use_threads(bad)
+
+
 def test_evidence_from_a_trace_pair_uses_the_diff_ci():
     before, after = pair.load_pair("trace", ("mppi_float_tensor.json.gz", "mppi_from_numpy.json.gz"),
                                    workload="mppi", arms=(Arm("a", "float_tensor"), Arm("b", "from_numpy")))

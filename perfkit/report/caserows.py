@@ -24,7 +24,8 @@ def relabel(rows, investigation: str) -> list[dict]:
     return [{**r, "investigation": investigation} for r in rows]
 
 
-def count_rows(investigation: str, counts: dict, unit: str, *, subject: str, device: str, suffix: str = "") -> list[dict]:
+def count_rows(investigation: str, counts: dict, unit: str, *, subject: str, device: str,
+               suffix: str = "") -> list[dict]:
     """One row per ``counts`` entry (name -> value), metric ``<name><suffix>``, exact: a count
     from a trace file, or from a seeded reference workload, is fixed by its input."""
     out = [row(investigation, metric_name(name) + suffix, value, unit, subject=subject, device=device,

@@ -29,6 +29,23 @@ def load_pair(mode: str, paths: tuple[str, str], *, workload: str, arms: tuple, 
     return out[0], out[1]
 
 
+def use_threads(threads: int) -> int:
+    """Set torch's intra-op thread count for the live runs and harnesses of a case study and return
+    the count in effect; 0 leaves it as it is. One thread gives stable CPU timings on a shared
+    machine (small ops on two busy cores measured 8 ms to 650 ms per PPO step with 2 threads, a
+    steady 8 ms with 1; the traces in data/traces were recorded with 1). Raises ParameterError
+    for a negative or non-integer count."""
+    import torch
+
+    from ..errors import ParameterError
+
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise ParameterError(f"threads={threads!r}: pass 0 (leave torch's default) or a positive int")
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
 def pair_subject(mode: str, before: Source, after: Source, workload: str, labels: tuple[str, str]) -> str:
     """The perf-log subject of a case study's pair: "trace A -> trace B", or for a live run
     "live WORKLOAD: LABEL_A -> LABEL_B" (sizes are not part of it: say what changed in ``change``)."""

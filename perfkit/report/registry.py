@@ -27,9 +27,9 @@ INVESTIGATIONS = {
 # as the set "case_studies" (`perfkit run case_studies`), not in a plain `perfkit run`.
 CASE_STUDIES = {
     "case_mpc_planner": "An MPC planner is CPU-bound: per-sample tensor construction, recompiles, planning memory",
-    "case_world_model": "A world-model agent's replay sampling: HtoD bytes, the train/sample range, preallocated stacking",
+    "case_world_model": "A world-model agent's replay sampling: copies, the train/sample range, preallocation",
     "case_nan_checks": "A navigation agent's NaN checks: nonzero syncs, one-argument torch.where, memory growth",
-    "case_steps_per_second": "50 -> 29,000 steps/s: .item() logging, fused Adam, GradScaler, AMP, graph breaks, recompiles",
+    "case_steps_per_second": "50 -> 29,000 steps/s: .item() logging, fused Adam, GradScaler, AMP, torch.compile",
     "case_environment": "An optimization guide's environment report: hardware defaults, op suite, system monitor",
 }
 # A name `perfkit run` expands into several notebooks.
