@@ -133,12 +133,12 @@ if evidence.ab is not None:
 
 # %% [markdown]
 # ## 6. The annotations of both runs, side by side
-# Every `record_function` range of the two traces with its mean time per step (a slow outlier
-# step moves a mean; the A/B above compares medians): the comparison the write-up made by hand
-# between two profiles.
+# `perfkit.diff` compares every `record_function` range of the two traces by name: count and mean
+# time per step on each side and the change (a slow outlier step moves a mean; the A/B above
+# compares medians). The comparison the write-up made by hand between two profiles.
 
 # %%
-display(HTML(html_table(perstep.ranges_table(cpu_before, cpu_after))))
+display(HTML(html_table(comparison.annotations)))
 
 # %% [markdown]
 # ## 7. The dated performance log

@@ -90,17 +90,6 @@ def test_range_change_compares_the_sample_range_by_name():
         perstep.range_per_step(before, "x")
 
 
-def test_ranges_table_lines_up_both_runs_annotations():
-    before, after = (perfkit.cpu_bound(_trace(n)) for n in ("replay_host_normalize.json.gz",
-                                                             "replay_device_normalize.json.gz"))
-    table = perstep.ranges_table(before, after).set_index("name")
-    assert {SAMPLE_ANNOTATION, "## train/update ##"} <= set(table.index)
-    row = table.loc[SAMPLE_ANNOTATION]
-    assert row["status"] == "common" and row["count_a"] == row["count_b"] == 3
-    assert row["per_step_us_a"] == pytest.approx(before.annotations.set_index("name").loc[SAMPLE_ANNOTATION,
-                                                                                        "per_step_us"])
-
-
 def test_compiled_regions_show_the_break_and_the_recompile():
     regions = {n: perstep.compiled_regions(_trace(f"ppo_{n}.json.gz")) for n in ("tensor_branch", "flag_flip",
                                                                                   "compiled")}

@@ -9,7 +9,6 @@ per step before and after, with a bootstrap CI on the ratio (``perfkit.analysis.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
@@ -99,18 +98,6 @@ def range_text(change: dict) -> str:
             f"{change['verdict']} (ratio {change['ratio']:.3g}{ci})")
 
 
-def ranges_table(before, after) -> pd.DataFrame:
-    """Every record_function range of two ``cpu_bound`` results by name (``diff.compare_names``:
-    status new/vanished/common, counts, time per step of each side and the delta, us)."""
-    from ..analysis.diff import compare_names
-
-    def side(result):
-        table = result.annotations.set_index("name")[["count", "total_us"]].rename(columns={"total_us": "time_us"})
-        return table.astype({"count": "int64", "time_us": "float64"})
-
-    return compare_names(side(before), side(after), max(len(before.steps), 1), max(len(after.steps), 1))
-
-
 def pageable_htod_per_step(result) -> float:
     """Host-to-device copies from pageable memory per step of an ``htod`` result (0.0 for a
     trace without copies, NaN without steps)."""
@@ -141,22 +128,20 @@ def sync_text(change: dict) -> str:
     return f"{change['before_per_step']:,.4g} -> {change['after_per_step']:,.4g} {what} per step"
 
 
-_COMPILED = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
-
-
 def compiled_regions(trace) -> pd.DataFrame:
-    """The ``Torch-Compiled Region: F/C`` ops of a trace recorded under ``torch.compile``: one row
-    per region with ``frame`` (F: dynamo's frame id; a forward split into two frames is a graph
-    break), ``compile`` (C: that frame's compile count; a second C is a recompile), ``calls`` and
-    ``per_step``. Empty for an eager trace."""
-    events = trace.events
-    ops = events[events["cat"] == "cpu_op"]
-    names = ops["name"].astype(str)
-    found = names.str.extract(_COMPILED.pattern).dropna().set_axis(["frame", "compile"], axis=1).astype(int)
+    """The compiled regions of a trace recorded under ``torch.compile``
+    (``perfkit.analysis.compile.compiled_regions``: ``Torch-Compiled Region: F/C``) with their
+    calls: one row per region with ``frame`` (F: dynamo's frame id; a forward pass split into two
+    frames is a graph break), ``compile`` (C: that frame's compile count; one more than the fix
+    has is a recompile), ``calls`` and ``per_step``. Empty for an eager trace."""
+    from ..analysis.compile import compiled_regions as region_names
+
+    names = region_names(trace)
+    columns = ["region", "frame", "compile", "calls", "per_step"]
+    if not names:
+        return pd.DataFrame(columns=columns)
+    calls = trace.select("cpu_op", "user_annotation")["name"].astype(str).value_counts()
+    ids = [tuple(int(x) for x in n.rsplit(" ", 1)[-1].split("/")) for n in names]
     steps = max(len(trace.steps), 1)
-    if found.empty:
-        return pd.DataFrame(columns=["region", "frame", "compile", "calls", "per_step"])
-    found["region"] = names.loc[found.index]
-    table = found.groupby(["region", "frame", "compile"]).size().rename("calls").reset_index()
-    table["per_step"] = table["calls"] / steps
-    return table.sort_values(["frame", "compile"], ignore_index=True)
+    rows = [(n, f, c, int(calls.get(n, 0)), calls.get(n, 0) / steps) for n, (f, c) in zip(names, ids)]
+    return pd.DataFrame(rows, columns=columns).sort_values(["frame", "compile"], ignore_index=True)
