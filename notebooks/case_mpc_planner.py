@@ -59,6 +59,7 @@ ARMS = (Arm("FloatTensor per sample", "float_tensor"), Arm("from_numpy + inferen
 LABELS = tuple(a.label for a in ARMS)
 run_id = run_label or new_run_id()
 pair.use_threads(threads)
+pair.quiet_profiler_log()
 before, after = pair.load_pair(mode, (trace_path, trace_path_b), workload="mppi", arms=ARMS, device=device,
                                steps=steps, overrides=overrides)
 subject = pair.pair_subject(mode, before, after, "mppi", LABELS)
@@ -68,7 +69,7 @@ if mode == "live":
     ab = variant_ab("mppi", *ARMS, device=device, overrides=overrides, min_time_s=ab_min_time_s, repeats=ab_repeats)
     evidence = pair.from_ab(ab)
 else:
-    evidence = pair.from_diff(comparison, after.trace, after.device, LABELS)
+    evidence = pair.from_diff(comparison, before, after, LABELS)
 logged = rows.log_rows(perf_log_path, evidence.rows(NAME, subject, ("float_tensor_step_ms", "from_numpy_step_ms")),
                        change=change, run_id=run_id)
 verdict_card(NAME, cpu_before, logged, subject=subject, device=evidence.device, verdict=evidence.verdict_line(),
@@ -190,7 +191,7 @@ counts = op_counts.set_index("op")
 limits = memory.limits_frame([max(memory_horizons)]).iloc[0]
 display(HTML(html_table(closing_table([
     WriteupFigure("CPU time / CUDA time", "17x", gpu_only(split["cpu_gpu_ratio"], split["has_gpu"], gpu_why), "x",
-                  "a tiny planner (64 samples x 5 steps) on the host of the recording"),
+                  "a small planner recorded without a GPU: all of its time is host time"),
     WriteupFigure("GPU idle", "94%", gpu_only(split["gpu_idle_pct"], split["has_gpu"], gpu_why), "%",
                   "as above: only a GPU trace (trace_path from a CUDA run) has this figure"),
     WriteupFigure("aten::linear per action", "62,700", counts.loc["aten::linear", "before"], "calls",

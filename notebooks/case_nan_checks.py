@@ -58,6 +58,7 @@ ARMS = (Arm("NaN checks + tensor branch", "sync_checks"), Arm("no checks, clamp"
 LABELS = tuple(a.label for a in ARMS)
 run_id = run_label or new_run_id()
 pair.use_threads(threads)
+pair.quiet_profiler_log()
 before, after = pair.load_pair(mode, (trace_path, trace_path_b), workload="ppo", arms=ARMS, device=device,
                                steps=steps, overrides=overrides)
 subject = pair.pair_subject(mode, before, after, "ppo", LABELS)
@@ -134,7 +135,7 @@ if mode == "live":
     evidence = pair.from_ab(variant_ab("ppo", *ARMS, device=device, overrides=overrides, min_time_s=ab_min_time_s,
                                        repeats=ab_repeats))
 else:
-    evidence = pair.from_diff(comparison, after.trace, after.device, LABELS)
+    evidence = pair.from_diff(comparison, before, after, LABELS)
 display(HTML(prose.prose(evidence.text())))
 if evidence.ab is not None:
     display(plots.ab_distribution(evidence.ab))

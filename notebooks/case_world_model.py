@@ -42,7 +42,7 @@ import pandas as pd
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import caserows, pair, perstep, plots, prose, rows, sections, tables
+from perfkit.report import caserows, pair, perstep, plots, prose, rows, sections
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only, measured_ci
 from perfkit.report.ladder import Arm, arm_facts, variant_ab
@@ -55,6 +55,7 @@ ARMS = (Arm("host normalize + torch.stack", "host_normalize"), Arm("preallocated
 LABELS = tuple(a.label for a in ARMS)
 run_id = run_label or new_run_id()
 pair.use_threads(threads)
+pair.quiet_profiler_log()
 before, after = pair.load_pair(mode, (trace_path, trace_path_b), workload="replay", arms=ARMS, device=device,
                                steps=steps, overrides=overrides)
 subject = pair.pair_subject(mode, before, after, "replay", LABELS)
@@ -86,7 +87,8 @@ display(plots.step_timeline(before.trace))
 # %%
 copies = perfkit.htod(before.trace)
 display(HTML(prose.prose(prose.htod_text(copies))))
-display(HTML(html_table(copies.to_frame())))
+if len(copies.to_frame()):
+    display(HTML(html_table(copies.to_frame())))
 facts = {a.label: arm_facts("replay", a, ("bytes_per_batch",), device=device, overrides=overrides) for a in ARMS}
 display(HTML(html_table(pd.DataFrame([{"variant": k, "bytes copied per step": v["bytes_per_batch"],
                                        "skipped here": "; ".join(v["notes"])} for k, v in facts.items()]))))
@@ -120,13 +122,12 @@ display(plots.diff_breakdown(comparison, title="Per-step time change, preallocat
 # 4x bytes and the blocking pageable copy cost time only on a GPU (a GPU trace shows them).
 
 # %%
-display(HTML(html_table(tables.summary_table({k: sample[k] for k in ("name", "before_ms", "after_ms", "ratio", "low",
-                                                                     "high", "verdict", "n_a", "n_b")}))))
+display(HTML(prose.prose(perstep.range_text(sample))))
 if mode == "live":
     evidence = pair.from_ab(variant_ab("replay", *ARMS, device=device, overrides=overrides, min_time_s=ab_min_time_s,
                                        repeats=ab_repeats))
 else:
-    evidence = pair.from_diff(comparison, after.trace, after.device, LABELS)
+    evidence = pair.from_diff(comparison, before, after, LABELS)
 display(HTML(prose.prose(evidence.text())))
 if evidence.ab is not None:
     display(plots.ab_distribution(evidence.ab))

@@ -143,15 +143,26 @@ def test_use_threads_sets_and_reports_torch_threads():
             pair.use_threads(bad)
 
 
+def test_quiet_profiler_log_keeps_a_level_the_user_set(monkeypatch):
+    monkeypatch.delenv("KINETO_LOG_LEVEL", raising=False)
+    assert pair.quiet_profiler_log() == "6"
+    monkeypatch.setenv("KINETO_LOG_LEVEL", "2")
+    assert pair.quiet_profiler_log() == "2"
+
+
 def test_evidence_from_a_trace_pair_uses_the_diff_ci():
     before, after = pair.load_pair("trace", ("mppi_float_tensor.json.gz", "mppi_from_numpy.json.gz"),
                                    workload="mppi", arms=(Arm("a", "float_tensor"), Arm("b", "from_numpy")))
     comparison = perfkit.diff(before.trace, after.trace)
-    ev = pair.from_diff(comparison, after.trace, after.device, ("a", "b"))
+    ev = pair.from_diff(comparison, before, after, ("a", "b"))
     s = comparison.step_change
     assert (ev.ratio, ev.low, ev.high, ev.device) == (s["ratio"], s["low"], s["high"], "cpu")
     assert "3 vs 3 profiled steps" in ev.method and "median step times" in ev.text()
-    assert {r["metric"] for r in ev.rows("case_x", "s", ("a", "b"))} == {"median_step_ms", "step_ratio_after_before"}
+    out = {r["metric"]: r for r in ev.rows("case_x", "s", ("a_ms", "b_ms"))}
+    assert list(out) == ["b_ms", "a_ms", "step_ratio_after_before"]
+    assert out["a_ms"]["value"] == pytest.approx(before.trace.steps["dur_us"].median() / 1e3)
+    assert out["a_ms"]["ci_low"] <= out["a_ms"]["value"] <= out["a_ms"]["ci_high"]
+    assert (out["step_ratio_after_before"]["ci_low"], out["step_ratio_after_before"]["ci_high"]) == (s["low"], s["high"])
     assert pair.pair_subject("trace", before, after, "mppi", ("a", "b")) == \
         "trace mppi_float_tensor.json.gz -> trace mppi_from_numpy.json.gz"
     assert pair.pair_subject("live", before, after, "mppi", ("a", "b")) == "live mppi: a -> b"
@@ -175,6 +186,8 @@ def test_variant_ab_and_ladder_time_real_workloads():
     assert frame["rate"].iloc[0] == rate == pytest.approx(np.median([16 / s for s in ladder.steps[0].samples_a]))
     assert low <= rate <= high and math.isnan(frame["speedup"].iloc[0])
     assert frame["speedup"].iloc[1] == ladder.steps[0].speedup and ladder.verdict.startswith("naive -> fix, no reuse")
+    noisy = [c for c in (*ladder.steps, ladder.overall) if any(not w.startswith("load") for w in c.warnings)]
+    assert len(ladder.warnings) <= 2 and (not noisy or ladder.warnings[-1].startswith(f"{len(noisy)} of 3"))
     with pytest.raises(ParameterError, match="distinct labels"):
         speed_ladder("mppi", [arms[0], arms[0]], device="cpu")
     assert ppo_env_steps(SimpleNamespace(config=SimpleNamespace(**TINY_PPO))) == 16.0
@@ -226,9 +239,10 @@ def test_case_rows_carry_exact_counts_and_harness_cis():
     out = caserows.count_rows("c", {"aten::linear": 68.0, "bad": math.nan}, "calls", subject="s", device="cpu",
                               suffix="_per_step")
     assert [(r["metric"], r["ci_low"], r["ci_high"]) for r in out] == [("aten_linear_per_step", 68.0, 68.0)]
-    change = {"name": "## a ##", "after_ms": 2.0, "ratio": 0.5, "low": 0.4, "high": 0.7}
+    change = {"name": "## a ##", "after_ms": 2.0, "ratio": 0.5, "low": 0.4, "high": 0.7, "after_steps_ms": (2, 2, 2)}
     ranged = caserows.range_rows("c", change, subject="s", device="cpu")
     assert [r["metric"] for r in ranged] == ["a_ms_per_step", "a_ratio_after_before"] and ranged[1]["ci_high"] == 0.7
+    assert (ranged[0]["ci_low"], ranged[0]["ci_high"]) == (2.0, 2.0)
     assert caserows.relabel([{"investigation": "memory_leak", "x": 1}], "c") == [{"investigation": "c", "x": 1}]
 
 

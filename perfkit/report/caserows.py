@@ -35,12 +35,13 @@ def count_rows(investigation: str, counts: dict, unit: str, *, subject: str, dev
 
 def range_rows(investigation: str, change: dict, *, subject: str, device: str) -> list[dict]:
     """A record_function range before and after a fix (``perstep.range_change``): its median ms
-    per step in the after trace (CI over steps, from its per-step times) and the after/before
-    ratio with its bootstrap CI."""
+    per step in the after trace (bootstrap CI over its steps) and the after/before ratio with its
+    bootstrap CI."""
     key = metric_name(change["name"])
     ci = (change["low"], change["high"]) if math.isfinite(change["low"]) else None
     return finite_rows([
-        row(investigation, f"{key}_ms_per_step", change["after_ms"], "ms", subject=subject, device=device),
+        row(investigation, f"{key}_ms_per_step", change["after_ms"], "ms", subject=subject, device=device,
+            ci=step_ci(change["after_steps_ms"])),
         row(investigation, f"{key}_ratio_after_before", change["ratio"], "x", subject=subject, device=device, ci=ci),
     ])
 

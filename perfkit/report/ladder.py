@@ -155,8 +155,19 @@ def speed_ladder(workload: str, arms: Sequence[Arm], *, device: str = "auto", ov
         steps = tuple(ab(i, i + 1) for i in range(len(arms) - 1))
         overall = steps[0] if len(arms) == 2 else ab(0, len(arms) - 1)
         per_step = tuple(float(units(w) if callable(units) else units) for w in built)
-    warns = tuple(dict.fromkeys(w for r in (*steps, overall) for w in r.warnings))
-    return LadderResult(workload, dev, tuple(labels), steps, overall, per_step, unit, warns)
+    return LadderResult(workload, dev, tuple(labels), steps, overall, per_step, unit, _warnings((*steps, overall)))
+
+
+def _warnings(comparisons) -> tuple[str, ...]:
+    """The machine-load warning once, then how many comparisons carry measurement warnings (each
+    comparison keeps its own in ``.warnings``)."""
+    load = [w for c in comparisons for w in c.warnings if w.startswith("load average")][:1]
+    noisy = [" vs ".join(c.labels[::-1]) for c in comparisons
+             if any(not w.startswith("load average") for w in c.warnings)]
+    if noisy:
+        load.append(f"{len(noisy)} of {len(comparisons)} comparisons have measurement warnings (noise, outliers, "
+                    f"drift): {'; '.join(noisy)}; see steps[i].warnings and overall.warnings")
+    return tuple(load)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,17 @@ def use_threads(threads: int) -> int:
     return torch.get_num_threads()
 
 
+def quiet_profiler_log() -> str:
+    """Set ``KINETO_LOG_LEVEL=6`` unless it is set, and return the level in effect. Kineto (the
+    profiler's engine) prints "profiler_start"/"profiler_stop" lines to stderr on every profiling
+    session: 20 lines for one memory sweep, which a report shows as console output. It reads the
+    level when the process first profiles, so call this before. Its errors go with them; a
+    recording that lost its GPU events is still named by perfkit's own warnings ("no GPU events")."""
+    import os
+
+    return os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+
 def pair_subject(mode: str, before: Source, after: Source, workload: str, labels: tuple[str, str]) -> str:
     """The perf-log subject of a case study's pair: "trace A -> trace B", or for a live run
     "live WORKLOAD: LABEL_A -> LABEL_B" (sizes are not part of it: say what changed in ``change``)."""
@@ -63,7 +74,7 @@ class Evidence:
     """The A/B of a case study: ``ratio`` = after / before time (below 1: the fix is faster)
     with its 95% CI (``low``, ``high``), the measuring harness's ``verdict``, both medians in
     ms, ``device`` (where the times were measured: "cpu", "cuda", or a trace's GPU name) and
-    ``method``; ``ab`` or ``diff`` (with ``after_trace``) keeps the underlying result."""
+    ``method``; ``ab`` or ``diff`` (with both traces) keeps the underlying result."""
 
     labels: tuple[str, str]
     before_ms: float
@@ -77,6 +88,7 @@ class Evidence:
     ab: object = None
     diff: object = None
     after_trace: object = field(default=None, repr=False)
+    before_trace: object = field(default=None, repr=False)
 
     @property
     def speedup(self) -> float:
@@ -108,13 +120,20 @@ class Evidence:
         return f"{self.labels[1]}: {self.verdict} ({self.speedup:.3g}x{ci}) on {self.device}"
 
     def rows(self, investigation: str, subject: str, names: tuple[str, str]) -> list[dict]:
-        """Perf-log rows: both arms (ms) and the speedup with its CI (``rows.ab_rows`` for an
-        interleaved A/B, ``rows.diff_rows``' after-trace step and ratio for a trace pair)."""
-        from .rows import ab_rows, diff_rows
+        """Perf-log rows: the after and before arms' median step (ms, metrics ``names[1]`` and
+        ``names[0]``, CI over their samples or profiled steps) and the comparison: the speedup
+        with its CI for an interleaved A/B (``rows.ab_rows``), the step ratio after/before with
+        its bootstrap CI for a trace pair."""
+        from .rows import ab_rows, row, step_ci
 
         if self.ab is not None:
             return ab_rows(investigation, self.ab, names, subject, self.device)
-        return diff_rows(investigation, self.diff, self.after_trace, subject, self.device)
+        base = dict(subject=subject, device=self.device)
+        steps = [t.steps["dur_us"].to_numpy(dtype=float) / 1e3 for t in (self.after_trace, self.before_trace)]
+        out = [row(investigation, name, ms, "ms", ci=step_ci(s), **base)
+               for name, ms, s in zip(names[::-1], (self.after_ms, self.before_ms), steps)]
+        ci = (self.low, self.high) if math.isfinite(self.low) and math.isfinite(self.high) else None
+        return out + [row(investigation, "step_ratio_after_before", self.ratio, "x", ci=ci, **base)]
 
 
 def from_ab(ab, method: str = "interleaved A/B of the two variants' steps") -> Evidence:
@@ -124,10 +143,11 @@ def from_ab(ab, method: str = "interleaved A/B of the two variants' steps") -> E
                     ab.verdict, ab.environment.get("device", "cpu"), method, ab=ab)
 
 
-def from_diff(comparison, after_trace, device: str, labels: tuple[str, str]) -> Evidence:
-    """Evidence from ``perfkit.diff(before, after)``: median step times and their ratio with the
-    bootstrap CI over the profiled steps; ``after_trace`` is kept for the perf-log rows."""
+def from_diff(comparison, before: Source, after: Source, labels: tuple[str, str]) -> Evidence:
+    """Evidence from ``perfkit.diff(before.trace, after.trace)``: median step times and their ratio
+    with the bootstrap CI over the profiled steps, on the device ``after`` was recorded on; both
+    traces are kept for the perf-log rows."""
     s = comparison.step_change
     return Evidence(tuple(labels), s["median_a_us"] / 1e3, s["median_b_us"] / 1e3, s["ratio"], s["low"], s["high"],
-                    s["verdict"], device, f"trace diff, {s['n_a']} vs {s['n_b']} profiled steps", diff=comparison,
-                    after_trace=after_trace)
+                    s["verdict"], after.device, f"trace diff, {s['n_a']} vs {s['n_b']} profiled steps",
+                    diff=comparison, after_trace=after.trace, before_trace=before.trace)

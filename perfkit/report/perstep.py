@@ -82,12 +82,13 @@ def range_per_step(trace, name: str) -> np.ndarray:
 def range_change(before, after, name: str) -> dict:
     """The range ``name`` in two traces: ``compare_steps`` of its per-step times (``ratio`` =
     median after / median before, ``low``/``high`` its 95% bootstrap CI, ``verdict``), plus
-    ``before_ms`` and ``after_ms`` (medians per step) and ``name``."""
+    ``before_ms`` and ``after_ms`` (medians per step), ``after_steps_ms`` (each step's) and ``name``."""
     from ..analysis.diff import compare_steps
 
     a, b = range_per_step(before, name), range_per_step(after, name)
     out = compare_steps(a, b)
-    return {**out, "name": name, "before_ms": out["median_a_us"] / 1e3, "after_ms": out["median_b_us"] / 1e3}
+    return {**out, "name": name, "before_ms": out["median_a_us"] / 1e3, "after_ms": out["median_b_us"] / 1e3,
+            "after_steps_ms": tuple(b / 1e3)}
 
 
 def range_text(change: dict) -> str:

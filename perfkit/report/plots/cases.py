@@ -55,9 +55,11 @@ def fix_ladder(result, *, title: str | None = None):
     ax.barh(range(len(frame)), rate, xerr=np.nan_to_num(np.clip(err, 0, None)), color="#4c72b0", capsize=3)
     ax.set_yticks(range(len(frame)), [label(n, 36) for n in frame["label"]], fontsize=8)
     ax.invert_yaxis()
+    right = np.nanmax(np.append(frame["rate_ci_high"].to_numpy(dtype=float), rate))
     for i, rec in enumerate(frame.to_dict("records")):
         if i and math.isfinite(rec["speedup"]):
-            ax.text(rec["rate"], i, f"  {rec['speedup']:.2f}x vs above ({rec['verdict']})", va="center", fontsize=7)
+            ax.text(right * 1.02, i, f"{rec['speedup']:.2f}x vs above ({rec['verdict']})", va="center", fontsize=7)
+    ax.set_xlim(0, right * 1.45)
     ax.set_xlabel(result.unit)
     ax.set_title(label(title or f"Ladder of fixes on {result.device}: {result.verdict}", 110), fontsize=9)
     fig.tight_layout()
