@@ -94,8 +94,9 @@ display(HTML(html_table(syncs["before"].to_frame()[["kind", "op", "file", "line"
 detected = {a.label: inputs.detect_workload_syncs("ppo", a.variant, device=device, steps=detect_steps,
                                                   overrides=overrides) for a in PAIR}
 for label, report in detected.items():
-    display(HTML(prose.prose(f"{label}: {report.total / detect_steps:g} syncing calls per step ({report.mode})")
-                 + html_table(tables.with_source(report.per_step(detect_steps)))))
+    display(HTML(prose.prose(f"{label}: {report.total / detect_steps:g} syncing calls per step ({report.mode})")))
+    if report.total:
+        display(HTML(html_table(tables.with_source(report.per_step(detect_steps)))))
 
 # %% [markdown]
 # ### Warm-up
