@@ -22,11 +22,16 @@ CARD_VERSION = 1
 LABELS = {
     "median_step_ms": "median step", "host_busy_ms_per_step": "host busy per step", "gpu_busy_pct": "GPU busy",
     "launches_per_step": "kernel launches per step", "htod_ms_per_step": "host-to-device copy time per step",
-    "pageable_htod_per_step": "pageable host-to-device copies per step", "syncs_per_step": "sync points per step",
-    "blocked_ms_per_step": "host blocked in syncs per step", "detected_syncs_per_step": "syncing calls per step (run time)",
+    "pageable_htod_per_step": "pageable host-to-device copies per step", "compile_s": "compile time",
+    "sync_points_per_step": "sync points per step", "sync_blocked_ms_per_step": "host blocked in syncs per step",
+    "host_scalar_reads_per_step": "host scalar reads per step (no GPU wait)",
+    "detected_syncs_per_step": "syncing calls per step (run time)",
     "compiled_step_ms": "compiled step", "eager_step_ms": "eager step", "speedup": "speedup",
     "compile_time_s": "compile time", "amp_step_ms": "autocast step", "fp32_step_ms": "fp32 step",
-    "loss_max_rel_diff": "largest loss difference", "leak": "leak found", "step_ratio_after_before": "step time after / before",
+    "loss_max_rel_diff": "largest loss difference", "leak": "leak found", "snapshot_leak": "leak across snapshots",
+    "window_growth_mib": "growth within the snapshot's window", "window_peak_mib": "peak in the snapshot's window",
+    "growth_mib_per_interval": "growth per interval between snapshots",
+    "step_ratio_after_before": "step time after / before",
 }
 _STYLE = ("border:2px solid {color};border-radius:6px;padding:0.6em 1em;margin:0.4em 0 1em;"
           "font-family:system-ui,sans-serif;max-width:60em")
