@@ -101,13 +101,13 @@ display(plots.breakdown(cpu_before.top_ops(12), value="self_us", top=12, title="
 
 # %% [markdown]
 # ## 3. Diagnosis: what the fix removes, and where it sits in the source
-# `perfkit.diff` lines the two traces up op by op (time per step, before and after);
+# `perfkit.diff` lines the two traces up op by op (outermost calls, time per step, before and after);
 # `perfkit.scan` reads the planner's source for the patterns that cause it (the naive port's
 # per-sample `torch.FloatTensor(obs)` is flagged as `legacy-tensor-ctor`).
 
 # %%
 display(plots.diff_breakdown(comparison, title="Per-step time change, fix - naive port"))
-display(HTML(html_table(comparison.ops.head(10))))
+display(HTML(html_table(comparison.top_ops.head(10))))
 from perfkit.workloads import mppi
 
 scan_report = perfkit.scan(mppi.__file__)
