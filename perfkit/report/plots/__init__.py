@@ -10,7 +10,8 @@ text (a ``$`` does not start mathtext).
 
 One module per investigation, all re-exported here: ``steps`` (step timeline, table bars, the
 cpu_bound step split), ``copies`` (htod), ``ab`` (compile_ab, amp_regression, trace diffs),
-``memory`` (memory_leak, system monitor, CUDA memory snapshots) and ``runs`` (perf log trend, workload steps);
+``memory`` (memory_leak, system monitor, CUDA memory snapshots), ``runs`` (perf log trend, workload
+steps) and ``cases`` (the case studies: planning memory, a ladder of fixes);
 ``figure`` holds what they share (canvas, labels, message figures, PNG bytes).
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 # The figures, plus (outside __all__, importable from here as before) the shared helpers
 # new_figure and label and the timeline's category colours.
 from .ab import ab_distribution, diff_breakdown, loss_curves
+from .cases import fix_ladder, samples_horizon_memory
 from .copies import copy_bandwidth, copy_kinds
 from .figure import figure_png, label, message_figure, new_figure, no_gpu_figure
 from .memory import memory_growth, monitor_timeline, snapshot_history, snapshot_series
@@ -29,5 +31,5 @@ __all__ = [
     "step_timeline", "breakdown", "step_breakdown", "queue_delay", "copy_bandwidth", "copy_kinds", "ab_distribution",
     "loss_curves", "diff_breakdown", "memory_growth", "monitor_timeline", "snapshot_history", "snapshot_series",
     "perf_log_trend", "workload_steps",
-    "message_figure", "no_gpu_figure", "figure_png",
+    "message_figure", "no_gpu_figure", "figure_png", "samples_horizon_memory", "fix_ladder",
 ]
