@@ -257,3 +257,26 @@ def test_a_bad_rank_among_many_is_named_when_parsed_in_a_worker(tmp_path):
     assert str(paths[2]) in str(info.value) and info.value.recoverable > 100
     trace = load_trace(tmp_path / "run", workers=2, salvage=True)
     assert trace.ranks == [0, 1, 2, 3] and any("rank2" in w and "cut off" in w for w in trace.warnings)
+
+
+def test_ranks_load_in_a_pool_from_a_kernel_whose_main_has_no_spec(tmp_path, monkeypatch):
+    """A Jupyter kernel: other threads running (so no fork) and a ``__main__`` without ``__spec__``,
+    which the fork server reads to prepare each worker."""
+    import sys
+    import threading
+
+    class KernelMain:  # like ipykernel's DummyMod
+        pass
+
+    paths = replicated_ranks(tmp_path / "run", 2)
+    monkeypatch.setitem(sys.modules, "__main__", KernelMain())
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        trace = load_trace(tmp_path / "run", workers=2, use_cache=False)
+    finally:
+        stop.set()
+        other.join()
+    assert trace.ranks == [0, 1]
+    pd.testing.assert_frame_equal(trace.events, load_trace(paths, workers=1, use_cache=False).events)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import multiprocessing
 import os
+import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
 
@@ -52,6 +53,15 @@ def will_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 
+def _give_main_a_spec() -> None:
+    """A Jupyter kernel's ``__main__`` has no ``__spec__`` attribute, and a fork server or spawn
+    start reads ``__main__.__spec__`` to prepare each worker (AttributeError). None is what a
+    script's ``__main__`` has: the worker then imports nothing from the kernel."""
+    main = sys.modules.get("__main__")
+    if main is not None and not hasattr(main, "__spec__"):
+        main.__spec__ = None
+
+
 def process_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of ``workers`` processes able to run :mod:`perfkit.trace` functions."""
     methods = multiprocessing.get_all_start_methods()
@@ -62,6 +72,8 @@ def process_pool(workers: int) -> ProcessPoolExecutor:
         context.set_forkserver_preload(["perfkit.trace.load"])
     else:
         context = multiprocessing.get_context("spawn")
+    if not will_fork():
+        _give_main_a_spec()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
     pool.submit(os.getpid)  # forks every worker now, before the caller starts threads of its own
     return pool
