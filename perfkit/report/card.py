@@ -27,6 +27,9 @@ LABELS = {
     "compiled_step_ms": "compiled step", "eager_step_ms": "eager step", "speedup": "speedup",
     "compile_time_s": "compile time", "amp_step_ms": "autocast step", "fp32_step_ms": "fp32 step",
     "loss_max_rel_diff": "largest loss difference", "leak": "leak found", "step_ratio_after_before": "step time after / before",
+    "mean_step_ms": "mean step", "gpu_busy_ms_per_step": "GPU busy per step", "gpu_idle_ms_per_step": "GPU idle per step",
+    "peer_wait_ms_per_step": "waiting for peers per step", "straggler_excess_pct": "worst straggler's excess",
+    "straggling_ranks": "straggling ranks", "comm_overlap_pct": "communication hidden under compute",
 }
 _STYLE = ("border:2px solid {color};border-radius:6px;padding:0.6em 1em;margin:0.4em 0 1em;"
           "font-family:system-ui,sans-serif;max-width:60em")
