@@ -11,7 +11,7 @@
 # Compares the ranks of a multi-rank run, one trace per rank: each rank's own work against the time
 # its collectives waited for the others, which rank is the straggler in which steps and why, and how
 # far apart the ranks reach each collective. The default input is a small synthetic 4-rank job
-# shipped with perfkit (`data/traces/ranks/README`: rank 2's DataLoader is 2 ms slower); point
+# shipped with perfkit (`data/traces/README.md`: rank 2's DataLoader is 2 ms slower); point
 # `trace_path` at your `tensorboard_trace_handler` folder. Rules: `perfkit/analysis/stragglers.py`.
 
 # %% tags=["parameters"]
@@ -70,7 +70,7 @@ display(HTML(html_table(tables.rank_files_table(result.steps).drop(columns=["sta
 
 # %%
 display(plots.arrival_skew(result))
-display(HTML(html_table(tables.rank_files_table(result.collectives.nlargest(top, "skew_us")))))
+display(HTML(html_table(tables.rank_files_table(result.collectives.sort_values("skew_us", ascending=False).head(top)))))
 
 # %% [markdown]
 # ## Stragglers

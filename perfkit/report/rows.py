@@ -248,9 +248,10 @@ def validation_rows(report) -> list[dict]:
 
 def step_anatomy_rows(path, gaps, subject: str, device: str) -> list[dict]:
     """Mean step wall time (ms, the step of ``step_anatomy``'s sentence) of a ``critical_path``
-    result and, with a GPU timeline (``gpu_gaps`` result), GPU busy and idle time per step and the
-    idle time of each gap class that has any (``idle_<class>_ms_per_step``). Means over the step
-    windows, CIs over them. (Without a GPU the path is the main thread's host time, the step itself.)"""
+    result and, with a GPU timeline (``gpu_gaps`` result), GPU busy (any stream) and idle time per
+    step and the compute stream's idle time in each gap class that has any
+    (``idle_<class>_ms_per_step``; ``other_stream`` idle overlaps the GPU's busy time, so the classes
+    need not sum to the GPU's idle time). Means over the step windows, CIs over them. (Without a GPU the path is the main thread's host time, the step itself.)"""
     steps = path.steps
     if steps.empty:
         return []

@@ -154,9 +154,10 @@ def critical_path_bars(path, *, title: str = "Critical path of each step, by kin
     return fig
 
 
-def gpu_time_bars(gaps, *, title: str = "GPU time of each step: busy, and idle by cause"):
-    """Per step of a ``gpu_gaps`` result: GPU busy time, then its idle time split by gap class
-    (ms, stacked to the step's wall time); "no GPU" without a GPU timeline."""
+def gpu_time_bars(gaps, *, title: str = "GPU compute stream in each step: busy, and idle by cause"):
+    """Per step of a ``gpu_gaps`` result: the compute stream's busy time (the step less its gaps)
+    and its idle time by gap class (ms), stacked to the step's wall time; ``other_stream`` is idle
+    compute stream while another stream (a copy, a collective) works. "no GPU" without a GPU timeline."""
     if not gaps.has_gpu:
         return no_gpu_figure("the trace has no kernels, copies or memsets, so there are no GPU gaps", title)
     steps = gaps.steps.head(MAX_STEPS)
@@ -165,13 +166,13 @@ def gpu_time_bars(gaps, *, title: str = "GPU time of each step: busy, and idle b
     fig = new_figure(10.0, 1.6 + 0.34 * len(steps))
     ax = fig.add_subplot()
     y = np.arange(len(steps))
-    busy = steps["gpu_busy_us"].to_numpy(dtype=float) / 1e3
-    ax.barh(y, busy, 0.7, color="#55a868", label="GPU busy")
+    idle = {c: steps[f"{c}_us"].to_numpy(dtype=float) / 1e3 for c in GAP_COLORS}
+    busy = steps["wall_us"].to_numpy(dtype=float) / 1e3 - sum(idle.values())
+    ax.barh(y, busy, 0.7, color="#55a868", label="compute stream busy")
     left = busy.copy()
-    for cls, color in GAP_COLORS.items():
-        width = steps[f"{cls}_us"].to_numpy(dtype=float) / 1e3
+    for cls, width in idle.items():
         if width.any():
-            ax.barh(y, width, 0.7, left=left, color=color, label=f"idle: {cls}")
+            ax.barh(y, width, 0.7, left=left, color=GAP_COLORS[cls], label=f"idle: {cls}")
         left += width
     _step_axis(ax, steps, title if len(gaps.steps) <= MAX_STEPS else f"{title} (first {MAX_STEPS} steps)")
     fig.tight_layout()

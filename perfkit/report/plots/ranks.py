@@ -49,8 +49,9 @@ def own_vs_wait(result, *, title: str = "Each rank's step: its own work and the 
     if late:
         from matplotlib.patches import Patch
 
-        handles.insert(1, Patch(color=STRAGGLER_COLOR))
-        labels.insert(1, "straggler's own work")
+        at = labels.index("own work") + 1
+        handles.insert(at, Patch(color=STRAGGLER_COLOR))
+        labels.insert(at, "straggler's own work")
     ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
