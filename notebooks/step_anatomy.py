@@ -23,7 +23,7 @@ steps = 3  # live mode: profiled steps
 warmup = 1  # live mode: profiler warm-up steps
 overrides = {}  # live mode: workload config fields, e.g. {"samples": 256}
 thread = "main"  # host thread(s) of the icicle chart: "main", "all" or a thread id
-max_depth = 18  # call levels drawn in the icicle chart (below the frames every stack shares)
+max_depth = 24  # call levels drawn in the icicle chart (below the frames every stack shares)
 top = 10  # rows in the hotspot, gap and critical-path tables
 annotated_path = ""  # trace mode: write the annotated trace here (.json.gz) for ui.perfetto.dev; empty: don't
 interactive = False  # True in JupyterLab: show the trace explorer widget
@@ -56,8 +56,9 @@ verdict_card("step_anatomy", gaps, logged, subject=source.subject, device=source
 # ## Where the host time goes
 # Icicle chart of the host thread's call stacks over the whole trace: each bar is a function in a
 # call path, as wide as its time including what it calls; callees sit below their caller. Orange:
-# your code; yellow: library Python (torch, site-packages); blue: host ops; grey: waiting. The frames
-# every stack starts with are merged into the top bar. The table ranks functions by their own time.
+# your code; yellow: library Python (torch, site-packages); purple: `nn.Module` ranges; blue: host
+# ops; grey: waiting. The frames every stack starts with are merged into the top bar, and
+# `nn.Module`'s call-dispatch frames are left out. The table ranks functions by their own time.
 
 # %%
 display(plots.icicle(spots, max_depth=max_depth))

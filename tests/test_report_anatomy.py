@@ -40,7 +40,8 @@ def _texts(fig) -> str:
 # -- icicle -----------------------------------------------------------------------------------------
 
 def test_icicle_layout_nests_callees_under_callers_and_merges_the_trunk():
-    stacks = pd.DataFrame({"stack": ["main (t.py:1);step (t.py:5);aten::mm", "main (t.py:1);step (t.py:5);sleep",
+    dispatch = "_call_impl (torch/nn/modules/module.py:1779)"  # hidden: its time goes to aten::mm
+    stacks = pd.DataFrame({"stack": [f"main (t.py:1);step (t.py:5);{dispatch};aten::mm", "main (t.py:1);step (t.py:5);sleep",
                                      "main (t.py:1);log (t.py:9)", "main (t.py:1);tiny (t.py:12)"],
                            "self_us": [10.0, 5.0, 3.0, 0.001]})
     layout, total = plots.icicle_layout(stacks, min_share=0.01)
@@ -53,6 +54,9 @@ def test_icicle_layout_nests_callees_under_callers_and_merges_the_trunk():
     assert (got.loc["sleep", ["depth", "start_us", "width_us", "kind"]].tolist() == [2, 10.0, 5.0, "waiting"])
     assert got.loc["aten::mm", "kind"] == "op" and got.loc["log (t.py:9)", "kind"] == "user"
     assert plots.icicle_layout(stacks, max_depth=2)[0]["depth"].max() == 1
+    assert dispatch in plots.icicle_layout(stacks, hide=())[0]["label"].tolist()
+    assert plots.frame_kind("nn.Module: Linear_0") == "module"
+    assert plots.frame_kind("forward (torch/nn/modules/linear.py:130)") == "library"
 
 
 def test_icicle_of_a_real_trace_spans_the_threads_covered_time(cpu):

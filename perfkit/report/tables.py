@@ -75,7 +75,7 @@ def in_ms(frame: pd.DataFrame, *, keep: tuple = ("start_us", "end_us")) -> pd.Da
     the microsecond and renamed ``* (ms)``; other columns as they are."""
     out = frame.copy()
     for col in [c for c in frame.columns if c.endswith("_us") and c not in keep]:
-        out[col] = (pd.to_numeric(frame[col], errors="coerce") / 1e3).round(3)
+        out[col] = (pd.to_numeric(frame[col], errors="coerce") / 1e3).round(3) + 0.0  # no "-0"
         out = out.rename(columns={col: f"{col.removesuffix('_us')} (ms)"})
     return out
 

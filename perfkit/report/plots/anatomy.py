@@ -12,25 +12,32 @@ KIND_COLORS = {"host": "#4c72b0", "launch": "#dd8452", "kernel": "#55a868", "mem
                "sync_wait": "#8172b3", "idle": "#c8c8c8"}
 GAP_COLORS = {"input": "#8172b3", "launch": "#dd8452", "sync_wait": "#c44e52", "host_python": "#4c72b0",
               "compile": "#937860", "other_stream": "#da8bc3", "tail": "#8c8c8c"}
-FRAME_COLORS = {"user": "#e8743b", "library": "#f2c14e", "op": "#6b9bd1", "waiting": "#c8c8c8", "trunk": "#b0b0b0"}
+FRAME_COLORS = {"user": "#e8743b", "library": "#f2c14e", "module": "#b39ddb", "op": "#6b9bd1", "waiting": "#c8c8c8",
+                "trunk": "#b0b0b0"}
+# torch.nn.Module's call dispatch: two frames between every module and its forward that say
+# nothing about where time goes; hidden so deep models keep their layers within max_depth.
+DISPATCH_FRAMES = ("_call_impl (torch/nn/modules/module.py:", "_wrapped_call_impl (torch/nn/modules/module.py:")
 ICICLE_COLUMNS = ["depth", "start_us", "width_us", "label", "kind"]
 MAX_STEPS = 40  # bars per step figure; more steps would shrink each bar below a readable height
 
 
-def icicle_layout(stacks: pd.DataFrame, *, max_depth: int = 18, min_share: float = 0.002) -> tuple[pd.DataFrame, float]:
+def icicle_layout(stacks: pd.DataFrame, *, max_depth: int = 24, min_share: float = 0.002,
+                  hide: tuple = DISPATCH_FRAMES) -> tuple[pd.DataFrame, float]:
     """Rectangles of an icicle chart of folded stacks (``HotspotsResult.stacks``: ``stack``, frame
     labels root first joined by ";", and ``self_us``) and the total time (us).
 
     One row per call-tree node (``ICICLE_COLUMNS``): ``depth`` (0 = top), ``start_us`` and
     ``width_us`` (its total time: its own self time plus its callees'), ``label`` and ``kind``
-    (``user``/``library`` Python frame, host ``op``, ``waiting`` primitive, or ``trunk``). Callees
-    sit below their caller, the largest first. The trunk (the frames every stack starts with) is one
-    row at depth 0, so the chart starts where the stacks part. Nodes narrower than ``min_share`` of
-    the total, and levels deeper than ``max_depth``, are left out."""
+    (``user``/``library`` Python frame, ``module`` (an ``nn.Module: Name`` range), host ``op``,
+    ``waiting`` primitive, or ``trunk``). Callees sit below their caller, the largest first. The trunk
+    (the frames every stack starts with) is one row at depth 0, so the chart starts where the stacks
+    part. Frames starting with one of ``hide`` (torch.nn.Module's call dispatch) are left out of
+    the paths, their time going to their callees; so are nodes narrower than ``min_share`` of the
+    total and levels deeper than ``max_depth``."""
     tree: dict = {}
     for stack, us in zip(stacks["stack"], stacks["self_us"].to_numpy(dtype=float)):
         node = tree
-        for frame in stack.split(";"):
+        for frame in (f for f in stack.split(";") if not f.startswith(hide)):
             child = node.setdefault(frame, [0.0, {}])
             child[0] += us
             node = child[1]
@@ -79,7 +86,7 @@ def frame_kind(frame: str) -> str:
     if is_waiting(function, file):
         return "waiting"
     if not file:
-        return "op"
+        return "module" if function.startswith("nn.Module: ") else "op"
     return "library" if is_library(file) else "user"
 
 
@@ -95,17 +102,17 @@ def _function(frame: str) -> str:
     return _split(frame)[0]
 
 
-def icicle(hotspots, *, max_depth: int = 18, min_share: float = 0.002, title: str = ""):
+def icicle(hotspots, *, max_depth: int = 24, min_share: float = 0.002, title: str = ""):
     """Icicle (top-down flame) chart of a ``hotspots`` result's call stacks: one bar per function
     in a call path, as wide as its time including callees (ms), callees below their caller. Bars
-    are coloured by what runs: user Python code, library Python code, host ops, waiting. See
-    ``icicle_layout`` for ``max_depth`` and ``min_share``."""
+    are coloured by what runs: user Python code, library Python code, nn.Module ranges, host ops,
+    waiting. See ``icicle_layout`` for ``max_depth``, ``min_share`` and the hidden frames."""
     layout, total = icicle_layout(hotspots.stacks, max_depth=max_depth, min_share=min_share)
     heading = title or "Where host time goes, by call stack (icicle chart; whole trace)"
     if layout.empty:
         return message_figure(heading, "no host frames in this trace: nothing to draw")
     depth = int(layout["depth"].max()) + 1
-    fig = new_figure(11.0, 1.3 + 0.32 * depth)
+    fig = new_figure(11.0, 1.4 + 0.3 * depth)
     ax = fig.add_subplot()
     for kind, rows in layout.groupby("kind", sort=False):
         ax.barh(rows["depth"], rows["width_us"] / 1e3, left=rows["start_us"] / 1e3, height=0.92,
