@@ -27,7 +27,7 @@ _EXPORTS = {
     "htod_sweep": "perfkit.bench.htod", "hunt_leak": "perfkit.bench.leak",
     "load_memory_snapshot": "perfkit.bench.snapshot", "SystemMonitor": "perfkit.bench.monitor",
     "environment_report": "perfkit.bench.environment", "hardware_defaults": "perfkit.bench.environment",
-    "load_profiler_memory_timeline": "perfkit.bench.snapshot",
+    "load_profiler_memory_timeline": "perfkit.bench.snapshot", "snapshot_growth": "perfkit.bench.snapshot_growth",
     "memory_sweep": "perfkit.bench.memsweep", "workload_memory_sweep": "perfkit.bench.memsweep",
     "op_suite": "perfkit.bench.opsuite",
     # workloads and reports

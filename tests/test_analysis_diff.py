@@ -182,3 +182,122 @@ def test_hta_control_vs_test_is_slower_on_different_hardware():
     assert any("different GPUs" in w for w in r.warnings)
     kinds = r.sync_kinds.set_index("kind")
     assert kinds.at["item", "blocked_us_b"] > kinds.at["item", "blocked_us_a"]
+
+
+# --- pageable -> pinned, stub steps, moved waits, annotations ------------------------------------
+
+def copy_trace(tmp_path, name, *, pinned):
+    """One full step and an 18 us stub step, like the issue's pageable/pinned pair (whole-us
+    timestamps, ties). Pageable: aten::to 462 us whose cudaMemcpyAsync blocks 440 us for a 417 us
+    HtoD copy, then a 5 us event sync. Pinned: aten::to 27 us, an 8 us launch, a 183 us copy, and
+    the wait moves into a 174 us cudaEventSynchronize."""
+    b = TraceBuilder()
+    step = 1_800 if pinned else 2_000
+    b.step(0, 0, step)
+    b.step(1, step, 18)                                           # the stub: starts where step 0 ends
+    to_us, call_us, copy_us, sync_us = (27, 8, 183, 174) if pinned else (462, 440, 417, 5)
+    b.cpu_op("aten::to", 10, to_us)
+    b.cpu_op("aten::_to_copy", 10, to_us)                         # tie with its parent
+    b.cpu_op("aten::copy_", 11, to_us - 1)
+    memory = "Pinned" if pinned else "Pageable"
+    b.memcpy("HtoD", memory, 12, call_us, 12 + 5, copy_us, 20 * 2**20)
+    b.launch("void at::native::elementwise_kernel", 12 + to_us, 5, 30 + to_us + copy_us, 500)
+    b.sync("cudaEventSynchronize", 40 + to_us, sync_us)
+    b.cpu_op("aten::empty", step + 2, 0)                          # zero-length op in the stub
+    return load_trace(b.write(tmp_path / f"{name}.json"), use_cache=False)
+
+
+@pytest.fixture
+def pinned_pair(tmp_path):
+    return copy_trace(tmp_path, "pageable", pinned=False), copy_trace(tmp_path, "pinned", pinned=True)
+
+
+def test_stub_steps_are_dropped_with_a_warning(pinned_pair):
+    r = diff(*pinned_pair)
+    m = r.to_frame().set_index("metric")
+    assert (m.at["steps", "a"], m.at["steps", "b"]) == (1, 1)
+    assert (m.at["median step (us)", "a"], m.at["median step (us)", "b"]) == (2000, 1800)
+    stub = [w for w in r.warnings if "partial step" in w]
+    assert len(stub) == 2 and "A: dropped 1 partial step(s)" in stub[0] and "step 1 (18 us)" in stub[0]
+    ops = r.ops.set_index("name")
+    assert "aten::empty" not in ops.index  # its only call is in the stub
+
+
+def test_pinning_reports_the_copy_improvement_and_no_regression(pinned_pair):
+    r = diff(*pinned_pair)
+    m = r.to_frame().set_index("metric")
+    assert (m.at["HtoD time per step (us)", "a"], m.at["HtoD time per step (us)", "b"]) == (417, 183)
+    titles = [f.title for f in r.findings]
+    assert "HtoD copy time per step fell by 0.234 ms (417 us -> 183 us)" in titles
+    assert "op aten::to -0.435 ms/step (common): 462 us -> 27 us per step" in titles
+    # aten::_to_copy and aten::copy_ are inside aten::to: one finding for the call the user made
+    assert not any("aten::_to_copy" in t or "aten::copy_" in t for t in titles)
+    assert not [f for f in r.findings if f.severity in ("critical", "high", "medium", "low")], titles
+    # syncs counts the pageable copy's block as a sync point (in aten::to), so its total falls too
+    assert m.at["sync blocked per step (us)", "delta"] < 0
+    waits = r.waits.set_index("name")
+    assert (waits.at["HtoD copy call", "per_step_us_a"], waits.at["HtoD copy call", "per_step_us_b"]) == (440, 8)
+    assert (waits.at["event_sync", "per_step_us_a"], waits.at["event_sync", "per_step_us_b"]) == (5, 174)
+    fell = next(f for f in r.findings if f.title.startswith("host waits on the GPU fell"))
+    assert "by 0.263 ms/step (445 us -> 182 us)" in fell.title and "event_sync 5 us -> 174 us" in fell.title
+
+
+def test_a_wait_that_only_moved_is_reported_as_moved(tmp_path):
+    def trace(name, copy_call, event_sync):
+        b = TraceBuilder()
+        for s in range(3):
+            t = s * 1000
+            b.step(s, t, 1000)
+            b.memcpy("HtoD", "Pinned", t + 10, copy_call, t + 15, 100, 4096)
+            b.sync("cudaEventSynchronize", t + 20 + copy_call, event_sync)
+        return load_trace(b.write(tmp_path / f"{name}.json"), use_cache=False)
+
+    r = diff(trace("a", 300, 10), trace("b", 10, 300))
+    moved = [f for f in r.findings if f.title.startswith("host wait moved between kinds")]
+    assert len(moved) == 1 and moved[0].severity == "info" and "Not a regression" in moved[0].fix
+    assert not [f for f in r.findings if "rose" in f.title]
+
+
+def test_a_wait_that_grew_is_a_regression(tmp_path):
+    def trace(name, event_sync):
+        b = TraceBuilder()
+        for s in range(3):
+            b.step(s, s * 1000, 1000)
+            b.sync("cudaEventSynchronize", s * 1000 + 20, event_sync)
+        return load_trace(b.write(tmp_path / f"{name}.json"), use_cache=False)
+
+    r = diff(trace("a", 10), trace("b", 300))
+    rose = next(f for f in r.findings if f.title.startswith("host waits on the GPU rose"))
+    assert rose.severity == "medium" and "event_sync 10 us -> 300 us" in rose.title
+
+
+def test_record_function_ranges_are_compared_by_name(tmp_path):
+    """Dreamer's seed: ``## train/sample ##`` takes 529 ms per step before, 358 ms after."""
+    def trace(name, sample_ms):
+        b = TraceBuilder()
+        for s in range(3):
+            t = s * 1_000_000
+            b.step(s, t, 1_000_000)
+            b.annotation("## train/sample ##", t + 1000, sample_ms * 1000)
+            b.annotation("## train/update ##", t + 600_000, 300_000)
+        return load_trace(b.write(tmp_path / f"{name}.json"), use_cache=False)
+
+    r = diff(trace("a", 529), trace("b", 358))
+    ann = r.annotations.set_index("name")
+    assert (ann.at["## train/sample ##", "per_step_us_a"], ann.at["## train/sample ##", "per_step_us_b"]) == (
+        529_000, 358_000)
+    assert ann.at["## train/update ##", "delta_per_step_us"] == 0
+    assert "record_function ## train/sample ## -171.000 ms/step (common): 529.000 ms -> 358.000 ms per step" in [
+        f.title for f in r.findings]
+    assert "ProfilerStep#0" not in ann.index
+    assert r.to_json()["annotations"][0]["name"] == "## train/sample ##"
+
+
+def test_cli_prints_waits_and_annotations(tmp_path, pinned_pair, capsys):
+    from perfkit.cli import main
+    a, b = (t.files[0].path for t in pinned_pair)
+    assert main(["diff", "--no-cache", a, b]) == 0
+    text = capsys.readouterr().out
+    assert "host waits by kind" in text and "HtoD copy call" in text
+    assert "info     HtoD copy time per step fell by 0.234 ms" in text
+    assert "dropped 1 partial step(s)" in text

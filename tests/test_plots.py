@@ -85,7 +85,7 @@ def test_breakdown_bars_follow_the_table(cpu_trace):
     with pytest.raises(ParameterError, match="total_ms"):
         plots.breakdown(table, value="total_ms")
     fig = plots.step_breakdown(result)
-    assert "CPU-launch-bound" in fig.axes[0].get_title() and len(fig.axes[0].patches) == 4 * len(result.steps)
+    assert "CPU-only trace" in fig.axes[0].get_title() and len(fig.axes[0].patches) == 4 * len(result.steps)
 
 
 def test_names_with_dollar_are_literal_text():

@@ -1,20 +1,23 @@
 """``cpu_bound(trace)``: is a step limited by the GPU, by the host launching work, by input
-loading, or by host-device syncs?
+loading, by host-device syncs, or by torch.compile compiling?
 
 Per step window (``trace.steps``; per rank) the step's wall time is split into what the GPU and
 the host did in it (all in microseconds):
 
 * ``gpu_busy_us``: union of kernel, memcpy and memset intervals of the rank's GPUs inside the window;
 * ``dataloader_us``: union of ``enumerate(DataLoader)...`` annotations (the loader's ``__next__``);
-* ``sync_us``: union of blocking calls outside data loading (``syncs.blocking_calls``: synchronize
-  calls and device-to-host copies that wait for the GPU);
+* ``compile_us``: union of compile spans (``compile.compile_spans``: Dynamo/AOTAutograd/Inductor/
+  Triton compile work, not the run-time wrappers of compiled code) outside data loading;
+* ``sync_us``: union of blocking calls (``syncs.blocking_calls``: synchronize calls and copies that
+  wait for the GPU) outside data loading and compiling;
 * ``host_other_us``: the rest of the host's busy time (ops and runtime calls of any thread, union);
-* ``host_busy_us`` = dataloader + sync + other; ``cpu_gpu_ratio`` = host_busy / gpu_busy;
+* ``host_busy_us`` = dataloader + compile + sync + other; ``cpu_gpu_ratio`` = host_busy / gpu_busy;
 * ``launches`` / ``launch_us``: kernel launch calls (runtime and driver, cudaGraphLaunch included)
   and their summed duration; ``queue_delay_us``: median launch-to-GPU-start delay of the step's
   kernels (small when the GPU waits for the host, large when work is queued ahead of it).
 
-The verdict (see ``decide``) uses these shares of the wall time against the thresholds below.
+The verdict (``cpu_bound_rules.decide``, where every threshold is defined with its source) compares
+these shares of the wall time; ``cpu_bound_findings`` turns it into a fix.
 """
 from __future__ import annotations
 
@@ -23,40 +26,26 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from ..results import findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
 from ..trace.schema import LAUNCH_CATEGORIES
 from ..trace.steps import window_index
 from .classify import is_launch
+from .compile import compile_facts, compile_spans
+from .cpu_bound_findings import findings as _findings
+from .cpu_bound_rules import (COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS,
+                              decide)
 from .ops import (COPY_OPS, DATALOADER_PREFIX, HOST_CATEGORIES, HOST_WORK_CATEGORIES, STEP_PREFIX, host_events,
                   jsonable, nest, op_table, starts_with, step_rows, step_windows, window_cover)
 from .syncs import blocking_calls
 
-VERDICTS = ("GPU-bound", "CPU-launch-bound", "input-bound", "sync-bound")
-
-# GPU busy share of the step at or above which the GPU is the limiter. What stays idle in a
-# well-fed PyTorch loop (launch gaps, step boundaries) is typically a few percent; perfkit calls a
-# step GPU-bound when at most a fifth of it is idle. torch-tb-profiler (pytorch/kineto tb_plugin,
-# RunGenerator.analyze) flags "low utilization" below 50%: those steps get severity "high" here.
-GPU_BOUND_BUSY = 0.80
-LOW_UTILIZATION = 0.50
-# Share of the step spent in DataLoader.__next__ at or above which an idle GPU is blamed on input.
-# torch-tb-profiler recommends num_workers from 5% (same source); a verdict asks for twice that.
-INPUT_SHARE = 0.10
-# Share of the step the host spends blocked in sync calls (outside data loading) at or above which
-# an idle GPU is blamed on syncs: each sync drains the GPU queue, so host and GPU stop overlapping.
-SYNC_SHARE = 0.10
-# Short-kernel rule of torch-tb-profiler: more than half of more than 100 kernels are short.
-TINY_KERNEL_SHARE = 0.50
-TINY_KERNEL_MIN_COUNT = 100
-DATALOADER_NOTE_SHARE = 0.05
-COPY_OPS_SHARE = 0.10
+__all__ = ["CPUBoundResult", "VERDICTS", "cpu_bound", "decide", "overall_numbers"]
 
 STEP_COLUMNS = [
     "rank", "step", "start_us", "end_us", "wall_us", "gpu_busy_us", "gpu_busy_pct", "gpu_idle_pct",
-    "host_busy_us", "cpu_gpu_ratio", "dataloader_us", "sync_us", "sync_blocked_us", "host_other_us",
+    "host_busy_us", "cpu_gpu_ratio", "dataloader_us", "compile_us", "sync_us", "sync_blocked_us", "host_other_us",
     "launches", "launch_us", "queue_delay_us", "kernels", "tiny_kernels", "tiny_kernel_pct", "verdict",
 ]
-_SUMMED = ["wall_us", "gpu_busy_us", "host_busy_us", "dataloader_us", "sync_us", "sync_blocked_us",
+_SUMMED = ["wall_us", "gpu_busy_us", "host_busy_us", "dataloader_us", "compile_us", "sync_us", "sync_blocked_us",
            "host_other_us", "launches", "launch_us", "kernels", "tiny_kernels"]
 
 
@@ -76,6 +65,7 @@ class CPUBoundResult:
     warnings: tuple
     has_gpu: bool
     tiny_kernel_us: float
+    compile: dict | None = None
 
     def to_frame(self) -> pd.DataFrame:
         return self.steps.copy()
@@ -95,6 +85,7 @@ class CPUBoundResult:
 
     def to_json(self) -> dict:
         return jsonable({"verdict": self.verdict, "evidence": self.evidence, "overall": self.overall,
+                         "compile": self.compile,
                          "steps": self.steps.to_dict("records"), "ops": self.top_ops(20).to_dict("records"),
                          "findings": [dict(f.__dict__) for f in self.findings], "warnings": list(self.warnings)})
 
@@ -113,28 +104,30 @@ class CPUBoundResult:
 
 
 def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GPU_BOUND_BUSY,
-              input_share: float = INPUT_SHARE, sync_share: float = SYNC_SHARE) -> CPUBoundResult:
-    """Classify each step (and the whole trace) as GPU-bound, CPU-launch-bound, input-bound or
-    sync-bound from the trace's timeline.
+              input_share: float = INPUT_SHARE, sync_share: float = SYNC_SHARE,
+              compile_share: float = COMPILE_SHARE, host_ahead_share: float = HOST_AHEAD_SHARE) -> CPUBoundResult:
+    """Classify each step (and the whole trace) as one of ``VERDICTS`` from the trace's timeline.
 
     ``tiny_kernel_us``: kernels shorter than this (us) count as tiny. ``gpu_bound_busy``,
-    ``input_share``, ``sync_share``: verdict thresholds as fractions of step wall time (defaults and
-    their sources are the module constants). Never raises on a trace lacking GPU events or steps:
-    those become warnings.
+    ``input_share``, ``sync_share``, ``compile_share``, ``host_ahead_share``: verdict thresholds as
+    fractions of step wall time (defaults and their sources are the module constants). Never raises
+    on a trace lacking GPU events or steps: those become warnings.
     """
-    thresholds = {"gpu_bound_busy": gpu_bound_busy, "input_share": input_share, "sync_share": sync_share}
+    thresholds = {"compile_share": compile_share, "gpu_bound_busy": gpu_bound_busy, "input_share": input_share,
+                  "host_ahead_share": host_ahead_share, "sync_share": sync_share}
     windows = step_windows(trace)
     host = host_events(trace, HOST_CATEGORIES)
     launches = _launch_table(trace, host, windows)
     steps = _step_table(trace, host, windows, launches, tiny_kernel_us)
     has_gpu = trace.has_gpu_events
-    steps["verdict"] = [decide(row, thresholds, has_gpu)[0] for row in steps.to_dict("records")]
-    verdict, evidence = decide(overall_numbers(steps, launches), thresholds, has_gpu)
+    cpu_only = not has_gpu and not host["cat"].isin(LAUNCH_CATEGORIES).any()
+    steps["verdict"] = [decide(row, thresholds, has_gpu, cpu_only)[0] for row in steps.to_dict("records")]
+    verdict, evidence = decide(overall_numbers(steps, launches), thresholds, has_gpu, cpu_only)
     nested = nest(host)
     result = dict(steps=steps[STEP_COLUMNS], ops=op_table(host, nested), annotations=_annotations(host, len(windows)),
                   launches=launches, verdict=verdict, evidence=evidence, has_gpu=has_gpu,
-                  tiny_kernel_us=float(tiny_kernel_us))
-    findings = _findings(result, copy_us=_outer_copy_us(host, nested))
+                  tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace))
+    findings = _findings(result, overall_numbers(steps, launches), copy_us=_outer_copy_us(host, nested))
     return CPUBoundResult(findings=rank_findings(findings), warnings=_warnings(trace, windows, has_gpu), **result)
 
 
@@ -151,19 +144,24 @@ def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:
 # --- per-step table ------------------------------------------------------------------------------
 
 def _step_table(trace, host, windows, launches, tiny_us) -> pd.DataFrame:
+    """Disjoint layers of host time per window: DataLoader, then compile spans outside it, then
+    blocking calls outside both, then other host work (``host_busy_us`` is their union)."""
     steps = windows.rename(columns={"dur_us": "wall_us"}).copy()
     work = host[host["cat"].isin(HOST_WORK_CATEGORIES) & ~starts_with(host["name"], STEP_PREFIX)]
     loader = host[starts_with(host["name"], DATALOADER_PREFIX)]
+    compiling = compile_spans(trace)
     blocking = blocking_calls(trace, host)
     dl = window_cover(loader, windows)
-    dl_sync = window_cover(pd.concat([loader, blocking]), windows)
-    everything = window_cover(pd.concat([work, loader]), windows)
+    dl_compile = window_cover(pd.concat([loader, compiling]), windows)
+    dl_compile_sync = window_cover(pd.concat([loader, compiling, blocking]), windows)
+    everything = window_cover(pd.concat([work, loader, compiling]), windows)
     steps["gpu_busy_us"] = window_cover(trace.gpu_events(), windows)
     steps["dataloader_us"] = dl
-    steps["sync_us"] = dl_sync - dl
+    steps["compile_us"] = dl_compile - dl
+    steps["sync_us"] = dl_compile_sync - dl_compile
     steps["sync_blocked_us"] = window_cover(blocking, windows)
-    steps["host_busy_us"] = np.maximum(everything, dl_sync)
-    steps["host_other_us"] = steps["host_busy_us"] - dl_sync
+    steps["host_busy_us"] = np.maximum(everything, dl_compile_sync)
+    steps["host_other_us"] = steps["host_busy_us"] - dl_compile_sync
     _add_launch_columns(steps, launches)
     _add_kernel_columns(steps, trace, windows, tiny_us)
     _add_ratios(steps)
@@ -220,32 +218,6 @@ def overall_numbers(steps: pd.DataFrame, launches: pd.DataFrame) -> dict:
     return out
 
 
-# --- verdict -------------------------------------------------------------------------------------
-
-def decide(row: dict, thresholds: dict, has_gpu: bool = True) -> tuple[str, dict]:
-    """Verdict for one step (or the overall sums) and the numbers and thresholds that decided it.
-
-    1. GPU busy >= ``gpu_bound_busy`` of the wall time: GPU-bound.
-    2. Otherwise (or with no GPU events, from host time alone) the idle GPU is blamed on the host:
-       input-bound when the DataLoader share >= ``input_share`` and >= the sync share; else
-       sync-bound when the sync share >= ``sync_share``; else CPU-launch-bound (the host is busy
-       issuing ops, or runs untraced Python, while the GPU waits).
-    """
-    wall = row["wall_us"] or float("nan")
-    shares = {"dataloader_share": row["dataloader_us"] / wall, "sync_share": row["sync_us"] / wall,
-              "host_other_share": row["host_other_us"] / wall}
-    evidence = {"gpu_busy_share": row["gpu_busy_us"] / wall if has_gpu else None, **shares,
-                "launches": row["launches"], "tiny_kernel_pct": row["tiny_kernel_pct"],
-                **{f"threshold_{k}": v for k, v in thresholds.items()}}
-    if has_gpu and row["gpu_busy_us"] >= thresholds["gpu_bound_busy"] * row["wall_us"] and row["wall_us"] > 0:
-        return "GPU-bound", dict(evidence, rule=f"gpu busy >= {thresholds['gpu_bound_busy']:.0%} of step")
-    if shares["dataloader_share"] >= thresholds["input_share"] and shares["dataloader_share"] >= shares["sync_share"]:
-        return "input-bound", dict(evidence, rule=f"DataLoader >= {thresholds['input_share']:.0%} of step")
-    if shares["sync_share"] >= thresholds["sync_share"]:
-        return "sync-bound", dict(evidence, rule=f"host blocked in syncs >= {thresholds['sync_share']:.0%} of step")
-    return "CPU-launch-bound", dict(evidence, rule="GPU idle; not explained by DataLoader or syncs")
-
-
 # --- ops and annotations -------------------------------------------------------------------------
 
 def _annotations(host: pd.DataFrame, n_windows: int) -> pd.DataFrame:
@@ -261,19 +233,6 @@ def _annotations(host: pd.DataFrame, n_windows: int) -> pd.DataFrame:
 
 # --- findings and warnings -----------------------------------------------------------------------
 
-_FIXES = {
-    "GPU-bound": "Make the kernels faster: mixed precision (torch.autocast), torch.compile to fuse kernels, "
-                 "larger/better-shaped matmuls; the top kernels in the trace are where the time goes.",
-    "CPU-launch-bound": "Issue fewer, larger GPU operations per step: torch.compile (mode='reduce-overhead' "
-                        "adds CUDA graphs), fuse small ops, batch environments/samples, and move per-step "
-                        "Python work (logging, bookkeeping) out of the hot loop.",
-    "input-bound": "Feed the GPU in the background: DataLoader(num_workers>0, pin_memory=True, "
-                   "persistent_workers=True, prefetch_factor=2+), or move preprocessing onto the GPU.",
-    "sync-bound": "Remove host-device syncs from the step (run `perfkit syncs TRACE` to find each one and its "
-                  "source line): keep values on the GPU instead of .item()/.cpu()/print, use non_blocking copies.",
-}
-
-
 def _outer_copy_us(host: pd.DataFrame, nested: pd.DataFrame) -> float:
     """Time in copy/convert ops not nested in another copy op (aten::to -> _to_copy -> copy_ counted once)."""
     is_copy = host["name"].isin(COPY_OPS) & (host["cat"] == "cpu_op")
@@ -282,58 +241,7 @@ def _outer_copy_us(host: pd.DataFrame, nested: pd.DataFrame) -> float:
     return float(host.loc[is_copy & ~inside_copy, "dur_us"].sum())
 
 
-def _findings(r: dict, copy_us: float) -> list[Finding]:
-    o = overall_numbers(r["steps"], r["launches"])
-    out = [_verdict_finding(r["verdict"], r["evidence"], o)]
-    if r["has_gpu"] and o["kernels"] > TINY_KERNEL_MIN_COUNT and o["tiny_kernels"] > TINY_KERNEL_SHARE * o["kernels"]:
-        out.append(Finding(
-            "medium", f"{o['tiny_kernel_pct']:.0f}% of {int(o['kernels']):,} kernels run under {r['tiny_kernel_us']:g} us",
-            {"tiny_kernels": int(o["tiny_kernels"]), "kernels": int(o["kernels"]),
-             "launches_per_step": o["launches_per_step"], "mean_launch_us": o["mean_launch_us"]},
-            "Fuse the small ops (torch.compile, foreach/fused optimizers, batched tensors) so each launch does more work.",
-            f"more than {TINY_KERNEL_SHARE:.0%} of more than {TINY_KERNEL_MIN_COUNT} kernels are short "
-            "(torch-tb-profiler short-kernel rule)"))
-    out += _dataloader_finding(r["verdict"], o) + _copy_finding(r["ops"], copy_us, o)
-    return out
-
-
-def _verdict_finding(verdict: str, evidence: dict, o: dict) -> Finding:
-    busy = o["gpu_busy_us"] / o["wall_us"] if o["wall_us"] else 0.0
-    if verdict == "GPU-bound":
-        severity = "info"
-    elif evidence["gpu_busy_share"] is None:
-        severity = "medium"   # no GPU events: the host-only verdict cannot say how idle the GPU was
-    else:
-        severity = "high" if busy < LOW_UTILIZATION else "medium"
-    numbers = {k: v for k, v in evidence.items() if v is not None and not k.startswith("threshold_")}
-    numbers.update(wall_us=o["wall_us"], gpu_busy_us=o["gpu_busy_us"], host_busy_us=o["host_busy_us"],
-                   median_queue_delay_us=o["median_queue_delay_us"])
-    return Finding(severity, f"{verdict}: GPU busy {o['gpu_busy_pct']:.0f}% of {o['steps']} step(s)", numbers,
-                   _FIXES[verdict], f"{evidence['rule']}; thresholds GPU-bound>={evidence['threshold_gpu_bound_busy']:.0%} "
-                   f"busy, input>={evidence['threshold_input_share']:.0%}, sync>={evidence['threshold_sync_share']:.0%} "
-                   "of wall (perfkit rules, see cpu_bound.py); "
-                   f"busy<{LOW_UTILIZATION:.0%} is 'low utilization' in torch-tb-profiler")
-
-
-def _dataloader_finding(verdict: str, o: dict) -> list[Finding]:
-    share = o["dataloader_us"] / o["wall_us"] if o["wall_us"] else 0.0
-    if verdict == "input-bound" or share <= DATALOADER_NOTE_SHARE:
-        return []
-    return [Finding("low", f"DataLoader takes {share:.1%} of step time",
-                    {"dataloader_us_per_step": o["dataloader_us"] / max(o["steps"], 1), "share": share},
-                    _FIXES["input-bound"], f"> {DATALOADER_NOTE_SHARE:.0%} of step time (torch-tb-profiler)")]
-
-
-def _copy_finding(ops: pd.DataFrame, copy_us: float, o: dict) -> list[Finding]:
-    if not o["host_busy_us"] or copy_us < COPY_OPS_SHARE * o["host_busy_us"]:
-        return []
-    copies = ops[ops["name"].isin(COPY_OPS) & (ops["cat"] == "cpu_op")]
-    return [Finding("low", f"copy/convert ops take {copy_us / o['host_busy_us']:.0%} of host busy time",
-                    {f"{n}_count": int(c) for n, c in zip(copies["name"], copies["count"])} | {"time_us": copy_us},
-                    "Create tensors on the target device and dtype (torch.zeros(..., device=...)) instead of "
-                    "converting every step; convert once outside the loop.",
-                    f">= {COPY_OPS_SHARE:.0%} of host busy time (perfkit rule)")]
-
+# --- warnings ------------------------------------------------------------------------------------
 
 def _warnings(trace, windows: pd.DataFrame, has_gpu: bool) -> tuple:
     out = list(trace.warnings)

@@ -2,6 +2,15 @@
 
 Every number is counted over the whole file (not only inside profiler steps), times in microseconds,
 categories normalized to modern Kineto names.
+
+Devices are the GPUs with activity in the trace, named from ``deviceProperties`` by this rule:
+
+1. the entry whose ``id`` is the device's id, if it has a name;
+2. otherwise, when every named entry carries the same name (a single entry, as in a process that
+   sees one GPU, or a node of identical GPUs), that name: ROCm traces put GPU events on the HSA
+   agent index, which counts the CPU agents first (GPU 0 shows as device 2 on a two-socket host),
+   so the index need not match the id of any entry, while the GPU model is not in doubt;
+3. otherwise "" (unknown): listed GPUs of different models and none with this id.
 """
 from __future__ import annotations
 
@@ -10,10 +19,17 @@ import numpy as np
 from ..trace import Trace
 from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import DIRECTIONS, SYNC_RUNTIME, busy_us, copies_frame
+from .compile import compile_facts
 
 
 def summarize(trace: Trace) -> dict:
-    """One JSON-ready dict per trace: see the keys below (schema of ``perfkit summary --json``)."""
+    """One JSON-ready dict per trace: see the keys below (schema of ``perfkit summary --json``).
+
+    ``devices``: ``[{"id", "name"}]`` (naming rule in the module doc). ``compile``: None, or when the
+    trace shows torch.compile (compile spans, compiled regions or Triton kernels)
+    ``{kernels, triton_kernels, triton_time_share, compile_s, compiled_regions}`` (see
+    ``compile.compile_facts``).
+    """
     ev = trace.events
     complete = ev[ev["ph"] == "X"]
     kernels = complete[complete["cat"] == "kernel"]
@@ -41,15 +57,31 @@ def summarize(trace: Trace) -> dict:
         },
         "memcpy": _memcpy(complete),
         "syncs": {"count": int(len(syncs)), "blocked_us": float(syncs["dur_us"].sum())},
+        "compile": compile_facts(trace),
         "warnings": list(trace.warnings),
     }
 
 
 def _devices(trace: Trace, gpu) -> list[dict]:
-    """GPUs with activity in the trace, named from deviceProperties (which lists every visible GPU)."""
-    names = {d.get("id"): d.get("name", "") for d in trace.devices}
+    """GPUs with activity in the trace, named by the rule of the module doc."""
     used = sorted(int(d) for d in gpu["device"].unique() if d >= 0)
-    return [{"id": d, "name": names.get(d, "")} for d in used]
+    return [{"id": d, "name": device_name(trace.devices, d)} for d in used]
+
+
+def device_name(properties: list[dict], device: int) -> str:
+    """Name of GPU ``device`` from ``deviceProperties`` entries (rule in the module doc)."""
+    by_id = {_as_int(p.get("id")): str(p.get("name") or "") for p in properties}
+    if by_id.get(device):
+        return by_id[device]
+    names = set(by_id.values()) - {""}
+    return names.pop() if len(names) == 1 else ""
+
+
+def _as_int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _memcpy(complete) -> dict:

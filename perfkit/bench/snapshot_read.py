@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import pickle
 import pickletools
+import re
 import zlib
 from pathlib import Path
 
@@ -28,6 +29,17 @@ from ..errors import TraceError
 from ..limits import INT64_RANGE, MAX_DECOMPRESSED_BYTES, SNAPSHOT_MAX_ITEMS
 
 _NOT_USER = ("/torch/", "\\torch\\", "/site-packages/", "\\site-packages\\", "/dist-packages/")
+_OPTIM = ("/torch/optim/", "\\torch\\optim\\")
+# C++ frames that say nothing about who allocated: the unwinder that records the stack, the caching
+# allocator, tensor creation and resizing helpers, the dispatcher, CPython and libc (checked on the
+# frames of the cs336 snapshots in ../shared/traces/memory, which start with torch::unwind::unwind()).
+_MACHINERY = re.compile(
+    r"torch::unwind|CapturedTraceback|gather_with_cpp|CachingAllocator|c10::Allocator|allocate|malloc"
+    r"|at::detail::empty|_empty_generic|at::empty|at::native::empty|resize_|create_out|set_output"
+    r"|TensorIteratorBase|c10::impl::|c10::Dispatcher|c10::KernelFunction|c10::BoxedKernel|at::_ops::"
+    r"|wrap_kernel_functor|redispatch|^_?Py|^PyEval|cfunction_call|slot_tp_call"
+    r"|^__libc|^_start$|^start_thread|^clone|^std::")
+_AUTOGRAD_NODE = re.compile(r"\w+Backward\w*::apply")
 _FIX = "expected torch.cuda.memory._snapshot() as written by torch.cuda.memory._dump_snapshot()"
 
 
@@ -239,19 +251,44 @@ def describe(value) -> str:
 
 
 def frame_site(frames) -> str:
-    """"file:line:name" of the first Python frame outside torch and site-packages (the user
-    code that allocated); falls back to the first Python frame, then to the first frame.
-    Frame fields that are not a string (file, name) or an int (line) show as ``?``."""
+    """"file:line:name" of the frame that best says who allocated (frames innermost first):
+
+    1. a Python frame in ``torch/optim/``: optimizer state or its step's temporaries, named so
+       (the user frame above it is only the ``optimizer.step()`` line);
+    2. the first Python frame outside torch and site-packages (the user code that allocated);
+    3. the first Python frame;
+    4. backward allocations have no Python frame: the autograd node that ran
+       (``torch::autograd::generated::MmBackward0::apply``);
+    5. the first C++ frame that is not the unwinder, the allocator, tensor creation, the dispatcher,
+       the interpreter or an unnamed ``??`` frame (shown by its function alone when it has no file);
+       then the first frame.
+    Frame fields that are not a string (file, name) or an int (line) show as ``?``.
+    """
     frames = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
     files = [_label(f.get("filename")) for f in frames]
+    names = [_label(f.get("name")) for f in frames]
     py = [i for i, name in enumerate(files) if name.endswith(".py")]
+    optim = [i for i in py if any(part in files[i] for part in _OPTIM)]
     user = [i for i in py if not any(part in files[i] for part in _NOT_USER)]
-    pick = (user or py or list(range(len(frames))) or [None])[0]
+    native = [i for i, f in enumerate(files) if not f.endswith(".py") and _meaningful(names[i])]
+    node = [i for i in native if _AUTOGRAD_NODE.search(names[i])]
+    pick = (optim or user or py or node or native or list(range(len(frames))) or [None])[0]
     if pick is None:
         return ""
+    if pick in native and files[pick] in ("", "??"):
+        return names[pick]   # a C++ frame without debug info: its function says it all
     line = frames[pick].get("line", 0)
     line = line if type(line) is int and abs(line) < 2**63 else "?"
-    return f"{files[pick]}:{line}:{_label(frames[pick].get('name'))}"
+    return f"{files[pick]}:{line}:{names[pick]}"
+
+
+def is_optimizer_site(site: str) -> bool:
+    """Whether an allocation site (``frame_site``) is in torch.optim: optimizer state."""
+    return any(part in site for part in _OPTIM)
+
+
+def _meaningful(name: str) -> bool:
+    return name not in ("", "?", "??") and _MACHINERY.search(name) is None
 
 
 def _label(value) -> str:

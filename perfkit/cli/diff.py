@@ -5,11 +5,11 @@ from ..text import json_text, printable_data
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("diff", help="compare two traces: step time, GPU idle, ops, kernels, copies, syncs")
+    p = subparsers.add_parser("diff", help="compare two traces: step time, GPU idle, ops, kernels, ranges, copies, waits")
     p.add_argument("a", help="baseline trace (file or tensorboard_trace_handler directory)")
     p.add_argument("b", help="candidate trace")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.add_argument("--top", type=int, default=10, help="ops and kernels to list (default 10)")
+    p.add_argument("--top", type=int, default=10, help="ops, kernels and ranges to list (default 10)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     p.set_defaults(func=run)
 
@@ -33,7 +33,10 @@ def format_diff(d: dict) -> str:
              f"median step B/A {_num(s['ratio'])} [{_num(s['low'])}, {_num(s['high'])}]: {s['verdict']} ({s['reason']})",
              "", f"{'metric':<28}{'A':>14}{'B':>14}{'delta':>14}"]
     lines += [f"{m['metric']:<28}{_num(m['a']):>14}{_num(m['b']):>14}{_num(m['delta']):>14}" for m in d["metrics"]]
-    for title, key in (("ops", "ops"), ("kernels", "kernels")):
+    for title, key in (("host waits by kind", "waits"), ("ops", "ops"), ("kernels", "kernels"),
+                       ("record_function ranges", "annotations")):
+        if not d[key]:
+            continue
         lines += ["", f"{title} by change in time per step (us): {'A':>10}{'B':>12}  status"]
         lines += [f"  {r['name'][:60]:<60}{_num(r['per_step_us_a']):>12}{_num(r['per_step_us_b']):>12}  {r['status']}"
                   for r in d[key]]

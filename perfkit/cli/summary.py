@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from ..analysis.compile import regions_note
 from ..text import json_text, printable_data
 
 
@@ -38,9 +39,20 @@ def format_summary(s: dict) -> str:
         if c["count"]:
             lines.append(f"memcpy     {direction}: {c['count']:,} copies, {c['bytes'] / 1e6:,.1f} MB, "
                          f"{_us(c['time_us'])} ({c['pageable_count']} pageable, {c['pinned_count']} pinned)")
+    lines += _compile_lines(s.get("compile"))
     lines.append("categories " + ", ".join(f"{k}={v:,}" for k, v in sorted(s["events"]["by_category"].items())))
     lines += [f"warning    {w}" for w in s["warnings"]]
     return "\n".join(lines) + "\n"
+
+
+def _compile_lines(c: dict | None) -> list[str]:
+    """torch.compile facts (``compile`` key), or nothing for a trace without them."""
+    if not c:
+        return []
+    share = "-" if c["triton_time_share"] is None else f"{c['triton_time_share']:.0%}"
+    return [f"compile    {c['triton_kernels']:,} of {c['kernels']:,} kernels are Triton ({share} of kernel time); "
+            f"compiling {c['compile_s']:.3f} s in the trace",
+            f"compile    {regions_note(c['compiled_regions'])}"]
 
 
 def _us(value) -> str:

@@ -1,0 +1,177 @@
+"""Findings of ``cpu_bound``: the verdict read back as a fix the user can act on, and the notes
+below it (compile time, tiny kernels, DataLoader share, copy ops). Each names its evidence and the
+threshold that fired (``cpu_bound_rules``)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..results import Finding
+from .cpu_bound_rules import (COMPILE_NOTE_SHARE, COMPILE_SHARE, COPY_OPS_SHARE, DATALOADER_NOTE_SHARE,
+                              HOST_AHEAD_MIN_US, LOW_UTILIZATION, TINY_KERNEL_MIN_COUNT, TINY_KERNEL_SHARE)
+from .ops import COPY_OPS
+
+FIXES = {
+    "GPU-bound": "Make the kernels faster: mixed precision (torch.autocast), torch.compile to fuse kernels, "
+                 "larger/better-shaped matmuls; the top kernels in the trace are where the time goes.",
+    "CPU-launch-bound": "Issue fewer, larger GPU operations per step: torch.compile (mode='reduce-overhead' "
+                        "adds CUDA graphs), fuse small ops, batch environments/samples, and move per-step "
+                        "Python work (logging, bookkeeping) out of the hot loop.",
+    "input-bound": "Feed the GPU in the background: DataLoader(num_workers>0, pin_memory=True, "
+                   "persistent_workers=True, prefetch_factor=2+), or move preprocessing onto the GPU.",
+    "sync-bound": "Remove host-device syncs from the step (run `perfkit syncs TRACE` to find each one and its "
+                  "source line): keep values on the GPU instead of .item()/.cpu()/print, use non_blocking copies.",
+}
+_COMPILED_LAUNCH_FIX = ("The model already runs torch.compile'd code ({regions} compiled region(s)), so 'use "
+                        "torch.compile' is done: cut launches further with CUDA/HIP graphs (torch.compile("
+                        "mode='reduce-overhead') or torch.cuda.graphs), remove graph breaks so more of the step "
+                        "runs compiled (TORCH_LOGS=graph_breaks), and move per-step Python work out of the loop.")
+_CPU_INPUT_FIX = ("Load data in the background: DataLoader(num_workers>0, persistent_workers=True, prefetch_factor=2+) "
+                  "so the next batch is ready when the step needs it; make per-sample transforms cheaper or batch "
+                  "them. (No GPU activity was recorded, so pin_memory does not apply.)")
+_WARMUP = ("Profile after warm-up: let the compiled code run a few steps before the profiler records "
+           "(torch.profiler.schedule(wait=1, warmup=3, active=5)), so the numbers measure the loop.")
+_RECOMPILE = ("It compiled in {k} of {n} steps, so it is recompiling: run with TORCH_LOGS=recompiles to see which "
+              "guard fails (shapes that change every step: torch._dynamo.mark_dynamic or dynamic=True; Python "
+              "numbers or strings passed as arguments are baked into the graph).")
+
+
+def findings(r: dict, o: dict, copy_us: float) -> list[Finding]:
+    """All findings of a cpu_bound result: ``r`` its fields, ``o`` its overall numbers, ``copy_us``
+    time in outermost copy/convert ops."""
+    compiled = (r["compile"] or {}).get("compiled_regions", 0)
+    out = [verdict_finding(r["verdict"], r["evidence"], o, r, compiled)]
+    out += _compile_finding(r["verdict"], o, r["steps"])
+    if r["has_gpu"] and o["kernels"] > TINY_KERNEL_MIN_COUNT and o["tiny_kernels"] > TINY_KERNEL_SHARE * o["kernels"]:
+        out.append(Finding(
+            "medium", f"{o['tiny_kernel_pct']:.0f}% of {int(o['kernels']):,} kernels run under {r['tiny_kernel_us']:g} us",
+            {"tiny_kernels": int(o["tiny_kernels"]), "kernels": int(o["kernels"]),
+             "launches_per_step": o["launches_per_step"], "mean_launch_us": o["mean_launch_us"]},
+            "Fuse the small ops (torch.compile, foreach/fused optimizers, batched tensors) so each launch does more work.",
+            f"more than {TINY_KERNEL_SHARE:.0%} of more than {TINY_KERNEL_MIN_COUNT} kernels are short "
+            "(torch-tb-profiler short-kernel rule)"))
+    return out + _dataloader_finding(r["verdict"], o) + _copy_finding(r["ops"], copy_us, o)
+
+
+def verdict_finding(verdict: str, evidence: dict, o: dict, tables: dict, compiled_regions: int = 0) -> Finding:
+    """The verdict as a finding: a title with the deciding number, its evidence, a fix that fits
+    the trace (a compiled model is not told to use torch.compile) and the thresholds. ``tables``:
+    the result's ``steps``, ``ops`` and ``annotations``."""
+    numbers = {k: v for k, v in evidence.items() if v is not None and not k.startswith("threshold_")}
+    numbers.update(wall_us=o["wall_us"], gpu_busy_us=o["gpu_busy_us"], host_busy_us=o["host_busy_us"],
+                   compile_us=o["compile_us"], median_queue_delay_us=o["median_queue_delay_us"])
+    return Finding(_severity(verdict, evidence, o), _title(verdict, evidence, o), numbers,
+                   _fix(verdict, evidence, o, tables, compiled_regions), _threshold_text(evidence))
+
+
+def _severity(verdict: str, evidence: dict, o: dict) -> str:
+    if verdict == "GPU-bound":
+        return "info"
+    if verdict == "compiling":
+        return "high"    # the window measures compilation: every other number in it is polluted
+    if evidence["gpu_busy_share"] is None or verdict == "GPU-bound (host ahead)":
+        return "medium"  # no GPU events, or a GPU that is fed: the idle share is not the host's doing
+    busy = o["gpu_busy_us"] / o["wall_us"] if o["wall_us"] else 0.0
+    return "high" if busy < LOW_UTILIZATION else "medium"
+
+
+def _title(verdict: str, e: dict, o: dict) -> str:
+    n = o["steps"]
+    if verdict == "compiling":
+        return (f"compiling: torch.compile compiled for {o['compile_us'] / 1e6:.2f} s of {o['wall_us'] / 1e6:.2f} s "
+                f"({e['compile_share']:.0%}) over {n} step(s)")
+    if verdict == "CPU-only trace":
+        return f"CPU-only trace: no GPU activity; host busy {_pct(o['host_busy_us'], o['wall_us'])} of {n} step(s)"
+    if verdict == "GPU-bound (host ahead)":
+        return (f"GPU-bound (host ahead): kernels start a median {e['queue_delay_us'] / 1e3:.1f} ms after their launch "
+                f"({e['queue_delay_share']:.0%} of a step); GPU busy {o['gpu_busy_pct']:.0f}% of {n} step(s)")
+    return f"{verdict}: GPU busy {o['gpu_busy_pct']:.0f}% of {n} step(s)"
+
+
+def _fix(verdict: str, e: dict, o: dict, tables: dict, compiled_regions: int) -> str:
+    if verdict == "compiling":
+        return _compile_fix(tables["steps"])
+    if verdict == "CPU-only trace":
+        return _cpu_only_fix(e, tables["ops"], tables["annotations"])
+    if verdict == "GPU-bound (host ahead)":
+        blocked = (f" The host time blocked in syncs ({e['sync_share']:.0%} of the step) is the host waiting for "
+                   "that queue, not a cause." if e["sync_share"] >= 0.01 else "")
+        return (f"The host is {e['queue_delay_us'] / 1e3:.1f} ms ahead of the GPU: work is queued, so removing syncs "
+                f"or launch overhead will not shorten the step.{blocked} The GPU's idle time in the window "
+                f"({100 - o['gpu_busy_pct']:.0f}%) lies at the window's edges or in GPU-side waits (streams waiting "
+                "on each other, collectives, work issued before the profiler started): check the GPU timeline, then "
+                "make the GPU work faster (the top kernels; mixed precision, fused kernels).")
+    if verdict == "input-bound" and e["gpu_busy_share"] is None:
+        return _CPU_INPUT_FIX
+    if verdict == "CPU-launch-bound" and compiled_regions:
+        return _COMPILED_LAUNCH_FIX.format(regions=compiled_regions)
+    return FIXES[verdict]
+
+
+def _compile_fix(steps: pd.DataFrame) -> str:
+    k, n = int((steps["compile_us"] > 0).sum()), len(steps)
+    text = _WARMUP
+    if k >= 2:
+        text += " " + _RECOMPILE.format(k=k, n=n)
+    return text + (" Across runs, keep Inductor's on-disk caches (TORCHINDUCTOR_CACHE_DIR on persistent storage) "
+                   "so a restart compiles less.")
+
+
+def _cpu_only_fix(e: dict, ops: pd.DataFrame, annotations: pd.DataFrame) -> str:
+    top = ops[ops["cat"] == "cpu_op"].head(3)
+    listed = ", ".join(f"{n} {p:.0f}%" for n, p in zip(top["name"], top["self_pct"])) or "none recorded"
+    ranges = "; ".join(f"{n} {t / 1e3:,.1f} ms in {c} call(s)" for n, t, c in
+                       zip(annotations["name"].head(2), annotations["total_us"], annotations["count"]))
+    ranges = f" The longest record_function ranges: {ranges}." if ranges else ""
+    loader = (f" The DataLoader takes {e['dataloader_share']:.0%} of the step: load in background workers "
+              "(DataLoader(num_workers>0, persistent_workers=True))." if e["dataloader_share"] >= 0.05 else "")
+    return (f"No GPU activity was recorded: the step is host time.{ranges} Speed up the host work where it goes "
+            f"(top ops by self time: {listed}): batch per-sample Python loops into tensor ops, set torch.set_num_threads to the "
+            f"physical cores, move logging and bookkeeping out of the loop.{loader} If this job should use a GPU, "
+            "check that the model and batches are on it (.to('cuda')) and profile with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA].")
+
+
+def _threshold_text(e: dict) -> str:
+    return (f"{e['rule']}; thresholds as shares of step wall time: compiling>={e['threshold_compile_share']:.0%} "
+            f"and the largest cause, GPU-bound>={e['threshold_gpu_bound_busy']:.0%} busy, "
+            f"input>={e['threshold_input_share']:.0%}, host ahead: median launch delay>="
+            f"{e['threshold_host_ahead_share']:.0%} and >={HOST_AHEAD_MIN_US:g} us, sync>={e['threshold_sync_share']:.0%} (perfkit rules, see "
+            f"cpu_bound_rules.py); busy<{LOW_UTILIZATION:.0%} is 'low utilization' in torch-tb-profiler")
+
+
+def _compile_finding(verdict: str, o: dict, steps: pd.DataFrame) -> list[Finding]:
+    """Compile time that did not decide the verdict but is in the window."""
+    share = o["compile_us"] / o["wall_us"] if o["wall_us"] else 0.0
+    if verdict == "compiling" or share < COMPILE_NOTE_SHARE:
+        return []
+    k = int((steps["compile_us"] > 0).sum())
+    return [Finding("medium" if share >= COMPILE_SHARE else "low",
+                    f"torch.compile compiled for {o['compile_us'] / 1e6:.2f} s in {k} of {o['steps']} step(s) "
+                    f"({share:.0%} of wall time)",
+                    {"compile_us": o["compile_us"], "share": share, "steps_with_compile": k},
+                    _compile_fix(steps), f">= {COMPILE_NOTE_SHARE:.0%} of wall time (perfkit rule)")]
+
+
+def _dataloader_finding(verdict: str, o: dict) -> list[Finding]:
+    share = o["dataloader_us"] / o["wall_us"] if o["wall_us"] else 0.0
+    if verdict in ("input-bound", "CPU-only trace") or share <= DATALOADER_NOTE_SHARE:
+        return []
+    return [Finding("low", f"DataLoader takes {share:.1%} of step time",
+                    {"dataloader_us_per_step": o["dataloader_us"] / max(o["steps"], 1), "share": share},
+                    FIXES["input-bound"], f"> {DATALOADER_NOTE_SHARE:.0%} of step time (torch-tb-profiler)")]
+
+
+def _copy_finding(ops: pd.DataFrame, copy_us: float, o: dict) -> list[Finding]:
+    if not o["host_busy_us"] or copy_us < COPY_OPS_SHARE * o["host_busy_us"]:
+        return []
+    copies = ops[ops["name"].isin(COPY_OPS) & (ops["cat"] == "cpu_op")]
+    return [Finding("low", f"copy/convert ops take {copy_us / o['host_busy_us']:.0%} of host busy time",
+                    {f"{n}_count": int(c) for n, c in zip(copies["name"], copies["count"])} | {"time_us": copy_us},
+                    "Create tensors on the target device and dtype (torch.zeros(..., device=...)) instead of "
+                    "converting every step; convert once outside the loop.",
+                    f">= {COPY_OPS_SHARE:.0%} of host busy time (perfkit rule)")]
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "0%"
+
