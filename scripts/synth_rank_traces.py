@@ -8,8 +8,8 @@ perfkit's own workloads run on one CPU, and a multi-rank NCCL job needs several 
 traces ``torch.profiler`` + ``tensorboard_trace_handler`` write on a multi-GPU DDP run (Kineto
 schema 1: ``distributedInfo``, ``deviceProperties``, ``ProfilerStep#N`` and DataLoader annotations,
 ``cpu_op`` -> ``cudaLaunchKernel`` -> ``kernel`` with correlation ids and ``ac2g`` flows, NCCL
-all-reduce kernels on their own stream, whole-microsecond timestamps) and follows the timing rules
-of a synchronous job (``simulate``):
+all-reduce kernels on their own stream, ``python_function`` frames as ``with_stack=True`` records
+them, whole-microsecond timestamps) and follows the timing rules of a synchronous job (``simulate``):
 
 * each rank loads a batch (DataLoader), copies it to its GPU, runs forward and backward; DDP
   launches one all-reduce per gradient bucket as the bucket's gradients are computed;
@@ -66,6 +66,8 @@ class Rank:
         self.stream_free = {COMPUTE: 0.0, COMM: 0.0}
         self.events: list[dict] = []
         self._id = 100 * (rank + 1)
+        self._frames: list[dict] = []  # open Python frames, innermost last
+        self._python_id = 0
 
     def next_id(self) -> int:
         self._id += 1
@@ -111,22 +113,46 @@ class Rank:
         """End a host range at the current host time."""
         event["dur"] = round(self.host) - event["ts"]
 
+    def frame(self, name: str) -> dict:
+        """Open a Python frame (``python_function``, "file.py(line): func") now, inside the open one."""
+        self._python_id += 1
+        parent = self._frames[-1]["args"]["Python id"] if self._frames else None
+        event = self.add("python_function", name, self.host, 0, **{"Python id": self._python_id,
+                                                                    "Python parent id": parent, "Python thread": 0})
+        self._frames.append(event)
+        self.host += 2
+        return event
+
+    def leave(self) -> None:
+        """Close the innermost Python frame now."""
+        self.host += 1
+        self.close(self._frames.pop())
+
 
 def load_and_forward(r: Rank) -> None:
+    r.frame("torch/utils/data/dataloader.py(701): __next__")
     loader = r.op(LOADER, 0, cat="user_annotation")
     r.host += r.jitter(LOADER_US + (SLOW_LOADER_US if r.rank == SLOW_RANK else 0))
     r.close(loader)
+    r.leave()
+    r.frame("<built-in method to of Tensor object at 0x7f3a2c1e5d00>")
     to = r.op("aten::to", 0)
     r.host += 6
     r.launch("Memcpy HtoD (Pinned -> Device)", 170, runtime="cudaMemcpyAsync", cat="gpu_memcpy",
              external=to["args"]["External id"], bytes=4 * 2**20)
     r.close(to)
+    r.leave()
+    r.frame("train.py(31): forward")
     for _ in range(LAYERS):
-        for name, kernel, us in (("aten::linear", GEMM, GEMM_US), ("aten::relu", RELU, RELU_US)):
+        for frame, name, kernel, us in (("torch/nn/modules/linear.py(125): forward", "aten::linear", GEMM, GEMM_US),
+                                        ("torch/nn/functional.py(1704): relu", "aten::relu", RELU, RELU_US)):
+            r.frame(frame)
             op = r.op(name, 0)
             r.host += r.jitter(18)
             r.launch(kernel, us, external=op["args"]["External id"])
             r.close(op)
+            r.leave()
+    r.leave()
 
 
 def backward(r: Rank) -> list[dict]:
@@ -134,6 +160,7 @@ def backward(r: Rank) -> list[dict]:
     soon as the bucket's last gradient kernel is launched, starts on the GPU once that kernel is
     done. Returns the all-reduce kernels (their ends are set by ``finish_collectives``)."""
     reduces = []
+    r.frame("torch/_tensor.py(626): backward")
     for bucket in BUCKETS:
         for _layer in bucket:
             op = r.op("autograd::engine::evaluate_function: AddmmBackward0", 0)
@@ -146,6 +173,7 @@ def backward(r: Rank) -> list[dict]:
         reduces.append(r.launch(ALLREDUCE, 1, stream=COMM, ready=r.stream_free[COMPUTE],
                                 external=op["args"]["External id"]))
         r.close(op)
+    r.leave()
     return reduces
 
 
@@ -159,6 +187,7 @@ def finish_collectives(ranks: list[Rank], reduces: list[list[dict]]) -> None:
 
 
 def optimizer_and_item(r: Rank) -> None:
+    r.frame("torch/optim/adam.py(213): step")
     opt = r.op("Optimizer.step#Adam.step", 0, cat="user_annotation")
     r.add("cuda_runtime", "cudaStreamWaitEvent", r.host, 4, **{"External id": 0, "cbid": 147,
                                                                 "correlation": r.next_id()})
@@ -168,6 +197,9 @@ def optimizer_and_item(r: Rank) -> None:
     r.launch(ADAM, ADAM_US, ready=r.stream_free[COMM], external=op["args"]["External id"])
     r.close(op)
     r.close(opt)
+    r.leave()
+    r.frame("train.py(52): log_loss")
+    r.frame("<built-in method item of Tensor object at 0x7f3a2c1e5e40>")
     item = r.op("aten::item", 0)
     dense = r.op("aten::_local_scalar_dense", 0)
     copy = r.launch("Memcpy DtoH (Device -> Pageable)", 3, runtime="cudaMemcpyAsync", cat="gpu_memcpy",
@@ -179,7 +211,9 @@ def optimizer_and_item(r: Rank) -> None:
     r.close(dense)
     r.host += 3
     r.close(item)
+    r.leave()
     r.host += r.jitter(40)  # logging, the training loop's bookkeeping
+    r.leave()
 
 
 def simulate(seed: int = SEED) -> list[Rank]:
@@ -192,11 +226,13 @@ def simulate(seed: int = SEED) -> list[Rank]:
         steps = [r.op(f"ProfilerStep#{step}", 0, cat="user_annotation") for r in ranks]
         for r in ranks:
             r.host += 8
+            r.frame("train.py(44): train_step")
             load_and_forward(r)
         reduces = [backward(r) for r in ranks]
         finish_collectives(ranks, reduces)
         for r, marker in zip(ranks, steps):
             optimizer_and_item(r)
+            r.leave()
             r.close(marker)
             r.host += 5
     return ranks
@@ -212,6 +248,7 @@ def document(r: Rank) -> dict:
     return {"schemaVersion": 1,
             "deviceProperties": [{"id": i, **GPU} for i in range(WORLD)],
             "distributedInfo": {"backend": "nccl", "rank": r.rank, "world_size": WORLD},
+            "with_stack": 1,
             "perfkit_synthetic": {"generator": "scripts/synth_rank_traces.py", "seed": SEED,
                                   "slow_rank": SLOW_RANK, "slow_loader_us": SLOW_LOADER_US},
             "traceEvents": meta + events}

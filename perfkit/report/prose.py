@@ -124,7 +124,7 @@ def anatomy_fix(anatomy, gaps) -> str:
         where = f" ({py['file']}:{py['line']})" if py["file"] else ""
         return (f"The step is bound by host work: start with the {what} {py['function']}{where}, "
                 f"{py['self_per_step_us'] / 1e3:,.2f} ms per step of its own time; vectorize it, batch it or move it "
-                "off the step (the icicle chart below shows what calls it).")
+                "off the step (the icicle chart of the step_anatomy report shows its callers).")
     return ""
 
 
