@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     # trace
-    "load_trace": "perfkit.trace", "Trace": "perfkit.trace",
+    "load_trace": "perfkit.trace", "Trace": "perfkit.trace", "export_parquet": "perfkit.trace.export",
     # analyses
     "summarize": "perfkit.analysis.summary", "cpu_bound": "perfkit.analysis.cpu_bound",
     "htod": "perfkit.analysis.htod", "syncs": "perfkit.analysis.syncs", "diff": "perfkit.analysis.diff",

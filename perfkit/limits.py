@@ -62,6 +62,29 @@ SCAN_MAX_FILE_BYTES = Limit(
     "PERFKIT_SCAN_MAX_FILE_BYTES", 16 << 20, "bytes",
     "the memory `perfkit scan` spends parsing one source file")
 
+
+# Budgets of the streaming trace parser (perfkit.trace.parse).
+MAX_METADATA_BYTES = Limit(
+    "PERFKIT_MAX_METADATA_BYTES", 64 << 20, "bytes",
+    "the JSON outside the traceEvents array (deviceProperties, distributedInfo, ...), which is read whole; "
+    "a real trace has a few KB there")
+MAX_EVENT_BYTES = Limit(
+    "PERFKIT_MAX_EVENT_BYTES", 64 << 20, "bytes",
+    "how far past a chunk's 8 MiB the parser reads to find the end of an event (real events are under 1 MB)")
+
+
+def _half_of_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+MAX_TABLE_BYTES = Limit(
+    "PERFKIT_MAX_TABLE_BYTES", _half_of_memory(), "bytes",
+    "the memory of a loaded trace's tables (about 100 bytes per event; default: half of this machine's RAM)")
+
+
 # Event value ranges (inclusive). 2**53 us (285 years) is where float64 stops holding whole
 # microseconds; ids are stored as int64 (device int16, stream int32: schema.INT_COLUMNS).
 TIME_RANGE_US = (0, 2**53 - 1)

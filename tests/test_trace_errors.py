@@ -86,12 +86,12 @@ def test_missing_path_and_empty_directory(tmp_path):
     assert "no trace files" in str(error_of(tmp_path / "d"))
 
 
-def test_compact_single_line_json_falls_back_to_full_parse(tmp_path):
+def test_compact_single_line_json_loads(tmp_path):
     trace = load_trace(write(tmp_path, "compact.json", json.dumps(GOOD, separators=(",", ":")).encode()))
     assert len(trace.events) == 3
 
 
-def test_pretty_printed_json_falls_back_and_matches(tmp_path):
+def test_pretty_printed_json_loads_and_matches(tmp_path):
     trace = load_trace(write(tmp_path, "pretty.json", json.dumps(GOOD, indent=2).encode()))
     assert list(trace.events["dur_us"]) == [50.0, 10.0, 5.0]
 

@@ -4,6 +4,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from perfkit.analysis.summary import summarize
@@ -135,3 +136,124 @@ def test_project_traces_load_with_steps_and_stacks(path):
     assert len(trace.steps) >= 1 and set(trace.steps["source"]) == {"ProfilerStep"}
     assert trace.has_python_stacks
     assert summarize(trace)["events"]["total"] == trace.files[0].events_read
+
+
+def relayout(doc: dict, layout: str) -> bytes:
+    """``doc`` re-serialized: json.dump's one line, separator-free one line, indented (each event
+    over several lines), or one event a line with the metadata after the events (as Kineto puts
+    traceName and baseTimeNanoseconds)."""
+    if layout == "json.dump":
+        return json.dumps(doc).encode()
+    if layout == "compact":
+        return json.dumps(doc, separators=(",", ":")).encode()
+    if layout == "indented":
+        return json.dumps(doc, indent=2).encode()
+    head = {k: v for k, v in doc.items() if k != "traceEvents"}
+    lines = ",\n".join(json.dumps(e) for e in doc["traceEvents"])
+    return ('{"traceEvents": [\n' + lines + "\n]," + json.dumps(head)[1:]).encode()
+
+
+LAYOUT_TRACES = [  # old 2021 schema, ROCm, json.dump'ed one-line, 8-GPU pretty, CPU-only, distributed
+    "kineto_v100_resnet50_dataloader_nw4.pt.trace.json.gz", "hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "tracelens_mi300x_vllm_piecewise_graph_exec.json.gz", "tracelens_b200_serving_eager_rank0.json.gz",
+    "hta_cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "param_v100_dlrm_rank3.pt.trace.json.gz",
+]
+
+
+@pytest.mark.parametrize("name", LAYOUT_TRACES)
+def test_every_layout_and_compression_gives_the_same_tables(name, tmp_path, monkeypatch):
+    """The first 20,000 events of each trace; the reference is parsed whole, the others in 32 KiB
+    chunks (cut many times), the indented gzip one by two worker processes."""
+    from conftest import shared_trace
+
+    doc = json.loads(gzip.decompress(shared_trace(name).read_bytes()))
+    doc["traceEvents"] = doc["traceEvents"][:20_000]
+    (tmp_path / "ref.json").write_bytes(json.dumps(doc).encode())
+    expected = load_trace(tmp_path / "ref.json", use_cache=False, workers=1)
+    monkeypatch.setattr("perfkit.trace.parse.CHUNK_BYTES", 32 << 10)
+    for layout in ("json.dump", "compact", "indented", "one event a line"):
+        text = relayout(doc, layout)
+        for path, data in ((tmp_path / "t.json", text), (tmp_path / "t.json.gz", gzip.compress(text, 1))):
+            path.write_bytes(data)
+            got = load_trace(path, use_cache=False, workers=2 if layout == "indented" and path.suffix == ".gz" else 1)
+            pd.testing.assert_frame_equal(got.events, expected.events, obj=f"{layout} {path.name} events")
+            pd.testing.assert_frame_equal(got.flows, expected.flows, obj=f"{layout} {path.name} flows")
+            pd.testing.assert_frame_equal(got.steps, expected.steps, obj=f"{layout} {path.name} steps")
+            assert got.files[0].devices == expected.files[0].devices and got.ranks == expected.ranks
+
+
+def replicated_ranks(tmp_path, n: int) -> list[Path]:
+    """``n`` copies of DLRM rank 0, each claiming its own rank (as a 64-GPU run's files would)."""
+    from conftest import shared_trace
+
+    doc = json.loads(gzip.decompress(shared_trace("param_v100_dlrm_rank0.pt.trace.json.gz").read_bytes()))
+    tmp_path.mkdir(exist_ok=True)
+    paths = []
+    for rank in range(n):
+        doc["distributedInfo"] = dict(doc["distributedInfo"], rank=rank, world_size=n)
+        paths.append(tmp_path / f"rank{rank}.pt.trace.json.gz")
+        paths[-1].write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
+    return paths
+
+
+_CONCURRENCY_PROBE = """
+import json, os, sys, time
+from perfkit.trace import load, load_trace
+parse = load._parse_file
+def logged(path, **kw):  # forked workers inherit this patch
+    with open(sys.argv[2], "a") as fh:
+        fh.write(f"start {os.getpid()} {time.monotonic()}\\n")
+    try:
+        return parse(path, **kw)
+    finally:
+        with open(sys.argv[2], "a") as fh:
+            fh.write(f"end {os.getpid()} {time.monotonic()}\\n")
+load._parse_file = logged
+trace = load_trace(sys.argv[1], workers=2, progress=True)
+print(json.dumps({"ranks": trace.ranks, "parent": os.getpid(), "events": len(trace.events)}))
+"""
+
+
+def test_ranks_are_parsed_in_worker_processes_at_most_workers_at_once(tmp_path):
+    """Each rank is parsed (and cached) in a worker; never more than ``workers`` parses at once.
+    Run in a fresh interpreter: its workers are forked (pytest's threads would make them come
+    from a fork server, which does not carry the probe)."""
+    import os
+    import subprocess
+    import sys
+
+    from perfkit.trace import cache
+
+    paths = replicated_ranks(tmp_path / "run", 8)
+    log = tmp_path / "parses.log"
+    done = subprocess.run([sys.executable, "-c", _CONCURRENCY_PROBE, str(tmp_path / "run"), str(log)],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ranks"] == list(range(8))
+    lines = [line.split() for line in log.read_text().splitlines()]
+    pids = {int(pid) for _, pid, _ in lines}
+    assert result["parent"] not in pids and len(pids) == 2
+    running = peak = 0
+    for kind, _, _ in sorted(lines, key=lambda line: float(line[2])):
+        running += 1 if kind == "start" else -1
+        peak = max(peak, running)
+    assert peak <= 2
+    assert len([p for p in cache.cache_dir().iterdir() if p.name.endswith(".events.arrow")]) == 8
+    assert "loading traces" in done.stderr and "parsing" not in done.stderr
+    cached = load_trace(tmp_path / "run", workers=2)  # every rank from the cache, read in this process
+    single = load_trace(paths, workers=1, use_cache=False)
+    pd.testing.assert_frame_equal(cached.events, single.events)
+    pd.testing.assert_frame_equal(cached.steps, single.steps)
+
+
+def test_a_bad_rank_among_many_is_named_when_parsed_in_a_worker(tmp_path):
+    paths = replicated_ranks(tmp_path / "run", 4)
+    paths[2].write_bytes(gzip.compress(gzip.decompress(paths[2].read_bytes())[:-5000]))
+    from perfkit.errors import TruncatedTraceError
+
+    with pytest.raises(TruncatedTraceError) as info:
+        load_trace(tmp_path / "run", workers=2)
+    assert str(paths[2]) in str(info.value) and info.value.recoverable > 100
+    trace = load_trace(tmp_path / "run", workers=2, salvage=True)
+    assert trace.ranks == [0, 1, 2, 3] and any("rank2" in w and "cut off" in w for w in trace.warnings)

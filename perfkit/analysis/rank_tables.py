@@ -50,7 +50,7 @@ class RankTables:
 
 def reduce_file(path, *, use_cache: bool = True) -> RankTables:
     """Load one trace file and reduce it (see the module doc). Raises TraceError for a bad file."""
-    return reduce_trace(load_trace(path, use_cache=use_cache))
+    return reduce_trace(load_trace(path, use_cache=use_cache, workers=1))  # the engine runs files in parallel
 
 
 def reduce_trace(trace: Trace) -> RankTables:

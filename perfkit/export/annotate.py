@@ -38,7 +38,7 @@ from ..atomic import atomic_write
 from ..errors import ParameterError, TraceError
 from ..trace import load_trace
 from ..trace.load import resolve_paths
-from ..trace.parse import read_bytes
+from ..trace.stream import read_text
 
 CATEGORY = "perfkit"
 _ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -76,7 +76,7 @@ def annotate(trace_path, out, *, use_cache: bool = True) -> AnnotateResult:
         raise ParameterError(f"{out}: the output would overwrite the input trace; choose another path")
     trace = load_trace(source, use_cache=use_cache)
     events = added_events(trace)
-    text, _ = read_bytes(source)
+    text = read_text(source)
     parts = _splice(source, memoryview(text), orjson.dumps(events)[1:-1])
     atomic_write(out, lambda tmp: _write(tmp, parts, gz=out.name.endswith(".gz")))
     counts = pd.Series([e["ph"] for e in events]).value_counts().to_dict() if events else {}

@@ -16,27 +16,32 @@ from .columns import DROP_LABELS, ColumnBuilder
 from .model import Trace, TraceFile
 from .nesting import add_nesting, shift_parents
 from .schema import LAUNCH_CATEGORIES
-from .parse import CHUNK_BYTES, LayoutFallback, iter_event_batches, read_bytes
+from .parse import CHUNK_BYTES, ParsedTrace, parse_trace
 from .steps import STEP_COLUMNS, file_steps
 from .values import short_repr as _short
+from .workers import process_pool, release_freed_memory, resolve_workers
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 _FLAG_KEYS = ("with_stack", "record_shapes", "profile_memory", "with_flops", "with_modules")
 
 
-def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progress: bool = False) -> Trace:
+def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progress: bool = False,
+               workers: int | None = None) -> Trace:
     """Load one trace file, a directory of per-rank/worker files, or a list of files.
 
     ``source``: a ``.json`` / ``.json.gz`` path, a directory (as written by
     ``torch.profiler.tensorboard_trace_handler``), or an iterable of paths.
     ``use_cache``: read/write the columnar cache (see :mod:`perfkit.trace.cache`).
     ``salvage``: keep the complete events of a file cut off mid-write (with a warning) instead of raising.
-    ``progress``: show tqdm progress over files, and over the bytes parsed of each large file.
+    ``progress``: show a tqdm bar over the files (several files) or the bytes of one large file.
+    ``workers``: processes that parse (default: one per core); several files are parsed one per
+    worker, each cached as it finishes, and one large file is parsed in chunks by all of them.
+    Pass ``workers=1`` where the caller is itself a worker (a Dask task, a process pool).
     Raises :class:`~perfkit.errors.TraceError` (naming the file and the problem) for unreadable input.
     """
     paths = resolve_paths(source)
-    loaded = [_load_file(path, file_id, use_cache=use_cache, salvage=salvage, progress=progress)
-              for file_id, path in enumerate(_progress(paths, progress))]
+    workers = resolve_workers(workers)
+    loaded = list(_load_files(paths, use_cache=use_cache, salvage=salvage, progress=progress, workers=workers))
     ranks, warnings = assign_ranks(paths, [meta["rank"] for _, _, meta, _ in loaded],
                                    [_world_size(meta) for _, _, meta, _ in loaded])
     files, events, flows, steps = [], [], [], []
@@ -141,16 +146,59 @@ def _access_fix(exc: OSError) -> str:
     return "Check the permissions of the path and of the directories above it" if isinstance(exc, PermissionError) else ""
 
 
-def _load_file(path: Path, file_id: int, *, use_cache: bool, salvage: bool, progress: bool = False):
-    """(events, flows, meta, warnings) of one file. The cache stamp is taken before the file is
-    read and checked again after: a file replaced during the load is never cached."""
+def _load_files(paths: list[Path], *, use_cache: bool, salvage: bool, progress: bool, workers: int):
+    """(events, flows, meta, warnings) of each path, in order. One file gets every worker; several
+    are parsed one per worker process (cache hits are read here, memory-mapped), each written to
+    the cache by the worker that parsed it, so at most ``workers`` parses are in memory at once."""
+    if len(paths) == 1:
+        yield _load_file(paths[0], 0, use_cache=use_cache, salvage=salvage, progress=progress, workers=workers)
+        return
+    hits = [_cached(path, file_id) if use_cache else None for file_id, path in enumerate(paths)]
+    missing = [file_id for file_id, hit in enumerate(hits) if hit is None]
+    pool = process_pool(min(workers, len(missing))) if workers > 1 and len(missing) > 1 else None
+    bar = _file_progress(len(paths), len(paths) - len(missing)) if progress else None  # after the fork
+    try:
+        futures = {i: pool.submit(_load_file, paths[i], i, use_cache=use_cache, salvage=salvage)
+                   for i in missing} if pool is not None else {}
+        for future in futures.values():
+            if bar is not None:
+                future.add_done_callback(lambda _: bar.update(1))
+        for file_id, hit in enumerate(hits):
+            if hit is None and pool is None:
+                hit = _load_file(paths[file_id], file_id, use_cache=use_cache, salvage=salvage)
+                if bar is not None:
+                    bar.update(1)
+            yield hit if hit is not None else futures[file_id].result()
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        if bar is not None:
+            bar.close()
+
+
+def _cached(path: Path, file_id: int, stamp: dict | None = None):
+    """The cached tables of ``path`` (stamped now unless ``stamp`` is given), or None."""
+    try:
+        hit = cache.read(path, cache.stamp(path) if stamp is None else stamp)
+    except OSError as exc:
+        raise TraceError(path, f"cannot read the file: {exc.strerror or exc}", _access_fix(exc)) from None
+    if hit is None:
+        return None
+    events, flows, meta = hit
+    return (*_with_file_id(events, flows, file_id), meta, [])
+
+
+def _load_file(path: Path, file_id: int, *, use_cache: bool, salvage: bool, progress: bool = False,
+               workers: int = 1):
+    """(events, flows, meta, warnings) of one file, parsed by ``workers`` processes. The cache
+    stamp is taken before the file is read and checked again after: a file replaced during the
+    load is never cached."""
     try:
         stamp = cache.stamp(path) if use_cache else None
-        hit = cache.read(path, stamp) if use_cache else None
+        hit = _cached(path, file_id, stamp) if use_cache else None
         if hit is not None:
-            events, flows, meta = hit
-            return (*_with_file_id(events, flows, file_id), meta, [])
-        events, flows, meta, warnings = _parse_file(path, salvage=salvage, progress=progress)
+            return hit
+        events, flows, meta, warnings = _parse_file(path, salvage=salvage, progress=progress, workers=workers)
     except OSError as exc:
         raise TraceError(path, f"cannot read the file: {exc.strerror or exc}", _access_fix(exc)) from None
     if use_cache and not warnings:  # only clean parses are cached, so a cache hit has no warnings
@@ -166,40 +214,29 @@ def _with_file_id(events: pd.DataFrame, flows: pd.DataFrame, file_id: int):
     return events, flows
 
 
-def _parse_file(path: Path, *, salvage: bool, progress: bool = False):
-    text, warnings = read_bytes(path, salvage=salvage)
-    box = [text]
-    bar = _byte_progress(path, len(text)) if progress else None
-    del text
+def _parse_file(path: Path, *, salvage: bool, progress: bool = False, workers: int = 1):
+    bar = _ByteProgress(path) if progress else None
     try:
-        return _build(path, box, salvage=salvage, chunked=True, warnings=warnings, bar=bar)
-    except LayoutFallback:
-        return _build(path, box, salvage=salvage, chunked=False, warnings=warnings, bar=bar)
+        parsed = parse_trace(path, salvage=salvage, workers=workers, on_progress=bar)
     finally:
         if bar is not None:
             bar.close()
+    return _build(path, parsed)
 
 
-def _build(path: Path, box: list, *, salvage: bool, chunked: bool, warnings: list, bar=None):
-    """Parse the text in ``box``; the box is emptied once parsed so the text is freed before the
-    tables are assembled (the peak is then text or tables, not both)."""
-    meta_doc, batches, parse_warnings = iter_event_batches(path, box[0], salvage=salvage, chunked=chunked)
+def _build(path: Path, parsed: ParsedTrace):
+    """The tables and metadata of a parsed file (columns assembled, validated, steps and nesting found)."""
+    meta_doc, builder = parsed.meta, parsed.columns
     rank = _rank(meta_doc)
-    builder = ColumnBuilder(file_id=0, rank=rank if rank is not None else 0)
-    size = len(box[0])
-    for batch in batches:
-        builder.add(batch)
-        if bar is not None:
-            bar.update(min(size, CHUNK_BYTES, bar.total - bar.n))
-    box.clear()
-    del batches
+    builder.rank = rank if rank is not None else 0
     events, flows = builder.frames()
+    release_freed_memory()  # the chunks' columns, now merged: ~140 MB on 2M events
     _validate(path, events, builder)
     _fill_copy_bytes(events)
     steps, step_warning = file_steps(events)
     add_nesting(events, steps)
     meta = dict(_meta(meta_doc, builder), steps=steps.to_dict(orient="list"), step_warning=step_warning)
-    return events, flows, meta, warnings + parse_warnings
+    return events, flows, meta, parsed.warnings
 
 
 def _rank(meta_doc: dict):
@@ -291,18 +328,28 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _byte_progress(path: Path, size: int):
-    """A tqdm bar over the bytes of one file, only for files large enough to wait for."""
-    if size < 4 * CHUNK_BYTES:
-        return None
+class _ByteProgress:
+    """``on_progress`` for one file: a tqdm bar over its bytes on disk, opened on the first call
+    (after the parser's worker processes are forked) and only for files large enough to wait for."""
+
+    def __init__(self, path: Path):
+        self.path, self.bar = path, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if total < 4 * CHUNK_BYTES:
+                return
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=f"parsing {self.path.name}", unit="B", unit_scale=True, leave=False)
+        self.bar.update(max(done - self.bar.n, 0))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _file_progress(total: int, done: int):
     from tqdm.auto import tqdm
 
-    return tqdm(total=size, desc=f"parsing {path.name}", unit="B", unit_scale=True, leave=False)
-
-
-def _progress(paths, enabled: bool):
-    if not enabled or len(paths) < 2:
-        return paths
-    from tqdm.auto import tqdm
-
-    return tqdm(paths, desc="loading traces", unit="file")
+    return tqdm(total=total, initial=done, desc="loading traces", unit="file")

@@ -1,231 +1,396 @@
-"""Read a Chrome-trace JSON file into (metadata, batches of event dicts), fast and lean.
+"""Read a Chrome-trace JSON file into its metadata and the columns of its events, streaming.
 
-Kineto writes one event per line, so the ``traceEvents`` array is parsed in chunks cut at line
-breaks (a raw newline never occurs inside a JSON string, so such a cut is always between tokens):
-each chunk is decoded into typed events (:mod:`perfkit.trace.events`), its columns extracted, and
-its events freed before the next one. Peak memory is the file's text plus the columns, not a
-Python dict per event. Any chunk that does
-not parse as a list of whole events falls back to one full parse, so an unusual layout is slower,
-never wrong. Bad input raises :class:`~perfkit.errors.TraceError` naming the file and the problem.
+Every layout takes one path. The file's decompressed bytes arrive block by block
+(:mod:`perfkit.trace.stream`); the ``traceEvents`` array is cut into chunks of about
+:data:`CHUNK_BYTES`, each ending between two events, and each chunk is decoded into columns
+(:mod:`perfkit.trace.decode`), in worker processes when there are several cores. Memory is a few
+chunks plus the columns whatever the layout: one event a line, Kineto's multi-line layout,
+``json.dump``'s single line, gzip or not.
+
+A cut goes at the first ``}, {"`` past the chunk's target size: in a profiler trace that is always
+between two events, and decoding checks it, since a chunk decodes as a list of events only if it
+ends exactly between two. Should a chunk fail (a ``}, {"`` inside a string or a nested list of
+objects), the file is parsed again with exact cuts from :mod:`perfkit.trace.scan`, which also finds
+where the array ends, the last complete event of a truncated file and the nesting depth. Bad input
+raises :class:`~perfkit.errors.TraceError` naming the file and the problem.
 """
 from __future__ import annotations
 
-import gzip
-import json
-import mmap
+import os
 import re
-import zlib
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
-import msgspec
 import orjson
 
 from ..errors import TraceError, TruncatedTraceError
-from .events import EVENTS, TOP_LEVEL
+from ..limits import MAX_EVENT_BYTES, MAX_METADATA_BYTES, MAX_TABLE_BYTES
+from .columns import ColumnBuilder
+from .decode import ChunkFailure, decode_chunk, decode_range, decode_shared, share_memory
+from .metadata import CUT_OFF, REPORT_FIX, around_events, check_depth, keys_before, without_events_array
+from .scan import scan
+from .stream import ByteStream
+from .workers import process_pool, will_fork
 
-CHUNK_BYTES = 16 << 20
-_ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
-_REPORT_FIX = "Re-export the trace with torch.profiler (prof.export_chrome_trace or tensorboard_trace_handler)"
-
-
-def read_bytes(path: Path, *, salvage: bool = False) -> tuple[bytes, list[str]]:
-    """The file's JSON text: gunzipped bytes for gzip, else a read-only memory map (parsed chunks
-    are released from memory as the parse moves on). A truncated gzip is an error unless
-    ``salvage``, which keeps what decompresses."""
-    if path.stat().st_size == 0:
-        raise TraceError(path, "file is empty (0 bytes of JSON)", _REPORT_FIX)
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-        if head != b"\x1f\x8b":
-            text = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            if not text[:4096].strip() and not text[:].strip():
-                raise TraceError(path, "file is empty (0 bytes of JSON)", _REPORT_FIX)
-            return text, []
-    raw = path.read_bytes()
-    try:
-        return gzip.decompress(raw), []
-    except (EOFError, OSError, zlib.error) as exc:
-        if not salvage:
-            raise TraceError(
-                path, f"gzip data is truncated or corrupt ({exc})",
-                "Copy the file again, or load_trace(..., salvage=True) to keep the events that decompress",
-            ) from None
-        partial = zlib.decompressobj(wbits=31).decompress(raw)
-        return partial, [f"gzip stream truncated: salvaged from the first {len(partial):,} decompressed bytes"]
+CHUNK_BYTES = 8 << 20
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_CUT = re.compile(rb'\}\s*,\s*(\{)\s*"')
+_SEPARATOR = re.compile(rb"\s*,?\s*")
+_NON_SPACE = re.compile(rb"[^ \t\r\n]")
+_SPACE = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
+_ROW_BYTES = 192  # an events-table row is ~96 bytes; assembling the table briefly holds it twice
+_IN_FLIGHT = 2  # chunks queued per worker: keeps workers busy, bounds the chunks held in memory
+_WINDOW_BYTES = 64 << 10  # read at each cut of a plain file, to find the end of an event there
+_GZIP_FIX = "Copy the file again, or load_trace(..., salvage=True) to keep the events that decompress"
 
 
-def iter_event_batches(path: Path, text: bytes, *, salvage: bool = False, chunked: bool = True):
-    """Return (top-level metadata without traceEvents, iterator of event-dict lists, warnings).
+@dataclass
+class ParsedTrace:
+    """``meta``: the top-level JSON keys other than traceEvents; ``columns``: the events read;
+    ``warnings``: what was unusual (bare array, salvaged events)."""
 
-    With ``chunked``, the iterator may raise :class:`LayoutFallback` part-way; the caller then
-    starts again with ``chunked=False``.
+    meta: dict
+    columns: ColumnBuilder
+    warnings: list[str] = field(default_factory=list)
+
+
+def parse_trace(path, *, salvage: bool = False, workers: int = 1, on_progress=None) -> ParsedTrace:
+    """Parse one trace file, ``.json`` or gzip, in any JSON layout.
+
+    ``salvage``: keep the complete events of a file cut off mid-write (with a warning) instead of
+    raising :class:`TruncatedTraceError`. ``workers``: processes decoding chunks (1: this process).
+    ``on_progress(done, total)``: called as the file is read, in bytes of the file on disk.
+    Raises :class:`TraceError` for unreadable input and for input past a limit of :mod:`perfkit.limits`.
     """
-    match = _ARRAY_START.search(text, 0, 1 << 22) or _ARRAY_START.search(text)
-    if chunked and match is not None:
-        split = _split_layout(text, match.end())
-        if split is not None:
-            meta, start, end = split
-            return meta, _chunks(path, text, start, end), []
-    return _full_parse(path, text, salvage=salvage)
+    path = Path(path)
+    try:
+        try:
+            return _Parser(path, salvage, workers, on_progress, exact=False).run()
+        except _Recut:
+            return _Parser(path, salvage, workers, on_progress, exact=True).run()
+    except OSError as exc:
+        raise TraceError(path, f"cannot read the file ({exc.strerror or exc})",
+                         "Check that it exists and that you may read it") from None
 
 
-def _split_layout(text: bytes, start: int):
-    """Find the array's closing bracket so that text outside it is the metadata object."""
-    head = text[: start - 1]
-    pos = len(text)
-    for _ in range(64):
-        pos = text.rfind(b"]", start - 1, pos)
-        if pos < 0:
+class _Recut(Exception):
+    """A fast cut did not land between two events: parse again with exact cuts."""
+
+
+class _Parser:
+    def __init__(self, path: Path, salvage: bool, workers: int, on_progress, exact: bool):
+        self.path, self.salvage, self.workers, self.on_progress, self.exact = path, salvage, workers, on_progress, exact
+        self.columns = ColumnBuilder(file_id=0, rank=0)
+        self.warnings: list[str] = []
+        self.buffer = bytearray()
+        self.base = 0  # offset in the decompressed stream of buffer[0]
+        self.pos = 0  # buffer index where the next event starts
+        self.searched = 0  # buffer index up to which a fast cut was looked for
+        self.header: bytes | None = None  # '{...,"traceEvents":' (None: a bare array)
+        self.closed_at = -1  # buffer index of the ']' that closes traceEvents, once found
+        self.rows = 0
+        self.pending: deque = deque()
+        self.pool = None
+        self.shared, self.free_slots = None, []
+
+    def run(self) -> ParsedTrace:
+        if self.path.stat().st_size == 0:
+            raise TraceError(self.path, "file is empty (0 bytes of JSON)", REPORT_FIX)
+        try:
+            with ByteStream(self.path) as stream:
+                if self._parallel(stream):
+                    self._share_slots()
+                    self.pool = process_pool(self.workers)
+                blocks = iter(stream)
+                found = self._read_header(blocks)
+                if found and self.pool is not None and not stream.gzip and not self.exact:
+                    blocks.close()
+                    self._cut_ranges(stream)
+                for block in blocks:
+                    self.buffer += block
+                    self._cut_chunks()
+                    self._progress(stream)
+                self._progress(stream)
+                self._gzip_end(stream)
+                meta = self._finish() if found else self._whole_document()
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True, cancel_futures=True)
+            if self.shared is not None:
+                self.shared.close()
+        return ParsedTrace(meta, self.columns, self.warnings)
+
+    def _parallel(self, stream: ByteStream) -> bool:
+        if self.workers <= 1:
+            return False
+        size = stream.size
+        if stream.gzip and size >= 18:
+            with open(self.path, "rb") as fh:  # ISIZE: the last member's inflated size, mod 2**32
+                fh.seek(-4, 2)
+                size = max(size, int.from_bytes(fh.read(4), "little"))
+        return size >= 4 * CHUNK_BYTES
+
+    def _progress(self, stream: ByteStream) -> None:
+        if self.on_progress is not None:
+            self.on_progress(stream.read_bytes, stream.size)
+
+    # -- the JSON before the events ---------------------------------------------------------
+
+    def _read_header(self, blocks) -> bool:
+        """Read up to the start of the events; False when the file has no ``"traceEvents": [``."""
+        limit, first = MAX_METADATA_BYTES.value(), -1
+        for block in blocks:
+            searched = len(self.buffer)
+            self.buffer += block
+            if first < 0:
+                first = _first_byte(self.buffer, searched)
+            if first < 0:
+                self._check_blank_size(limit)
+                continue
+            if self.buffer[first] == ord("["):
+                self.pos = self.searched = first + 1
+                self.warnings.append("trace is a bare JSON array of events (no metadata)")
+                return True
+            if self.buffer[first] != ord("{"):
+                raise TraceError(self.path, f"not valid JSON (it starts with {bytes(self.buffer[first:first + 16])!r})",
+                                 REPORT_FIX)
+            found = _EVENTS_KEY.search(self.buffer, max(first, searched - 32))
+            if found:
+                self.header = bytes(self.buffer[first:found.end() - 1])
+                self.pos = self.searched = found.end()
+                return True
+            if len(self.buffer) > limit:
+                raise TraceError(self.path, MAX_METADATA_BYTES.refusal(
+                    f"the JSON before the traceEvents array ({len(self.buffer):,} bytes read without finding it)"))
+        return False
+
+    def _check_blank_size(self, limit: int) -> None:
+        if len(self.buffer) > limit:
+            raise TraceError(self.path, MAX_METADATA_BYTES.refusal(
+                f"whitespace before any JSON ({len(self.buffer):,} bytes of it)"), "This is not a profiler trace")
+
+    def _whole_document(self) -> dict:
+        meta, events = without_events_array(self.path, bytes(self.buffer))
+        self._absorb(decode_chunk(orjson.dumps(events)), 0)
+        return meta
+
+    # -- cutting the events into chunks ----------------------------------------------------------
+
+    def _cut_chunks(self) -> None:
+        if self.closed_at >= 0:
+            if len(self.buffer) - self.closed_at > MAX_METADATA_BYTES.value():
+                raise TraceError(self.path, MAX_METADATA_BYTES.refusal("the JSON after the traceEvents array"))
+            return
+        while self.closed_at < 0 and len(self.buffer) - self.pos >= CHUNK_BYTES:
+            cut = self._exact_cut() if self.exact else self._fast_cut()
+            if cut is None:
+                break
+            end, start = cut
+            self._submit(self.pos, end)
+            self.pos = self.searched = start
+        if self.closed_at < 0:
+            self._check_event_size()
+            self._compact()
+
+    def _fast_cut(self):
+        found = _CUT.search(self.buffer, max(self.pos + CHUNK_BYTES, self.searched - 64))
+        self.searched = len(self.buffer)
+        return (found.start() + 1, found.start(1)) if found else None
+
+    def _exact_cut(self):
+        structure = self._scan(self.pos, len(self.buffer))
+        if structure.close >= 0:
+            self._submit(self.pos, structure.close)
+            self.closed_at = self.pos = structure.close
             return None
-        try:
-            meta = orjson.loads(head + b"[]" + text[pos + 1:])
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(meta, dict) and meta.get("traceEvents") == []:
-            del meta["traceEvents"]
-            return meta, start, pos
+        if not len(structure.ends):
+            return None
+        end = int(structure.ends[-1])
+        return end, _SEPARATOR.match(self.buffer, end).end()
+
+    def _scan(self, first: int, last: int):
+        """:func:`scan` of buffer[first:last] (offsets are buffer indices), with the depth limit applied."""
+        structure = scan(self.buffer, first, last)
+        outside = 1 if self.header is None else 2  # the array (and the top-level object)
+        check_depth(self.path, structure.max_depth + outside, f"inside traceEvents, after byte {self.base + first:,}")
+        return structure
+
+
+    def _check_event_size(self) -> None:
+        """Without a cut, the buffer grows: one event (or the space between two) must fit the limit."""
+        if len(self.buffer) - self.pos > CHUNK_BYTES + MAX_EVENT_BYTES.value():
+            self._event_too_big(self.base + self.pos)
+
+    def _event_too_big(self, start: int) -> None:
+        raise TraceError(self.path, MAX_EVENT_BYTES.refusal(
+            f"the JSON from byte {start:,} on, without the end of an event in it"), "This file is corrupt or not a trace")
+
+    def _compact(self) -> None:
+        if self.pos:
+            del self.buffer[:self.pos]  # O(1) for a bytearray's head
+            self.base += self.pos
+            self.searched -= self.pos
+            self.pos = 0
+
+    # -- decoding chunks ---------------------------------------------------------------
+
+    def _submit(self, first: int, last: int) -> None:
+        if _NON_SPACE.search(self.buffer, first, last) is None:
+            return
+        size = last - first + 2
+        if self.free_slots and size <= self.slot_bytes:
+            slot = self.free_slots.pop()
+            with memoryview(self.shared) as shared, memoryview(self.buffer) as view:
+                shared[slot] = ord("[")
+                shared[slot + 1:slot + size - 1] = view[first:last]
+                shared[slot + size - 1] = ord("]")
+            self._dispatch(decode_shared, (slot, size), self.base + first, slot)
+            return
+        with memoryview(self.buffer) as view:
+            data = b"".join((b"[", view[first:last], b"]"))
+        self._dispatch(decode_chunk, (data,), self.base + first)
+
+    def _dispatch(self, decode, args: tuple, start: int, slot: int = -1) -> None:
+        if self.pool is None:
+            self._absorb(decode(*args), start)
+            return
+        self.pending.append((self.pool.submit(decode, *args), start, slot))
+        while len(self.pending) > _IN_FLIGHT * self.workers:
+            self._take()
+
+    def _share_slots(self) -> None:
+        """Memory the forked workers will share, one slot per chunk in flight (see share_memory)."""
+        if not will_fork():
+            return
+        self.slot_bytes = CHUNK_BYTES + (5 << 20)  # a chunk: its target size, the event that ends it, a block
+        count = _IN_FLIGHT * self.workers + 1
+        self.shared = share_memory(self.slot_bytes * count)
+        self.free_slots = [i * self.slot_bytes for i in range(count)]
+
+    # -- a plain file with worker processes: they read their byte ranges themselves ------------
+
+    def _cut_ranges(self, stream: ByteStream) -> None:
+        """Cut the events of a plain file by reading only a window at each cut; the workers read
+        the ranges between cuts from the file. Leaves the last chunk's bytes in the buffer."""
+        start = self.base + self.pos
+        with open(self.path, "rb") as fh:
+            while True:
+                cut = self._window_cut(fh, start + CHUNK_BYTES, stream.size)
+                if cut is None:
+                    break
+                self._dispatch(decode_range, (str(self.path), start, cut[0]), start)
+                start = cut[1]
+                if self.on_progress is not None:
+                    self.on_progress(start, stream.size)
+            stream.read_bytes = stream.size
+            fh.seek(start)
+            self.buffer, self.base, self.pos, self.searched = bytearray(fh.read()), start, 0, 0
+
+    def _window_cut(self, fh, target: int, size: int):
+        """(end, next start) of the first fast cut at or after ``target``, None near the end."""
+        window = _WINDOW_BYTES
+        while target + window < size:
+            data = os.pread(fh.fileno(), window, target)
+            found = _CUT.search(data)
+            if found:
+                return target + found.start() + 1, target + found.start(1)
+            if window > MAX_EVENT_BYTES.value():
+                self._event_too_big(target - CHUNK_BYTES)
+            window *= 4
         return None
-    return None
+
+    def _take(self) -> None:
+        future, start, slot = self.pending.popleft()
+        result = future.result()
+        if slot >= 0:
+            self.free_slots.append(slot)
+        self._absorb(result, start)
+
+    def _absorb(self, result, start: int) -> None:
+        if isinstance(result, ChunkFailure):
+            self._fail(result, start)
+        self.rows += sum(len(part["ts_us"]) for part in result.parts)
+        if self.rows * _ROW_BYTES > MAX_TABLE_BYTES.value():
+            raise TraceError(self.path, MAX_TABLE_BYTES.refusal(
+                f"the events table ({self.rows:,} events so far, ~{self.rows * _ROW_BYTES:,} bytes to assemble)"))
+        self.columns.absorb(result)
+
+    def _fail(self, failure: ChunkFailure, start: int) -> None:
+        if failure.kind in ("syntax", "truncated", "depth") and not self.exact:
+            raise _Recut()
+        where = start + max(failure.offset - 1, 0)  # the chunk's '[' is not in the file
+        if failure.kind == "type":
+            problem = f"traceEvents[{self.columns.n_seen + max(failure.index, 0)}] {failure.message}"
+        elif failure.kind == "utf8":
+            problem = f"{failure.message} (byte {where:,} of the JSON)"
+        elif failure.kind == "depth":
+            problem = f"JSON nested deeper than the decoder follows, in the events after byte {start:,}"
+        else:
+            problem = f"not valid JSON: {failure.message} (byte {where:,})"
+        raise TraceError(self.path, problem, REPORT_FIX)
+
+    # -- the end of the file -------------------------------------------------------------
+
+    def _gzip_end(self, stream: ByteStream) -> None:
+        if stream.problem is None:
+            return
+        if not self.salvage:
+            raise TraceError(self.path, f"gzip data is {stream.problem}", _GZIP_FIX)
+        size = self.base + len(self.buffer)
+        self.warnings.append(f"gzip stream {stream.problem}: salvaged from the first {size:,} decompressed bytes")
+
+    def _finish(self) -> dict:
+        while self.pending:  # a fast cut is only trusted once the chunk before it decoded
+            self._take()
+        if self.closed_at < 0:
+            structure = self._scan(self.pos, len(self.buffer))
+            if structure.close < 0:
+                return self._truncated(structure)
+            self._submit(self.pos, structure.close)
+            self.closed_at = structure.close
+        while self.pending:
+            self._take()
+        return self._metadata(bytes(self.buffer[self.closed_at + 1:]))
+
+    def _metadata(self, trailer: bytes) -> dict:
+        if self.header is None:
+            if trailer.strip(_SPACE):
+                raise TraceError(self.path, "not valid JSON: text after the array of events", REPORT_FIX)
+            return {}
+        meta = around_events(self.path, self.header, trailer)
+        return self._cut_off() if meta is None else meta
+
+    def _truncated(self, structure) -> dict:
+        """No closing bracket: keep the complete events, if what follows them is a cut-off event."""
+        last = int(structure.ends[-1]) if len(structure.ends) else self.pos
+        self._submit(self.pos, last)
+        while self.pending:
+            self._take()
+        rest = _SEPARATOR.match(self.buffer, last).end()
+        if rest < len(self.buffer):  # a wrong byte can make the rest look like one long string
+            failure = decode_chunk(b"[" + bytes(self.buffer[rest:]))
+            if failure.kind != "truncated":
+                self._fail(failure, self.base + rest)
+        return self._cut_off()
+
+    def _cut_off(self) -> dict:
+        """The file ends mid-write: raise, or (salvage) warn and return the metadata read."""
+        events, size = self.columns.n_seen, self.base + len(self.buffer)
+        if not events:
+            raise TraceError(self.path, CUT_OFF, REPORT_FIX)
+        if not self.salvage:
+            raise TruncatedTraceError(self.path, f"JSON is cut off after {size:,} bytes (profiler killed during export?)",
+                                      events)
+        self.warnings.append(f"trace was cut off mid-write: recovered {events:,} complete events; later events are lost")
+        return {} if self.header is None else keys_before(self.path, self.header)
 
 
-def _chunks(path: Path, text: bytes, start: int, end: int) -> Iterator[list]:
-    view = memoryview(text)
-    pos = start
-    while pos < end:
-        cut = text.find(b"\n", min(pos + CHUNK_BYTES, end), end)
-        cut = end if cut < 0 else cut
-        first, last = _trim(text, pos, cut)
-        if first < last:
-            buffer = bytearray(b"[")
-            buffer += view[first:last]
-            buffer += b"]"
-            try:
-                batch = EVENTS.decode(buffer)
-            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-                raise LayoutFallback() from None
-            yield batch
-        _release(text, pos, cut)
-        pos = cut + 1
-
-
-def _release(text, first: int, last: int) -> None:
-    """Drop the parsed pages of a memory-mapped file from memory (they are re-read if needed)."""
-    if isinstance(text, mmap.mmap):
-        start = first - first % mmap.PAGESIZE
-        if last > start:
-            text.madvise(mmap.MADV_DONTNEED, start, last - start)
-
-
-def _trim(text: bytes, first: int, last: int) -> tuple[int, int]:
-    """Bounds of text[first:last] without surrounding whitespace and trailing commas, without copying."""
-    while first < last and text[first] in b" \t\r\n":
-        first += 1
-    while last > first and text[last - 1] in b" \t\r\n,":
-        last -= 1
-    return first, last
-
-
-class LayoutFallback(Exception):
-    """A chunk cut did not land between events: parse the whole text at once instead."""
-
-
-def _full_parse(path: Path, text: bytes, *, salvage: bool) -> tuple[dict, Iterator[list], list[str]]:
-    text = text if isinstance(text, bytes) else text[:]
-    try:
-        top = TOP_LEVEL.decode(text)
-    except msgspec.ValidationError:
-        return {}, iter([_decode_events(path, text)]), ["trace is a bare JSON array of events (no metadata)"]
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        return _handle_bad_json(path, text, exc, salvage=salvage)
-    if "traceEvents" not in top:
-        keys = ", ".join(sorted(top)[:8]) or "an empty object"
-        raise TraceError(
-            path, f"JSON has no 'traceEvents' list (top level: {keys}); this is not a PyTorch profiler trace",
-            "Pass a Chrome trace written by torch.profiler",
-        )
-    try:
-        meta = {k: orjson.loads(bytes(v)) for k, v in top.items() if k != "traceEvents"}
-        return meta, iter([_decode_events(path, bytes(top["traceEvents"]))]), []
-    except (UnicodeDecodeError, orjson.JSONDecodeError) as exc:
-        _raise_if_not_utf8(path, text)
-        raise TraceError(path, f"not valid JSON: {exc}", _REPORT_FIX) from None
-
-
-def _decode_events(path: Path, raw: bytes) -> list:
-    try:
-        return EVENTS.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:
-        doc = orjson.loads(raw)
-        if not isinstance(doc, list):
-            raise TraceError(path, f"traceEvents is {type(doc).__name__}, not a list of events", _REPORT_FIX) from None
-        bad = next((i for i, e in enumerate(doc) if not isinstance(e, dict)), None)
-        if bad is not None:
-            raise TraceError(path, f"traceEvents[{bad}] is {type(doc[bad]).__name__}, not an event object",
-                             _REPORT_FIX) from None
-        raise TraceError(path, f"an event has a field of an unexpected type ({exc})", _REPORT_FIX) from None
-
-
-def _raise_if_not_utf8(path: Path, text: bytes) -> None:
-    try:
-        text.decode("utf-8")
-    except UnicodeDecodeError as uexc:
-        raise TraceError(
-            path, f"bytes at offset {uexc.start} are not valid UTF-8 ({text[uexc.start:uexc.start + 4]!r})",
-            "The file is corrupt or not a JSON trace; re-export it",
-        ) from None
-
-
-def _handle_bad_json(path: Path, text: bytes, exc, *, salvage: bool):
-    _raise_if_not_utf8(path, text)
-    if b'"traceEvents"' not in text or not _looks_truncated(text, exc):
-        raise TraceError(path, f"not valid JSON: {exc}", _REPORT_FIX) from None
-    meta, events = salvage_events(text)
-    if not events:
-        raise TraceError(path, "JSON ends mid-write and no complete event can be recovered", _REPORT_FIX) from None
-    if not salvage:
-        raise TruncatedTraceError(path, f"JSON is cut off after {len(text):,} bytes (profiler killed during export?)", len(events))
-    warning = f"trace was cut off mid-write: recovered {len(events):,} complete events; later events are lost"
-    return meta, iter([_decode_events(path, orjson.dumps(events))]), [warning]
-
-
-def _looks_truncated(text: bytes, exc) -> bool:
-    tail = text.rstrip()
-    if not tail.endswith((b"}", b"]")):
-        return True
-    try:
-        json.loads(tail.decode("utf-8"))
-    except json.JSONDecodeError as jexc:
-        return jexc.pos >= len(tail) - 2
-    return False
-
-
-def salvage_events(text: bytes) -> tuple[dict, list]:
-    """Complete events at the start of a truncated ``traceEvents`` array, plus the metadata keys
-    written before it."""
-    s = text.decode("utf-8", errors="replace")
-    match = re.search(r'"traceEvents"\s*:\s*\[', s)
-    if match is None:
-        return {}, []
-    meta = _salvage_head(s[: match.start()])
-    decoder = json.JSONDecoder()
-    events, pos, n = [], match.end(), len(s)
-    while pos < n:
-        while pos < n and s[pos] in " \t\r\n,":
-            pos += 1
-        try:
-            event, pos = decoder.raw_decode(s, pos)
-        except json.JSONDecodeError:
-            break
-        if isinstance(event, dict):
-            events.append(event)
-    return meta, events
-
-
-def _salvage_head(head: str) -> dict:
-    body = head.rstrip().rstrip(",")
-    try:
-        meta = json.loads(body + "}")
-        return meta if isinstance(meta, dict) else {}
-    except json.JSONDecodeError:
-        return {}
+def _first_byte(buffer: bytearray, start: int) -> int:
+    """Index of the first byte from ``start`` that is not whitespace (nor a UTF-8 byte-order mark
+    opening the file), -1 if none yet."""
+    if start == 0 and buffer.startswith(_BOM):
+        start = len(_BOM)
+    found = _NON_SPACE.search(buffer, start)
+    return found.start() if found else -1

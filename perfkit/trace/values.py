@@ -123,6 +123,12 @@ class Drops:
                 taken |= new
         return ~taken
 
+    def absorb(self, other: "Drops") -> None:
+        """Add the drops counted by another builder (a later chunk of the same file)."""
+        for field, count in other.counts.items():
+            self.counts[field] = self.counts.get(field, 0) + count
+            self.first.setdefault(field, other.first[field])
+
     def messages(self, labels: dict[str, str], seen: int) -> list[str]:
         """One sentence per field: how many events were dropped and why, with the first example."""
         out = []

@@ -1,0 +1,89 @@
+"""The JSON around a trace's events: the top-level keys before and after ``traceEvents``.
+
+The streaming parser (:mod:`perfkit.trace.parse`) keeps the text before the events array
+(``{..., "traceEvents":``, the *header*) and after it (the *trailer*); these functions turn them into
+the metadata dict, check their nesting depth without recursion, and say what is wrong with a
+document that has no events array at all. Each raises :class:`TraceError` naming the file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from ..errors import TraceError
+from ..limits import MAX_NESTING_DEPTH
+from .scan import scan
+
+REPORT_FIX = "Re-export the trace with torch.profiler (prof.export_chrome_trace or tensorboard_trace_handler)"
+CUT_OFF = "JSON ends mid-write and no complete event can be recovered"
+_SPACE = b" \t\r\n"
+
+
+def check_depth(path: Path, depth: int, where: str) -> None:
+    """Raise when ``depth`` levels of nesting exceed MAX_NESTING_DEPTH."""
+    if depth > MAX_NESTING_DEPTH.value():
+        raise TraceError(path, MAX_NESTING_DEPTH.refusal(f"JSON nested {depth:,} levels deep ({where})"),
+                         "A profiler trace nests fewer than 10 levels: this file is corrupt or not a trace")
+
+
+def around_events(path: Path, header: bytes, trailer: bytes) -> dict | None:
+    """The top-level keys other than traceEvents; None when the trailer is cut off mid-write."""
+    check_depth(path, scan(header).max_depth, "in the JSON before traceEvents")
+    check_depth(path, scan(trailer).max_depth + 1, "in the JSON after traceEvents")
+    text = header + b"[]" + trailer
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("unexpected end of data"):
+            return None  # every event is whole, the keys after them are not
+        doc = load_json(path, text, "the JSON around traceEvents is not valid")
+    if not isinstance(doc, dict) or doc.get("traceEvents") != []:
+        raise TraceError(path, "traceEvents is not a key of the top-level JSON object", REPORT_FIX)
+    del doc["traceEvents"]
+    return doc
+
+
+def keys_before(path: Path, header: bytes) -> dict:
+    """The metadata keys written before traceEvents (all a truncated file has)."""
+    check_depth(path, scan(header).max_depth, "in the JSON before traceEvents")
+    keys = header[:header.rfind(b'"traceEvents"')].rstrip(_SPACE + b",")
+    try:
+        meta = orjson.loads(keys + b"}")
+    except orjson.JSONDecodeError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def without_events_array(path: Path, text: bytes) -> tuple[dict, list]:
+    """(metadata, events) of a whole document in which no ``"traceEvents": [`` was found (held
+    whole: it is under MAX_METADATA_BYTES); raises saying what the document is instead."""
+    if not text.strip(_SPACE):
+        raise TraceError(path, "file is empty (0 bytes of JSON)", REPORT_FIX)
+    check_depth(path, scan(text).max_depth, "in a JSON document without a traceEvents array")
+    doc = load_json(path, text, "not valid JSON")
+    if not isinstance(doc, dict):
+        raise TraceError(path, f"JSON top level is {type(doc).__name__}, not a trace object", REPORT_FIX)
+    if "traceEvents" not in doc:
+        keys = ", ".join(sorted(doc)[:8]) or "an empty object"
+        raise TraceError(path, f"JSON has no 'traceEvents' list (top level: {keys}); this is not a PyTorch "
+                         "profiler trace", "Pass a Chrome trace written by torch.profiler")
+    events = doc.pop("traceEvents")
+    if not isinstance(events, list):
+        raise TraceError(path, f"traceEvents is {type(events).__name__}, not a list of events", REPORT_FIX)
+    return doc, events  # a list here means the key was spelled with \\u escapes
+
+
+def load_json(path: Path, text: bytes, what: str):
+    """``orjson.loads(text)``, its failure said as a TraceError: invalid UTF-8, cut off, or ``what``."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        try:
+            text.decode("utf-8")
+        except UnicodeDecodeError as uexc:
+            raise TraceError(path, f"bytes at offset {uexc.start} are not valid UTF-8 ({text[uexc.start:uexc.start + 4]!r})",
+                             "The file is corrupt or not a JSON trace; re-export it") from None
+        if str(exc).startswith("unexpected end of data"):  # cut off before the first event
+            raise TraceError(path, CUT_OFF, REPORT_FIX) from None
+        raise TraceError(path, f"{what}: {exc}", REPORT_FIX) from None

@@ -1,0 +1,67 @@
+"""Worker processes for loading traces: how many, how they are started, and the memory they leave.
+
+JSON decoding holds the GIL, so parallel parsing needs processes. Workers are forked when the
+loading process has a single thread (fast: they share the already imported modules); otherwise
+(a Jupyter kernel, a progress bar's monitor thread, a gzip reader) they come from a fork server
+that imports the decoder once, since forking a threaded process can copy a lock some other
+thread holds.
+"""
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import threading
+from concurrent.futures import ProcessPoolExecutor
+
+from ..errors import ParameterError
+
+
+def release_freed_memory() -> None:
+    """Give freed heap memory back to the operating system (glibc keeps it otherwise: the column
+    arrays of many chunks, unpickled from worker processes, leave the heap fragmented, and RSS
+    would stay at its peak for the rest of the load). A no-op where glibc is not the allocator."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def default_workers() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_workers(workers: int | None) -> int:
+    """``workers`` checked, or :func:`default_workers` for None; 1 inside a daemonic process (a
+    Dask worker, a multiprocessing.Pool worker), which may not start processes of its own.
+    Raises ParameterError below 1."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ParameterError(f"workers={workers!r}: expected a whole number of processes >= 1 (or None for one per core)")
+    if multiprocessing.current_process().daemon:
+        return 1
+    return default_workers() if workers is None else workers
+
+
+def will_fork() -> bool:
+    """Whether :func:`process_pool` forks its workers from this process now (so they share memory
+    mapped before the call)."""
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+
+def process_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of ``workers`` processes able to run :mod:`perfkit.trace` functions."""
+    methods = multiprocessing.get_all_start_methods()
+    if will_fork():
+        context = multiprocessing.get_context("fork")
+    elif "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["perfkit.trace.load"])
+    else:
+        context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    pool.submit(os.getpid)  # forks every worker now, before the caller starts threads of its own
+    return pool
