@@ -55,7 +55,8 @@ else:
     metrics = rows.diff_rows("compile_ab", comparison, after.trace, subject, recorded)
     verdict = prose.diff_verdict(comparison)
 logged = rows.log_rows(perf_log_path, metrics, change=change, run_id=run_label)
-verdict_card("compile_ab", result, logged, subject=subject, device=recorded, verdict=verdict)
+verdict_card("compile_ab", result, logged, subject=subject, device=recorded, verdict=verdict,
+             fix=prose.diff_fix(comparison) if comparison else None)
 
 # %% [markdown]
 # ## Compile A/B (live mode)
@@ -70,18 +71,22 @@ if ab is not None:
 
 # %% [markdown]
 # ## Trace diff (trace mode)
-# The before (`trace_path`) and after (`trace_path_b`) traces compared op by op
-# (`perfkit.diff`); where each was recorded, from the traces themselves.
+# The before (`trace_path`) and after (`trace_path_b`) traces compared per full step
+# (`perfkit.diff`; partial steps at the profiler window's edges are dropped): the biggest movers,
+# headline metrics, host waits on the GPU by kind, `record_function` ranges, both summaries and
+# where the after trace was recorded.
 
 # %%
 sections.show_diff(comparison, before.trace if comparison else None, after.trace if comparison else None)
 
 # %% [markdown]
 # ## Findings
-# Most severe first, with recommended fixes.
+# Regressions and problems first, most severe first, with recommended fixes; then improvements
+# and notes (severity info: a trace diff reports what got faster too, and a host wait that only
+# moved between kinds); then warnings (a trace diff's dropped partial steps among them).
 
 # %%
-sections.show_findings(result)
+sections.show_findings(result, info="Improvements and notes (severity info)")
 
 # %%
 sections.show_explorer(interactive and mode == "trace", trace_path_b)

@@ -8,8 +8,13 @@
 
 # %% [markdown]
 # # Is the step CPU-bound?
-# Splits each profiler step into GPU busy time and what the host did (DataLoader, blocking syncs,
-# other host work). Verdict thresholds: `perfkit/analysis/cpu_bound.py`.
+# Splits each profiler step into GPU busy time and what the host did (DataLoader, torch.compile
+# compiling, blocking syncs, other host work), then names what limits it, checking in this order:
+# **compiling** (compile spans are the largest share of the step), **GPU-bound** (GPU busy >= 80%),
+# **input-bound** (DataLoader), **CPU-only trace** (no GPU activity recorded), **GPU-bound (host
+# ahead)** (kernels start long after their launch: the GPU has queued work), **sync-bound**
+# (host blocked in syncs) and **CPU-launch-bound** (the GPU idles while the host issues work).
+# Every threshold and its source: `perfkit/analysis/cpu_bound_rules.py`.
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path; "live": record a reference workload now
@@ -45,12 +50,22 @@ verdict_card("cpu_bound", result, logged, subject=source.subject, device=source.
 
 # %% [markdown]
 # ## Where each step's time went
-# Per step: host time (DataLoader, syncs, other host work) beside GPU busy time, against wall time.
+# Per step: host time (DataLoader, compiling, syncs, other host work) beside GPU busy time, against
+# wall time. A trace without GPU events gets host bars only.
 
 # %%
 display(HTML(prose.prose(prose.cpu_bound_text(result))))
 display(plots.step_breakdown(result))
 display(HTML(html_table(result.to_frame())))
+
+# %% [markdown]
+# ## What the verdict rests on
+# Each cause as a share of the step against the threshold of its rule, then what the verdict calls
+# for: compile time and compiled regions for a torch.compile trace, the launch-to-kernel delay
+# against the step when the host runs ahead.
+
+# %%
+sections.show_verdict_evidence(result)
 
 # %% [markdown]
 # ## Findings
@@ -83,6 +98,13 @@ display(plots.step_timeline(trace))
 # %%
 display(plots.breakdown(result.top_ops(top), value="self_us", top=top, title="Top host ops by self time"))
 display(HTML(html_table(result.top_ops(top))))
+
+# %% [markdown]
+# ## `record_function` ranges
+# The ranges the code marks (`torch.profiler.record_function`, ProfilerStep excluded): count and
+# time in us, per step too; none when the code marks none.
+
+# %%
 display(HTML(html_table(result.annotations)))
 
 # %% [markdown]

@@ -51,7 +51,7 @@ verdict_card("htod", result, logged, subject=source.subject, device=source.devic
 # Per direction and host-memory kind (time in us, GB/s), then per issuing op and source line.
 
 # %%
-display(HTML(prose.prose(prose.htod_text(result, sweep))))
+display(HTML(prose.prose(prose.htod_text(result, sweep, perfkit.syncs(trace)))))
 display(plots.copy_kinds(result))
 display(HTML(html_table(result.to_frame())))
 display(HTML(html_table(result.sites)))

@@ -8,14 +8,23 @@
 
 # %% [markdown]
 # # Memory leak hunt
-# Does memory grow with steps? Live mode repeats a training step and fits the growth per 1,000
-# steps (with a CI) of RSS, Python heap, objects and CUDA memory. A trace holds too few steps to
-# see growth, so trace mode diffs a leaky loop's trace against the fixed one.
+# Does memory grow from step to step? A leak is growth that repeats every step, so it takes many
+# steps or several snapshots to see:
+# - **live** mode repeats a training step and fits the growth per 1,000 steps (with a CI) of RSS,
+#   Python heap, objects and CUDA memory;
+# - **snapshot** mode reads CUDA memory snapshots (`torch.cuda.memory._dump_snapshot`). One
+#   snapshot shows only what its window allocated and kept ("growth within the window":
+#   activations, optimizer state on a first step), never a leak; several, taken at the same point
+#   of successive steps, are compared (`perfkit.snapshot_growth`: a leak grows in every interval
+#   after the first);
+# - **trace** mode: a profiler trace holds too few steps to see growth, so it diffs a leaky loop's
+#   trace against the fixed one.
 
 # %% tags=["parameters"]
-mode = "live"  # "trace": diff trace_path against trace_path_b; "live": hunt the leak now
+mode = "live"  # "live": hunt the leak now; "snapshot": read snapshot_paths; "trace": diff two traces
 trace_path = "leaky_accumulating_callback.json.gz"  # trace mode: the leaky loop
 trace_path_b = "leaky_clean.json.gz"  # trace mode: the fixed loop
+snapshot_paths = []  # snapshot mode: CUDA memory snapshot files, in the order taken (one, or one per step)
 workload = "leaky"  # live mode: the workload whose step() is repeated
 variant = "keep_graph_losses"  # live mode: keep_graph_losses, unbounded_history, accumulating_callback, clean
 device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
@@ -34,13 +43,17 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, sections
+from perfkit.report import inputs, plots, prose, rows, sections, snapshots
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table
 
-inputs.check_mode(mode)
-hunt = comparison = None
-if mode == "live":
+snapshots.check_mode(mode)
+hunt = comparison = snaps = None
+if mode == "snapshot":
+    snaps = snapshots.load_snapshots(snapshot_paths)
+    result, subject, recorded = snaps.result, snaps.subject, snaps.device
+    metrics, verdict = rows.snapshot_rows(snaps), snapshots.snapshot_verdict(snaps)
+elif mode == "live":
     with inputs.live_workload(workload, variant, device, overrides) as trainer:
         with perfkit.SystemMonitor(interval_s=monitor_interval_s) as monitor:
             result = hunt = perfkit.hunt_leak(trainer.step, steps=leak_steps, warmup=leak_warmup,
@@ -54,7 +67,8 @@ else:
     metrics = rows.diff_rows("memory_leak", comparison, after.trace, subject, recorded)
     verdict = prose.diff_verdict(comparison)
 logged = rows.log_rows(perf_log_path, metrics, change=change, run_id=run_label)
-verdict_card("memory_leak", result, logged, subject=subject, device=recorded, verdict=verdict)
+verdict_card("memory_leak", result, logged, subject=subject, device=recorded, verdict=verdict,
+             fix=prose.diff_fix(comparison) if comparison else None)
 
 # %% [markdown]
 # ## Leak hunt (live mode)
@@ -72,19 +86,32 @@ if hunt is not None:
     display(HTML(html_table(monitor.result().summary())))
 
 # %% [markdown]
+# ## CUDA memory snapshots (snapshot mode)
+# One snapshot: its memory over the recorded window and the sites still holding memory at its end.
+# Several: allocated and reserved memory at each, and the allocation sites that grew.
+
+# %%
+if snaps is not None:
+    snapshots.show_snapshots(snaps)
+
+# %% [markdown]
 # ## Trace diff (trace mode)
-# The before (`trace_path`) and after (`trace_path_b`) traces compared op by op
-# (`perfkit.diff`); where each was recorded, from the traces themselves.
+# The before (`trace_path`) and after (`trace_path_b`) traces compared per full step
+# (`perfkit.diff`; partial steps at the profiler window's edges are dropped): the biggest movers,
+# headline metrics, host waits on the GPU by kind, `record_function` ranges, both summaries and
+# where the after trace was recorded.
 
 # %%
 sections.show_diff(comparison, before.trace if comparison else None, after.trace if comparison else None)
 
 # %% [markdown]
 # ## Findings
-# Most severe first, with recommended fixes.
+# Regressions and problems first, most severe first, with recommended fixes; then improvements
+# and notes (severity info: a trace diff reports what got faster too, and a host wait that only
+# moved between kinds); then warnings (a trace diff's dropped partial steps among them).
 
 # %%
-sections.show_findings(result)
+sections.show_findings(result, info="Improvements and notes (severity info)")
 
 # %%
 sections.show_explorer(interactive and mode == "trace", trace_path_b)
@@ -98,7 +125,7 @@ sections.show_log(logged, perf_log_path, "memory_leak", subject)
 
 # %% [markdown]
 # ## Machine that ran this notebook
-# Live figures were measured here; traces were recorded wherever "The traces" says.
+# Live figures were measured here; traces and snapshots were recorded elsewhere.
 
 # %%
 sections.show_machine()

@@ -8,8 +8,11 @@
 
 # %% [markdown]
 # # Sync points
-# Every point where the host waits for the GPU (`.item()`, `.cpu()`, `nonzero`, blocking copies,
-# explicit synchronizes), where it comes from and how long it blocks.
+# Every point where the host waited for the GPU (`.item()`, `.cpu()`, `nonzero` on GPU tensors,
+# blocking and pageable copies, explicit synchronizes), where it comes from and how long it blocked.
+# A sync point is counted only when the trace shows the wait (a synchronize or copy call under it);
+# `.item()`/`nonzero` on CPU tensors are host scalar reads, listed apart. On a CPU-only trace
+# nothing waited on a GPU: scalar reads are listed as *possible* sync points.
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path; "live": record a reference workload now
@@ -31,7 +34,7 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, sections, tables
+from perfkit.report import inputs, plots, prose, rows, sections
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table, html_warnings
 
@@ -44,19 +47,18 @@ if mode == "live":
     detected = inputs.detect_workload_syncs(workload, variant, device=device, steps=detect_steps, overrides=overrides)
 logged = rows.log_rows(perf_log_path, rows.sync_rows(result, trace, source.subject, source.device, detected=detected,
                                                      detected_steps=detect_steps), change=change, run_id=run_label)
-verdict_card("sync_points", result, logged, subject=source.subject, device=source.device)
+verdict_card("sync_points", result, logged, subject=source.subject, device=source.device,
+             verdict=prose.sync_verdict(result))
 
 # %% [markdown]
 # ## Sync points in the trace
-# By kind, then by site (op and source line), ranked by blocked time (us).
+# By kind, then by site ranked by blocked time: the user frame (file:line is where that function
+# starts: the trace records no more; `perfkit detect SCRIPT` gives the exact line of each sync) and
+# the innermost frame when it is library code. Host scalar reads that did not wait come last.
 
 # %%
 display(HTML(prose.prose(prose.sync_text(result, detected, detect_steps))))
-display(HTML(html_table(result.by_kind)))
-sites = result.to_frame()
-display(plots.breakdown(sites.assign(site=tables.site_labels(sites)), name="site", value="count",
-                        unit="sync points", top=15, title="Sync sites by count"))
-display(HTML(html_table(sites)))
+sections.show_sync_sites(result)
 
 # %% [markdown]
 # ## Findings

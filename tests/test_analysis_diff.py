@@ -301,3 +301,21 @@ def test_cli_prints_waits_and_annotations(tmp_path, pinned_pair, capsys):
     assert "host waits by kind" in text and "HtoD copy call" in text
     assert "info     HtoD copy time per step fell by 0.234 ms" in text
     assert "dropped 1 partial step(s)" in text
+
+
+@pytest.mark.parametrize("durations, stubs", [
+    ([26_000_000, 245_000, 245_000], [False, False, False]),   # a compile step beside real ones
+    ([245_000, 245_000, 26_000_000], [False, False, False]),
+    ([5_000, 5_100, 18], [False, False, True]),                # the profiler cut the last step short
+    ([18, 5_000, 5_100], [True, False, False]),
+    ([5_000, 18], [False, True]),
+])
+def test_a_stub_is_short_against_every_other_step_not_their_median(durations, stubs):
+    import pandas as pd
+
+    from perfkit.analysis.diff_side import stub_steps
+
+    starts = np.concatenate(([0.0], np.cumsum(durations)[:-1]))
+    windows = pd.DataFrame({"rank": 0, "step": range(len(durations)), "start_us": starts,
+                            "end_us": starts + durations, "dur_us": np.asarray(durations, dtype=float)})
+    assert stub_steps(windows).tolist() == stubs

@@ -329,6 +329,9 @@ def test_summary_frame_reads_back_summarize():
     source = inputs.load_source("trace", "leaky_clean.json.gz")
     frame = tables.summary_frame(summarize(source.trace)).set_index("metric")["value"]
     assert frame["steps"] == "3" and frame["kernels"] == "0" and frame["HtoD_copies"] == "0"
+    assert "compile_s" not in frame  # compile rows only for a torch.compile trace
+    compiled = tables.summary_frame(summarize(inputs.load_source("trace", "ppo_compiled.json.gz").trace))
+    assert compiled.set_index("metric").at["compiled_regions", "value"] == "2"
     assert source.device == "cpu" and source.subject == "trace leaky_clean.json.gz"
 
 
@@ -370,9 +373,16 @@ def test_log_rows_with_no_rows_writes_nothing(tmp_path):
 
 
 def test_site_labels_and_summary_table():
-    sites = pd.DataFrame([{"kind": "item", "op": "aten::item", "file": "/x/train.py", "line": 12},
-                          {"kind": "stream_sync", "op": "cudaStreamSynchronize", "file": None, "line": -1}])
-    assert tables.site_labels(sites) == ["item: aten::item @ train.py:12", "stream_sync: cudaStreamSynchronize"]
+    sites = pd.DataFrame([
+        {"kind": "item", "op": "aten::item", "file": "/x/train.py", "line": 12, "func": "step", "inner_file": "",
+         "inner_line": -1},
+        {"kind": "stream_sync", "op": "aten::copy_", "top_op": "aten::to", "file": "/x/train.py", "line": 40,
+         "func": "fetch", "inner_file": "/env/transformers/modeling.py", "inner_line": 1421, "inner_func": "box"},
+        {"kind": "stream_sync", "op": "", "top_op": "", "call": "cudaStreamSynchronize", "file": None, "line": -1},
+        {"kind": "memcpy_dtoh", "op": "aten::copy_", "top_op": "aten::to", "file": "", "line": -1}])
+    assert tables.site_labels(sites) == ["item: step @ train.py:12",
+                                         "stream_sync: fetch @ train.py:40 via modeling.py:1421",
+                                         "stream_sync: cudaStreamSynchronize", "memcpy_dtoh: aten::to (via aten::copy_)"]
     table = tables.summary_table({"speedup": 1.23456, "verdict": "faster", "n": 1200, "x": None, "b": 4.465e12})
     assert table["value"].tolist() == ["1.235", "faster", "1,200", "n/a", "4,465,000,000,000"]
 

@@ -52,7 +52,7 @@ def test_step_timeline_cpu_trace_has_thread_lanes_and_says_no_gpu(cpu_trace):
     fig = plots.step_timeline(cpu_trace, step=2)
     ax = fig.axes[0]
     lanes = [t.get_text() for t in ax.get_yticklabels()]
-    assert lanes[0].startswith("thread ") and lanes[-1] == "GPU: no GPU events"
+    assert lanes and all(lane.startswith("thread ") for lane in lanes)  # no GPU lane on a CPU-only trace
     assert "step 2" in ax.get_title() and ax.get_xlabel().endswith("(ms)")
     assert len(ax.collections) >= 1  # broken_barh per lane and category
     wall_ms = float(cpu_trace.steps.set_index("step").loc[2, "dur_us"]) / 1e3
@@ -85,7 +85,52 @@ def test_breakdown_bars_follow_the_table(cpu_trace):
     with pytest.raises(ParameterError, match="total_ms"):
         plots.breakdown(table, value="total_ms")
     fig = plots.step_breakdown(result)
-    assert "CPU-only trace" in fig.axes[0].get_title() and len(fig.axes[0].patches) == 4 * len(result.steps)
+    ax = fig.axes[0]
+    # CPU-only: four host layers per step, no GPU bar, and the title says why
+    assert "CPU-only trace" in ax.get_title() and "no GPU events" in ax.get_title()
+    assert len(ax.patches) == 4 * len(result.steps)
+    assert "GPU busy" not in ax.get_legend_handles_labels()[1]
+
+
+def test_step_breakdown_stacks_compile_time_so_host_bars_add_up(tmp_path):
+    """A compiling step's host bars (DataLoader, compile, syncs, other) end at host_busy_us."""
+    from compile_traces import COMPILE_US, compile_dominated
+    from perfkit.analysis.cpu_bound import cpu_bound
+
+    result = cpu_bound(load_trace(compile_dominated().write(tmp_path / "c.json")))
+    assert result.verdict == "compiling"
+    ax = plots.step_breakdown(result).axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels.index("host: DataLoader") < labels.index("host: compile") < labels.index("host: syncs")
+    assert "GPU busy" in labels
+    host_bars = [p for p in ax.patches if p.get_y() < 0]  # host bars sit above the step's tick
+    right = max(p.get_x() + p.get_width() for p in host_bars)
+    assert right == pytest.approx(result.steps["host_busy_us"].iloc[0] / 1e3)
+    compile_bar = max(host_bars, key=lambda p: p.get_width())
+    assert compile_bar.get_width() == pytest.approx(COMPILE_US / 1e3)
+
+
+def test_queue_delay_histogram_marks_median_threshold_and_step():
+    from perfkit.analysis.cpu_bound import cpu_bound
+
+    result = cpu_bound(load_trace(shared_trace("tracelens_h100_timesformer_infer_bf16.json.gz")))
+    assert result.verdict == "GPU-bound (host ahead)"
+    fig = plots.queue_delay(result)
+    ax = fig.axes[0]
+    delays = result.launches["queue_delay_us"].dropna()
+    assert sum(p.get_height() for p in ax.patches) == len(delays)
+    lines = {l.get_label(): l.get_xdata()[0] for l in ax.get_lines()}
+    median = next(k for k in lines if k.startswith("median delay"))
+    assert lines[median] == pytest.approx(delays.median() / 1e3)
+    step = next(k for k in lines if k.startswith("mean step"))
+    assert lines[step] == pytest.approx(result.overall["wall_us"] / result.overall["steps"] / 1e3)
+    assert "GPU-bound (host ahead)" in ax.get_title()
+
+
+def test_queue_delay_on_a_cpu_only_trace_says_no_gpu(cpu_trace):
+    from perfkit.analysis.cpu_bound import cpu_bound
+
+    assert "no GPU" in _texts(plots.queue_delay(cpu_bound(cpu_trace)))
 
 
 def test_names_with_dollar_are_literal_text():

@@ -15,14 +15,15 @@ from ..errors import MissingDependencyError, ParameterError
 
 # name -> one line on what it answers. `perfkit run` without names runs these, in this order.
 INVESTIGATIONS = {
-    "cpu_bound": "Is the step CPU-bound, GPU-bound, input-bound or sync-bound?",
+    "cpu_bound": "What limits the step: compiling, GPU-bound, input-bound, GPU-bound (host ahead), sync-bound or "
+                 "CPU-launch-bound (a CPU-only trace: host time only)?",
     "step_anatomy": "Where does each millisecond of the step go: which Python, what bounds it, why the GPU idles?",
     "htod": "Which host-to-device copies does a step make, and how fast can they be?",
     "sync_points": "Where does the host wait for the GPU, and for how long?",
     "ranks": "Which rank is the straggler, why, and how long do the others wait for it?",
     "compile_ab": "Is torch.compile worth it for this model?",
     "amp_regression": "Is mixed precision faster, and still correct?",
-    "memory_leak": "Does memory grow with steps?",
+    "memory_leak": "Does memory grow from step to step (a live run, CUDA memory snapshots or two traces)?",
     "validation": "Does perfkit report what this machine does?",
 }
 NOTEBOOK_SUFFIXES = (".ipynb", ".py")

@@ -75,7 +75,10 @@ def finite_rows(rows: Iterable[dict]) -> list[dict]:
 
 def cpu_bound_rows(result, subject: str, device: str) -> list[dict]:
     """Median step wall time (ms), host busy time per step (ms), GPU busy share (%, only with
-    GPU events) and kernel launches per step of a ``cpu_bound`` result, CIs over its steps."""
+    GPU events) and kernel launches per step of a ``cpu_bound`` result, CIs over its steps (all
+    of them, as its step table shows them); for a torch.compile trace (``result.compile``) also
+    ``compile_s``, the compile seconds of the whole trace (exact for a trace file), second when
+    the verdict is "compiling" (the verdict card shows the first three rows), else last."""
     steps = result.steps
     if steps.empty:
         return []
@@ -89,12 +92,21 @@ def cpu_bound_rows(result, subject: str, device: str) -> list[dict]:
                      ci=step_ci(steps["gpu_busy_pct"], np.mean), **base),
                  row("cpu_bound", "launches_per_step", steps["launches"].mean(), "launches",
                      ci=step_ci(steps["launches"], np.mean), **base)]
+    if result.compile is not None:
+        seconds = result.compile["compile_s"]
+        compiled = row("cpu_bound", "compile_s", seconds, "s", ci=_trace_ci(subject, seconds), **base)
+        rows.insert(1 if result.verdict == "compiling" else len(rows), compiled)
     return finite_rows(rows)
 
 
 def trace_step_rows(investigation: str, trace, subject: str, device: str) -> list[dict]:
-    """Median step time (ms) of a trace with its CI over the steps; none without steps."""
-    ms = trace.steps["dur_us"] / 1e3 if "dur_us" in trace.steps else pd.Series(dtype=float)
+    """Median step time (ms) of a trace with its CI over its full steps (partial steps at the
+    profiler window's edges left out, as ``diff`` does: an 18 us stub beside 2 ms steps would
+    stretch the CI down to 0.018 ms); none without steps."""
+    from ..analysis.diff_side import stub_steps
+
+    steps = trace.steps
+    ms = steps.loc[~stub_steps(steps), "dur_us"] / 1e3 if len(steps) else pd.Series(dtype=float)
     if ms.empty:
         return []
     return finite_rows([row(investigation, "median_step_ms", ms.median(), "ms", ci=step_ci(ms), subject=subject,
@@ -141,17 +153,26 @@ def sweep_rows(sweep) -> list[dict]:
 
 
 def sync_rows(result, trace, subject: str, device: str, *, detected=None, detected_steps: int = 0) -> list[dict]:
-    """Sync points per step and host time blocked per step (ms) of a ``syncs`` result, CIs over
-    the trace's steps; with a runtime ``detect_syncs`` report over ``detected_steps`` steps, its
-    syncs per step (exact: a count of calls)."""
+    """Sync points per step (host waits on the GPU; on a CPU-only trace the possible ones), host
+    time blocked in them per step (ms) and host scalar reads per step (.item()/nonzero that did
+    not wait: not sync points) of a ``syncs`` result, CIs over the trace's steps; with a runtime
+    ``detect_syncs`` report over ``detected_steps`` steps, its syncs per step (exact: a count of calls).
+
+    The names are new with the GPU-confirmed count (issue 10): the old ``syncs_per_step`` and
+    ``blocked_ms_per_step`` counted scalar reads that never waited, so a run judged against them
+    would show a drop that is a change of meaning, not of the code."""
     t = result.total
     rows = []
     if t["steps"]:
-        per_step = _per_step(result.events, trace, "blocked_us")
-        rows += [row("sync_points", "syncs_per_step", t["per_step"], "syncs", subject=subject, device=device,
-                     ci=step_ci(per_step["count"], np.mean)),
-                 row("sync_points", "blocked_ms_per_step", t["blocked_us"] / t["steps"] / 1e3, "ms", subject=subject,
-                     device=device, ci=step_ci(per_step["blocked_us"] / 1e3, np.mean), quality=_live(subject))]
+        base = dict(subject=subject, device=device)
+        points = _per_step(result.sync_points, trace, "blocked_us")
+        reads = _per_step(result.host_reads, trace, "blocked_us")
+        rows += [row("sync_points", "sync_points_per_step", t["per_step"], "syncs",
+                     ci=step_ci(points["count"], np.mean), **base),
+                 row("sync_points", "sync_blocked_ms_per_step", t["blocked_us"] / t["steps"] / 1e3, "ms",
+                     ci=step_ci(points["blocked_us"] / 1e3, np.mean), quality=_live(subject), **base),
+                 row("sync_points", "host_scalar_reads_per_step", t["host_scalar_reads"] / t["steps"], "reads",
+                     ci=step_ci(reads["count"], np.mean), **base)]
     if detected is not None and detected_steps:
         value = detected.total / detected_steps
         rows.append(row("sync_points", "detected_syncs_per_step", value, "syncs", subject=subject, device=device,
@@ -223,6 +244,25 @@ def leak_rows(result, subject: str) -> list[dict]:
         rows.append(row("memory_leak", f"{d.series}_per_1000_steps", d.per_1000, d.unit, subject=subject,
                         device=result.device, ci=(d.ci_low, d.ci_high)))
     return finite_rows(rows)
+
+
+def snapshot_rows(source) -> list[dict]:
+    """CUDA memory snapshots (``snapshots.load_snapshots``) as rows, exact (fixed by the files).
+    One snapshot: its growth within the window and its history's peak (MiB), never a leak flag.
+    Several: ``snapshot_leak`` (1/0 for a "leak" verdict of ``snapshot_growth``) and the median
+    growth per interval after the first (MiB; the one interval of two snapshots)."""
+    base = dict(subject=source.subject, device=source.device)
+    if source.single:
+        s = source.result
+        growth, peak = s.net_growth_bytes / 2**20, s.peak_bytes / 2**20
+        return finite_rows([row("memory_leak", "window_growth_mib", growth, "MiB", ci=exact(growth), **base),
+                            row("memory_leak", "window_peak_mib", peak, "MiB", ci=exact(peak), **base)])
+    g = source.result
+    leak = 1.0 if g.verdict == "leak" else 0.0
+    later = g.table["growth_bytes"].iloc[2:] if len(g.table) > 2 else g.table["growth_bytes"].iloc[1:]
+    per = float(later.median()) / 2**20
+    return finite_rows([row("memory_leak", "snapshot_leak", leak, "flag", ci=exact(leak), **base),
+                        row("memory_leak", "growth_mib_per_interval", per, "MiB", ci=exact(per), **base)])
 
 
 def diff_rows(investigation: str, result, after, subject: str, device: str) -> list[dict]:

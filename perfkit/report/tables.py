@@ -1,8 +1,11 @@
 """Small tables the notebooks show: a trace summary as metric/value rows, two traces side by side,
-a result's ``summary()`` dict, labels for sync sites, and where a trace was recorded.
+a result's ``summary()`` dict, sync sites as a person reads them, what a ``cpu_bound`` verdict rests
+on, torch.compile facts, and where a trace was recorded.
 """
 from __future__ import annotations
 
+import math
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +15,98 @@ from ..results import format_number
 
 
 def site_labels(sites: pd.DataFrame) -> list[str]:
-    """"op @ file:line" per row of a site table (kind and op when there is no source line)."""
+    """A short label per row of a sync-site table (``SyncResult.to_frame()``): "kind: func @
+    file.py:line" with the user frame (the line where that function starts) and, when the
+    innermost frame is elsewhere (library code), "via inner.py:line"; without Python stacks,
+    "kind: top_op (via op)" or the runtime call."""
     out = []
     for r in sites.to_dict("records"):
-        known = r.get("file") not in (None, "") and r.get("line", -1) not in (None, -1)
-        where = f"{Path(str(r['file'])).name}:{r['line']}" if known else ""
-        out.append(f"{r['kind']}: {r['op']} @ {where}" if where else f"{r['kind']}: {r['op']}")
+        if _known(r, "file", "line"):
+            text = f"{r['kind']}: {r.get('func') or '?'} @ {Path(r['file']).name}:{_line(r, 'line')}"
+            if _known(r, "inner_file", "inner_line"):
+                text += f" via {Path(r['inner_file']).name}:{_line(r, 'inner_line')}"
+        else:
+            text = f"{r['kind']}: {_op_path(r) or r.get('call') or '?'}"
+        out.append(text)
     return out
+
+
+def _known(r: dict, file_key: str, line_key: str) -> bool:
+    return isinstance(r.get(file_key), str) and r[file_key] != "" and _line(r, line_key) is not None
+
+
+def _line(r: dict, key: str) -> int | None:
+    """A site's line number; None for an unknown one (-1, None or NaN)."""
+    value = r.get(key)
+    return int(value) if _finite(value) and value >= 0 else None
+
+
+def _frame(r: dict, file_key: str, line_key: str, func_key: str) -> str:
+    return f"{r[file_key]}:{_line(r, line_key)} ({r.get(func_key) or '?'})" if _known(r, file_key, line_key) else ""
+
+
+def _op_path(r: dict) -> str:
+    top, op = r.get("top_op") or "", r.get("op") or ""
+    return f"{top} (via {op})" if top and op and top != op else top or op
+
+
+def sync_site_table(sites: pd.DataFrame, *, time_label: str = "blocked_ms") -> pd.DataFrame:
+    """A sync-site table (``SyncResult.to_frame()`` or ``host_read_sites()``) as a person reads
+    it, numbers first: kind, count, per step, time (ms, column ``time_label``), the user frame
+    (file:line where that function starts, and its name), the innermost frame (library code the
+    user frame called), the op path and the runtime call that waited. The frame columns are left
+    out when no site has one (a trace recorded without Python stacks)."""
+    rows = [{"kind": r["kind"], "count": int(r["count"]), "per_step": r["per_step"], time_label: r["blocked_us"] / 1e3,
+             "user frame (function start)": _frame(r, "file", "line", "func"),
+             "inner frame": _frame(r, "inner_file", "inner_line", "inner_func"),
+             "op": _op_path(r), "call": r.get("call") or ""}
+            for r in sites.to_dict("records")]
+    columns = ["kind", "count", "per_step", time_label, "user frame (function start)", "inner frame", "op", "call"]
+    frame = pd.DataFrame(rows, columns=columns)
+    empty = [c for c in ("user frame (function start)", "inner frame") if frame[c].eq("").all()]
+    return frame.drop(columns=empty)
+
+
+def cpu_bound_evidence(result) -> pd.DataFrame:
+    """What a ``cpu_bound`` verdict rests on: one row per rule of ``cpu_bound_rules.decide``, in
+    the order it applies them: the evidence (a share of the step's wall time, "n/a" where the
+    trace cannot tell), the rule's threshold, the verdict it gives, and which row decided."""
+    from ..analysis.cpu_bound_rules import HOST_AHEAD_MIN_US
+
+    e = result.evidence
+    t = {k.removeprefix("threshold_"): v for k, v in e.items() if k.startswith("threshold_")}
+    delay = f" (median {e['queue_delay_us'] / 1e3:,.3g} ms)" if _finite(e["queue_delay_us"]) else ""
+    gpu = "GPU events recorded" if result.has_gpu else f"no GPU events, {int(e['launches'])} launches in steps"
+    rows = [("compile spans", _pct(e["compile_share"]), f">= {t['compile_share']:.0%} and the largest cause",
+             "compiling"),
+            ("GPU busy", _pct(e["gpu_busy_share"]), f">= {t['gpu_bound_busy']:.0%}", "GPU-bound"),
+            ("DataLoader", _pct(e["dataloader_share"]), f">= {t['input_share']:.0%} and >= syncs", "input-bound"),
+            ("GPU activity", gpu, "no GPU events and no kernel launches", "CPU-only trace"),
+            (f"launch-to-kernel delay{delay}", _pct(e["queue_delay_share"]),
+             f">= {t['host_ahead_share']:.0%} and >= {HOST_AHEAD_MIN_US:g} us", "GPU-bound (host ahead)"),
+            ("blocking syncs", _pct(e["sync_share"]), f">= {t['sync_share']:.0%}", "sync-bound"),
+            ("other host work", _pct(e["host_other_share"]), "GPU idle, no rule above met", "CPU-launch-bound")]
+    return pd.DataFrame([{"evidence": name, "share of step": value, "rule": rule, "gives": verdict,
+                          "decided": "yes" if verdict == result.verdict else ""}
+                         for name, value, rule, verdict in rows])
+
+
+def compile_table(facts: dict) -> pd.DataFrame:
+    """``result.compile`` / ``summarize(trace)["compile"]`` as metric/value rows a person reads."""
+    share = facts.get("triton_time_share")
+    rows = [("compile time (s; union of Dynamo/Inductor/Triton compile spans)", _cell(facts["compile_s"])),
+            ("compiled regions (distinct Torch-Compiled Region N/M)", _cell(facts["compiled_regions"])),
+            ("kernels", _cell(facts["kernels"])), ("Triton kernels (triton_*)", _cell(facts["triton_kernels"])),
+            ("Triton share of kernel time", "n/a" if share is None else f"{share:.1%}")]
+    return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def _pct(value) -> str:
+    return f"{value:.1%}" if _finite(value) else "n/a"
+
+
+def _finite(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def summary_table(summary: dict) -> pd.DataFrame:
@@ -29,7 +117,10 @@ def summary_table(summary: dict) -> pd.DataFrame:
 def summary_pair(before, after) -> pd.DataFrame:
     """``summary_frame`` of two traces side by side: metric, before, after."""
     a, b = summary_frame(_summarize(before)), summary_frame(_summarize(after))
-    return pd.DataFrame({"metric": a["metric"], "before": a["value"], "after": b["value"]})
+    # Matched by name: a compiled trace has rows the other may lack ("n/a" on that side).
+    order = list(dict.fromkeys([*a["metric"], *b["metric"]]))
+    pair = pd.DataFrame({"before": a.set_index("metric")["value"], "after": b.set_index("metric")["value"]})
+    return pair.reindex(order).fillna("n/a").rename_axis("metric").reset_index()
 
 
 def _summarize(trace) -> dict:
@@ -40,14 +131,20 @@ def _summarize(trace) -> dict:
 
 def summary_frame(summary: dict) -> pd.DataFrame:
     """``summarize(trace)`` as metric/value rows: events, steps, median step, kernels, GPU
-    busy time, HtoD/DtoH copies and syncs (times in us, bytes in bytes)."""
+    busy time, HtoD/DtoH copies, synchronizing runtime calls (``*Synchronize``, ``cudaMemcpy``)
+    and, for a torch.compile trace, compile time, compiled regions and Triton kernels (times in
+    us unless named, bytes in bytes)."""
     steps, gpu, syncs = summary["steps"], summary["gpu"], summary["syncs"]
     rows = [("events", summary["events"]["total"]), ("steps", steps["count"]),
             ("median_step_us", steps["median_us"]), ("kernels", gpu["kernel_count"]),
             ("kernel_time_us", gpu["kernel_time_us"]), ("gpu_busy_us", gpu["busy_us"])]
     for direction, copies in summary["memcpy"].items():
         rows += [(f"{direction}_copies", copies["count"]), (f"{direction}_bytes", copies["bytes"])]
-    rows += [("sync_calls", syncs["count"]), ("sync_blocked_us", syncs["blocked_us"])]
+    rows += [("sync_runtime_calls", syncs["count"]), ("sync_runtime_us", syncs["blocked_us"])]
+    compiled = summary.get("compile")
+    if compiled:
+        rows += [("compile_s", compiled["compile_s"]), ("compiled_regions", compiled["compiled_regions"]),
+                 ("triton_kernels", compiled["triton_kernels"])]
     return pd.DataFrame([{"metric": k, "value": _cell(v)} for k, v in rows], columns=["metric", "value"])
 
 
@@ -58,14 +155,17 @@ def _cell(value: Any) -> str:
 
 
 def recorded_on_table(trace) -> pd.DataFrame:
-    """What the trace says about where it was recorded: one row per device of its
-    ``deviceProperties`` (name, memory in GiB, compute capability), or one "cpu" row for a trace
-    without GPU events; plus its ranks. Describes the traced machine, not the one analyzing it."""
+    """What the trace says about where it was recorded: one row per kind of device of its
+    ``deviceProperties`` (name, memory in GiB, compute capability, how many: a node's 8 equal GPUs
+    are one row), or one "cpu" row for a trace without GPU events; plus its ranks. Describes the
+    traced machine, not the one analyzing it."""
     rows = [{"device": d.get("name") or f"GPU {d.get('id', '?')}",
              "memory_gib": round(d["totalGlobalMem"] / 2**30, 1) if d.get("totalGlobalMem") else None,
              "compute_capability": ".".join(str(d[k]) for k in ("computeMajor", "computeMinor") if k in d) or None}
             for d in trace.devices] if trace.has_gpu_events else [{"device": "cpu (no GPU events in the trace)"}]
     frame = pd.DataFrame(rows)
+    if trace.has_gpu_events:
+        frame = frame.fillna("n/a").groupby(list(frame.columns), sort=False).size().reset_index(name="count")
     frame["ranks"] = ", ".join(str(r) for r in trace.ranks)
     return frame
 

@@ -1,5 +1,6 @@
 """Memory over a run (the memory_leak investigation): the leak series ``hunt_leak`` sampled with
-their fitted growth, and the system monitor's samples over time."""
+their fitted growth, the system monitor's samples over time, and CUDA memory snapshots (one
+snapshot's history, or memory across several)."""
 from __future__ import annotations
 
 import math
@@ -67,3 +68,44 @@ def monitor_timeline(result, *, columns: tuple[str, ...] | None = None, title: s
 
 def _numeric(frame: pd.DataFrame, col: str) -> bool:
     return pd.api.types.is_numeric_dtype(frame[col]) and frame[col].notna().any()
+
+
+# -- CUDA memory snapshots ---------------------------------------------------------------------
+
+def snapshot_history(snapshot, *, title: str = "Live memory over the snapshot's history"):
+    """Live bytes (MiB, relative to the start of the history) after each alloc/free of one
+    ``MemorySnapshot``, per device, against ms since the first event; the title gives the growth
+    within the window (one window: growth, not a leak). Without history: a figure that says so."""
+    live = snapshot.live_bytes()
+    if live.empty:
+        return message_figure(title, "no allocation history in this snapshot: call "
+                                     "torch.cuda.memory._record_memory_history() before the code you snapshot")
+    fig = new_figure(9.0, 3.2)
+    ax = fig.add_subplot()
+    for device, rows in live.groupby("device"):
+        ax.step(rows["elapsed_ms"].to_numpy(dtype=float), rows["live_bytes"].to_numpy(dtype=float) / 2**20,
+                where="post", linewidth=1, label=f"cuda:{device}")
+    ax.set_xlabel("time since the first recorded event (ms)")
+    ax.set_ylabel("live MiB (from the history's start)")
+    ax.set_title(label(f"{title}: {snapshot.net_growth_bytes / 2**20:+,.1f} MiB within the window", 110), fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def snapshot_series(growth, *, title: str = "Memory at each snapshot"):
+    """Allocated and reserved MiB at each snapshot of a ``snapshot_growth`` result, in the order
+    taken; the title gives its verdict."""
+    table = growth.to_frame()
+    fig = new_figure(8.0, 3.2)
+    ax = fig.add_subplot()
+    x = table["snapshot"].to_numpy(dtype=float)
+    ax.plot(x, table["allocated_bytes"].to_numpy(dtype=float) / 2**20, "o-", label="allocated")
+    ax.plot(x, table["reserved_bytes"].to_numpy(dtype=float) / 2**20, "s--", color="#888888", label="reserved")
+    ax.set_xticks(x, [str(int(v)) for v in x])
+    ax.set_xlabel("snapshot (in the order taken)")
+    ax.set_ylabel("MiB")
+    ax.set_title(label(f"{title}: {growth.verdict}", 100))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

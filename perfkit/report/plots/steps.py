@@ -22,19 +22,20 @@ def step_timeline(trace, step: int | None = None, *, rank: int | None = None, ma
     trace with no steps shows its whole time range. x is milliseconds from the window start.
     Host lanes are (pid, tid) with cpu_op / user_annotation / runtime events; GPU lanes are
     (device, stream) with kernels, memcpys and memsets; at most ``max_lanes`` busiest lanes of
-    each kind. A trace without GPU events gets a "no GPU events" lane. Raises ParameterError
-    for a step the trace does not have.
+    each kind. A trace without GPU events gets host lanes only, and its title says "no GPU
+    events in this trace". Raises ParameterError for a step the trace does not have.
     """
     start, end, title = _window(trace, step, rank)
     ev = _in_window(trace.events, start, end, rank)
     host = _lanes(ev[ev["cat"].isin(HOST_CATEGORIES) & ~_is_step_marker(ev)], ("pid", "tid"), "thread", max_lanes)
     gpu = _lanes(ev[ev["cat"].isin(DEVICE_CATEGORIES)], ("device", "stream"), "stream", max_lanes)
-    lanes = host + (gpu or [("GPU: no GPU events", ev.iloc[:0])])
-    fig = new_figure(10.0, 1.2 + 0.35 * len(lanes))
+    lanes = host + gpu
+    fig = new_figure(10.0, 1.4 + 0.35 * max(len(lanes), 1))
     ax = fig.add_subplot()
     for y, (_, rows) in enumerate(lanes):
         _draw_lane(ax, rows, y, start)
-    _finish_timeline(ax, lanes, title, (end - start) / 1e3, gpu_missing=not gpu)
+    what = "host threads and GPU streams" if trace.has_gpu_events else "host threads (no GPU events in this trace)"
+    _finish_timeline(ax, lanes, f"Timeline, {title}: {what}", (end - start) / 1e3)
     fig.tight_layout()
     return fig
 
@@ -76,65 +77,115 @@ def _draw_lane(ax, rows: pd.DataFrame, y: int, origin: float) -> None:
                        alpha=0.6, label=str(cat))
 
 
-def _finish_timeline(ax, lanes, title: str, width_ms: float, gpu_missing: bool) -> None:
+def _finish_timeline(ax, lanes, title: str, width_ms: float) -> None:
     ax.set_yticks(range(len(lanes)), [name for name, _ in lanes], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, max(width_ms, 1e-3))
     ax.set_xlabel("time from window start (ms)")
-    ax.set_title(f"Timeline, {title}: host threads and GPU streams")
-    if gpu_missing:
-        ax.text(0.5, len(lanes) - 1, "no GPU events in this trace", ha="center", va="center",
-                transform=ax.get_yaxis_transform(), fontsize=8, color="#666666")
+    ax.set_title(label(title, 120))
     handles = {h.get_label(): h for h in ax.collections}
-    if handles:
-        ax.legend(handles.values(), handles.keys(), fontsize=7, loc="upper right")
+    if handles:  # outside the lanes, so it hides no event
+        ax.legend(handles.values(), handles.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 # -- breakdowns --------------------------------------------------------------------------------
 
 def breakdown(frame: pd.DataFrame, *, name: str = "name", value: str = "total_us", top: int = 15,
-              title: str = "Top ops by time", unit: str = "us"):
+              title: str = "Top ops by time", unit: str = "us", label_chars: int = 48):
     """Horizontal bars of the ``top`` largest ``value`` per ``name`` in ``frame`` (a results
-    table, e.g. an analysis's op or kernel table), largest on top. Raises ParameterError when
-    a column is missing."""
+    table, e.g. an analysis's op or kernel table), largest on top; names cut to ``label_chars``.
+    Raises ParameterError when a column is missing."""
     missing = [c for c in (name, value) if c not in frame.columns]
     if missing:
         raise ParameterError(f"breakdown: frame lacks column(s) {missing}; it has {list(frame.columns)}")
     # An empty analysis table can hold an object-dtype column (no rows to infer from).
     rows = frame.assign(**{value: pd.to_numeric(frame[value], errors="coerce")}).nlargest(top, value)
-    fig = new_figure(8.0, 1.0 + 0.3 * max(len(rows), 1))
+    fig = new_figure(8.0 + max(label_chars - 48, 0) / 16, 1.0 + 0.3 * max(len(rows), 1))
     ax = fig.add_subplot()
     if rows.empty:
         ax.text(0.5, 0.5, "no rows", ha="center", va="center", transform=ax.transAxes)
     ax.barh(range(len(rows)), rows[value].to_numpy(dtype=float), color="#4c72b0")
-    ax.set_yticks(range(len(rows)), [label(n) for n in rows[name]], fontsize=7)
+    ax.set_yticks(range(len(rows)), [label(n, label_chars) for n in rows[name]], fontsize=7)
     ax.invert_yaxis()
+    _plain_numbers(ax.xaxis)
     ax.set_xlabel(f"{value} ({unit})")
     ax.set_title(label(title, 100))
     fig.tight_layout()
     return fig
 
 
+# Host layers of a cpu_bound step, in the order cpu_bound peels them off (disjoint: they add up to
+# host_busy_us), each with its colour.
+HOST_LAYERS = (("dataloader_us", "DataLoader", "#8172b3"), ("compile_us", "compile", "#937860"),
+               ("sync_us", "syncs", "#c44e52"), ("host_other_us", "other host work", "#4c72b0"))
+
+
+def _plain_numbers(axis) -> None:
+    """Tick labels as people read numbers ("12,000,000"), not an offset ("1.2 1e7")."""
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 10 else f"{v:.3g}"))
+
+
 def step_breakdown(result, *, title: str = "Where each step's wall time went"):
-    """Per step of a ``cpu_bound`` result: host time stacked as DataLoader / syncs / other
-    host work beside the GPU busy time, against the step's wall time (ms)."""
+    """Per step of a ``cpu_bound`` result: host time stacked as DataLoader / compile / syncs /
+    other host work (``HOST_LAYERS``: they add up to ``host_busy_us``) beside the GPU busy time,
+    against the step's wall time (ms). A trace without GPU events gets host bars only, and the
+    title says so."""
     steps = result.to_frame()
     if steps.empty:
         return message_figure(title, "no profiler steps in this trace")
     fig = new_figure(9.0, 1.8 + 0.45 * len(steps))
     ax = fig.add_subplot()
     y = np.arange(len(steps))
+    offset, height = (0.2, 0.38) if result.has_gpu else (0.0, 0.6)
     left = np.zeros(len(steps))
-    for col, color in (("dataloader_us", "#8172b3"), ("sync_us", "#c44e52"), ("host_other_us", "#4c72b0")):
+    for col, name, color in HOST_LAYERS:
         width = steps[col].to_numpy(dtype=float) / 1e3
-        ax.barh(y - 0.2, width, 0.38, left=left, color=color, label=f"host: {col.removesuffix('_us')}")
+        ax.barh(y - offset, width, height, left=left, color=color, label=f"host: {name}")
         left += width
-    ax.barh(y + 0.2, steps["gpu_busy_us"].to_numpy(dtype=float) / 1e3, 0.38, color="#55a868", label="GPU busy")
+    if result.has_gpu:
+        ax.barh(y + offset, steps["gpu_busy_us"].to_numpy(dtype=float) / 1e3, height, color="#55a868",
+                label="GPU busy")
     ax.plot(steps["wall_us"].to_numpy(dtype=float) / 1e3, y, "|", markersize=18, color="#222222", label="wall")
-    ax.set_yticks(y, [f"rank {r} step {s}" for r, s in zip(steps["rank"], steps["step"])], fontsize=7)
+    ranks = steps["rank"].nunique() > 1
+    ax.set_yticks(y, [f"rank {r} step {s}" if ranks else f"step {s}" for r, s in zip(steps["rank"], steps["step"])],
+                  fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("ms")
-    ax.set_title(f"{title}: {result.verdict}")
+    ax.set_title(f"{title}: {result.verdict}" + ("" if result.has_gpu else " (no GPU events: host time only)"))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def queue_delay(result, *, bins: int = 40, title: str = "Launch-to-kernel delay"):
+    """Histogram of the launch-to-kernel-start delay (ms) of every kernel launch of a
+    ``cpu_bound`` result (``result.launches["queue_delay_us"]``), with its median, the
+    "host ahead" threshold (``host_ahead_share`` of the median step) and the median step itself
+    as vertical lines: delays near the step length mean the host runs that far ahead of the GPU.
+    A trace without GPU events, or without linked launches, gets a figure that says so."""
+    from ...analysis.cpu_bound_rules import HOST_AHEAD_MIN_US
+
+    if not result.has_gpu:
+        return message_figure(title, "no GPU: the trace has no GPU events, so no launch reaches a kernel")
+    delays = result.launches["queue_delay_us"].dropna().to_numpy(dtype=float) / 1e3
+    if not len(delays):
+        return message_figure(title, "no kernel launch in a step is linked to its kernel (no correlation ids)")
+    o = result.overall
+    step_ms = o["wall_us"] / max(o["steps"], 1) / 1e3
+    share = result.evidence.get("threshold_host_ahead_share", float("nan"))
+    fig = new_figure(9.0, 3.4)
+    ax = fig.add_subplot()
+    ax.hist(delays, bins=np.linspace(0.0, max(delays.max(), step_ms) * 1.02, bins + 1), color="#4c72b0")
+    for x, style, name in ((float(np.median(delays)), "-", f"median delay {np.median(delays):,.3g} ms"),
+                           (max(share * step_ms, HOST_AHEAD_MIN_US / 1e3), "--",
+                            f"host-ahead threshold ({share:.0%} of step, >= {HOST_AHEAD_MIN_US:g} us)"),
+                           (step_ms, ":", f"mean step {step_ms:,.3g} ms")):
+        ax.axvline(x, linestyle=style, color="#c44e52" if style == "-" else "#222222", label=label(name, 80))
+    ax.set_xlabel("delay from launch call to kernel start (ms)")
+    ax.set_ylabel("kernel launches")
+    ax.set_title(label(f"{title}: {len(delays):,} launches, {result.verdict}", 100))
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
