@@ -319,3 +319,12 @@ def test_a_stub_is_short_against_every_other_step_not_their_median(durations, st
     windows = pd.DataFrame({"rank": 0, "step": range(len(durations)), "start_us": starts,
                             "end_us": starts + durations, "dur_us": np.asarray(durations, dtype=float)})
     assert stub_steps(windows).tolist() == stubs
+
+
+def test_top_ops_count_each_user_call_once(pinned_pair):
+    """aten::to -> _to_copy -> copy_ is one call: top_ops (and the movers chart) hold aten::to only."""
+    r = diff(*pinned_pair)
+    assert {"aten::_to_copy", "aten::copy_"} <= set(r.ops["name"])
+    assert "aten::to" in set(r.top_ops["name"])
+    assert not {"aten::_to_copy", "aten::copy_"} & set(r.top_ops["name"])
+    assert [row["name"] for row in r.to_json()["top_ops"]] == r.top_ops["name"].head(20).tolist()

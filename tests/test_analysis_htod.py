@@ -200,3 +200,24 @@ def test_cpu_only_trace_warns():
     r = htod(load_trace(shared_trace(CPU_ONLY), use_cache=False))
     assert r.to_frame().empty and not r.findings
     assert any("ProfilerActivity.CUDA" in w for w in r.warnings)
+
+
+def test_pageable_finding_counts_the_host_blocked_in_the_copy_calls():
+    """DLRM rank 0: the pageable copies take microseconds on the GPU but their cudaMemcpyAsync calls
+    block the host for over a millisecond; the finding must say so (hand count from the raw JSON)."""
+    path = shared_trace("param_v100_dlrm_rank0.pt.trace.json.gz")
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    pageable = {e["args"]["correlation"] for e in events
+                if e.get("cat") == "gpu_memcpy" and "HtoD (Pageable" in e.get("name", "")}
+    runtime = sorted((e for e in events if e.get("cat") == "cuda_runtime"), key=lambda e: (e["tid"], e["ts"]))
+    calls_us = 0
+    for call, nxt in zip(runtime, runtime[1:] + [None]):
+        if call.get("args", {}).get("correlation") in pageable:
+            calls_us += call["dur"]
+            if nxt and nxt["tid"] == call["tid"] and nxt["name"] == "cudaStreamSynchronize" \
+                    and nxt["ts"] - call["ts"] - call["dur"] <= 100:
+                calls_us += nxt["dur"]
+    finding = next(f for f in htod(load_trace(path)).findings if "pageable memory" in f.title)
+    assert finding.evidence["host_blocked_us"] == pytest.approx(calls_us)
+    assert calls_us > 50 * finding.evidence["time_us"]
+    assert f"host blocked {calls_us / 1e3:.2f} ms" in finding.title

@@ -282,6 +282,6 @@ def test_diff_breakdown_ranks_ops_and_kernels_together():
 
     ops = pd.DataFrame({"name": ["a", "b", "c"], "delta_per_step_us": [1.0, -50.0, 3.0]})
     kernels = pd.DataFrame({"name": ["k1", "k2"], "delta_per_step_us": [40.0, -2.0]})
-    ax = plots.diff_breakdown(SimpleNamespace(ops=ops, kernels=kernels), top=2).axes[0]
+    ax = plots.diff_breakdown(SimpleNamespace(top_ops=ops, kernels=kernels), top=2).axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["op: b", "kernel: k1"]
     assert sorted(p.get_width() for p in ax.patches) == [-50.0, 40.0]

@@ -38,7 +38,8 @@ NAME_COLUMNS = ["name", "status", "count_a", "count_b", "time_us_a", "time_us_b"
 @dataclass(frozen=True, eq=False, repr=False)
 class DiffResult:
     """A/B comparison. ``to_frame()``: one row per headline metric (per step where it says so) with
-    A, B, delta and delta %. ``ops``, ``kernels``, ``annotations`` (record_function ranges) and
+    A, B, delta and delta %. ``ops`` (every host op, nested ones too), ``top_ops`` (outermost ops only:
+    the calls the user made, each counted once: aten::to, not also its _to_copy and copy_), ``kernels``, ``annotations`` (record_function ranges) and
     ``waits`` (host waits on the device by kind, ``diff_side``): per-name tables (``NAME_COLUMNS``).
     ``copies``: per (direction, memory) count/bytes/time of each side; ``sync_kinds``: sync points
     per kind. ``step_change``: median step-time ratio B/A with its CI and verdict."""
@@ -46,6 +47,7 @@ class DiffResult:
     labels: tuple
     metrics: pd.DataFrame
     ops: pd.DataFrame
+    top_ops: pd.DataFrame
     kernels: pd.DataFrame
     annotations: pd.DataFrame
     waits: pd.DataFrame
@@ -72,7 +74,7 @@ class DiffResult:
 
         return {"a": self.labels[0], "b": self.labels[1], "step_change": jsonable(self.step_change),
                 "metrics": jsonable(self.metrics.to_dict("records")),
-                "ops": records(self.ops), "kernels": records(self.kernels),
+                "ops": records(self.ops), "top_ops": records(self.top_ops), "kernels": records(self.kernels),
                 "annotations": records(self.annotations), "waits": jsonable(self.waits.to_dict("records")),
                 "new_kernels": records(self.new_kernels), "vanished_kernels": records(self.vanished_kernels),
                 "copies": jsonable(self.copies.to_dict("records")), "syncs": jsonable(self.sync_kinds.to_dict("records")),
@@ -89,7 +91,7 @@ class DiffResult:
                          f"[{s['low']:.3g}, {s['high']:.3g}] -> {s['verdict']}")
         return html_section("Trace diff", head, html_table(findings_frame(self.findings)), html_table(self.metrics),
                             html_table(self.waits), html_table(self.annotations), html_table(self.kernels),
-                            html_table(self.ops), html_warnings(self.warnings))
+                            html_table(self.top_ops), html_warnings(self.warnings))
 
 
 def diff(a, b) -> DiffResult:
@@ -106,10 +108,10 @@ def diff(a, b) -> DiffResult:
     tables = {key: compare_names(sides[0][key], sides[1][key], sides[0]["n"], sides[1]["n"])
               for key in ("ops", "top_ops", "kernels", "annotations", "waits")}
     tables["kernels"]["triton"] = tables["kernels"]["name"].str.startswith("triton_")
-    parts = dict(metrics=_metrics(sides), ops=tables["ops"], kernels=tables["kernels"],
+    parts = dict(metrics=_metrics(sides), ops=tables["ops"], top_ops=tables["top_ops"], kernels=tables["kernels"],
                  annotations=tables["annotations"], waits=tables["waits"], copies=_copies(sides),
                  sync_kinds=_sync_kinds(sides), step_change=step_change)
-    findings = _findings(parts, tables["top_ops"], sides)
+    findings = _findings(parts, sides)
     return DiffResult(labels=(_label(a), _label(b)), findings=rank_findings(findings),
                       warnings=_warnings(a, b, sides), **parts)
 

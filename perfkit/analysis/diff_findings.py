@@ -23,12 +23,12 @@ MAX_NAME_FINDINGS = 3
 _RULE = f">= {CHANGE_SHARE:.0%} of A's median step (perfkit rule)"
 
 
-def findings(parts: dict, top_ops: pd.DataFrame, sides) -> list[Finding]:
-    """All findings; ``parts`` are the DiffResult tables, ``top_ops`` the outermost-op table."""
+def findings(parts: dict, sides) -> list[Finding]:
+    """All findings; ``parts`` are the DiffResult tables (``top_ops``: the outermost-op table)."""
     s = parts["step_change"]
     base = _base_us(s, sides[0])
     out = _step_findings(s) + _idle_findings(sides, base)
-    out += _name_findings(top_ops, "op", base)
+    out += _name_findings(parts["top_ops"], "op", base)
     out += _name_findings(parts["kernels"], "kernel", base)
     out += _name_findings(parts["annotations"][parts["annotations"]["status"] == "common"], "record_function", base)
     out += _copy_findings(parts["metrics"], base) + _wait_findings(parts["waits"], base)

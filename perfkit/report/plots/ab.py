@@ -84,9 +84,9 @@ def loss_curves(result, *, title: str | None = None):
 
 
 def diff_breakdown(result, *, top: int = 12, title: str = "Per-step time change, B - A"):
-    """The ops and kernels of a trace ``diff`` whose per-step time moved most (us per step,
-    B minus A): red bars got slower, green faster."""
-    tables = [("op", result.ops), ("kernel", result.kernels)]
+    """The ops (outermost calls, each counted once) and kernels of a trace ``diff`` whose per-step
+    time moved most (us per step, B minus A): red bars got slower, green faster."""
+    tables = [("op", result.top_ops), ("kernel", result.kernels)]
     rows = pd.concat([t.assign(name=[f"{kind}: {n}" for n in t["name"]]) for kind, t in tables if len(t)],
                      ignore_index=True) \
         if any(len(t) for _, t in tables) else pd.DataFrame(columns=["name", "delta_per_step_us"])
