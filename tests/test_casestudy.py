@@ -17,7 +17,7 @@ def test_rows_become_the_three_column_table():
     assert table.values.tolist() == [
         ["CPU time / CUDA time: 17x", "23.46 x", "tiny CPU-only planner: every op is host time"],
         ["GPU idle: 94%", "no GPU", "this run has no GPU events"],
-        ["aten::linear per action: 62,700", "1.235e+06", "64 samples x 5 steps instead of 512 x 12"]]
+        ["aten::linear per action: 62,700", "1,234,567", "64 samples x 5 steps instead of 512 x 12"]]
 
 
 @pytest.mark.parametrize("ours", [math.nan, None, math.inf, "fast", True])

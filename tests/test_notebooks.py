@@ -22,7 +22,7 @@ from perfkit.report import inputs, rows, tables
 from perfkit.report.card import MIME
 from perfkit.report.perflog import PerfLog
 from perfkit.report.publish.runner import notebook_parameters
-from perfkit.report.registry import INVESTIGATIONS, read_notebook
+from perfkit.report.registry import CASE_STUDIES, INVESTIGATIONS, read_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -297,7 +297,7 @@ def test_investigation_parameters(name):
 
 
 def test_every_notebook_in_the_folder_is_registered():
-    assert sorted(p.stem for p in NOTEBOOKS.glob("*.py")) == sorted(INVESTIGATIONS)
+    assert sorted(p.stem for p in NOTEBOOKS.glob("*.py")) == sorted([*INVESTIGATIONS, *CASE_STUDIES])
 
 
 # -- notebook helpers ----------------------------------------------------------------------------

@@ -284,3 +284,18 @@ def test_local_paths_are_replaced_by_placeholders_a_browser_shows():
     assert sys.prefix not in data["text/html"] and source not in data["text/html"]
     assert "<" not in "".join(prefixes.values())  # "<python>" would render as an unknown tag: invisible
     assert data["image/png"] == "AAAA/tmpBBBB"
+
+
+@pytest.mark.parametrize("user_level", [None, "2"])
+def test_kernels_run_with_the_profiler_log_quiet_unless_the_user_set_a_level(tmp_path, monkeypatch, user_level):
+    import os
+
+    from perfkit.report.publish.kernel import quiet_kernel_output
+
+    if user_level is None:
+        monkeypatch.delenv("KINETO_LOG_LEVEL", raising=False)
+    else:
+        monkeypatch.setenv("KINETO_LOG_LEVEL", user_level)
+    with quiet_kernel_output(tmp_path / "kernel.log"):
+        assert os.environ["KINETO_LOG_LEVEL"] == (user_level or "6")
+    assert os.environ.get("KINETO_LOG_LEVEL") == user_level

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import ParameterError
 from ..report.publish.runner import run_all
-from ..report.registry import INVESTIGATIONS
+from ..report.registry import INVESTIGATIONS, NOTEBOOK_SETS
 
 __all__ = ["register", "run", "parse_value"]
 
@@ -19,10 +19,11 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "run", help="run investigation notebooks into dated HTML reports",
         description="Execute notebooks with papermill into OUT/YYYY-MM-DD/HHMMSS/<name>.ipynb and .html, then "
-                    f"rebuild OUT/index.html. Without names: {', '.join(INVESTIGATIONS)}. OUT defaults to the "
+                    f"rebuild OUT/index.html. Without names: {', '.join(INVESTIGATIONS)}. 'case_studies' runs "
+                    "the worked case studies (" + ", ".join(NOTEBOOK_SETS["case_studies"]) + "). OUT defaults to the "
                     "workbook's reports/ (the folder holding notebooks/ above the working directory, or "
                     "$PERFKIT_HOME, or the working directory).")
-    p.add_argument("names", nargs="*", metavar="NAME", help="notebook names or .py/.ipynb paths")
+    p.add_argument("names", nargs="*", metavar="NAME", help="notebook names, a set name (case_studies) or .py/.ipynb paths")
     p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], dest="parameters",
                    metavar=("KEY", "VALUE"),
                    help="notebook parameter; VALUE is read as int, float, True/False, None, a JSON list or "

@@ -26,12 +26,29 @@ INVESTIGATIONS = {
     "memory_leak": "Does memory grow from step to step (a live run, CUDA memory snapshots or two traces)?",
     "validation": "Does perfkit report what this machine does?",
 }
+# Worked case studies: each walks one classic investigation from symptom to proven fix. They run
+# as the set "case_studies" (`perfkit run case_studies`), not in a plain `perfkit run`.
+CASE_STUDIES = {
+    "case_mpc_planner": "An MPC planner is CPU-bound: per-sample tensor construction, recompiles, planning memory",
+    "case_world_model": "A world-model agent's replay sampling: copies, the train/sample range, preallocation",
+    "case_nan_checks": "A navigation agent's NaN checks: nonzero syncs, one-argument torch.where, memory growth",
+    "case_steps_per_second": "50 -> 29,000 steps/s: .item() logging, fused Adam, GradScaler, AMP, torch.compile",
+    "case_environment": "An optimization guide's environment report: hardware defaults, op suite, system monitor",
+}
+# A name `perfkit run` expands into several notebooks.
+NOTEBOOK_SETS = {"case_studies": tuple(CASE_STUDIES)}
 NOTEBOOK_SUFFIXES = (".ipynb", ".py")
 
 
 def notebook_names() -> tuple[str, ...]:
     """The registered investigations, in run order."""
     return tuple(INVESTIGATIONS)
+
+
+def expand_sets(names) -> list[str]:
+    """``names`` with each set name of ``NOTEBOOK_SETS`` replaced by its notebooks, in order,
+    each notebook once."""
+    return list(dict.fromkeys(m for n in names for m in NOTEBOOK_SETS.get(str(n), (n,))))
 
 
 def read_notebook(path: str | os.PathLike):

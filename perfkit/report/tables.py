@@ -190,3 +190,24 @@ def rank_files_table(frame: pd.DataFrame) -> pd.DataFrame:
     if "device" in out and out["device"].nunique() <= 1:
         out = out.drop(columns="device")
     return out
+
+
+def with_source(frame: pd.DataFrame, *, file: str = "file", line: str = "line") -> pd.DataFrame:
+    """``frame`` (a sync report, scan findings) plus a ``code`` column: the stripped source line
+    at ``file``:``line`` of each row ("" where the file cannot be read), so a reader sees the
+    offending line without opening the file."""
+    import linecache
+
+    out = frame.copy()
+    out["code"] = [linecache.getline(str(f), int(n)).strip() if isinstance(n, (int, float)) and n == n and n > 0 else ""
+                   for f, n in zip(frame[file], frame[line])]
+    return out
+
+
+def compile_sites(result) -> pd.DataFrame:
+    """The graph breaks and recompiles of a ``compile_ab`` result with the source each names:
+    ``kind``, ``reason`` (dynamo's), ``location`` ("file:line"; a recompile on an input shape has
+    none) and ``code`` (that line, as dynamo read it)."""
+    rows = [("graph break", b.reason, b.location, b.code) for b in result.graph_breaks]
+    rows += [("recompile", r.reason, r.location, r.code) for r in result.recompiles]
+    return pd.DataFrame(rows, columns=["kind", "reason", "location", "code"])

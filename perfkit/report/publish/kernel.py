@@ -48,20 +48,26 @@ def kernel_manager_class():
 
 @contextlib.contextmanager
 def quiet_kernel_output(log: Path):
-    """Kernels started inside write their console output to ``log`` and draw figures inline
-    (the kernel inherits MPLBACKEND; a non-inline value such as Agg in CI would drop every
-    figure from the report)."""
-    saved = os.environ.get("MPLBACKEND")
-    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    """Kernels started inside write their console output to ``log``, draw figures inline (the
+    kernel inherits MPLBACKEND; a non-inline value such as Agg in CI would drop every figure from
+    the report) and keep the profiler's per-session log lines out of the report."""
+    # Kineto prints "profiler_start"/"profiler_stop" lines on every profiling session of a live
+    # notebook; level 6 silences them (a recording that lost its GPU events is still named by
+    # perfkit's own "no GPU events" warning). A level the user set is kept.
+    env = {"MPLBACKEND": "module://matplotlib_inline.backend_inline",
+           "KINETO_LOG_LEVEL": os.environ.get("KINETO_LOG_LEVEL", "6")}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     _LOG.append(log)
     try:
         yield
     finally:
         _LOG.pop()
-        if saved is None:
-            os.environ.pop("MPLBACKEND", None)
-        else:
-            os.environ["MPLBACKEND"] = saved
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def kernel_warnings(kernel_name: str | None) -> list[str]:

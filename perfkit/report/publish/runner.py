@@ -34,7 +34,7 @@ from ...atomic import write_text_atomic
 from ...errors import MissingDependencyError, ParameterError
 from ...results import html_section, html_table, html_text, html_warnings
 from ..card import read_card
-from ..registry import NOTEBOOK_SUFFIXES, notebook_names, read_notebook, write_ipynb_text
+from ..registry import NOTEBOOK_SUFFIXES, expand_sets, notebook_names, read_notebook, write_ipynb_text
 from ..workbook import notebook_dirs, reports_dir
 from ..perflog import PerfLog
 from .html import notebook_html
@@ -173,7 +173,8 @@ def run_all(names: Iterable[str] | None = None, parameters: dict | None = None,
             kernel_name: str | None = None, progress: bool = True, *,
             notebook_dir: str | os.PathLike | None = None, index: bool = True,
             on_done: Callable[[NotebookRun], None] | None = None) -> list[NotebookRun]:
-    """Run several notebooks (default: every registered investigation found) as one run into
+    """Run several notebooks (default: every registered investigation found; a set name such as
+    "case_studies" stands for its notebooks, ``registry.NOTEBOOK_SETS``) as one run into
     ``out_dir/DATE/HHMMSS/`` (``out_dir`` default: the workbook's ``reports/``), keep going past
     failures, then rebuild ``out_dir/index.html`` (unless ``index=False``).
 
@@ -231,7 +232,7 @@ def _select(names: Iterable[str] | None, directory) -> list[Path]:
         if not names:
             raise ParameterError(f"no investigation notebooks ({', '.join(notebook_names())}) found; "
                                  "name notebooks explicitly or set PERFKIT_NOTEBOOK_DIR")
-    return list(dict.fromkeys(find_notebook(n, directory) for n in names))
+    return list(dict.fromkeys(find_notebook(n, directory) for n in expand_sets(names)))
 
 
 def _iso_day(value: str | _date | None) -> str:
