@@ -75,6 +75,15 @@ sections.show_verdict_evidence(result)
 sections.show_findings(result, *trace.warnings)
 
 # %% [markdown]
+# ## Next: which code, what bounds the step, why the GPU idles
+# This notebook says *whether* the host is the problem. The step anatomy notebook
+# (`notebooks/step_anatomy.py`; its report is [step_anatomy.html](step_anatomy.html) in the same run's
+# folder) explains the step in milliseconds on the same trace: the Python functions that burn the
+# host time (icicle chart), the critical path of each step, the cause and code behind every GPU gap,
+# and the time ranges to open in Perfetto. Run it alone with
+# `perfkit run step_anatomy -p trace_path <this trace>`.
+
+# %% [markdown]
 # ## Timeline of the first step
 # Host ops on thread lanes, kernels and copies on stream lanes: GPU gaps while the host is busy
 # are the launch-bound signature.

@@ -30,6 +30,7 @@ CPU_TRACES = sorted((ROOT / "data" / "traces" / "cpu").glob("*.json.gz"))
 TINY_PPO = {"envs": 4, "rollout": 4, "epochs": 1, "minibatch": 16, "channels": 8, "hidden": 32}
 LIVE = {
     "cpu_bound": {"workload": "ppo", "variant": "item_logging", "overrides": TINY_PPO, "steps": 2},
+    "step_anatomy": {"workload": "ppo", "variant": "item_logging", "overrides": TINY_PPO, "steps": 2},
     "htod": {"overrides": {"capacity": 64, "batch": 4, "conv_channels": 8, "latent": 16}, "steps": 2,
              "sweep_sizes": [4096, 65536], "sweep_repeats": 2},
     "sync_points": {"overrides": TINY_PPO, "steps": 2, "detect_steps": 1},
@@ -37,7 +38,7 @@ LIVE = {
     "amp_regression": {"train_steps": 3, "ab_repeats": 8, "batch": 8, "hidden": 16},
     "memory_leak": {"leak_steps": 60, "leak_warmup": 5, "sample_every": 10, "monitor_interval_s": 0.05},
 }
-SINGLE = ("cpu_bound", "htod", "sync_points")
+SINGLE = ("cpu_bound", "step_anatomy", "htod", "sync_points")
 PAIRS = ("compile_ab", "amp_regression", "memory_leak")
 TRACE_TINY = {"htod": {"sweep_sizes": [4096], "sweep_repeats": 2}}
 # Shared traces picked for coverage (issue 10): ROCm, CPU-only, compiled/Triton, no steps, 2021 names.
@@ -94,7 +95,8 @@ def test_notebook_runs_and_leads_with_its_verdict(session, log_path, name, mode)
     assert card["investigation"] == name and card["verdict"] and card["subject"] and card["device"]
     assert _figures(nb) >= 1
     heads = _headers(nb)
-    assert any({"severity", "finding", "fix"} <= set(h) for h in heads), "findings table missing"
+    no_findings = "No GPU-gap findings" in html_text(nb)  # step_anatomy on a trace without GPU gaps says so
+    assert no_findings or any({"severity", "finding", "fix"} <= set(h) for h in heads), "findings table missing"
     assert any({"metric", "value", "previous run", "verdict"} <= set(h) for h in heads), "perf log rows missing"
     assert any({"section", "key", "value"} <= set(h) for h in heads), "machine table missing"
     logged = PerfLog(log_path).read(name)
@@ -178,6 +180,96 @@ def test_pair_notebooks_diff_real_traces(session, log_path, name):
     assert _card(nb)["verdict"].startswith("after vs before")
 
 
+# -- step_anatomy and ranks ----------------------------------------------------------------------
+
+RANK_SET = ROOT / "data" / "traces" / "ranks" / "ddp4_slow_dataloader"
+
+
+def test_step_anatomy_leads_with_the_sentence_and_points_at_perfetto(session, log_path, tmp_path):
+    import perfkit
+
+    trace_file = RANK_SET / "rank0.pt.trace.json.gz"  # the synthetic set has a GPU timeline
+    out = tmp_path / "annotated.json.gz"
+    nb = session.run(NOTEBOOKS / "step_anatomy.py", {"trace_path": str(trace_file), "perf_log_path": str(log_path),
+                                                      "annotated_path": str(out), "change": "anatomy"})
+    trace = perfkit.load_trace(trace_file)
+    card = _card(nb)
+    assert card["verdict"] == perfkit.step_anatomy(trace).sentence and "mostly input" in card["verdict"]
+    assert card["fix"].startswith("Load batches in worker processes")  # the top gap finding: the DataLoader
+    assert _figures(nb) >= 3 and "GPU idle for input" in html_text(nb)
+    assert "Wrote " in html_text(nb) and len(perfkit.load_trace(out).events) > len(trace.events)
+    log = PerfLog(log_path).read("step_anatomy")
+    mine = log[log["change"] == "anatomy"].set_index("metric")["value"]
+    assert {"mean_step_ms", "gpu_busy_ms_per_step", "gpu_idle_ms_per_step", "idle_input_ms_per_step"} <= set(mine.index)
+    assert mine["gpu_busy_ms_per_step"] + mine["gpu_idle_ms_per_step"] == pytest.approx(mine["mean_step_ms"])
+
+
+def test_step_anatomy_without_a_gpu_names_the_hot_function(session, log_path):
+    nb = session.run(NOTEBOOKS / "step_anatomy.py", {"perf_log_path": str(log_path)})
+    card = _card(nb)
+    assert card["verdict"].startswith("step ") and "no GPU timeline" in card["verdict"]
+    assert "Python function linear" in card["fix"]  # the default trace: the MPPI planner's Linear layers
+    text = html_text(nb)
+    assert "No GPU timeline in this trace" in text and "perfkit annotate mppi_float_tensor.json.gz -o" in text
+    assert [n["label"] for n in card["numbers"]] == ["mean step"]
+
+
+def test_cpu_bound_points_at_step_anatomy():
+    text = (NOTEBOOKS / "cpu_bound.py").read_text(encoding="utf-8")
+    assert "(step_anatomy.html)" in text and "notebooks/step_anatomy.py" in text
+
+
+def test_ranks_notebook_names_the_planted_straggler(session, log_path):
+    nb = session.run(NOTEBOOKS / "ranks.py", {"perf_log_path": str(log_path), "workers": 1, "change": "ranks"})
+    card = _card(nb)
+    assert card["verdict"].startswith("rank 2 is ") and "its DataLoader" in card["verdict"]
+    assert card["subject"] == "trace ddp4_slow_dataloader" and card["device"] == "NVIDIA A100-SXM4-80GB"
+    assert [n["label"] for n in card["numbers"]] == ["median step", "waiting for peers per step",
+                                                     "worst straggler's excess"]
+    assert _figures(nb) == 3 and "rank 2 (straggler)" not in html_text(nb)  # labels live in the figures
+    assert any({"rank", "file", "steps", "excess_pct", "cause"} <= set(h) for h in _headers(nb))
+    log = PerfLog(log_path).read("ranks")
+    mine = log[log["change"] == "ranks"].set_index("metric")["value"]
+    assert mine["straggling_ranks"] == 1 and 15 < mine["straggler_excess_pct"] < 20
+
+
+def _rank_sources(tmp_path):
+    yield str(RANK_SET / "rank[01].pt.trace.json.gz"), "trace ddp4_slow_dataloader/rank[01].pt.trace.json.gz"
+    yield str(CPU_TRACES[0]), f"trace {CPU_TRACES[0].name}"  # one file: nothing to compare, said so
+    if (SHARED_TRACES / DLRM_RANKS[0]).exists():
+        folder = tmp_path / "dlrm"
+        folder.mkdir()
+        for r in range(8):
+            (folder / f"param_v100_dlrm_rank{r}.pt.trace.json.gz").symlink_to(
+                SHARED_TRACES / f"param_v100_dlrm_rank{r}.pt.trace.json.gz")
+        yield str(folder), "trace dlrm"
+
+
+def test_ranks_notebook_on_globs_single_files_and_real_ranks(session, log_path, tmp_path):
+    for trace_path, subject in _rank_sources(tmp_path):
+        nb = session.run(NOTEBOOKS / "ranks.py", {"trace_path": trace_path, "perf_log_path": str(log_path),
+                                                   "workers": 1})
+        assert _card(nb)["subject"] == subject
+        if subject.startswith("trace dlrm"):  # rank 7 arrives last at the first all-to-all (README)
+            assert "rank 7 last" in html_text(nb) and "Tesla V100" in _card(nb)["device"]
+        if trace_path == str(CPU_TRACES[0]):
+            assert "one rank file: nothing to compare" in html_text(nb)
+
+
+def test_ranks_notebook_rejects_an_unknown_engine(session, log_path):
+    from nbsession import NotebookFailed
+
+    with pytest.raises(NotebookFailed, match="engine"):
+        session.run(NOTEBOOKS / "ranks.py", {"engine": "spark", "perf_log_path": str(log_path)})
+
+
+def test_ranks_parameters_are_trace_only():
+    declared = notebook_parameters(NOTEBOOKS / "ranks.py")
+    assert {"trace_path", "engine", "scheduler", "workers", "straggler_pct"} <= set(declared)
+    assert "mode" not in declared  # `perfkit run -p mode live` leaves ranks on its traces
+    assert declared["trace_path"]["default"] == '"ddp4_slow_dataloader"' and declared["engine"]["default"] == '"local"'
+
+
 # -- the sources ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", list(INVESTIGATIONS))
@@ -194,7 +286,7 @@ def test_notebook_sources_are_percent_scripts_with_one_parameters_cell(name):
     assert declared["perf_log_path"]["default"] == '""'
 
 
-@pytest.mark.parametrize("name", [n for n in INVESTIGATIONS if n != "validation"])
+@pytest.mark.parametrize("name", [n for n in INVESTIGATIONS if n not in ("validation", "ranks")])
 def test_investigation_parameters(name):
     declared = notebook_parameters(NOTEBOOKS / f"{name}.py")
     for key in ("mode", "trace_path", "device", "interactive"):

@@ -79,14 +79,21 @@ def test_straggler_pct_is_a_knob(tmp_path):
         ranks(d, straggler_pct=10)
 
 
-def test_log_rows_are_accepted_by_the_perf_log(slow_loader, tmp_path):
-    rows = {r["metric"]: r for r in slow_loader.log_rows(change="test", device="cpu")}
-    assert rows["straggling_ranks"]["value"] == 1
-    assert rows["straggler_excess_pct"]["value"] == pytest.approx(slow_loader.stragglers["excess_pct"].max())
-    assert rows["median_step_ms"]["value"] == pytest.approx(slow_loader.ranks["median_step_us"].median() / 1e3)
-    assert rows["comm_overlap_pct"]["higher_is_better"] is True
+def test_ranks_rows_are_accepted_by_the_perf_log(slow_loader, tmp_path):
+    from perfkit.report.rows import ranks_rows
+
+    rows = {r["metric"]: r for r in ranks_rows(slow_loader, "trace job")}
+    steps = slow_loader.steps
+    assert (rows["straggling_ranks"]["value"], rows["straggling_ranks"]["ci_low"]) == (1, 1)
+    excess = slow_loader.stragglers["excess_pct"]  # rank 2 in every step
+    assert rows["straggler_excess_pct"]["value"] == pytest.approx(excess.median())
+    assert excess.min() <= rows["straggler_excess_pct"]["ci_low"] <= rows["straggler_excess_pct"]["ci_high"] <= excess.max()
+    assert rows["median_step_ms"]["value"] == pytest.approx(steps.groupby("step")["wall_us"].median().median() / 1e3)
+    assert rows["peer_wait_ms_per_step"]["value"] == pytest.approx(steps.groupby("step")["wait_us"].median().mean() / 1e3)
+    assert rows["comm_overlap_pct"]["value"] == pytest.approx(100 * steps["overlap_us"].sum() / steps["comm_us"].sum())
+    assert rows["comm_overlap_pct"]["higher_is_better"] is True and rows["median_step_ms"]["device"] == "NVIDIA Test GPU"
     written = PerfLog(tmp_path / "log.csv").append_many(rows.values())
-    assert list(written["metric"]) == list(rows)
+    assert list(written["metric"]) == list(rows) and set(written["investigation"]) == {"ranks"}
 
 
 # --- real DLRM ranks -----------------------------------------------------------------------------

@@ -50,8 +50,8 @@ def test_init_copies_the_workbook_and_keeps_edits(tmp_path, capsys, no_home):
     folder = tmp_path / "proj"
     assert main(["init", str(folder)]) == 0
     assert sorted(p.name for p in (folder / "notebooks").iterdir()) == sorted(
-        f"{n}.ipynb" for n in ("amp_regression", "compile_ab", "cpu_bound", "htod", "memory_leak", "sync_points",
-                               "validation"))
+        f"{n}.ipynb" for n in workbook.notebook_names())
+    assert {"cpu_bound.ipynb", "step_anatomy.ipynb", "ranks.ipynb"} <= {p.name for p in (folder / "notebooks").iterdir()}
     assert (folder / "reports").is_dir() and "perfkit run" in (folder / "README.md").read_text()
     assert workbook.is_workbook(folder) and workbook.workbook_root(folder / "notebooks") == folder
     (folder / "notebooks" / "htod.ipynb").write_text("my edit")

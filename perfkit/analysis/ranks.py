@@ -93,28 +93,6 @@ class RanksResult:
             "noise_us": self.noise_us, "straggler_pct": 100.0 * self.straggler_pct,
             "findings": [dict(f.__dict__) for f in self.findings], "warnings": list(self.warnings)})
 
-    def log_rows(self, *, change: str = "baseline", run_id: str = "", device: str = "") -> list[dict]:
-        """Perf-log rows (fields of ``PerfLog.append``, investigation "ranks"): median step time
-        (ms, median over ranks of each rank's median), the largest straggler excess (%, 0 when
-        none), the number of straggling ranks, time waiting for peers per step (ms, median over
-        ranks) and, with communication kernels, the comm/compute overlap (% of comm time)."""
-        table = self.ranks
-        if table.empty:
-            return []
-        device = device or next(iter(self.devices.values()), "")
-        wait = table["wait_us"] / table["steps"].clip(lower=1)
-        rows = [("median_step_ms", float(table["median_step_us"].median()) / 1e3, "ms", False),
-                ("straggler_excess_pct", float(self.stragglers["excess_pct"].max()) if len(self.stragglers) else 0.0,
-                 "%", False),
-                ("straggling_ranks", float(len(self.straggling_ranks)), "ranks", False),
-                ("peer_wait_ms_per_step", float(wait.median()) / 1e3, "ms", False)]
-        if table["comm_us"].sum() > 0:
-            overlap = 100.0 * table["overlap_us"].sum() / table["comm_us"].sum()
-            rows.append(("comm_overlap_pct", overlap, "%", True))
-        return [{"investigation": "ranks", "metric": m, "value": v, "unit": u, "change": change, "run_id": run_id,
-                 "higher_is_better": hib, **({"device": device} if device else {})}
-                for m, v, u, hib in rows if np.isfinite(v)]
-
     def __repr__(self) -> str:
         names = ", ".join(f"rank {r['rank']} +{r['excess_pct']:.0f}%" for r in self.straggling_ranks.to_dict("records"))
         return (f"<RanksResult {self.steps['file'].nunique()} ranks, {self.steps['step'].nunique()} steps, "

@@ -32,6 +32,9 @@ LABELS = {
     "window_growth_mib": "growth within the snapshot's window", "window_peak_mib": "peak in the snapshot's window",
     "growth_mib_per_interval": "growth per interval between snapshots",
     "step_ratio_after_before": "step time after / before",
+    "mean_step_ms": "mean step", "gpu_busy_ms_per_step": "GPU busy per step", "gpu_idle_ms_per_step": "GPU idle per step",
+    "peer_wait_ms_per_step": "waiting for peers per step", "straggler_excess_pct": "worst straggler's excess",
+    "straggling_ranks": "straggling ranks", "comm_overlap_pct": "communication hidden under compute",
 }
 _STYLE = ("border:2px solid {color};border-radius:6px;padding:0.6em 1em;margin:0.4em 0 1em;"
           "font-family:system-ui,sans-serif;max-width:60em")

@@ -5,7 +5,8 @@ setup live here, where tests reach them.
 
 * ``find_trace(path)``: a trace file or a multi-rank trace folder, looked up from the working
   directory (the caller's, for ``perfkit run``), then the workbook root, then by name among the
-  traces shipped with perfkit.
+  traces shipped with perfkit (files of ``data/traces/cpu``, multi-rank folders of ``data/traces/ranks``).
+* ``find_rank_traces(pattern)``: the per-rank files of a multi-rank run (a folder or a glob).
 * ``load_source(mode, trace_path, ...)``: a ``Source``: the ``Trace`` of a file (``mode="trace"``)
   or of a freshly recorded live run of a reference workload (``mode="live"``), with what it is
   (``subject``, for the perf log and the report) and the device it was recorded on.
@@ -16,10 +17,12 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from glob import glob
 from pathlib import Path
 
 from ..errors import ParameterError
-from .workbook import SHIPPED_TRACES, relative_name, shipped_traces, workbook_root
+from .workbook import (SHIPPED_RANK_SETS, SHIPPED_TRACES, relative_name, shipped_rank_sets, shipped_traces,
+                       workbook_root)
 
 MODES = ("trace", "live")
 
@@ -34,14 +37,47 @@ def check_mode(mode: str) -> str:
 def find_trace(path: str | os.PathLike) -> Path:
     """Resolve ``path`` (a trace file, or a folder of per-rank traces): as given (absolute or
     from the working directory), else from the workbook root, else as a file name among the
-    shipped traces. Raises ParameterError naming where it looked and the shipped traces."""
+    shipped traces (files, then multi-rank folders). Raises ParameterError naming where it looked
+    and the shipped traces."""
     given = Path(path).expanduser()
-    for candidate in (given, workbook_root() / given, SHIPPED_TRACES / given.name):
+    for candidate in (given, workbook_root() / given, SHIPPED_TRACES / given.name, SHIPPED_RANK_SETS / given.name):
         if str(path) and candidate.exists():
             return candidate.resolve()
     raise ParameterError(f"trace_path={str(path)!r}: no such file (looked in the working directory {Path.cwd()}, "
                          f"the workbook {workbook_root()} and the shipped traces); shipped traces: "
-                         f"{', '.join(shipped_traces()) or 'none'}")
+                         f"{', '.join(shipped_traces() + shipped_rank_sets()) or 'none'}")
+
+
+@dataclass(frozen=True)
+class RankFiles:
+    """The per-rank trace files of one run (sorted) and what they are (``subject``: "trace NAME",
+    the folder or glob as a report may show it)."""
+
+    paths: tuple
+    subject: str
+
+
+def find_rank_traces(pattern: str | os.PathLike) -> RankFiles:
+    """The trace files of a multi-rank run: ``pattern`` is a folder of per-rank traces (resolved
+    by ``find_trace``, so a shipped set is found by name), a glob such as
+    ``runs/42/*.pt.trace.json.gz`` (from the working directory, else the workbook root) or one
+    file. Raises ParameterError when the glob matches no trace file, TraceError for a folder
+    without traces."""
+    from ..trace.load import TRACE_SUFFIXES, resolve_paths
+
+    text = str(pattern)
+    if not any(c in text for c in "*?["):
+        found = find_trace(pattern)
+        return RankFiles(tuple(resolve_paths(found)), f"trace {relative_name(found)}")
+    given = Path(text).expanduser()
+    for base in (Path.cwd(), workbook_root()):
+        paths = sorted(p for p in base.glob(str(given)) if p.is_file() and p.name.endswith(TRACE_SUFFIXES)) \
+            if not given.is_absolute() else sorted(Path(p) for p in glob(str(given)) if p.endswith(TRACE_SUFFIXES))
+        if paths:
+            return RankFiles(tuple(p.resolve() for p in paths), f"trace {relative_name(paths[0].parent)}/{given.name}")
+    raise ParameterError(f"trace_path={text!r}: the pattern matches no .json/.json.gz file (looked from the working "
+                         f"directory {Path.cwd()} and the workbook {workbook_root()}); give a folder of per-rank "
+                         f"traces, a glob, or a shipped set: {', '.join(shipped_rank_sets()) or 'none'}")
 
 
 @dataclass(frozen=True)
@@ -66,6 +102,13 @@ def recorded_on(trace) -> str:
         return "cpu"
     named = [d.get("name") for d in trace.devices if d.get("name")]
     return named[0] if named else "cuda"
+
+
+def ranks_recorded_on(result) -> str:
+    """The device a ``ranks`` result's traces were recorded on: the GPU name the rank files share
+    ("cpu" without GPU events), or the names joined by " / " when they differ."""
+    names = list(dict.fromkeys(d or "cpu" for d in result.devices.values()))
+    return " / ".join(names) if names else "cpu"
 
 
 def load_source(mode: str, trace_path: str | os.PathLike = "", *, workload: str = "ppo",

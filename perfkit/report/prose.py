@@ -232,6 +232,50 @@ def validation_text(report) -> str:
             f"in {report.elapsed_s:.0f} s: {report.counts_text()}. {verdict}")
 
 
+def anatomy_fix(anatomy, gaps) -> str:
+    """The step_anatomy card's top fix: the most severe GPU-gap finding's fix; without one, what
+    the critical path is bound by, read back with the function or sync site behind it."""
+    if gaps.findings:
+        return gaps.findings[0].fix
+    py, wait = anatomy.python, anatomy.waiting
+    if anatomy.bound_by == "sync_wait" and wait:
+        where = f"{wait['file']}:{wait['line']}" if wait["file"] else wait["op"]
+        return (f"The step waits on the GPU at {where}: copy from pinned memory with non_blocking=True and keep "
+                "synchronize/.item() out of the step (the sync_points notebook lists every sync).")
+    if anatomy.bound_by in ("host", "launch", "idle") and py:
+        what = "Python function" if py["python"] else "host op"
+        where = f" ({py['file']}:{py['line']})" if py["file"] else ""
+        return (f"The step is bound by host work: start with the {what} {py['function']}{where}, "
+                f"{py['self_per_step_us'] / 1e3:,.2f} ms per step of its own time; vectorize it, batch it or move it "
+                "off the step (the icicle chart of the step_anatomy report shows its callers).")
+    return ""
+
+
+def ranks_text(result) -> str:
+    """A ``ranks`` result read back in one paragraph: ranks and steps, the median step, time
+    waiting for peers, comm/compute overlap, the largest arrival skew and the stragglers."""
+    from .rows import median_rank
+
+    table = result.ranks
+    if table.empty:
+        return "These traces have no profiler steps, so no rank could be compared."
+    step, wait = median_rank(result, "wall_us").median() / 1e3, median_rank(result, "wait_us").mean() / 1e3
+    text = (f"{len(table)} rank file(s), {result.steps['step'].nunique()} profiled step(s). The median rank's step "
+            f"takes {step:,.2f} ms (median over steps), of which it waits {wait:,.2f} ms for peers in collectives "
+            "(mean per step).")
+    comm = float(table["comm_us"].sum())
+    if comm > 0:
+        worst = result.collectives.loc[result.collectives["skew_us"].idxmax()] if len(result.collectives) else None
+        text += f" {100 * float(table['overlap_us'].sum()) / comm:.0f}% of communication time runs under compute."
+        if worst is not None:
+            text += (f" The largest arrival skew is {worst['skew_us'] / 1e3:,.2f} ms (step {worst['step']}, "
+                     f"rank {worst['last_rank']} last).")
+    late = result.straggling_ranks
+    names = "; ".join(f"rank {r['rank']} (+{r['excess_pct']:.0f}% in {r['steps']} of {r['of_steps']} steps, "
+                      f"cause: {r['cause']})" for r in late.to_dict("records"))
+    return text + (f" Stragglers: {names}." if names else " No rank is a straggler by the rule below.")
+
+
 def prose(*paragraphs: str) -> str:
     """Plain-text paragraphs as escaped HTML ``<p>`` elements (for ``display(HTML(...))``)."""
     from ..results import html_text

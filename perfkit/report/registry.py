@@ -17,8 +17,10 @@ from ..errors import MissingDependencyError, ParameterError
 INVESTIGATIONS = {
     "cpu_bound": "What limits the step: compiling, GPU-bound, input-bound, GPU-bound (host ahead), sync-bound or "
                  "CPU-launch-bound (a CPU-only trace: host time only)?",
+    "step_anatomy": "Where does each millisecond of the step go: which Python, what bounds it, why the GPU idles?",
     "htod": "Which host-to-device copies does a step make, and how fast can they be?",
     "sync_points": "Where does the host wait for the GPU, and for how long?",
+    "ranks": "Which rank is the straggler, why, and how long do the others wait for it?",
     "compile_ab": "Is torch.compile worth it for this model?",
     "amp_regression": "Is mixed precision faster, and still correct?",
     "memory_leak": "Does memory grow from step to step (a live run, CUDA memory snapshots or two traces)?",

@@ -286,6 +286,87 @@ def validation_rows(report) -> list[dict]:
             for c in report.checks if c.status in ("pass", "fail", "error")]
 
 
+def step_anatomy_rows(path, gaps, subject: str, device: str) -> list[dict]:
+    """Mean step wall time (ms, the step of ``step_anatomy``'s sentence) of a ``critical_path``
+    result and, with a GPU timeline (``gpu_gaps`` result), GPU busy (any stream) and idle time per
+    step and the compute stream's idle time in each gap class that has any
+    (``idle_<class>_ms_per_step``; ``other_stream`` idle overlaps the GPU's busy time, so the classes
+    need not sum to the GPU's idle time). Means over the step windows, CIs over them. (Without a GPU the path is the main thread's host time, the step itself.)"""
+    steps = path.steps
+    if steps.empty:
+        return []
+    base = dict(subject=subject, device=device, quality=_live(subject))
+    rows = [_mean_row("step_anatomy", "mean_step_ms", steps["wall_us"] / 1e3, **base)]
+    if not gaps.has_gpu:
+        return finite_rows(rows)
+    g = gaps.steps
+    idle = g["wall_us"] - g["gpu_busy_us"]
+    rows += [_mean_row("step_anatomy", "gpu_busy_ms_per_step", g["gpu_busy_us"] / 1e3, **base),
+             _mean_row("step_anatomy", "gpu_idle_ms_per_step", idle / 1e3, **base)]
+    # Only classes with idle time: a class absent from both runs says nothing, and one that
+    # appears is new ("no baseline"), not a regression from zero.
+    rows += [_mean_row("step_anatomy", f"idle_{c}_ms_per_step", g[f"{c}_us"] / 1e3, **base)
+             for c in _gap_classes(g) if g[f"{c}_us"].sum() > 0]
+    return finite_rows(rows)
+
+
+def _gap_classes(steps: pd.DataFrame) -> list[str]:
+    from ..analysis.gaps import CLASSES
+
+    return [c for c in CLASSES if f"{c}_us" in steps]
+
+
+def _mean_row(investigation: str, metric: str, values: pd.Series, unit: str = "ms", **base) -> dict:
+    """The mean of per-step ``values`` with its CI over the steps."""
+    return row(investigation, metric, float(values.mean()), unit, ci=step_ci(values, np.mean), **base)
+
+
+def ranks_rows(result, subject: str) -> list[dict]:
+    """Perf-log rows of a ``ranks`` result (investigation "ranks"), device the ranks' GPU:
+
+    * ``median_step_ms``: median over steps of the median rank's step time, CI over steps;
+    * ``peer_wait_ms_per_step``: time the median rank's collectives waited for peers per step
+      (mean over steps), CI over steps;
+    * ``straggler_excess_pct``: the worst straggling rank's median excess over the median rank's
+      own step time (0 with none), CI over its flagged steps;
+    * ``straggling_ranks``: how many rank files straggle in at least one step (exact);
+    * ``comm_overlap_pct`` (with NCCL/RCCL kernels): communication time hidden under compute,
+      % of communication time, CI over steps; higher is better."""
+    steps = result.steps
+    if steps.empty:
+        return []
+    from .inputs import ranks_recorded_on
+
+    base = dict(subject=subject, device=ranks_recorded_on(result))
+    by_step = steps.groupby("step")
+    wall, wait = median_rank(result, "wall_us") / 1e3, median_rank(result, "wait_us") / 1e3
+    rows = [row("ranks", "median_step_ms", float(wall.median()), "ms", ci=step_ci(wall), **base),
+            _mean_row("ranks", "peer_wait_ms_per_step", wait, **base), _straggler_row(result, base),
+            row("ranks", "straggling_ranks", float(len(result.straggling_ranks)), "ranks",
+                ci=exact(len(result.straggling_ranks)), **base)]
+    comm = by_step["comm_us"].sum()
+    if comm.sum() > 0:
+        share = 100.0 * by_step["overlap_us"].sum() / comm.where(comm > 0)
+        overlap = 100.0 * float(steps["overlap_us"].sum() / steps["comm_us"].sum())
+        rows.append(row("ranks", "comm_overlap_pct", overlap, "%", ci=step_ci(share.dropna(), np.mean),
+                        higher_is_better=True, **base))
+    return finite_rows(rows)
+
+
+def median_rank(result, column: str) -> pd.Series:
+    """``column`` of a ``ranks`` result's median rank, per step: the median over rank files."""
+    return result.steps.groupby("step")[column].median()
+
+
+def _straggler_row(result, base: dict) -> dict:
+    worst = result.straggling_ranks.sort_values("excess_pct", ascending=False).head(1)
+    if worst.empty:
+        return row("ranks", "straggler_excess_pct", 0.0, "%", ci=exact(0.0), **base)
+    flagged = result.stragglers[result.stragglers["file"] == worst["file"].iloc[0]]["excess_pct"]
+    return row("ranks", "straggler_excess_pct", float(worst["excess_pct"].iloc[0]), "%", ci=step_ci(flagged),
+               **base)
+
+
 def log_rows(perf_log_path: str | os.PathLike, rows: Iterable[dict], *, change: str = "",
              run_id: str = "") -> pd.DataFrame:
     """Append ``rows`` (with ``change`` and ``run_id``; "" = a new run id) to the perf log at

@@ -170,6 +170,28 @@ def recorded_on_table(trace) -> pd.DataFrame:
     return frame
 
 
+def in_ms(frame: pd.DataFrame, *, keep: tuple = ("start_us", "end_us")) -> pd.DataFrame:
+    """``frame`` with each ``*_us`` column (but ``keep``: timestamps) in milliseconds, rounded to
+    the microsecond and renamed ``* (ms)``; other columns as they are."""
+    out = frame.copy()
+    for col in [c for c in frame.columns if c.endswith("_us") and c not in keep]:
+        out[col] = (pd.to_numeric(frame[col], errors="coerce") / 1e3).round(3) + 0.0  # no "-0"
+        out = out.rename(columns={col: f"{col.removesuffix('_us')} (ms)"})
+    return out
+
+
+def rank_files_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A ``ranks`` table (per rank or per step) as shown: the ``file`` column as the file's name
+    (a report must not carry local paths), times in ms (``in_ms``), and no ``device`` column when
+    every rank has the same device (the report's card names it)."""
+    out = in_ms(frame)
+    if "file" in out:
+        out["file"] = [Path(str(f)).name for f in out["file"]]
+    if "device" in out and out["device"].nunique() <= 1:
+        out = out.drop(columns="device")
+    return out
+
+
 def with_source(frame: pd.DataFrame, *, file: str = "file", line: str = "line") -> pd.DataFrame:
     """``frame`` (a sync report, scan findings) plus a ``code`` column: the stripped source line
     at ``file``:``line`` of each row ("" where the file cannot be read), so a reader sees the

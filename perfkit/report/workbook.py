@@ -12,7 +12,8 @@ the same ``reports/`` and perf log:
 * ``notebook_dirs()``: the workbook's ``notebooks/`` first, then the notebooks shipped inside the
   package (``perfkit/_workbook/notebooks``, package data), so an installed perfkit runs the
   whole workbook from an empty folder.
-* ``SHIPPED_TRACES``: the small reference traces shipped with the package (``data/traces/cpu``).
+* ``SHIPPED_TRACES``: the small reference traces shipped with the package (``data/traces/cpu``);
+  ``SHIPPED_RANK_SETS``: multi-rank examples, one folder of per-rank traces each (``data/traces/ranks``).
 * ``init_workbook(folder)``: ``perfkit init``: copies the notebooks (as ``.ipynb``), a
   ``reports/`` folder and a README stub into a user's project.
 """
@@ -29,6 +30,7 @@ PACKAGED = Path(__file__).resolve().parents[1] / "_workbook"
 # holds copies (pyproject.toml package-data).
 PACKAGED_NOTEBOOKS = PACKAGED / "notebooks"
 SHIPPED_TRACES = PACKAGED / "traces" / "cpu"
+SHIPPED_RANK_SETS = PACKAGED / "traces" / "ranks"
 HOME_VARIABLE = "PERFKIT_HOME"
 REPORTS = "reports"
 PERF_LOG = "perf_log.csv"
@@ -88,11 +90,16 @@ def shipped_traces() -> list[str]:
     return sorted(p.name for p in SHIPPED_TRACES.glob("*.json.gz"))
 
 
+def shipped_rank_sets() -> list[str]:
+    """Folder names of the multi-rank examples shipped with perfkit (``data/traces/ranks``)."""
+    return sorted(p.name for p in SHIPPED_RANK_SETS.glob("*") if p.is_dir())
+
+
 def relative_name(path: str | os.PathLike) -> str:
     """``path`` as a report may show it: relative to the workbook root or to the shipped traces
     when under them, else its file name alone (a shared report must not carry local paths)."""
     path = Path(path).resolve()
-    if path.parent == SHIPPED_TRACES.resolve():
+    if path.parent in (SHIPPED_TRACES.resolve(), SHIPPED_RANK_SETS.resolve()):
         return path.name  # shipped traces are found by name, clone or installed
     root = workbook_root()
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
