@@ -15,6 +15,7 @@ from perfkit.cli import main
 from perfkit.report import workbook
 from perfkit.report.perflog import PerfLog
 from perfkit.report.publish.runner import run_all
+from perfkit.report.registry import shipped_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "data" / "traces" / "cpu" / "leaky_clean.json.gz"
@@ -50,8 +51,8 @@ def test_init_copies_the_workbook_and_keeps_edits(tmp_path, capsys, no_home):
     folder = tmp_path / "proj"
     assert main(["init", str(folder)]) == 0
     assert sorted(p.name for p in (folder / "notebooks").iterdir()) == sorted(
-        f"{n}.ipynb" for n in workbook.notebook_names())
-    assert {"cpu_bound.ipynb", "step_anatomy.ipynb", "ranks.ipynb"} <= {p.name for p in (folder / "notebooks").iterdir()}
+        f"{n}.ipynb" for n in shipped_notebooks())
+    assert {"cpu_bound.ipynb", "step_anatomy.ipynb", "ranks.ipynb", "case_mpc_planner.ipynb"} <= {p.name for p in (folder / "notebooks").iterdir()}
     assert (folder / "reports").is_dir() and "perfkit run" in (folder / "README.md").read_text()
     assert workbook.is_workbook(folder) and workbook.workbook_root(folder / "notebooks") == folder
     (folder / "notebooks" / "htod.ipynb").write_text("my edit")

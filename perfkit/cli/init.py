@@ -1,4 +1,4 @@
-"""``perfkit init DIR [--force]``: make a workbook in DIR: the investigation notebooks (as
+"""``perfkit init DIR [--force]``: make a workbook in DIR: the investigation and case-study notebooks (as
 .ipynb, for JupyterLab), a reports/ folder and a README stub. Runs started inside DIR (or with
 PERFKIT_HOME=DIR) then write their reports and perf log there."""
 from __future__ import annotations

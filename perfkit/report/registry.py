@@ -45,6 +45,11 @@ def notebook_names() -> tuple[str, ...]:
     return tuple(INVESTIGATIONS)
 
 
+def shipped_notebooks() -> tuple[str, ...]:
+    """Every notebook perfkit ships: the investigations, then the case studies."""
+    return (*INVESTIGATIONS, *CASE_STUDIES)
+
+
 def expand_sets(names) -> list[str]:
     """``names`` with each set name of ``NOTEBOOK_SETS`` replaced by its notebooks, in order,
     each notebook once."""

@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from ..errors import ParameterError
-from .registry import NOTEBOOK_SUFFIXES, notebook_names
+from .registry import NOTEBOOK_SUFFIXES, notebook_names, shipped_notebooks
 
 PACKAGED = Path(__file__).resolve().parents[1] / "_workbook"
 # In a clone these are symbolic links to the repository's notebooks/ and data/traces/; a wheel
@@ -112,6 +112,7 @@ cell, and run them; or run them all into dated HTML reports:
 
     perfkit run                      # every investigation -> reports/<date>/<time>/*.html
     perfkit run cpu_bound -p trace_path my_trace.json.gz
+    perfkit run case_studies         # the five worked case studies (case_*.ipynb)
     perfkit log                      # the performance log, regressions flagged
 
 Reports and the performance log (`reports/perf_log.csv`) land in this folder whatever the working
@@ -120,7 +121,7 @@ directory, as long as you work inside it (or set PERFKIT_HOME to it).
 
 
 def init_workbook(folder: str | os.PathLike, *, force: bool = False) -> list[Path]:
-    """Copy every packaged notebook into ``folder/notebooks`` as ``.ipynb``, create
+    """Copy every packaged notebook (investigations and case studies) into ``folder/notebooks`` as ``.ipynb``, create
     ``folder/reports`` and a ``README.md`` stub; returns the files written. Existing files are
     kept unless ``force``. Raises ParameterError when ``folder`` is a file."""
     from ..atomic import write_text_atomic
@@ -133,7 +134,7 @@ def init_workbook(folder: str | os.PathLike, *, force: bool = False) -> list[Pat
     (root / REPORTS).mkdir(exist_ok=True)
     written = []
     targets = {root / "README.md": README_STUB}
-    for name in notebook_names():
+    for name in shipped_notebooks():
         source = PACKAGED_NOTEBOOKS / f"{name}.py"
         if source.is_file():
             targets[root / "notebooks" / f"{name}.ipynb"] = write_ipynb_text(read_notebook(source))
