@@ -4,7 +4,8 @@
 train.py:88 (log_metrics), GPU busy 11.60 ms and idle 75.82 ms (mostly host_python); critical path
 90% host"
 
-All figures are means per step window (``ops.step_windows``), in milliseconds in the sentence and
+All figures are means per full step window (``ops.full_step_windows``: partial steps at the
+profiler window's edge left out), in milliseconds in the sentence and
 microseconds in the fields:
 
 * Python: the main thread's function with the most self time inside steps, waiting primitives left
@@ -24,7 +25,7 @@ from .critical_path import KINDS, path_over
 from .gaps import gaps_over, gpu_gaps
 from .hotspots import hotspots
 from .lanes import rank_timelines
-from .ops import jsonable, step_windows
+from .ops import full_step_windows, jsonable
 from .syncs import syncs
 
 
@@ -79,7 +80,7 @@ class StepAnatomy:
 def step_anatomy(trace) -> StepAnatomy:
     """Explain the mean step of ``trace`` (see the module doc). Never raises for traces without
     GPU events, Python stacks or steps: the sentence says what is missing and warnings say why."""
-    windows, timelines = step_windows(trace), rank_timelines(trace)
+    (windows, stubs), timelines = full_step_windows(trace), rank_timelines(trace)
     path = path_over(trace, windows, timelines)
     n = max(len(path.steps), 1)
     gaps = gaps_over(trace, windows, timelines) if trace.has_gpu_events else gpu_gaps(trace)
@@ -97,7 +98,7 @@ def step_anatomy(trace) -> StepAnatomy:
         steps=len(path.steps), wall_us=float(path.steps["wall_us"].sum()) / n, python=_top_function(spots),
         waiting=_waiting(syncs(trace), n), gpu_busy_us=busy, gpu_idle_us=idle, idle_class=idle_class,
         critical_path=per_step, bound_by=bound,
-        warnings=tuple(dict.fromkeys(path.warnings + gaps.warnings + spots.warnings)))
+        warnings=tuple(dict.fromkeys(path.warnings + gaps.warnings + spots.warnings + ((stubs,) if stubs else ()))))
 
 
 def _top_function(spots) -> dict | None:

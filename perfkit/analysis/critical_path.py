@@ -28,7 +28,7 @@ step (e.g. at a kernel whose launch is not in the trace).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,7 @@ import pandas as pd
 from ..errors import ParameterError
 from ..results import html_section, html_table, html_text, html_warnings
 from .lanes import lane_name, rank_timelines
-from .ops import jsonable, step_windows
+from .ops import full_step_windows, jsonable
 
 KINDS = ("host", "launch", "kernel", "memcpy", "sync_wait", "idle")
 # Host and GPU clocks disagree by up to a microsecond in whole-microsecond traces: a kernel may
@@ -95,15 +95,17 @@ class CriticalPathResult:
 
 
 def critical_path(trace, *, annotation: str | None = None) -> CriticalPathResult:
-    """Critical path of each step window of ``trace`` (the module doc gives the model and kinds).
+    """Critical path of each full step window of ``trace`` (the module doc gives the model and
+    kinds; partial steps at the profiler window's edge are left out, with a warning: ``ops.stub_steps``).
 
     ``annotation``: compute it over each instance of this host annotation instead (a name or a
     name prefix, e.g. ``"ProfilerStep"`` or a record_function label), numbered 0, 1, ... in time
     order. Raises ParameterError when no event matches ``annotation``. A trace without GPU events
     gets a host-only path, with a warning.
     """
-    windows = step_windows(trace) if annotation is None else annotation_windows(trace, annotation)
-    return path_over(trace, windows, rank_timelines(trace))
+    windows, stubs = full_step_windows(trace) if annotation is None else (annotation_windows(trace, annotation), "")
+    result = path_over(trace, windows, rank_timelines(trace))
+    return replace(result, warnings=result.warnings + (stubs,)) if stubs else result
 
 
 def path_over(trace, windows: pd.DataFrame, timelines: dict) -> CriticalPathResult:

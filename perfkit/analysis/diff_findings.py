@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import Finding
-from .diff_side import STUB_SHARE
+from .ops import stub_note
 
 # An op, kernel, range, copy or wait change is reported when it moves the per-step time by at least
 # this share of A's median step (perfkit rule: smaller moves are within step-to-step noise of most runs).
@@ -161,16 +161,12 @@ def warnings(a, b, sides) -> tuple:
         out += _stub_warning(label, side)
         seen = dict.fromkeys(w for w in (*side["cpu"].warnings, *side["htod_warnings"], *side["syncs_warnings"]))
         out += [f"{label}: {w}" for w in seen]
-    return tuple(out)
+    return tuple(dict.fromkeys(out))  # htod and syncs name the side's stub steps too
 
 
 def _stub_warning(label: str, side: dict) -> list[str]:
-    stubs = side["stubs"]
-    if stubs.empty:
-        return []
-    listed = ", ".join(f"step {int(s)} ({_us(d)})" for s, d in zip(stubs["step"], stubs["dur_us"]))
-    return [f"{label}: dropped {len(stubs)} partial step(s) at the edge of the profiler window: {listed}, each "
-            f"under {STUB_SHARE:.0%} of the median of the other steps; per-step numbers use the {side['n']} full step(s)"]
+    note = stub_note(side["stubs"], side["n"])
+    return [f"{label}: {note}"] if note else []
 
 
 def _us(value: float) -> str:

@@ -3,9 +3,8 @@
 A profiler window often ends with a partial step: ``prof.step()`` opens ``ProfilerStep#N`` and the
 profiler stops microseconds later (an 18 us step next to 5 ms ones), or its first step starts
 mid-way. Such a stub counted as a step halves every per-step number of a two-step trace. A step is
-a **stub** when it is the first or last step of its rank, the rank has other steps, and it lasts
-less than ``STUB_SHARE`` of the shortest of those other steps (not their median: a step that
-compiles for 26 s beside 245 ms steps must not make a 245 ms step look partial). Stubs are dropped: their events are
+a **stub** by ``ops.stub_steps``' rule (first or last of its rank, under ``ops.STUB_SHARE`` of the
+shortest other step). Stubs are dropped: their events are
 left out and per-step values divide by the full steps only. Events outside every step still count
 (per-step values are "per full step of this window"); GPU work counts in the step of its launch.
 
@@ -27,27 +26,11 @@ from .classify import SYNC_RUNTIME, copies_frame
 from .cpu_bound import cpu_bound, overall_numbers
 from .htod import htod
 from ..trace.steps import window_index
-from .ops import STEP_PREFIX, host_events, nest, op_table, starts_with, step_rows, step_windows
+from .ops import STEP_PREFIX, host_events, nest, op_table, starts_with, step_rows, step_windows, stub_steps
 from .syncs import blocking_calls, syncs
 
-# A first or last step shorter than this share of the shortest of its rank's other steps is a stub
-# (perfkit rule: a profiler window cut a step short; real steps of one loop vary far less).
-STUB_SHARE = 0.10
 # Inductor's annotation names carry a graph hash that differs between runs of the same model.
 _GRAPH_HASH = re.compile(r"^(## Call CompiledFxGraph )\w+( ##)$")
-
-
-def stub_steps(windows: pd.DataFrame, share: float = STUB_SHARE) -> np.ndarray:
-    """Boolean per row of ``windows`` (``step_windows``): is it a stub (see the module doc)?"""
-    out = np.zeros(len(windows), dtype=bool)
-    for _, grp in windows.groupby("rank", sort=False):
-        if len(grp) < 2:
-            continue
-        order = grp.sort_values("start_us").index.to_numpy()
-        for edge in {order[0], order[-1]}:
-            others = grp["dur_us"].drop(edge)
-            out[windows.index.get_loc(edge)] = grp.at[edge, "dur_us"] < share * float(others.min())
-    return out
 
 
 def side(trace) -> dict:

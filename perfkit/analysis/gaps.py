@@ -22,7 +22,7 @@ first caller outside torch) or, without Python stacks, as its outermost host op.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -30,7 +30,7 @@ import pandas as pd
 from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
 from .frames import dominant_frames, frame_table, innermost_segments, subset
 from .lanes import rank_timelines
-from .ops import DATALOADER_PREFIX, jsonable, starts_with, step_windows
+from .ops import DATALOADER_PREFIX, full_step_windows, jsonable, starts_with
 from .stacks import TORCH_PACKAGES, is_library
 from .timeline import Coverage, thread_codes
 
@@ -132,14 +132,17 @@ def _row_json(r: dict) -> dict:
 
 
 def gpu_gaps(trace) -> GapsResult:
-    """Every GPU idle interval of every step window, classified (see the module doc). Never raises
+    """Every GPU idle interval of every full step window (partial steps at the profiler window's
+    edge left out, with a warning: ``ops.stub_steps``), classified (see the module doc). Never raises
     for a trace without GPU events: the result has ``has_gpu=False`` and says so in its warnings."""
     if not trace.has_gpu_events:
         return GapsResult(gaps=pd.DataFrame(columns=GAP_COLUMNS), steps=pd.DataFrame(), has_gpu=False, findings=(),
                           warnings=("no GPU timeline: the trace has no kernels, copies or memsets, so the GPU never "
                                     "ran and there are no gaps to explain; profile with "
                                     "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU run",))
-    return gaps_over(trace, step_windows(trace), rank_timelines(trace))
+    windows, stubs = full_step_windows(trace)
+    result = gaps_over(trace, windows, rank_timelines(trace))
+    return replace(result, warnings=result.warnings + (stubs,)) if stubs else result
 
 
 def gaps_over(trace, windows: pd.DataFrame, timelines: dict) -> GapsResult:

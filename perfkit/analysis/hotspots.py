@@ -27,7 +27,7 @@ from ..atomic import write_text_atomic
 from ..errors import ParameterError
 from ..results import html_section, html_table, html_text, html_warnings
 from .frames import frame_table, subset
-from .ops import jsonable, step_windows
+from .ops import full_step_windows, jsonable
 from .timeline import Coverage, thread_table
 
 HOTSPOT_COLUMNS = ["function", "file", "line", "thread", "self_us", "total_us", "calls", "per_step_us", "waiting"]
@@ -94,13 +94,13 @@ def hotspots(trace, *, thread: str = "main") -> HotspotsResult:
     threads = thread_table(trace, _python_us(frames))
     chosen = _select_threads(threads, frames, thread)
     frames = subset(frames, frames["thread"].isin(chosen["thread"]).to_numpy())
-    windows = step_windows(trace)
+    windows, stubs = full_step_windows(trace)
     n_steps = windows.groupby("rank").size()
     frames = _add_step_time(frames, windows)
     table = _aggregate(frames, keys, chosen, n_steps)
     summary = _thread_summary(frames, keys, chosen, n_steps)
     stacks = folded_stacks(frames, keys, chosen)
-    return HotspotsResult(table=table, threads=summary, stacks=stacks, warnings=_warnings(trace, frames, summary))
+    return HotspotsResult(table=table, threads=summary, stacks=stacks, warnings=_warnings(trace, frames, summary) + ((stubs,) if stubs else ()))
 
 
 def _python_us(frames: pd.DataFrame) -> pd.Series:

@@ -274,6 +274,53 @@ def step_windows(trace) -> pd.DataFrame:
     return windows.assign(dur_us=windows["end_us"] - windows["start_us"]).reset_index(drop=True)
 
 
+# A first or last step shorter than this share of the shortest of its rank's other steps is a stub
+# (perfkit rule: a profiler window cut a step short; real steps of one loop vary far less).
+STUB_SHARE = 0.10
+
+
+def stub_steps(windows: pd.DataFrame, share: float = STUB_SHARE) -> np.ndarray:
+    """Boolean per row of ``windows`` (``step_windows``): is it a **stub**, a partial step at the
+    edge of the profiler window? ``prof.step()`` opens ``ProfilerStep#N`` and the profiler stops
+    microseconds later (an 18 us step beside 5 ms ones), or the first step starts mid-way; counted
+    as a step, it halves every per-step number of a two-step trace. A step is a stub when it is the
+    first or last step of its rank, the rank has other steps, and it lasts less than ``share`` of
+    the shortest of those (not their median: a step that compiles for 26 s beside 245 ms steps must
+    not make a 245 ms step look partial)."""
+    out = np.zeros(len(windows), dtype=bool)
+    for _, grp in windows.groupby("rank", sort=False):
+        if len(grp) < 2:
+            continue
+        order = grp.sort_values("start_us").index.to_numpy()
+        for edge in {order[0], order[-1]}:
+            others = grp["dur_us"].drop(edge)
+            out[windows.index.get_loc(edge)] = grp.at[edge, "dur_us"] < share * float(others.min())
+    return out
+
+
+def stub_note(stubs: pd.DataFrame, n_full: int) -> str:
+    """One line naming the stub windows left out of per-step figures (``stubs``: rows of
+    ``step_windows``), or "" when there are none."""
+    if stubs.empty:
+        return ""
+    listed = ", ".join(f"step {int(s)} ({_us_text(d)})" for s, d in zip(stubs["step"], stubs["dur_us"]))
+    return (f"dropped {len(stubs)} partial step(s) at the edge of the profiler window: {listed}, each under "
+            f"{STUB_SHARE:.0%} of the shortest other step of its rank; per-step numbers use the {n_full} full step(s)")
+
+
+def full_step_windows(trace) -> tuple[pd.DataFrame, str]:
+    """``step_windows(trace)`` without its stubs (see :func:`stub_steps`), index reset, and the
+    :func:`stub_note` naming what was left out: the windows to divide per-step figures by."""
+    windows = step_windows(trace)
+    stub = stub_steps(windows)
+    full = windows[~stub].reset_index(drop=True)
+    return full, stub_note(windows[stub], len(full))
+
+
+def _us_text(value: float) -> str:
+    return f"{value / 1e3:,.3f} ms" if abs(value) >= 1e3 else f"{value:,.0f} us"
+
+
 def step_rows(windows: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
     """Row label of ``windows`` (from ``step_windows``) holding each host event, from the events'
     ``rank`` and ``step`` columns (a trace without steps has one window per rank, step -1); -1 outside

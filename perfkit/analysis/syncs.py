@@ -47,7 +47,7 @@ import pandas as pd
 
 from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import SYNC_RUNTIME, copies_frame
-from .ops import REQUIRED_COLUMNS, STEP_PREFIX, SYNC_OPS, starts_with, step_windows
+from .ops import REQUIRED_COLUMNS, STEP_PREFIX, SYNC_OPS, full_step_windows, starts_with
 from .stacks import user_frames
 from .sync_result import EPISODE_COLUMNS, SyncResult, sync_findings
 
@@ -68,13 +68,13 @@ def syncs(trace) -> SyncResult:
     anchors = _anchors(candidates, tree, copies)
     cpu_only = not _complete(trace.events, LAUNCH_CATEGORIES).any()
     events, internal = _drop_cpu_internal(_episodes(trace, anchors, tree), cpu_only)
-    windows = step_windows(trace)
+    windows, stubs = full_step_windows(trace)
     n_steps, wall_us = max(len(windows), 1), float(windows["dur_us"].sum())
     gpu_side = _gpu_side(trace, candidates, links)
     counted = events[events["gpu_confirmed"] | cpu_only]
     return SyncResult(events=events, gpu_side=gpu_side, n_steps=n_steps, wall_us=wall_us, cpu_only=cpu_only,
                       findings=sync_findings(counted, n_steps, wall_us),
-                      warnings=_warnings(trace, cpu_only, gpu_side) + internal)
+                      warnings=_warnings(trace, cpu_only, gpu_side) + internal + ((stubs,) if stubs else ()))
 
 
 # --- candidates and anchors ----------------------------------------------------------------------
