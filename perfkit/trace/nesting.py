@@ -133,8 +133,66 @@ def _nanoseconds(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def _sweep(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray,
            launch: np.ndarray) -> np.ndarray:
     """Strict nesting: the parent is the innermost open event whose end is after the start; a
-    runtime/driver call is closed for any op or annotation. Runs thread by thread in sorted order,
-    with a root sentinel (end +inf) at the bottom of each stack."""
+    runtime/driver call is closed for any op or annotation.
+
+    In start order on a thread, the innermost event still open when event j starts is the latest
+    earlier event that ends after j's start, and it is found by walking up from j's predecessor:
+    every event between an event k and k's parent ended before k started, so it ended before j
+    started too. The walk runs for all events at once by pointer jumping (:func:`_walk_up`): ops
+    and annotations among themselves (runtime calls are closed for them), then runtime calls over
+    everything. That skip is safe while no op starts inside a runtime call that is still running;
+    a thread where one does (no profiler writes that) goes through :func:`_sweep_stack`."""
+    n = len(order)
+    s, e, th, la = start[order], end[order], thread[order], launch[order]
+    head = np.ones(n, dtype=bool)
+    head[1:] = th[1:] != th[:-1]
+    if la.any() and (~la).any() and (_running_call_end(e, th, la, head) > s)[~la].any():
+        return _sweep_stack(order, start, end, thread, launch)
+    parent = np.full(n, -1, dtype=np.int64)
+    ops = np.flatnonzero(~la)
+    if len(ops):
+        first = np.ones(len(ops), dtype=bool)
+        first[1:] = th[ops][1:] != th[ops][:-1]
+        up = np.where(first, -1, np.arange(len(ops)) - 1)
+        up = _walk_up(e[ops], s[ops], up, np.arange(len(ops)))
+        parent[ops] = np.where(up >= 0, ops[np.clip(up, 0, None)], -1)
+    calls = np.flatnonzero(la)
+    if len(calls):
+        up = parent.copy()  # final for ops: a walk may jump through them
+        up[calls] = np.where(head[calls], -1, calls - 1)
+        parent[calls] = _walk_up(e, s, up, calls)[calls]
+    out = np.empty(n, dtype=np.int64)
+    out[order] = np.where(parent >= 0, order[np.clip(parent, 0, None)], -1)
+    return out
+
+
+def _walk_up(end: np.ndarray, start: np.ndarray, up: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """For each ``active`` position j, replace ``up[j]`` (an earlier position, -1 for none) by
+    ``up[up[j]]`` until it ended after j's start (``end > start[j]``) or is -1. Positions are
+    updated together, so each jump also shortens the walks of the later positions that pass
+    through them."""
+    while len(active):
+        k = up[active]
+        going = k >= 0
+        active, k = active[going], k[going]
+        going = end[k] <= start[active]
+        active, k = active[going], k[going]
+        up[active] = up[k]
+    return up
+
+
+def _running_call_end(end: np.ndarray, thread: np.ndarray, launch: np.ndarray, head: np.ndarray) -> np.ndarray:
+    """Per position (start order), the latest end of the runtime calls before it on its thread."""
+    ends = pd.Series(np.where(launch, end, -_INF)).groupby(thread, sort=False).cummax().to_numpy()
+    out = np.full(len(end), -_INF, dtype=np.int64)
+    out[1:] = np.where(head[1:], -_INF, ends[:-1])
+    return out
+
+
+def _sweep_stack(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray,
+                 launch: np.ndarray) -> np.ndarray:
+    """:func:`_sweep` with an explicit stack, thread by thread in sorted order, with a root
+    sentinel (end +inf) at the bottom of each stack."""
     n = len(order)
     end_sorted = end[order]
     for_launch = np.append(end_sorted, _INF).tolist()
