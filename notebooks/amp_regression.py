@@ -37,11 +37,12 @@ from IPython.display import HTML, display
 import perfkit
 from perfkit.report import inputs, plots, prose, rows, sections, tables
 from perfkit.report.card import verdict_card
+from perfkit.report.comparison import compare_traces
 from perfkit.results import html_table
 from perfkit.workloads.mlp import mlp_problem
 
 inputs.check_mode(mode)
-ab = comparison = None
+ab = pairing = None
 if mode == "live":
     problem = mlp_problem(batch=batch, features=features, hidden=hidden, layers=layers)
     result = ab = perfkit.amp_ab(problem.make_model, problem.make_batch, problem.loss_fn, steps=train_steps,
@@ -50,14 +51,12 @@ if mode == "live":
     metrics, recorded = rows.amp_rows(ab, subject), ab.device
     verdict = prose.ab_verdict(f"autocast ({dtype})", ab)
 else:
-    before, after = inputs.load_source(mode, trace_path), inputs.load_source(mode, trace_path_b)
-    result = comparison = perfkit.diff(before.trace, after.trace)
-    subject, recorded = f"{before.subject} -> {after.subject}", after.device
-    metrics = rows.diff_rows("amp_regression", comparison, after.trace, subject, recorded)
-    verdict = prose.diff_verdict(comparison)
+    pairing = compare_traces("amp_regression", mode, trace_path, trace_path_b)
+    result = pairing.diff
+    subject, recorded, metrics, verdict = pairing.subject, pairing.device, pairing.metrics, pairing.verdict
 logged = rows.log_rows(perf_log_path, metrics, change=change, run_id=run_label)
 verdict_card("amp_regression", result, logged, subject=subject, device=recorded, verdict=verdict,
-             fix=prose.diff_fix(comparison) if comparison else None)
+             fix=pairing.fix if pairing else None)
 
 # %% [markdown]
 # ## AMP A/B (live mode)
@@ -78,7 +77,7 @@ if ab is not None:
 # where the after trace was recorded.
 
 # %%
-sections.show_diff(comparison, before.trace if comparison else None, after.trace if comparison else None)
+sections.show_diff(pairing)
 
 # %% [markdown]
 # ## Findings

@@ -45,10 +45,11 @@ from IPython.display import HTML, display
 import perfkit
 from perfkit.report import inputs, plots, prose, rows, sections, snapshots
 from perfkit.report.card import verdict_card
+from perfkit.report.comparison import compare_traces
 from perfkit.results import html_table
 
 snapshots.check_mode(mode)
-hunt = comparison = snaps = None
+hunt = pairing = snaps = None
 if mode == "snapshot":
     snaps = snapshots.load_snapshots(snapshot_paths)
     result, subject, recorded = snaps.result, snaps.subject, snaps.device
@@ -61,14 +62,12 @@ elif mode == "live":
     subject = inputs.live_subject(workload)
     metrics, recorded, verdict = rows.leak_rows(hunt, subject), hunt.device, None
 else:
-    before, after = inputs.load_source(mode, trace_path), inputs.load_source(mode, trace_path_b)
-    result = comparison = perfkit.diff(before.trace, after.trace)
-    subject, recorded = f"{before.subject} -> {after.subject}", after.device
-    metrics = rows.diff_rows("memory_leak", comparison, after.trace, subject, recorded)
-    verdict = prose.diff_verdict(comparison)
+    pairing = compare_traces("memory_leak", mode, trace_path, trace_path_b)
+    result = pairing.diff
+    subject, recorded, metrics, verdict = pairing.subject, pairing.device, pairing.metrics, pairing.verdict
 logged = rows.log_rows(perf_log_path, metrics, change=change, run_id=run_label)
 verdict_card("memory_leak", result, logged, subject=subject, device=recorded, verdict=verdict,
-             fix=prose.diff_fix(comparison) if comparison else None)
+             fix=pairing.fix if pairing else None)
 
 # %% [markdown]
 # ## Leak hunt (live mode)
@@ -102,7 +101,7 @@ if snaps is not None:
 # where the after trace was recorded.
 
 # %%
-sections.show_diff(comparison, before.trace if comparison else None, after.trace if comparison else None)
+sections.show_diff(pairing)
 
 # %% [markdown]
 # ## Findings

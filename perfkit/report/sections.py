@@ -45,18 +45,19 @@ def show_trace(trace) -> None:
     _show(html_table(recorded_on_table(trace)), html_table(summary_frame(summarize(trace)), max_rows=40))
 
 
-def show_diff(comparison, before, after) -> None:
-    """A trace diff read back, its biggest movers, the metrics, host waits by kind and
+def show_diff(pairing) -> None:
+    """A trace comparison (``comparison.TraceComparison``) read back: its biggest movers, the metrics, host waits by kind and
     record_function ranges of both sides, the two summaries side by side, where the after trace
     was recorded and its first step; nothing when ``comparison`` is None (live mode). Its
     findings and warnings (regressions, improvements, dropped partial steps) are shown by
     ``show_findings``."""
-    if comparison is None:
+    if pairing is None:
         return
     from . import plots
     from .prose import diff_text, prose
     from .tables import recorded_on_table, summary_pair
 
+    comparison, before, after = pairing.diff, pairing.before.trace, pairing.after.trace
     _show(prose(diff_text(comparison)), plots.diff_breakdown(comparison), html_table(comparison.to_frame()),
           "<h4>Host waits on the GPU, by kind (us per step)</h4>", _table_or(comparison.waits, "no host waits"),
           "<h4>record_function ranges (us per step)</h4>", _table_or(comparison.annotations, "no ranges"),

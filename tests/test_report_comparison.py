@@ -1,0 +1,28 @@
+"""compare_traces: the trace mode of compile_ab, amp_regression and memory_leak."""
+from __future__ import annotations
+
+import pytest
+
+from perfkit.errors import ParameterError
+from perfkit.report.comparison import compare_traces
+
+
+def test_two_shipped_traces_give_rows_verdict_and_subject():
+    pairing = compare_traces("compile_ab", "trace", "mppi_float_tensor.json.gz", "mppi_from_numpy.json.gz")
+    assert pairing.subject == f"{pairing.before.subject} -> {pairing.after.subject}"
+    assert "mppi_float_tensor" in pairing.subject and "mppi_from_numpy" in pairing.subject
+    assert pairing.diff.step_change["ratio"] < 1  # from_numpy builds one tensor per batch, not per sample
+    assert pairing.verdict.startswith("after vs before: faster")
+    assert {r["investigation"] for r in pairing.metrics} == {"compile_ab"}
+    assert all(r["subject"] == pairing.subject and r["device"] == pairing.device for r in pairing.metrics)
+    assert pairing.fix == ""  # nothing regressed
+
+
+def test_a_missing_trace_is_a_parameter_error_naming_it():
+    with pytest.raises(ParameterError, match="no_such_trace.json.gz"):
+        compare_traces("amp_regression", "trace", "mppi_float_tensor.json.gz", "no_such_trace.json.gz")
+
+
+def test_live_mode_is_refused():
+    with pytest.raises(ParameterError):
+        compare_traces("memory_leak", "sideways", "mppi_float_tensor.json.gz", "mppi_from_numpy.json.gz")
