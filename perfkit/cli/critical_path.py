@@ -1,7 +1,7 @@
 """``perfkit critical-path TRACE [--json] [--annotation NAME]``: what bounds each step, by kind."""
 from __future__ import annotations
 
-import json
+from ..text import json_text
 
 
 def register(subparsers) -> None:
@@ -19,7 +19,7 @@ def run(args) -> int:
     from ..trace import load_trace
 
     result = critical_path(load_trace(args.trace, use_cache=not args.no_cache), annotation=args.annotation)
-    print(json.dumps(result.to_json()) if args.json else format_critical_path(result.to_json()))
+    print(json_text(result.to_json()) if args.json else format_critical_path(result.to_json()))
     return 0
 
 

@@ -1,7 +1,7 @@
 """``perfkit gaps TRACE [--json]``: every GPU idle interval, why it happened and in which function."""
 from __future__ import annotations
 
-import json
+from ..text import json_text
 
 
 def register(subparsers) -> None:
@@ -19,7 +19,7 @@ def run(args) -> int:
     from ..trace import load_trace
 
     result = gpu_gaps(load_trace(args.trace, use_cache=not args.no_cache))
-    print(json.dumps(result.to_json()) if args.json else format_gaps(result, args.trace, args.top))
+    print(json_text(result.to_json()) if args.json else format_gaps(result, args.trace, args.top))
     return 0
 
 

@@ -1,7 +1,7 @@
 """``perfkit hotspots TRACE [--json] [--thread main|all|TID] [--collapsed FILE]``: host time by Python function."""
 from __future__ import annotations
 
-import json
+from ..text import json_text
 
 
 def register(subparsers) -> None:
@@ -25,7 +25,7 @@ def run(args) -> int:
     result = hotspots(load_trace(args.trace, use_cache=not args.no_cache), thread=args.thread)
     if args.collapsed:
         result.write_collapsed(args.collapsed)
-    print(json.dumps(result.to_json()) if args.json else format_hotspots(result, args.top, args.collapsed))
+    print(json_text(result.to_json()) if args.json else format_hotspots(result, args.top, args.collapsed))
     return 0
 
 

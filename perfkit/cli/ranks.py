@@ -3,9 +3,10 @@ multi-rank run: per-rank step time, GPU busy, compute vs comm and overlap, DataL
 time waiting for peers, stragglers and collective arrival skew."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
+
+from ..text import json_text
 
 
 def register(subparsers) -> None:
@@ -28,7 +29,7 @@ def run(args) -> int:
     source = args.traces[0] if len(args.traces) == 1 else args.traces
     result = ranks(source, engine=args.engine, scheduler=args.scheduler, workers=args.workers,
                    use_cache=not args.no_cache, progress=sys.stderr.isatty())
-    print(json.dumps(result.to_json()) if args.json else format_ranks(result.to_json()))
+    print(json_text(result.to_json()) if args.json else format_ranks(result.to_json()))
     return 0
 
 

@@ -5,12 +5,12 @@ one line per check as it finishes, then the markdown table; ``--out`` also write
 FILE. Exit code 1 when a check fails or errors."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from ..atomic import write_text_atomic
 from ..validation.checks import CHECKS, PRESETS
+from ..text import json_text
 from ..validation.suite import validate
 
 
@@ -39,7 +39,7 @@ def run(args) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(args.out, markdown)
     if args.json:
-        print(json.dumps(report.to_json(), indent=1, default=str))
+        print(json_text(report.to_json(), indent=1, default=str))
     else:
         print(markdown, end="")
     return 1 if report.failed else 0
