@@ -225,6 +225,7 @@ def main(argv=None) -> int:
     for trace in args.traces:  # the loaders it starts do not inherit its peak RSS (Linux ru_maxrss does)
         with ProcessPoolExecutor(1, mp_context=spawn) as builder:
             paths = builder.submit(build_files, work, trace, args).result()
+        os.sync()  # else the kernel writes the GBs just built back to disk during the first rows' loads
         for path in paths:
             rows.append(run_file(path, args.hta_python, work))
             os.remove(path)  # the disk holds one trace's layouts at a time
