@@ -369,6 +369,7 @@ def test_a_partial_step_at_the_window_edge_is_left_out_of_per_step_figures():
     """MI250 minitoy: ProfilerStep#2 lasts 49 us beside a 4.7 ms step (the profiler stopped). Per
     step means per full step: 3 syncs over 1 step, not 1.5 over 2; the other per-step analyses agree."""
     from perfkit.analysis.anatomy import step_anatomy
+    from perfkit.analysis.cpu_bound import cpu_bound
     from perfkit.analysis.critical_path import critical_path
     from perfkit.analysis.gaps import gpu_gaps
     from perfkit.analysis.hotspots import hotspots
@@ -388,3 +389,6 @@ def test_a_partial_step_at_the_window_edge_is_left_out_of_per_step_figures():
     assert anatomy.steps == 1 and anatomy.wall_us == pytest.approx(steps[1], abs=1)  # not the mean with the stub
     assert len(critical_path(trace).steps) == 1 and len(gpu_gaps(trace).steps) == 1
     assert any("step 2 (49 us)" in w for w in gpu_gaps(trace).warnings + critical_path(trace).warnings)
+    cpu = cpu_bound(trace)  # one row per step; the cut-short one gets no verdict of its own
+    assert cpu.steps["verdict"].tolist()[1] == "partial step" and cpu.steps["verdict"].tolist()[0] != "partial step"
+    assert any("step 2 (49 us): cut short" in w for w in cpu.warnings)

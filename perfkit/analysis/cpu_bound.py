@@ -35,7 +35,7 @@ from .cpu_bound_findings import findings as _findings
 from .cpu_bound_rules import (COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS,
                               decide)
 from .ops import (COPY_OPS, DATALOADER_PREFIX, HOST_CATEGORIES, HOST_WORK_CATEGORIES, STEP_PREFIX, host_events,
-                  jsonable, nest, op_table, starts_with, step_rows, step_windows, window_cover)
+                  jsonable, nest, op_table, starts_with, step_rows, step_windows, stub_steps, window_cover)
 from .syncs import blocking_calls
 
 __all__ = ["CPUBoundResult", "VERDICTS", "cpu_bound", "decide", "overall_numbers"]
@@ -45,6 +45,9 @@ STEP_COLUMNS = [
     "host_busy_us", "cpu_gpu_ratio", "dataloader_us", "compile_us", "sync_us", "sync_blocked_us", "host_other_us",
     "launches", "launch_us", "queue_delay_us", "kernels", "tiny_kernels", "tiny_kernel_pct", "verdict",
 ]
+# The per-step verdict of a step the profiler window cut short (``ops.stub_steps``).
+PARTIAL_STEP = "partial step"
+PARTIAL_NOTE = "cut short at the edge of the profiler window"  # in the warning that names them
 _SUMMED = ["wall_us", "gpu_busy_us", "host_busy_us", "dataloader_us", "compile_us", "sync_us", "sync_blocked_us",
            "host_other_us", "launches", "launch_us", "kernels", "tiny_kernels"]
 
@@ -122,6 +125,7 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     has_gpu = trace.has_gpu_events
     cpu_only = not has_gpu and not host["cat"].isin(LAUNCH_CATEGORIES).any()
     steps["verdict"] = [decide(row, thresholds, has_gpu, cpu_only)[0] for row in steps.to_dict("records")]
+    steps.loc[stub_steps(windows), "verdict"] = PARTIAL_STEP
     verdict, evidence = decide(overall_numbers(steps, launches), thresholds, has_gpu, cpu_only)
     nested = nest(host)
     result = dict(steps=steps[STEP_COLUMNS], ops=op_table(host, nested), annotations=_annotations(host, len(windows)),
@@ -255,6 +259,11 @@ def _warnings(trace, windows: pd.DataFrame, has_gpu: bool) -> tuple:
     elif len(windows) < 3:
         out.append(f"only {len(windows)} step(s): per-step numbers are noisy; profile more active steps "
                    "(torch.profiler.schedule(active=5) or more)")
+    stubs = windows[stub_steps(windows)]
+    if len(stubs):
+        listed = ", ".join(f"step {int(s)} ({d:,.0f} us)" for s, d in zip(stubs["step"], stubs["dur_us"]))
+        out.append(f"{listed}: {PARTIAL_NOTE}; its row says {PARTIAL_STEP!r} "
+                   "instead of a verdict (the overall verdict weighs each step by its time)")
     return tuple(out)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import Finding
+from .cpu_bound import PARTIAL_NOTE
 from .ops import stub_note
 
 # An op, kernel, range, copy or wait change is reported when it moves the per-step time by at least
@@ -159,7 +160,8 @@ def warnings(a, b, sides) -> tuple:
                    "per-step numbers may not cover the same work")
     for label, side in zip("AB", sides):
         out += _stub_warning(label, side)
-        seen = dict.fromkeys(w for w in (*side["cpu"].warnings, *side["htod_warnings"], *side["syncs_warnings"]))
+        cpu = [w for w in side["cpu"].warnings if PARTIAL_NOTE not in w]  # the stub warning above says it
+        seen = dict.fromkeys(w for w in (*cpu, *side["htod_warnings"], *side["syncs_warnings"]))
         out += [f"{label}: {w}" for w in seen]
     return tuple(dict.fromkeys(out))  # htod and syncs name the side's stub steps too
 
