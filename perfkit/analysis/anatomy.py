@@ -98,7 +98,7 @@ def step_anatomy(trace) -> StepAnatomy:
         steps=len(path.steps), wall_us=float(path.steps["wall_us"].sum()) / n, python=_top_function(spots),
         waiting=_waiting(syncs(trace), n), gpu_busy_us=busy, gpu_idle_us=idle, idle_class=idle_class,
         critical_path=per_step, bound_by=bound,
-        warnings=tuple(dict.fromkeys(path.warnings + gaps.warnings + spots.warnings + ((stubs,) if stubs else ()))))
+        warnings=tuple(dict.fromkeys(path.warnings + gaps.warnings + spots.warnings + stubs)))
 
 
 def _top_function(spots) -> dict | None:

@@ -35,7 +35,8 @@ from .cpu_bound_findings import findings as _findings
 from .cpu_bound_rules import (COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS,
                               decide)
 from .ops import (COPY_OPS, DATALOADER_PREFIX, HOST_CATEGORIES, HOST_WORK_CATEGORIES, STEP_PREFIX, host_events,
-                  jsonable, nest, op_table, starts_with, step_rows, step_windows, stub_steps, window_cover)
+                  jsonable, listed_steps, nest, op_table, starts_with, step_rows, step_windows, stub_steps,
+                  window_cover)
 from .syncs import blocking_calls
 
 __all__ = ["CPUBoundResult", "VERDICTS", "cpu_bound", "decide", "overall_numbers"]
@@ -125,14 +126,15 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     has_gpu = trace.has_gpu_events
     cpu_only = not has_gpu and not host["cat"].isin(LAUNCH_CATEGORIES).any()
     steps["verdict"] = [decide(row, thresholds, has_gpu, cpu_only)[0] for row in steps.to_dict("records")]
-    steps.loc[stub_steps(windows), "verdict"] = PARTIAL_STEP
+    stub = stub_steps(windows)
+    steps.loc[stub, "verdict"] = PARTIAL_STEP
     verdict, evidence = decide(overall_numbers(steps, launches), thresholds, has_gpu, cpu_only)
     nested = nest(host)
     result = dict(steps=steps[STEP_COLUMNS], ops=op_table(host, nested), annotations=_annotations(host, len(windows)),
                   launches=launches, verdict=verdict, evidence=evidence, has_gpu=has_gpu,
                   tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace))
     findings = _findings(result, overall_numbers(steps, launches), copy_us=_outer_copy_us(host, nested))
-    return CPUBoundResult(findings=rank_findings(findings), warnings=_warnings(trace, windows, has_gpu), **result)
+    return CPUBoundResult(findings=rank_findings(findings), warnings=_warnings(trace, windows, has_gpu, stub), **result)
 
 
 def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:
@@ -247,7 +249,7 @@ def _outer_copy_us(host: pd.DataFrame, nested: pd.DataFrame) -> float:
 
 # --- warnings ------------------------------------------------------------------------------------
 
-def _warnings(trace, windows: pd.DataFrame, has_gpu: bool) -> tuple:
+def _warnings(trace, windows: pd.DataFrame, has_gpu: bool, stub: np.ndarray) -> tuple:
     out = list(trace.warnings)
     if not has_gpu:
         out.append("no GPU events (kernels, memcpy, memset): the verdict uses host time only; re-profile with "
@@ -259,10 +261,8 @@ def _warnings(trace, windows: pd.DataFrame, has_gpu: bool) -> tuple:
     elif len(windows) < 3:
         out.append(f"only {len(windows)} step(s): per-step numbers are noisy; profile more active steps "
                    "(torch.profiler.schedule(active=5) or more)")
-    stubs = windows[stub_steps(windows)]
-    if len(stubs):
-        listed = ", ".join(f"step {int(s)} ({d:,.0f} us)" for s, d in zip(stubs["step"], stubs["dur_us"]))
-        out.append(f"{listed}: {PARTIAL_NOTE}; its row says {PARTIAL_STEP!r} "
+    if stub.any():
+        out.append(f"{listed_steps(windows[stub])}: {PARTIAL_NOTE}; its row says {PARTIAL_STEP!r} "
                    "instead of a verdict (the overall verdict weighs each step by its time)")
     return tuple(out)
 

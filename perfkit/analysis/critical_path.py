@@ -103,9 +103,9 @@ def critical_path(trace, *, annotation: str | None = None) -> CriticalPathResult
     order. Raises ParameterError when no event matches ``annotation``. A trace without GPU events
     gets a host-only path, with a warning.
     """
-    windows, stubs = full_step_windows(trace) if annotation is None else (annotation_windows(trace, annotation), "")
+    windows, stubs = full_step_windows(trace) if annotation is None else (annotation_windows(trace, annotation), ())
     result = path_over(trace, windows, rank_timelines(trace))
-    return replace(result, warnings=result.warnings + (stubs,)) if stubs else result
+    return replace(result, warnings=result.warnings + stubs)
 
 
 def path_over(trace, windows: pd.DataFrame, timelines: dict) -> CriticalPathResult:

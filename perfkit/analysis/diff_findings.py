@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..results import Finding
 from .cpu_bound import PARTIAL_NOTE
-from .ops import stub_note
+from .ops import stub_note, us_text
 
 # An op, kernel, range, copy or wait change is reported when it moves the per-step time by at least
 # this share of A's median step (perfkit rule: smaller moves are within step-to-step noise of most runs).
@@ -73,7 +73,7 @@ def _idle_findings(sides, base_us: float) -> list[Finding]:
     worse = delta > 0
     return [Finding("medium" if worse else "info",
                     f"GPU idle time per step {'rose' if worse else 'fell'} by {abs(delta) / 1e3:.3f} ms "
-                    f"({_us(idle_a)} -> {_us(idle_b)}; idle {a['gpu_idle_pct']:.0f}% -> {b['gpu_idle_pct']:.0f}% "
+                    f"({us_text(idle_a)} -> {us_text(idle_b)}; idle {a['gpu_idle_pct']:.0f}% -> {b['gpu_idle_pct']:.0f}% "
                     f"of the step; {va} -> {vb})",
                     {"idle_us_per_step_a": idle_a, "idle_us_per_step_b": idle_b,
                      "idle_a_pct": a["gpu_idle_pct"], "idle_b_pct": b["gpu_idle_pct"]},
@@ -91,7 +91,7 @@ def _name_findings(table: pd.DataFrame, what: str, base_us: float) -> list[Findi
 def _name_finding(r: dict, what: str) -> Finding:
     worse = r["delta_per_step_us"] > 0
     title = (f"{what} {r['name'][:80]} {'+' if worse else '-'}{abs(r['delta_per_step_us']) / 1e3:.3f} ms/step "
-             f"({r['status']}): {_us(r['per_step_us_a'])} -> {_us(r['per_step_us_b'])} per step")
+             f"({r['status']}): {us_text(r['per_step_us_a'])} -> {us_text(r['per_step_us_b'])} per step")
     fix = (f"Find why this {what} takes longer or runs more often in B (shapes, dtype, call count)."
            if worse else "")
     return Finding("medium" if worse else "info", title,
@@ -108,7 +108,7 @@ def _copy_findings(metrics: pd.DataFrame, base_us: float) -> list[Finding]:
         worse = delta > 0
         out.append(Finding("medium" if worse else "info",
                            f"HtoD copy time per step {'rose' if worse else 'fell'} by {abs(delta) / 1e3:.3f} ms "
-                           f"({_us(a)} -> {_us(b)})",
+                           f"({us_text(a)} -> {us_text(b)})",
                            {"a": a, "b": b, "pageable_a": m.at["pageable HtoD per step", "a"],
                             "pageable_b": m.at["pageable HtoD per step", "b"]},
                            "Run htod(B): pin memory, non_blocking." if worse else "", _RULE))
@@ -128,19 +128,19 @@ def _wait_findings(waits: pd.DataFrame, base_us: float) -> list[Finding]:
     total = float(waits["delta_per_step_us"].sum())
     a, b = float(waits["per_step_us_a"].sum()), float(waits["per_step_us_b"].sum())
     moves = waits[waits["delta_per_step_us"].abs() >= limit]
-    listed = ", ".join(f"{r['kind']} {_us(r['per_step_us_a'])} -> {_us(r['per_step_us_b'])}"
+    listed = ", ".join(f"{r['kind']} {us_text(r['per_step_us_a'])} -> {us_text(r['per_step_us_b'])}"
                        for r in moves.rename(columns={"name": "kind"}).to_dict("records"))
     evidence = {"per_step_us_a": a, "per_step_us_b": b, **{f"{k}_delta_us": d for k, d in
                                                           zip(moves["name"], moves["delta_per_step_us"])}}
     if total >= limit:
-        return [Finding("medium", f"host waits on the GPU rose by {total / 1e3:.3f} ms/step ({_us(a)} -> {_us(b)}): "
+        return [Finding("medium", f"host waits on the GPU rose by {total / 1e3:.3f} ms/step ({us_text(a)} -> {us_text(b)}): "
                                   f"{listed}", evidence,
                         "Run syncs(B) (or `perfkit syncs B`) for the new waits and their source lines.", _RULE)]
     if total <= -limit:
-        return [Finding("info", f"host waits on the GPU fell by {-total / 1e3:.3f} ms/step ({_us(a)} -> {_us(b)}): "
+        return [Finding("info", f"host waits on the GPU fell by {-total / 1e3:.3f} ms/step ({us_text(a)} -> {us_text(b)}): "
                                 f"{listed}", evidence, "", _RULE)]
     if (moves["delta_per_step_us"] > 0).any():
-        return [Finding("info", f"host wait moved between kinds, total {_us(a)} -> {_us(b)} per step: {listed}",
+        return [Finding("info", f"host wait moved between kinds, total {us_text(a)} -> {us_text(b)} per step: {listed}",
                         evidence, "Not a regression: the host waits as long as before, in another call (e.g. a "
                         "pinned copy returns at once and the wait shows up in the next synchronize).", _RULE)]
     return []
@@ -169,7 +169,3 @@ def warnings(a, b, sides) -> tuple:
 def _stub_warning(label: str, side: dict) -> list[str]:
     note = stub_note(side["stubs"], side["n"])
     return [f"{label}: {note}"] if note else []
-
-
-def _us(value: float) -> str:
-    return f"{value / 1e3:,.3f} ms" if abs(value) >= 1e3 else f"{value:,.0f} us"

@@ -142,7 +142,7 @@ def gpu_gaps(trace) -> GapsResult:
                                     "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU run",))
     windows, stubs = full_step_windows(trace)
     result = gaps_over(trace, windows, rank_timelines(trace))
-    return replace(result, warnings=result.warnings + (stubs,)) if stubs else result
+    return replace(result, warnings=result.warnings + stubs)
 
 
 def gaps_over(trace, windows: pd.DataFrame, timelines: dict) -> GapsResult:

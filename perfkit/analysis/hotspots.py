@@ -100,7 +100,7 @@ def hotspots(trace, *, thread: str = "main") -> HotspotsResult:
     table = _aggregate(frames, keys, chosen, n_steps)
     summary = _thread_summary(frames, keys, chosen, n_steps)
     stacks = folded_stacks(frames, keys, chosen)
-    return HotspotsResult(table=table, threads=summary, stacks=stacks, warnings=_warnings(trace, frames, summary) + ((stubs,) if stubs else ()))
+    return HotspotsResult(table=table, threads=summary, stacks=stacks, warnings=_warnings(trace, frames, summary) + stubs)
 
 
 def _python_us(frames: pd.DataFrame) -> pd.Series:

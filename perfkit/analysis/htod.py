@@ -21,7 +21,7 @@ import pandas as pd
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
 from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import SYNC_RUNTIME, copies_frame
-from .ops import covered, host_events, jsonable, merge_intervals, full_step_windows, nest
+from .ops import covered, full_step_windows, host_events, jsonable, merge_intervals, nest
 from .stacks import user_frames
 
 # A blocking copy (non_blocking=False) issues its cudaStreamSynchronize within microseconds of the
@@ -104,7 +104,7 @@ def htod(trace, *, sync_gap_us: float = SYNC_GAP_US) -> HtoDResult:
     table = copies[_COPY_COLUMNS].reset_index(drop=True)
     return HtoDResult(copies=table, n_steps=n_steps, wall_us=wall_us,
                       findings=rank_findings(_findings(table, n_steps, wall_us, sync_gap_us)),
-                      warnings=_warnings(trace, table) + ((stubs,) if stubs else ()))
+                      warnings=_warnings(trace, table) + stubs)
 
 
 _COPY_COLUMNS = ["rank", "direction", "memory", "name", "ts_us", "dur_us", "bytes", "device", "stream", "launch",

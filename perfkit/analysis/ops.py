@@ -298,26 +298,34 @@ def stub_steps(windows: pd.DataFrame, share: float = STUB_SHARE) -> np.ndarray:
     return out
 
 
+def listed_steps(windows: pd.DataFrame) -> str:
+    """Rows of ``step_windows`` as "step 2 (49 us), step 9 (1.204 ms)"."""
+    return ", ".join(f"step {int(s)} ({us_text(d)})" for s, d in zip(windows["step"], windows["dur_us"]))
+
+
 def stub_note(stubs: pd.DataFrame, n_full: int) -> str:
     """One line naming the stub windows left out of per-step figures (``stubs``: rows of
     ``step_windows``), or "" when there are none."""
     if stubs.empty:
         return ""
-    listed = ", ".join(f"step {int(s)} ({_us_text(d)})" for s, d in zip(stubs["step"], stubs["dur_us"]))
-    return (f"dropped {len(stubs)} partial step(s) at the edge of the profiler window: {listed}, each under "
-            f"{STUB_SHARE:.0%} of the shortest other step of its rank; per-step numbers use the {n_full} full step(s)")
+    return (f"dropped {len(stubs)} partial step(s) at the edge of the profiler window: {listed_steps(stubs)}, "
+            f"each under {STUB_SHARE:.0%} of the shortest other step of its rank; per-step numbers use the "
+            f"{n_full} full step(s)")
 
 
-def full_step_windows(trace) -> tuple[pd.DataFrame, str]:
-    """``step_windows(trace)`` without its stubs (see :func:`stub_steps`), index reset, and the
-    :func:`stub_note` naming what was left out: the windows to divide per-step figures by."""
+def full_step_windows(trace) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """``step_windows(trace)`` without its stubs (see :func:`stub_steps`), index reset: the windows
+    to divide per-step figures by; and the warnings to add, the :func:`stub_note` naming what was
+    left out (none when nothing was)."""
     windows = step_windows(trace)
     stub = stub_steps(windows)
     full = windows[~stub].reset_index(drop=True)
-    return full, stub_note(windows[stub], len(full))
+    note = stub_note(windows[stub], len(full))
+    return full, (note,) if note else ()
 
 
-def _us_text(value: float) -> str:
+def us_text(value: float) -> str:
+    """Microseconds as "49 us" or "1.204 ms"."""
     return f"{value / 1e3:,.3f} ms" if abs(value) >= 1e3 else f"{value:,.0f} us"
 
 

@@ -74,7 +74,7 @@ def syncs(trace) -> SyncResult:
     counted = events[events["gpu_confirmed"] | cpu_only]
     return SyncResult(events=events, gpu_side=gpu_side, n_steps=n_steps, wall_us=wall_us, cpu_only=cpu_only,
                       findings=sync_findings(counted, n_steps, wall_us),
-                      warnings=_warnings(trace, cpu_only, gpu_side) + internal + ((stubs,) if stubs else ()))
+                      warnings=_warnings(trace, cpu_only, gpu_side) + internal + stubs)
 
 
 # --- candidates and anchors ----------------------------------------------------------------------

@@ -144,16 +144,13 @@ def _sweep(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.nda
     a thread where one does (no profiler writes that) goes through :func:`_sweep_stack`."""
     n = len(order)
     s, e, th, la = start[order], end[order], thread[order], launch[order]
-    head = np.ones(n, dtype=bool)
-    head[1:] = th[1:] != th[:-1]
+    head = _firsts(th)
     if la.any() and (~la).any() and (_running_call_end(e, th, la, head) > s)[~la].any():
         return _sweep_stack(order, start, end, thread, launch)
     parent = np.full(n, -1, dtype=np.int64)
     ops = np.flatnonzero(~la)
     if len(ops):
-        first = np.ones(len(ops), dtype=bool)
-        first[1:] = th[ops][1:] != th[ops][:-1]
-        up = np.where(first, -1, np.arange(len(ops)) - 1)
+        up = np.where(_firsts(th[ops]), -1, np.arange(len(ops)) - 1)
         up = _walk_up(e[ops], s[ops], up, np.arange(len(ops)))
         parent[ops] = np.where(up >= 0, ops[np.clip(up, 0, None)], -1)
     calls = np.flatnonzero(la)
@@ -164,6 +161,13 @@ def _sweep(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.nda
     out = np.empty(n, dtype=np.int64)
     out[order] = np.where(parent >= 0, order[np.clip(parent, 0, None)], -1)
     return out
+
+
+def _firsts(keys: np.ndarray) -> np.ndarray:
+    """Per position of a sorted ``keys``: is it the first with its key (a thread's first event)?"""
+    head = np.ones(len(keys), dtype=bool)
+    head[1:] = keys[1:] != keys[:-1]
+    return head
 
 
 def _walk_up(end: np.ndarray, start: np.ndarray, up: np.ndarray, active: np.ndarray) -> np.ndarray:

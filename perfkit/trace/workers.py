@@ -56,7 +56,8 @@ def will_fork() -> bool:
 def _give_main_a_spec() -> None:
     """A Jupyter kernel's ``__main__`` has no ``__spec__`` attribute, and a fork server or spawn
     start reads ``__main__.__spec__`` to prepare each worker (AttributeError). None is what a
-    script's ``__main__`` has: the worker then imports nothing from the kernel."""
+    script's ``__main__`` has: the worker then imports nothing from the kernel. Harmless for a fork,
+    which reads nothing of it."""
     main = sys.modules.get("__main__")
     if main is not None and not hasattr(main, "__spec__"):
         main.__spec__ = None
@@ -64,16 +65,14 @@ def _give_main_a_spec() -> None:
 
 def process_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of ``workers`` processes able to run :mod:`perfkit.trace` functions."""
-    methods = multiprocessing.get_all_start_methods()
+    _give_main_a_spec()
     if will_fork():
         context = multiprocessing.get_context("fork")
-    elif "forkserver" in methods:
+    elif "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["perfkit.trace.load"])
     else:
         context = multiprocessing.get_context("spawn")
-    if not will_fork():
-        _give_main_a_spec()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
     pool.submit(os.getpid)  # forks every worker now, before the caller starts threads of its own
     return pool
