@@ -30,7 +30,8 @@ def format_syncs(d: dict, top: int = 20) -> str:
 
     t = d["total"]
     what = "possible sync points (CPU-only trace)" if t.get("cpu_only") else "sync points"
-    lines = [f"{t['count']:,} {what} ({t['per_step']:.3g} per step over {t['steps']} step{'s' if t['steps'] != 1 else ''}), "
+    steps = f"{t['steps']} step{'s' if t['steps'] != 1 else ''}"
+    lines = [f"{t['count']:,} {what} ({t['per_step']:.3g} per step over {steps}), "
              f"{_ms(t['blocked_us'])} blocked; {t['gpu_confirmed']:,} confirmed by a GPU wait"]
     if t["host_scalar_reads"]:
         lines.append(reads_line(t))

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from ..atomic import write_text_atomic
-from ..validation.checks import CHECKS, PRESETS
 from ..text import json_text
+from ..validation.checks import CHECKS, PRESETS
 from ..validation.suite import validate
 
 

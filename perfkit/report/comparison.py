@@ -13,9 +13,9 @@ from .rows import diff_rows
 
 @dataclass(frozen=True, eq=False)
 class TraceComparison:
-    """``before``, ``after``: the two ``inputs.Source``; ``diff``: the ``DiffResult``; ``subject``: "before -> after" as the perf
-    log names it; ``device``: where the after trace was recorded; ``metrics``: perf-log rows;
-    ``verdict`` and ``fix``: the card's lines."""
+    """``before``, ``after``: the two ``inputs.Source``; ``diff``: the ``DiffResult``;
+    ``subject``: "before -> after" as the perf log names it; ``device``: where the after trace was
+    recorded; ``metrics``: perf-log rows; ``verdict`` and ``fix``: the card's lines."""
     before: object
     after: object
     diff: object

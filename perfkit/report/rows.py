@@ -86,12 +86,11 @@ def cpu_bound_rows(result, subject: str, device: str) -> list[dict]:
     ms = steps["wall_us"] / 1e3
     host = steps["host_busy_us"] / 1e3
     rows = [row("cpu_bound", "median_step_ms", ms.median(), "ms", ci=step_ci(ms), **base),
-            row("cpu_bound", "host_busy_ms_per_step", host.mean(), "ms", ci=step_ci(host, np.mean), **base)]
+            _mean_row("cpu_bound", "host_busy_ms_per_step", host, **base)]
     if result.has_gpu:
         rows += [row("cpu_bound", "gpu_busy_pct", result.overall["gpu_busy_pct"], "%", higher_is_better=True,
                      ci=step_ci(steps["gpu_busy_pct"], np.mean), **base),
-                 row("cpu_bound", "launches_per_step", steps["launches"].mean(), "launches",
-                     ci=step_ci(steps["launches"], np.mean), **base)]
+                 _mean_row("cpu_bound", "launches_per_step", steps["launches"], "launches", **base)]
     if result.compile is not None:
         seconds = result.compile["compile_s"]
         compiled = row("cpu_bound", "compile_s", seconds, "s", ci=_trace_ci(subject, seconds), **base)
@@ -291,7 +290,8 @@ def step_anatomy_rows(path, gaps, subject: str, device: str) -> list[dict]:
     result and, with a GPU timeline (``gpu_gaps`` result), GPU busy (any stream) and idle time per
     step and the compute stream's idle time in each gap class that has any
     (``idle_<class>_ms_per_step``; ``other_stream`` idle overlaps the GPU's busy time, so the classes
-    need not sum to the GPU's idle time). Means over the step windows, CIs over them. (Without a GPU the path is the main thread's host time, the step itself.)"""
+    need not sum to the GPU's idle time). Means over the step windows, CIs over them. (Without a
+    GPU the path is the main thread's host time, the step itself.)"""
     steps = path.steps
     if steps.empty:
         return []

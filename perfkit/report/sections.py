@@ -46,9 +46,10 @@ def show_trace(trace) -> None:
 
 
 def show_diff(pairing) -> None:
-    """A trace comparison (``comparison.TraceComparison``) read back: its biggest movers, the metrics, host waits by kind and
-    record_function ranges of both sides, the two summaries side by side, where the after trace
-    was recorded and its first step; nothing when ``comparison`` is None (live mode). Its
+    """A trace comparison (``comparison.TraceComparison``) read back: its biggest movers, the
+    metrics, host waits by kind and record_function ranges of both sides, the two summaries side by
+    side, where the after trace was recorded and its first step; nothing when ``pairing`` is None
+    (live mode). Its
     findings and warnings (regressions, improvements, dropped partial steps) are shown by
     ``show_findings``."""
     if pairing is None:

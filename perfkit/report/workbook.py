@@ -121,8 +121,8 @@ directory, as long as you work inside it (or set PERFKIT_HOME to it).
 
 
 def init_workbook(folder: str | os.PathLike, *, force: bool = False) -> list[Path]:
-    """Copy every packaged notebook (investigations and case studies) into ``folder/notebooks`` as ``.ipynb``, create
-    ``folder/reports`` and a ``README.md`` stub; returns the files written. Existing files are
+    """Copy every packaged notebook (investigations and case studies) into ``folder/notebooks`` as
+    ``.ipynb``, create ``folder/reports`` and a ``README.md`` stub; returns the files written. Existing files are
     kept unless ``force``. Raises ParameterError when ``folder`` is a file."""
     from ..atomic import write_text_atomic
     from .registry import read_notebook, write_ipynb_text
