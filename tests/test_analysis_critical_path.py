@@ -126,3 +126,39 @@ def test_cli_table_and_json(tmp_path, capsys):
     row = d["steps"][0]
     assert set(row) >= {"step", "wall_us", "path_us", "by_kind"} and set(row["by_kind"]) == set(KINDS)
     assert sum(row["by_kind"].values()) == pytest.approx(row["path_us"])
+
+
+def backward_on_autograd_thread(tmp_path, *, stacks: bool):
+    """Main thread 1 marks the step, runs forward (0-100) and the optimizer (800-1000); backward
+    (110-700) runs on the autograd engine's thread 2 while thread 1 waits in run_backward. Thread 2
+    launches more kernels than thread 1, so "most launches" would call it the main thread."""
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    b.cpu_op("aten::linear", 0, 100)
+    b.launch("fwd", 50, 10, 60, 100)
+    if stacks:
+        b.python("train.py(1): <module>", 0, 1000)
+        b.python("<built-in method run_backward of torch._C._EngineBase object at 0x7f>", 100, 700)
+    b.cpu_op("autograd::engine::evaluate_function: MmBackward0", 110, 290, tid=2)
+    b.launch("bwd1", 200, 10, 210, 50, tid=2)
+    b.launch("bwd2", 300, 10, 310, 50, tid=2)
+    b.cpu_op("autograd::engine::evaluate_function: AddmmBackward0", 410, 290, tid=2)
+    b.launch("bwd3", 690, 10, 700, 90, tid=2)
+    b.cpu_op("Optimizer.step#SGD.step", 800, 200)
+    return critical_path(load_trace(b.write(tmp_path / f"bwd{int(stacks)}.json")))
+
+
+@pytest.mark.parametrize("stacks", [True, False])
+def test_path_follows_backward_onto_the_autograd_thread(tmp_path, stacks):
+    r = backward_on_autograd_thread(tmp_path, stacks=stacks)
+    seg = r.segments
+    on_autograd = seg[seg["lane"] == "2"]
+    # The backward ops of thread 2 are on the path: 110-400 and 410-700, host with its launch calls.
+    assert on_autograd["end_us"].sub(on_autograd["start_us"]).sum() == pytest.approx(580.0)
+    t0 = r.steps["start_us"].iloc[0]
+    spans = {(s - t0, e - t0) for s, e in zip(on_autograd["start_us"], on_autograd["end_us"])}
+    assert spans >= {(110.0, 200.0), (690.0, 700.0)}
+    k = kinds(r)
+    # Untraced main-thread time (no Python frames) is idle: 100-110, 400-410 and 700-800.
+    assert k["launch"] == pytest.approx(40.0) and k.get("idle", 0.0) == pytest.approx(0.0 if stacks else 120.0)
+    assert sum(k.values()) == pytest.approx(1000.0)

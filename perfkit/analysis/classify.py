@@ -22,6 +22,10 @@ SYNC_RUNTIME = {
 }
 # cudaStreamWaitEvent is absent on purpose: it orders two streams on the device, the host never waits.
 
+# Collective communication kernels: NCCL, and RCCL on ROCm ("ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+# "ncclKernel_AllGather_RING_LL_Sum_int8_t", "rcclGenericKernel").
+COMM_KERNEL = re.compile(r"nccl|rccl", re.IGNORECASE)
+
 LAUNCH_PREFIXES = ("cudaLaunchKernel", "cuLaunchKernel", "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
                    "cudaGraphLaunch", "hipGraphLaunch", "cudaLaunchCooperativeKernel", "cuLaunchKernelEx",
                    "hipExtModuleLaunchKernel", "cudaLaunchKernelExC")
@@ -53,6 +57,15 @@ def copies_frame(events: pd.DataFrame) -> pd.DataFrame:
     direction = dict(zip(unique, map(copy_direction, unique)))
     memory = dict(zip(unique, map(copy_memory, unique)))
     return copies.assign(direction=names.map(direction).to_numpy(), memory=names.map(memory).to_numpy())
+
+
+def is_comm(names: pd.Series) -> np.ndarray:
+    """Which kernel names are NCCL/RCCL communication kernels (one regex test per distinct name)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        hits = np.array([bool(COMM_KERNEL.search(str(c))) for c in names.cat.categories], dtype=bool)
+        codes = names.cat.codes.to_numpy()
+        return np.where(codes >= 0, hits[np.clip(codes, 0, None)] if len(hits) else False, False)
+    return names.astype(str).str.contains(COMM_KERNEL).to_numpy(dtype=bool)
 
 
 def is_launch(name: str) -> bool:

@@ -11,12 +11,16 @@ time following the dependency that was satisfied last (the one that held the wor
   the kernel was launched (the kernel was queued), else to its launch call (the launch held it);
 * on a host thread, back along the thread until a blocking call, then to the latest GPU work that
   ended inside the call (the work the call waited for), or through the call when none did;
-* a thread other than the rank's main thread (``timeline.thread_table``) is followed back to the
-  start of its current burst of work; before that it was waiting for the main thread, so the
-  path continues there (HTA does not link threads and starts the path instead).
+* the main thread (``timeline.thread_table``: the one that marks the steps) hands the path to
+  another thread where it waits while that thread runs ops (``lanes.RankTimeline.handoff``: the
+  main thread inside ``loss.backward()``'s ``run_backward`` while the autograd engine's thread runs
+  the backward ops, or with no traced work of its own while another thread runs ops);
+* a thread other than the rank's main thread is followed back to the start of its current burst
+  of ops; before that it was waiting for the main thread, so the path continues there (HTA does not
+  link threads and starts the path instead).
 
-Each microsecond of the path has one kind (``KINDS``): ``kernel`` / ``memcpy`` (GPU work; memsets
-count as memcpy), ``launch`` (launch calls on the path, and the delay from a launch call's return to
+Each microsecond of the path has one kind (``KINDS``): ``kernel`` / ``comm`` / ``memcpy`` (GPU
+work: compute kernels, collective kernels (NCCL/RCCL), copies; memsets count as memcpy), ``launch`` (launch calls on the path, and the delay from a launch call's return to
 the start of the kernel it held, or the call up to the start of a kernel that starts before its call
 returns), ``sync_wait`` (inside a blocking call but not explained by GPU work on the path: the wake-up
 after the GPU finished, a call that waited for something not in the trace, or a copy from pageable
@@ -35,10 +39,10 @@ import pandas as pd
 
 from ..errors import ParameterError
 from ..results import html_section, html_table, html_text, html_warnings
-from .lanes import lane_name, rank_timelines
+from .lanes import GPU_COMM, GPU_COPY, GPU_KERNEL, lane_name, rank_timelines
 from .ops import full_step_windows, jsonable
 
-KINDS = ("host", "launch", "kernel", "memcpy", "sync_wait", "idle")
+KINDS = ("host", "launch", "kernel", "comm", "memcpy", "sync_wait", "idle")
 # Host and GPU clocks disagree by up to a microsecond in whole-microsecond traces: a kernel may
 # appear to end 1 us after the synchronize call that waited for it returned.
 CLOCK_SLACK_US = 1.0
@@ -46,6 +50,8 @@ CLOCK_SLACK_US = 1.0
 # stream ended waited for something else: another stream (cudaStreamWaitEvent). Launch-to-start
 # latency on an idle GPU is a few microseconds (NVIDIA quotes ~2-5 us per launch).
 QUEUE_SLACK_US = 10.0
+
+_GPU_KIND = {GPU_KERNEL: "kernel", GPU_COPY: "memcpy", GPU_COMM: "comm"}
 
 STEP_COLUMNS = ["rank", "step", "start_us", "end_us", "wall_us", "path_us", *[f"{k}_us" for k in KINDS], "bound_by"]
 SEGMENT_COLUMNS = ["rank", "step", "kind", "start_us", "end_us", "lane", "label"]
@@ -145,7 +151,8 @@ def walk_step(tl, start: float, end: float) -> list:
     """Segments of the critical path of [start, end) on one rank, latest first."""
     segs: list = []
     state = _start(tl, end)
-    budget = 4 * len(tl.gpu["start"]) + 4 * sum(len(h.block_start) for h in tl.hosts.values()) + 64
+    budget = 4 * len(tl.gpu["start"]) + 4 * sum(len(h.block_start) for h in tl.hosts.values()) \
+        + 4 * len(tl.handoff.starts) + 64
     while state is not None and budget > 0:
         budget -= 1
         if state[0] == "gpu":
@@ -171,7 +178,7 @@ def _start(tl, end: float):
 def _gpu_step(tl, row: int, t: float, floor: float, segs: list):
     g = tl.gpu
     start, lane = g["start"][row], int(g["lane"][row])
-    _emit(segs, "memcpy" if g["kind"][row] else "kernel", max(start, floor), t, lane_name(lane), g["label"][row])
+    _emit(segs, _GPU_KIND[int(g["kind"][row])], max(start, floor), t, lane_name(lane), g["label"][row])
     if start <= floor:
         return None
     prev, thread = int(g["prev"][row]), int(g["launch_thread"][row])
@@ -224,14 +231,40 @@ def _host_step(tl, thread: int, t: float, floor: float, segs: list):
     block_end = lane.block_end[k] if k >= 0 else -np.inf
     lower = min(max(block_end, floor), t)
     if thread != tl.main:
-        burst = _burst_start(lane.work, t)
+        burst = _burst_start(lane.ops, t)
+        if burst == t:
+            burst = _burst_start(lane.work, t)
         if burst > lower:
             _emit_host(segs, lane, burst, t, name)
             return ("host", tl.main, burst)
+    else:
+        handed = _handoff(tl, t, lower)
+        if handed is not None:
+            at, other = handed
+            _emit_host(segs, lane, at, t, name)
+            return ("host", other, at)
     _emit_host(segs, lane, lower, t, name)
     if lower <= floor:
         return None
     return ("sync", thread, k, lower)
+
+
+def _handoff(tl, t: float, lower: float):
+    """(time, thread): the latest moment in (lower, t] at which the main thread waited while another
+    thread ran ops (``RankTimeline.handoff``), and the thread that ran them then; None if none."""
+    h = tl.handoff
+    j = int(np.searchsorted(h.starts, t, side="left")) - 1
+    if j < 0 or h.ends[j] <= lower:
+        return None
+    at = min(float(h.ends[j]), t)
+    best, best_start = None, np.inf
+    for code, lane in tl.hosts.items():
+        if code == tl.main or not len(lane.ops.starts):
+            continue
+        k = int(np.searchsorted(lane.ops.starts, at, side="left")) - 1
+        if k >= 0 and lane.ops.ends[k] >= at and lane.ops.starts[k] < best_start:
+            best, best_start = code, lane.ops.starts[k]
+    return (at, best) if best is not None else None
 
 
 def _burst_start(work, t: float) -> float:
@@ -279,8 +312,9 @@ def _emit_host(segs: list, lane, a: float, b: float, name: str) -> None:
         points += [cov.starts[lo:hi], cov.ends[lo:hi]]
     cuts = np.unique(np.clip(np.concatenate(points), a, b))
     mids = (cuts[:-1] + cuts[1:]) / 2
+    code = {k: i for i, k in enumerate(KINDS)}
     kind = np.select([_inside(lane.blocking, mids), _inside(lane.calls, mids), _inside(lane.work, mids)],
-                     [4, 1, 0], default=5)
+                     [code["sync_wait"], code["launch"], code["host"]], default=code["idle"])
     change = np.flatnonzero(np.concatenate(([True], kind[1:] != kind[:-1])))
     bounds = np.append(change, len(kind))
     for i in range(len(change) - 1, -1, -1):

@@ -13,24 +13,29 @@ event on its stream and the thread and times of its launch call; and the same ev
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
+from ..trace import intervals
 from ..trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
-from .ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, host_events, starts_with
+from .ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, contains, host_events, starts_with
+from .classify import is_comm
 from .syncs import blocking_calls
 from .timeline import Coverage, thread_codes, thread_table
 
 
 @dataclass(frozen=True)
 class HostLane:
-    """One host thread: coverages of its work, launch+blocking calls and blocking calls; its
-    blocking calls sorted by start (``block_start``/``block_end``/``block_label``) and the GPU lane
-    each waits on (``block_lane``, -1 when any stream of the rank)."""
+    """One host thread: coverages of its work, of its ops and runtime calls alone (``ops``: no
+    Python frames, no DataLoader ranges), launch+blocking calls and blocking calls; its blocking
+    calls sorted by start (``block_start``/``block_end``/``block_label``) and the GPU lane each
+    waits on (``block_lane``, -1 when any stream of the rank). On the main thread ``work`` leaves
+    out the time it waits for another thread (``WAIT_FRAMES``)."""
 
     work: Coverage
+    ops: Coverage
     calls: Coverage
     blocking: Coverage
     block_start: np.ndarray
@@ -44,7 +49,9 @@ class RankTimeline:
     """Host lanes by thread code, the main thread, thread labels, and the GPU events of one rank:
     ``gpu`` columns ``GPU_COLUMNS`` as arrays, rows in (lane, start) order; ``lanes``: lane code ->
     (first row, end row) of its slice; ``by_end``/``by_end_rows``: all rows by end time;
-    ``lane_by_end``: lane -> (ends, rows) by end time."""
+    ``lane_by_end``: lane -> (ends, rows) by end time. ``handoff``: the times at which the main
+    thread waits (no work of its own, or inside a ``WAIT_FRAMES`` frame) while another thread of the
+    rank runs ops: there the step goes on on that thread (the autograd engine's backward pass)."""
 
     main: int
     hosts: dict
@@ -54,11 +61,19 @@ class RankTimeline:
     by_end: np.ndarray = field(default_factory=lambda: np.zeros(0))
     by_end_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     lane_by_end: dict = field(default_factory=dict)
+    handoff: Coverage = field(default_factory=lambda: Coverage.of(np.zeros(0), np.zeros(0)))
 
     @property
     def unlaunched(self) -> int:
         return int((self.gpu["launch_thread"] < 0).sum())
 
+
+# Python frames in which the calling thread waits for other threads to do the work: the autograd
+# engine runs backward on its own device threads while ``loss.backward()`` waits in ``run_backward``
+# ("<built-in method run_backward of torch._C._EngineBase object at 0x...>").
+WAIT_FRAMES = ("run_backward",)
+# GPU event kinds of ``RankTimeline.gpu["kind"]``: compute kernel, copy or memset, collective kernel.
+GPU_KERNEL, GPU_COPY, GPU_COMM = 0, 1, 2
 
 GPU_COLUMNS = ["start", "end", "lane", "kind", "label", "prev", "launch_thread", "launch_start", "launch_end",
                "launch_blocks"]
@@ -77,10 +92,25 @@ def rank_timelines(trace) -> dict:
     out = {}
     for rank, info in threads.groupby("rank"):
         main = int(info.loc[info["main"], "thread"].iloc[0])
-        hosts = _host_lanes(work[work["rank"] == rank], host[host["rank"] == rank], blocking, block_lanes, links)
+        hosts = _host_lanes(work[work["rank"] == rank], host[host["rank"] == rank], blocking, block_lanes, links,
+                            main)
         labels = dict(zip(info["thread"], info["label"]))
-        out[int(rank)] = _rank(main, hosts, gpu[gpu["rank"] == rank].drop(columns="rank"), labels)
+        out[int(rank)] = _rank(main, hosts, gpu[gpu["rank"] == rank].drop(columns="rank"), labels,
+                               _handoff(hosts, main))
     return out
+
+
+def _handoff(hosts: dict, main: int) -> Coverage:
+    """Ops of the other threads less the main thread's own work (see ``RankTimeline.handoff``)."""
+    others = [h.ops for code, h in hosts.items() if code != main]
+    if not others:
+        return Coverage.of(np.zeros(0), np.zeros(0))
+    starts = np.concatenate([c.starts for c in others])
+    ends = np.concatenate([c.ends for c in others])
+    own = hosts.get(main)
+    if own is not None:
+        starts, ends = intervals.subtract(starts, ends, own.work.starts, own.work.ends)
+    return Coverage.of(starts, ends)
 
 
 def host_blocking(trace, host: pd.DataFrame) -> pd.DataFrame:
@@ -90,17 +120,23 @@ def host_blocking(trace, host: pd.DataFrame) -> pd.DataFrame:
 
 
 def _work_events(trace) -> pd.DataFrame:
+    """Host work with ``op`` (a cpu_op or runtime call) and ``wait`` (a ``WAIT_FRAMES`` frame)."""
     ev = trace.events
     complete = (ev["ph"] == "X").to_numpy()
-    work = ev["cat"].isin(HOST_WORK_CATEGORIES + ("python_function",)).to_numpy()
+    ops = ev["cat"].isin(HOST_WORK_CATEGORIES).to_numpy()
+    python = (ev["cat"] == "python_function").to_numpy()
     loader = (ev["cat"] == "user_annotation").to_numpy() & starts_with(ev["name"], DATALOADER_PREFIX)
-    rows = np.flatnonzero(complete & (work | loader))
+    rows = np.flatnonzero(complete & (ops | python | loader))
     start = ev["ts_us"].to_numpy()[rows]
+    wait = np.zeros(len(rows), dtype=bool)
+    for name in WAIT_FRAMES:
+        wait |= contains(ev["name"], name)[rows]
     return pd.DataFrame({"thread": thread_codes(ev)[rows], "rank": ev["rank"].to_numpy()[rows], "start": start,
-                         "end": start + ev["dur_us"].to_numpy()[rows]})
+                         "end": start + ev["dur_us"].to_numpy()[rows], "op": ops[rows],
+                         "wait": wait & python[rows]})
 
 
-def _host_lanes(work, host, blocking, block_lanes: pd.Series, links) -> dict:
+def _host_lanes(work, host, blocking, block_lanes: pd.Series, links, main: int) -> dict:
     launch_labels = links.loc[links["gpu_cat"].isin(GPU_CATEGORIES), "cpu_index"].unique()
     calls = host[host.index.isin(launch_labels) | host.index.isin(blocking.index)]
     calls = calls[calls["cat"].isin(LAUNCH_CATEGORIES)]
@@ -110,13 +146,34 @@ def _host_lanes(work, host, blocking, block_lanes: pd.Series, links) -> dict:
         c = calls[thread_codes(calls) == code] if len(calls) else calls
         b = blocks[thread_codes(blocks) == code] if len(blocks) else blocks
         c_start, b_start = c["ts_us"].to_numpy(), b["ts_us"].to_numpy()
+        starts, ends = np.concatenate([w["start"], c_start]), np.concatenate([w["end"], c_start + c["dur_us"]])
+        ops = w[w["op"].to_numpy()]
         lanes[int(code)] = HostLane(
-            work=Coverage.of(np.concatenate([w["start"], c_start]), np.concatenate([w["end"], c_start + c["dur_us"]])),
+            work=Coverage.of(starts, ends), ops=Coverage.of(ops["start"], ops["end"]),
             calls=Coverage.of(c_start, c_start + c["dur_us"].to_numpy()),
             blocking=Coverage.of(b_start, b_start + b["dur_us"].to_numpy()),
             block_start=b_start, block_end=b_start + b["dur_us"].to_numpy(), block_label=b.index.to_numpy(),
             block_lane=block_lanes.reindex(b.index, fill_value=-1).to_numpy(dtype=np.int64))
+    if main in lanes:
+        lanes[main] = _without_waits(lanes, main, work[work["thread"] == main])
     return lanes
+
+
+def _without_waits(lanes: dict, main: int, work: pd.DataFrame) -> HostLane:
+    """The main thread's lane less the time it waits in ``WAIT_FRAMES`` for another thread: the
+    frames less the ops the thread ran inside them (backward of CPU tensors runs on the calling
+    thread, as children of run_backward), and only where another thread runs ops meanwhile."""
+    lane = lanes[main]
+    frames = work[work["wait"].to_numpy()]
+    others = [h.ops for code, h in lanes.items() if code != main]
+    if frames.empty or not others:
+        return lane
+    inner = work[work["op"].to_numpy()]
+    waiting = intervals.subtract(frames["start"], frames["end"], inner["start"], inner["end"])
+    waiting = intervals.intersect(*waiting, np.concatenate([c.starts for c in others]),
+                                  np.concatenate([c.ends for c in others]))
+    starts, ends = intervals.subtract(lane.work.starts, lane.work.ends, *waiting)
+    return replace(lane, work=Coverage.of(starts, ends))
 
 
 def _gpu_table(trace, links: pd.DataFrame, blocking: pd.Index) -> pd.DataFrame:
@@ -130,12 +187,19 @@ def _gpu_table(trace, links: pd.DataFrame, blocking: pd.Index) -> pd.DataFrame:
     launch_thread = pd.Series(thread_codes(calls), index=launch.index[launch["cpu_index"].notna()])
     frame = pd.DataFrame({
         "rank": gpu["rank"].to_numpy(), "start": gpu["ts_us"].to_numpy(), "end": (gpu["ts_us"] + gpu["dur_us"]).to_numpy(),
-        "lane": lane, "kind": (gpu["cat"].astype(str).to_numpy() != "kernel").astype(np.int8),
+        "lane": lane, "kind": _gpu_kinds(gpu),
         "label": gpu.index.to_numpy(), "launch_thread": launch_thread.reindex(gpu.index, fill_value=-1).to_numpy(),
         "launch_start": launch["launch_ts_us"].to_numpy(),
         "launch_end": (launch["launch_ts_us"] + launch["launch_dur_us"]).to_numpy(),
         "launch_blocks": launch["cpu_index"].isin(blocking).to_numpy()})
     return frame.sort_values(["rank", "lane", "start", "end"], kind="stable").reset_index(drop=True)
+
+
+def _gpu_kinds(gpu: pd.DataFrame) -> np.ndarray:
+    """``GPU_KERNEL``, ``GPU_COPY`` or ``GPU_COMM`` (NCCL/RCCL kernels, ``classify.is_comm``) per GPU event."""
+    kernel = gpu["cat"].astype(str).to_numpy() == "kernel"
+    comm = kernel & is_comm(gpu["name"])
+    return np.select([comm, kernel], [GPU_COMM, GPU_KERNEL], GPU_COPY).astype(np.int8)
 
 
 def _lane_codes(events: pd.DataFrame) -> np.ndarray:
@@ -154,7 +218,7 @@ def _block_lanes(trace, links: pd.DataFrame, blocking: pd.DataFrame) -> pd.Serie
     return lanes[gpu["stream"].to_numpy() >= 0]
 
 
-def _rank(main: int, hosts: dict, gpu: pd.DataFrame, labels: dict) -> RankTimeline:
+def _rank(main: int, hosts: dict, gpu: pd.DataFrame, labels: dict, handoff: Coverage) -> RankTimeline:
     arrays = {c: gpu[c].to_numpy() for c in GPU_COLUMNS if c != "prev"}
     lane = arrays["lane"]
     same = np.concatenate(([False], lane[1:] == lane[:-1])) if len(lane) else np.zeros(0, dtype=bool)
@@ -168,7 +232,7 @@ def _rank(main: int, hosts: dict, gpu: pd.DataFrame, labels: dict) -> RankTimeli
         rows = a + np.argsort(arrays["end"][a:b], kind="stable")
         lane_by_end[code] = (arrays["end"][rows], rows)
     return RankTimeline(main=main, hosts=hosts, thread_labels=labels, gpu=arrays, lanes=lanes,
-                        by_end=arrays["end"][order], by_end_rows=order, lane_by_end=lane_by_end)
+                        by_end=arrays["end"][order], by_end_rows=order, lane_by_end=lane_by_end, handoff=handoff)
 
 
 def lane_name(lane: int) -> str:

@@ -201,6 +201,15 @@ def starts_with(names: pd.Series, prefix: str) -> np.ndarray:
     return names.astype(str).str.startswith(prefix).to_numpy(dtype=bool)
 
 
+def contains(names: pd.Series, part: str) -> np.ndarray:
+    """Boolean array: which names contain ``part`` (computed once per category)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        hits = names.cat.categories.astype(str).str.contains(part, regex=False)
+        codes = names.cat.codes.to_numpy()
+        return np.where(codes >= 0, np.asarray(hits)[np.clip(codes, 0, None)], False)
+    return names.astype(str).str.contains(part, regex=False).to_numpy(dtype=bool)
+
+
 # --- intervals inside windows --------------------------------------------------------------------
 
 def merge_intervals(starts, ends) -> tuple[np.ndarray, np.ndarray]:

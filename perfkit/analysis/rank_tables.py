@@ -16,7 +16,6 @@
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,10 +24,10 @@ import pandas as pd
 from ..errors import ParameterError
 from ..trace import Trace, load_trace
 from ..trace.steps import window_index
+from .classify import is_comm
 from .cpu_bound import step_table
 from .ops import step_windows, window_cover
 
-COMM_KERNEL = re.compile(r"nccl|rccl", re.IGNORECASE)
 STEP_COLUMNS = ["step", "start_us", "end_us", "wall_us", "gpu_busy_us", "compute_us", "comm_us", "overlap_us",
                 "dataloader_us", "sync_us", "host_other_us", "kernels"]
 COLLECTIVE_COLUMNS = ["step", "name", "occurrence", "ts_us", "dur_us"]
@@ -69,15 +68,6 @@ def reduce_trace(trace: Trace) -> RankTables:
     return RankTables(path=meta.path, claimed_rank=claimed_rank(meta.distributed), device=_device(trace),
                       steps=steps[STEP_COLUMNS], collectives=_collectives(kernels[comm], windows),
                       warnings=trace.warnings)
-
-
-def is_comm(names: pd.Series) -> np.ndarray:
-    """Which kernel names are NCCL/RCCL communication kernels (one regex test per distinct name)."""
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        hits = np.array([bool(COMM_KERNEL.search(str(c))) for c in names.cat.categories], dtype=bool)
-        codes = names.cat.codes.to_numpy()
-        return np.where(codes >= 0, hits[np.clip(codes, 0, None)] if len(hits) else False, False)
-    return names.astype(str).str.contains(COMM_KERNEL).to_numpy(dtype=bool)
 
 
 def claimed_rank(distributed: dict) -> int | None:

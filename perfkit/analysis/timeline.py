@@ -13,10 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .ops import HOST_CATEGORIES, merge_intervals
+from .ops import HOST_CATEGORIES, STEP_PREFIX, merge_intervals, starts_with
 
-THREAD_COLUMNS = ["thread", "file_id", "rank", "pid", "tid", "label", "launches", "python_us", "host_us", "main"]
+THREAD_COLUMNS = ["thread", "file_id", "rank", "pid", "tid", "label", "steps", "root_frame", "launches", "python_us",
+                  "host_us", "main"]
 # host_us is NaN in files where launches or Python time already pick the main thread.
+# The outermost frame of a Python program ("train.py(184): <module>"): the thread that runs it is main.
+_ROOT_FRAME = ": <module>"
 
 
 def thread_codes(events: pd.DataFrame) -> np.ndarray:
@@ -47,7 +50,11 @@ def thread_table(trace, python_us: pd.Series | None = None, links: pd.DataFrame 
     """One row per host thread (columns ``THREAD_COLUMNS``): launches it issued (GPU work linked
     to its runtime calls), Python time (``python_us``: union of its python_function frames, given
     by the caller), host time (union of its host events), and ``main``: per file, the thread that
+    marks the profiler steps (``steps``: its ``ProfilerStep#`` ranges), else the one that runs the
+    program's outermost Python frame (``root_frame``: a ``<module>`` frame), else the one that
     launches the most GPU work, else the one with the most Python time, else the most host time.
+    Launches alone would pick the autograd engine's thread in a training step: backward launches
+    more kernels than forward, but the main thread waits for it inside ``run_backward``.
     ``links``: ``trace.launches()`` when the caller already has it."""
     ev = trace.events
     rows = np.flatnonzero((ev["ph"] == "X").to_numpy() & ev["cat"].isin(HOST_CATEGORIES + ("python_function",)).to_numpy())
@@ -62,13 +69,34 @@ def thread_table(trace, python_us: pd.Series | None = None, links: pd.DataFrame 
     launched = pd.Series(codes[positions(ev, links["cpu_index"])]).value_counts() if len(links) else \
         pd.Series(dtype=np.int64)
     table["launches"] = launched.reindex(table.index, fill_value=0)
+    table["steps"] = _count_by(host_codes, _starts(ev, rows, STEP_PREFIX), table.index)
+    frames = (ev["cat"].to_numpy()[rows] == "python_function") & (ev["depth"].to_numpy()[rows] <= 0) \
+        if "depth" in ev.columns else np.zeros(len(rows), dtype=bool)
+    table["root_frame"] = _count_by(host_codes, frames & _ends(ev, rows, _ROOT_FRAME), table.index) > 0
     table["python_us"] = 0.0 if python_us is None else python_us.reindex(table.index, fill_value=0.0)
     table["host_us"] = _host_us(ev, rows, host_codes, table)
     table["label"] = _labels(table)
     table["main"] = False
-    order = table.sort_values(["launches", "python_us", "host_us"], ascending=False)
+    order = table.sort_values(["steps", "root_frame", "launches", "python_us", "host_us"], ascending=False)
     table.loc[order.drop_duplicates("file_id")["thread"].to_numpy(), "main"] = True
     return table.reset_index(drop=True)[THREAD_COLUMNS]
+
+
+def _count_by(codes: np.ndarray, hit: np.ndarray, index: pd.Index) -> pd.Series:
+    return pd.Series(codes[hit]).value_counts().reindex(index, fill_value=0).astype(np.int64)
+
+
+def _starts(ev: pd.DataFrame, rows: np.ndarray, prefix: str) -> np.ndarray:
+    return starts_with(ev["name"], prefix)[rows]
+
+
+def _ends(ev: pd.DataFrame, rows: np.ndarray, suffix: str) -> np.ndarray:
+    names = ev["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        hits = np.array([str(c).endswith(suffix) for c in names.cat.categories], dtype=bool)
+        codes = names.cat.codes.to_numpy()[rows]
+        return np.where(codes >= 0, hits[np.clip(codes, 0, None)] if len(hits) else False, False)
+    return names.iloc[rows].astype(str).str.endswith(suffix).to_numpy(dtype=bool)
 
 
 def _host_us(ev: pd.DataFrame, rows: np.ndarray, codes: np.ndarray, table: pd.DataFrame) -> pd.Series:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from .figure import label, message_figure, new_figure, no_gpu_figure
 
-KIND_COLORS = {"host": "#4c72b0", "launch": "#dd8452", "kernel": "#55a868", "memcpy": "#c44e52",
+KIND_COLORS = {"host": "#4c72b0", "launch": "#dd8452", "kernel": "#55a868", "comm": "#da8bc3", "memcpy": "#c44e52",
                "sync_wait": "#8172b3", "idle": "#c8c8c8"}
 GAP_COLORS = {"input": "#8172b3", "launch": "#dd8452", "sync_wait": "#c44e52", "host_python": "#4c72b0",
               "compile": "#937860", "other_stream": "#da8bc3", "tail": "#8c8c8c"}
