@@ -29,6 +29,14 @@ CASES = [  # (trace, annotation, instance): the windows of HTA's tests/test_crit
      "[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1),
     ("hta_critical_path__cuda_event_sync__event_sync_trace.json.gz", "ProfilerStep", 0),
 ]
+TRAINING = [  # training steps: backward on the autograd thread, collectives on their own stream
+    ("param_v100_dlrm_rank0.pt.trace.json.gz", "ProfilerStep", 0),
+    ("param_v100_dlrm_rank3.pt.trace.json.gz", "ProfilerStep", 0),
+    ("tracelens_mi300x_resnet_ddp_actckpt_bf16_rank0.json.gz", "ProfilerStep", 1),
+    ("hta_trace_diff__control__control.json.gz", "ProfilerStep", 0),
+    ("hta_trace_diff__test__test.json.gz", "ProfilerStep", 0),
+    ("hta_nccl_parser_config__nccl_data.json.gz", "ProfilerStep", 0),
+]
 HTA_CHILD = r'''
 import json, logging, os, shutil, sys, tempfile, time, warnings
 warnings.simplefilter("ignore")

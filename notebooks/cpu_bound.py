@@ -13,7 +13,9 @@
 # **compiling** (compile spans are the largest share of the step), **GPU-bound** (GPU busy >= 80%),
 # **input-bound** (DataLoader), **CPU-only trace** (no GPU activity recorded), **GPU-bound (host
 # ahead)** (kernels start long after their launch: the GPU has queued work), **sync-bound**
-# (host blocked in syncs) and **CPU-launch-bound** (the GPU idles while the host issues work).
+# (host blocked in syncs), **launch-bound** (many short kernels: the host issuing them is the cost),
+# **host-compute-bound** (CPU ops or Python doing work that launches nothing), **communication-bound**,
+# **warm-up** (first calls hold the step) and **GPU activity not recorded**.
 # Every threshold and its source: `perfkit/analysis/cpu_bound_rules.py`.
 
 # %% tags=["parameters"]

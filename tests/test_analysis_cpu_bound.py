@@ -59,7 +59,7 @@ def test_busy_idle_ratio_launches_and_queue_delay(small):
     assert step["cpu_gpu_ratio"] == pytest.approx(450 / 105)
     assert step["launches"] == 2 and step["launch_us"] == 30 and step["queue_delay_us"] == 50
     assert small.overall["median_queue_delay_us"] == 50
-    assert small.verdict == "CPU-launch-bound"
+    assert small.verdict == "host-compute-bound"  # 2 launches: launching is not what the GPU waits for
 
 
 def test_gpu_busy_is_clipped_to_each_step_and_unions_overlaps(tmp_path):
@@ -104,9 +104,9 @@ def scenario(tmp_path, busy, loader, sync, name="s.json"):
 @pytest.mark.parametrize("busy, loader, sync, verdict", [
     (0.85, 0, 0, "GPU-bound"),
     (0.80, 0, 0, "GPU-bound"),            # threshold is inclusive
-    (0.79, 0, 0, "CPU-launch-bound"),
+    (0.79, 0, 0, "host-compute-bound"),  # no launches: the idle host, not launching, is the cause
     (0.30, 0.30, 0, "input-bound"),
-    (0.30, 0.09, 0, "CPU-launch-bound"),  # below the 10% input share
+    (0.30, 0.09, 0, "host-compute-bound"),  # below the 10% input share
     (0.30, 0, 0.20, "sync-bound"),
     (0.30, 0.15, 0.20, "sync-bound"),     # sync share larger than the loader share
     (0.30, 0.20, 0.15, "input-bound"),
@@ -130,7 +130,7 @@ def test_thresholds_are_knobs(tmp_path):
     trace = scenario(tmp_path, 0.85, 0.3, 0)
     assert cpu_bound(trace).verdict == "GPU-bound"
     assert cpu_bound(trace, gpu_bound_busy=0.9).verdict == "input-bound"
-    assert cpu_bound(trace, gpu_bound_busy=0.9, input_share=0.5).verdict == "CPU-launch-bound"
+    assert cpu_bound(trace, gpu_bound_busy=0.9, input_share=0.5).verdict == "host-compute-bound"
 
 
 def test_tiny_kernel_share_follows_the_knob(tmp_path):
@@ -287,7 +287,13 @@ def test_run_time_wrappers_of_compiled_code_are_not_compile_work(tmp_path):
     assert r.steps["compile_us"].tolist() == [0] and r.verdict != "compiling"
     assert r.compile == {"kernels": 5, "triton_kernels": 4, "triton_time_share": pytest.approx(200 / 350),
                          "compile_s": 0.0, "compiled_regions": 2}
-    assert r.verdict == "CPU-launch-bound"
+    # 5 launches in a 10 ms step: the host's time is not launching
+    assert r.verdict == "host-compute-bound" and "CUDA graphs" in r.findings[0].fix
+    b = compile_traces.runtime_only()
+    for i in range(20):  # the same compiled model launching 20 more small kernels: launch-bound
+        b.launch(f"triton_poi_fused_{i}", 1_000 + 100 * i, 90, 1_100 + 100 * i, 5)
+    r = cpu_bound(build(tmp_path, b, "many.json"))
+    assert r.verdict == "launch-bound"
     fix = r.findings[0].fix
     assert "already runs torch.compile'd code" in fix and "reduce-overhead" in fix
 
@@ -302,9 +308,10 @@ def test_recompiling_in_later_steps_is_said(tmp_path):
     b.cpu_op("_compile.compile_inner (dynamo_timed)", 100, 800)
     b.cpu_op("_compile.compile_inner (dynamo_timed)", 2000, 50)  # before the op: a recompile
     r = cpu_bound(build(tmp_path, b))
-    assert r.steps["verdict"].tolist() == ["compiling", "CPU-launch-bound", "CPU-launch-bound"]
+    # aten::index computes on the host for 850 us per step and launches nothing: host compute, not launching
+    assert r.steps["verdict"].tolist() == ["compiling", "host-compute-bound", "host-compute-bound"]
     assert r.steps["compile_us"].tolist() == [800, 0, 50]
-    assert r.verdict == "CPU-launch-bound"  # 850 of 3000 us: less than the host's other 1,700 us
+    assert r.verdict == "host-compute-bound"  # 850 of 3000 us: less than the host's other 1,700 us
     note = next(f for f in r.findings if f.title.startswith("torch.compile compiled for"))
     assert "2 of 3 step(s)" in note.title and "TORCH_LOGS=recompiles" in note.fix
 
@@ -369,7 +376,7 @@ def test_real_cpu_only_trace_is_cpu_only():
 
 @pytest.mark.parametrize("name, verdict", [
     ("tracelens_h100_timesformer_infer_bf16.json.gz", "GPU-bound (host ahead)"),    # was sync-bound
-    ("tracelens_mi300x_vllm_piecewise_graph_exec.json.gz", "GPU-bound (host ahead)"),  # was CPU-launch-bound
+    ("tracelens_mi300x_vllm_piecewise_graph_exec.json.gz", "GPU-bound (host ahead)"),  # was launch-bound
     ("kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz", "input-bound"),
     ("param_v100_dlrm_rank1.pt.trace.json.gz", "sync-bound"),
 ])

@@ -128,7 +128,8 @@ def test_device_name_rule(properties, device, expected):
 SHARED_DEVICES = {
     "hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz": [(2, "AMD Radeon Graphics")],
     "hta_cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz": [],
-    "hta_cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz": [],   # no GPU activity events
+    # no GPU activity events: the 8 GPUs deviceProperties lists, each marked inactive
+    "hta_cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz": [(i, "NVIDIA A100-PG509-200") for i in range(8)],
     "hta_timeline_analysis__sampled_rank-0.json.gz": [(0, "")],                   # no deviceProperties
     "hta_trace_diff__control__control.json.gz": [(3, "NVIDIA A100-PG509-200")],
     "hta_trace_diff__test__test.json.gz": [(1, "Tesla V100-SXM2-16GB")],
@@ -147,6 +148,7 @@ SHARED_DEVICES = {
 def test_shared_trace_devices(name):
     devices = summarize(load_trace(shared_trace(name)))["devices"]
     assert [(d["id"], d["name"]) for d in devices] == SHARED_DEVICES[name]
+    assert all(d.get("active", True) for d in devices) == ("cupti" not in name)
 
 
 @pytest.mark.parametrize("name, regions", [("ppo_compiled", 2), ("ppo_flag_flip", 3), ("ppo_tensor_branch", 4)])

@@ -34,7 +34,7 @@ def _log(root, *runs):
 
 def test_index_leads_with_one_verdict_line_per_report_of_the_latest_run(tmp_path):
     root = tmp_path / "reports"
-    _report(root, "2024-01-01/120000", "cpu_bound", "ok", card=_card("cpu_bound", "CPU-launch-bound"))
+    _report(root, "2024-01-01/120000", "cpu_bound", "ok", card=_card("cpu_bound", "launch-bound"))
     _report(root, "2024-02-01/090000", "cpu_bound", "ok", card=_card("cpu_bound", "GPU-bound"))
     _report(root, "2024-02-01/090000", "amp_regression", "failed", error=f"ValueError: {HOSTILE}")
     _report(root, "2024-02-01/093000", "htod", "ok", card=_card("htod", "copies are pinned"))

@@ -191,7 +191,7 @@ def test_pageable_copy_blocks_the_host_in_syncs_and_cpu_bound(tmp_path):
     cpu = cpu_bound(trace)
     assert cpu.steps["sync_blocked_us"].tolist() == [870.0] * 3
     assert (cpu.steps["sync_us"] >= 870).all()
-    assert cpu.verdict != "CPU-launch-bound"
+    assert cpu.verdict not in ("launch-bound", "host-compute-bound")
 
 
 def test_pinned_copy_counts_its_wait_as_an_event_sync(tmp_path):

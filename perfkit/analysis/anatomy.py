@@ -1,8 +1,11 @@
 """``step_anatomy(trace)``: one sentence that explains a step in milliseconds, and the numbers behind it.
 
-"step 87.41 ms: 2.64 ms Python in copy_to_gpu (vllm/v1/utils.py:131), 1.20 ms waiting for the GPU at
-train.py:88 (log_metrics), GPU busy 11.60 ms and idle 75.82 ms (mostly host_python); critical path
-90% host"
+"launch-bound; step 87.41 ms: 2.64 ms Python in copy_to_gpu (vllm/v1/utils.py:131), 1.20 ms waiting for
+the GPU at train.py:88 (log_metrics), GPU busy 11.60 ms and idle 75.82 ms (mostly host_python);
+critical path 90% host"
+
+The sentence opens with the verdict of ``diagnosis.diagnose`` (``verdict``, with its ``fix``): the
+same verdict ``perfkit diagnose``, ``cpu_bound`` and ``summary`` give for the trace.
 
 All figures are means per full step window (``ops.full_step_windows``: partial steps at the
 profiler window's edge left out), in milliseconds in the sentence and
@@ -10,8 +13,9 @@ microseconds in the fields:
 
 * Python: the main thread's function with the most self time inside steps, waiting primitives left
   out (``hotspots``); a host op when the thread has no Python frames;
-* waiting for the GPU: host time blocked at sync points that a GPU wait confirms, and the source
-  line that blocks the longest (``syncs``);
+* waiting for the GPU: host time blocked at sync points inside the steps that a GPU wait confirms,
+  and the source line that blocks the longest (``syncs``; a sync before the first or after the last
+  step is not part of any step);
 * GPU busy / idle: device-union busy time and the rest of the step, with the class holding most
   idle time (``gpu_gaps``);
 * critical path: the kind with the largest share of the path (``critical_path``).
@@ -22,10 +26,12 @@ from dataclasses import dataclass
 
 from ..results import html_section, html_text, html_warnings
 from .critical_path import KINDS, path_over
+from .diagnosis import diagnose
 from .gaps import gaps_over, gpu_gaps
 from .hotspots import hotspots
 from .lanes import rank_timelines
 from .ops import full_step_windows, jsonable
+from .sync_result import site_table
 from .syncs import syncs
 
 
@@ -46,12 +52,15 @@ class StepAnatomy:
     critical_path: dict
     bound_by: str
     warnings: tuple
+    verdict: str = ""
+    fix: str = ""
 
     @property
     def sentence(self) -> str:
         """The step in one sentence (see the module doc)."""
         parts = [_python_part(self.python), _waiting_part(self.waiting), self._gpu_part()]
-        head = f"step {_ms(self.wall_us)}: " + ", ".join(p for p in parts if p)
+        head = (f"{self.verdict}; " if self.verdict else "") + f"step {_ms(self.wall_us)}: " \
+            + ", ".join(p for p in parts if p)
         total = sum(self.critical_path.values())
         if total > 0:
             head += f"; critical path {100 * self.critical_path[self.bound_by] / total:.0f}% {self.bound_by}"
@@ -64,7 +73,8 @@ class StepAnatomy:
         return f"GPU busy {_ms(self.gpu_busy_us)} and idle {_ms(self.gpu_idle_us)}{mostly}"
 
     def to_json(self) -> dict:
-        return jsonable({"sentence": self.sentence, "steps": self.steps, "wall_us": self.wall_us,
+        return jsonable({"sentence": self.sentence, "verdict": self.verdict, "fix": self.fix, "steps": self.steps,
+                         "wall_us": self.wall_us,
                          "python": self.python, "waiting": self.waiting, "gpu_busy_us": self.gpu_busy_us,
                          "gpu_idle_us": self.gpu_idle_us, "idle_class": self.idle_class,
                          "critical_path": self.critical_path, "bound_by": self.bound_by,
@@ -94,10 +104,11 @@ def step_anatomy(trace) -> StepAnatomy:
         totals = {c: v["dur_us"] for c, v in gaps.totals.items() if v["dur_us"] > 0}
         idle_class = max(totals, key=totals.get) if totals else None
     spots = hotspots(trace)
+    diagnosis = diagnose(trace)
     return StepAnatomy(
         steps=len(path.steps), wall_us=float(path.steps["wall_us"].sum()) / n, python=_top_function(spots),
         waiting=_waiting(syncs(trace), n), gpu_busy_us=busy, gpu_idle_us=idle, idle_class=idle_class,
-        critical_path=per_step, bound_by=bound,
+        critical_path=per_step, bound_by=bound, verdict=diagnosis.verdict, fix=diagnosis.fix,
         warnings=tuple(dict.fromkeys(path.warnings + gaps.warnings + spots.warnings + stubs)))
 
 
@@ -112,12 +123,12 @@ def _top_function(spots) -> dict | None:
 
 
 def _waiting(result, n_steps: int) -> dict | None:
-    confirmed = result.events[result.events["gpu_confirmed"]]
-    if confirmed.empty:
+    inside = result.events[result.events["gpu_confirmed"] & result.events["in_steps"]]
+    if inside.empty:
         return None
-    sites = result.to_frame()
+    sites = site_table(inside, result.n_steps)
     site = sites[sites["gpu_confirmed"] > 0].iloc[0]
-    return {"blocked_per_step_us": float(confirmed["blocked_us"].sum()) / n_steps, "file": site["file"] or None,
+    return {"blocked_per_step_us": float(inside["blocked_us"].sum()) / n_steps, "file": site["file"] or None,
             "line": int(site["line"]) if site["line"] >= 0 else None, "func": site["func"] or None,
             "op": site["top_op"] or site["op"] or site["kind"]}
 

@@ -30,27 +30,30 @@ from ..results import findings_frame, html_section, html_table, html_text, html_
 from ..trace.schema import LAUNCH_CATEGORIES
 from ..trace.steps import window_index
 from .classify import is_launch
-from .compile import compile_facts, compile_spans
+from .compile import compile_facts
 from .cpu_bound_findings import findings as _findings
 from .cpu_bound_rules import (COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS,
                               decide)
-from .ops import (COPY_OPS, DATALOADER_PREFIX, HOST_CATEGORIES, HOST_WORK_CATEGORIES, STEP_PREFIX, host_events,
-                  jsonable, listed_steps, nest, op_table, starts_with, step_rows, step_windows, stub_steps,
-                  window_cover)
-from .syncs import blocking_calls
+from .ops import (COPY_OPS, HOST_CATEGORIES, STEP_PREFIX, host_events, jsonable, listed_steps, nest, op_table,
+                  starts_with, step_rows, step_windows, stub_steps)
+from .step_layers import LAYER_COLUMNS, host_compute_ops, step_layers
+from .warmup import warmup_events
 
 __all__ = ["CPUBoundResult", "VERDICTS", "cpu_bound", "decide", "overall_numbers"]
 
 STEP_COLUMNS = [
-    "rank", "step", "start_us", "end_us", "wall_us", "gpu_busy_us", "gpu_busy_pct", "gpu_idle_pct",
-    "host_busy_us", "cpu_gpu_ratio", "dataloader_us", "compile_us", "sync_us", "sync_blocked_us", "host_other_us",
-    "launches", "launch_us", "queue_delay_us", "kernels", "tiny_kernels", "tiny_kernel_pct", "verdict",
+    "rank", "step", "start_us", "end_us", "wall_us", "warmup_us", "gpu_busy_us", "gpu_busy_pct", "gpu_idle_pct",
+    "comm_us", "comm_exposed_us", "host_busy_us", "cpu_gpu_ratio", "dataloader_us", "compile_us", "sync_us",
+    "sync_blocked_us", "host_other_us", "launch_side_us", "host_compute_us", "python_us", "untraced_us",
+    "launches", "launch_us", "queue_delay_us", "kernels", "tiny_kernels", "tiny_kernel_pct", "median_kernel_us",
+    "verdict",
 ]
 # The per-step verdict of a step the profiler window cut short (``ops.stub_steps``).
 PARTIAL_STEP = "partial step"
 PARTIAL_NOTE = "cut short at the edge of the profiler window"  # in the warning that names them
-_SUMMED = ["wall_us", "gpu_busy_us", "host_busy_us", "dataloader_us", "compile_us", "sync_us", "sync_blocked_us",
-           "host_other_us", "launches", "launch_us", "kernels", "tiny_kernels"]
+_SUMMED = ["wall_us", "warmup_us", "gpu_busy_us", "comm_us", "comm_exposed_us", "host_busy_us", "dataloader_us",
+           "compile_us", "sync_us", "sync_blocked_us", "host_other_us", "launch_side_us", "host_compute_us",
+           "python_us", "untraced_us", "launches", "launch_us", "kernels", "tiny_kernels"]
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -70,6 +73,9 @@ class CPUBoundResult:
     has_gpu: bool
     tiny_kernel_us: float
     compile: dict | None = None
+    warmup: pd.DataFrame | None = None
+    host_ops: pd.DataFrame | None = None
+    devices: tuple = ()
 
     def to_frame(self) -> pd.DataFrame:
         return self.steps.copy()
@@ -121,19 +127,24 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
                   "host_ahead_share": host_ahead_share, "sync_share": sync_share}
     windows = step_windows(trace)
     host = host_events(trace, HOST_CATEGORIES)
+    nested = nest(host)
     launches = _launch_table(trace, host, windows)
-    steps = _step_table(trace, host, windows, launches, tiny_kernel_us)
+    warmup = warmup_events(trace)
+    steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup)
     has_gpu = trace.has_gpu_events
-    cpu_only = not has_gpu and not host["cat"].isin(LAUNCH_CATEGORIES).any()
-    steps["verdict"] = [decide(row, thresholds, has_gpu, cpu_only)[0] for row in steps.to_dict("records")]
+    launched = host["cat"].isin(LAUNCH_CATEGORIES).any()
+    kind = "gpu" if has_gpu else "unrecorded" if launched and trace.devices else "cpu"
+    steps["verdict"] = [decide(row, thresholds, kind)[0] for row in steps.to_dict("records")]
     stub = stub_steps(windows)
     steps.loc[stub, "verdict"] = PARTIAL_STEP
-    verdict, evidence = decide(overall_numbers(steps, launches), thresholds, has_gpu, cpu_only)
-    nested = nest(host)
+    verdict, evidence = decide(overall_numbers(steps[~stub] if (~stub).any() else steps, launches), thresholds, kind)
+    in_steps = np.isin(step_rows(windows, host), np.flatnonzero(~stub))
     result = dict(steps=steps[STEP_COLUMNS], ops=op_table(host, nested), annotations=_annotations(host, len(windows)),
                   launches=launches, verdict=verdict, evidence=evidence, has_gpu=has_gpu,
-                  tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace))
-    findings = _findings(result, overall_numbers(steps, launches), copy_us=_outer_copy_us(host, nested))
+                  tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace), warmup=warmup,
+                  host_ops=host_compute_ops(trace, host, nested, in_steps), devices=tuple(trace.devices))
+    findings = _findings(result, overall_numbers(steps[~stub] if (~stub).any() else steps, launches),
+                         copy_us=_outer_copy_us(host, nested))
     return CPUBoundResult(findings=rank_findings(findings), warnings=_warnings(trace, windows, has_gpu, stub), **result)
 
 
@@ -143,31 +154,20 @@ def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:
     (``perfkit.ranks`` reduces each rank to it)."""
     windows = step_windows(trace)
     host = host_events(trace, HOST_CATEGORIES)
-    steps = _step_table(trace, host, windows, _launch_table(trace, host, windows), tiny_kernel_us)
+    nested = nest(host)
+    steps = _step_table(trace, host, nested, windows, _launch_table(trace, host, windows), tiny_kernel_us,
+                        warmup_events(trace))
     return steps[STEP_COLUMNS[:-1]]
 
 
 # --- per-step table ------------------------------------------------------------------------------
 
-def _step_table(trace, host, windows, launches, tiny_us) -> pd.DataFrame:
-    """Disjoint layers of host time per window: DataLoader, then compile spans outside it, then
-    blocking calls outside both, then other host work (``host_busy_us`` is their union)."""
+def _step_table(trace, host, nested, windows, launches, tiny_us, warmup) -> pd.DataFrame:
+    """The window's layers of time (``step_layers``) with its launch and kernel columns."""
     steps = windows.rename(columns={"dur_us": "wall_us"}).copy()
-    work = host[host["cat"].isin(HOST_WORK_CATEGORIES) & ~starts_with(host["name"], STEP_PREFIX)]
-    loader = host[starts_with(host["name"], DATALOADER_PREFIX)]
-    compiling = compile_spans(trace)
-    blocking = blocking_calls(trace, host)
-    dl = window_cover(loader, windows)
-    dl_compile = window_cover(pd.concat([loader, compiling]), windows)
-    dl_compile_sync = window_cover(pd.concat([loader, compiling, blocking]), windows)
-    everything = window_cover(pd.concat([work, loader, compiling]), windows)
-    steps["gpu_busy_us"] = window_cover(trace.gpu_events(), windows)
-    steps["dataloader_us"] = dl
-    steps["compile_us"] = dl_compile - dl
-    steps["sync_us"] = dl_compile_sync - dl_compile
-    steps["sync_blocked_us"] = window_cover(blocking, windows)
-    steps["host_busy_us"] = np.maximum(everything, dl_compile_sync)
-    steps["host_other_us"] = steps["host_busy_us"] - dl_compile_sync
+    layers = step_layers(trace, host, nested, windows, warmup)
+    for column in LAYER_COLUMNS:
+        steps[column] = layers[column].to_numpy()
     _add_launch_columns(steps, launches)
     _add_kernel_columns(steps, trace, windows, tiny_us)
     _add_ratios(steps)
@@ -196,10 +196,12 @@ def _add_launch_columns(steps: pd.DataFrame, launches: pd.DataFrame) -> None:
 def _add_kernel_columns(steps, trace, windows, tiny_us) -> None:
     kernels = trace.kernels()
     row = window_index(windows, kernels["ts_us"], kernels["rank"])
-    frame = pd.DataFrame({"window": row, "tiny": (kernels["dur_us"] < tiny_us).to_numpy()})
+    frame = pd.DataFrame({"window": row, "tiny": (kernels["dur_us"] < tiny_us).to_numpy(),
+                          "dur_us": kernels["dur_us"].to_numpy()})
     frame = frame[frame["window"] >= 0].groupby("window")
     steps["kernels"] = frame.size().reindex(steps.index, fill_value=0).astype(np.int64)
     steps["tiny_kernels"] = frame["tiny"].sum().reindex(steps.index, fill_value=0).astype(np.int64)
+    steps["median_kernel_us"] = frame["dur_us"].median().reindex(steps.index)
 
 
 def _add_ratios(frame: pd.DataFrame) -> None:
@@ -221,6 +223,8 @@ def overall_numbers(steps: pd.DataFrame, launches: pd.DataFrame) -> dict:
     out["median_queue_delay_us"] = float(delays.median()) if len(delays) else float("nan")
     out["mean_launch_us"] = out["launch_us"] / out["launches"] if out["launches"] else float("nan")
     out["launches_per_step"] = out["launches"] / max(out["steps"], 1)
+    kernels = steps["median_kernel_us"].dropna() if "median_kernel_us" in steps else pd.Series(dtype=float)
+    out["median_kernel_us"] = float(kernels.median()) if len(kernels) else float("nan")
     return out
 
 
@@ -263,7 +267,7 @@ def _warnings(trace, windows: pd.DataFrame, has_gpu: bool, stub: np.ndarray) -> 
                    "(torch.profiler.schedule(active=5) or more)")
     if stub.any():
         out.append(f"{listed_steps(windows[stub])}: {PARTIAL_NOTE}; its row says {PARTIAL_STEP!r} "
-                   "instead of a verdict (the overall verdict weighs each step by its time)")
+                   "instead of a verdict and the overall verdict leaves it out")
     return tuple(out)
 
 

@@ -9,13 +9,18 @@ from ..results import Finding
 from .cpu_bound_rules import (COMPILE_NOTE_SHARE, COMPILE_SHARE, COPY_OPS_SHARE, DATALOADER_NOTE_SHARE,
                               HOST_AHEAD_MIN_US, LOW_UTILIZATION, TINY_KERNEL_MIN_COUNT, TINY_KERNEL_SHARE)
 from .ops import COPY_OPS
+from .warmup import warmup_text
 
 FIXES = {
     "GPU-bound": "Make the kernels faster: mixed precision (torch.autocast), torch.compile to fuse kernels, "
                  "larger/better-shaped matmuls; the top kernels in the trace are where the time goes.",
-    "CPU-launch-bound": "Issue fewer, larger GPU operations per step: torch.compile (mode='reduce-overhead' "
-                        "adds CUDA graphs), fuse small ops, batch environments/samples, and move per-step "
-                        "Python work (logging, bookkeeping) out of the hot loop.",
+    "launch-bound": "Issue fewer, larger GPU operations per step: torch.compile (mode='reduce-overhead' "
+                    "adds CUDA graphs), fuse small ops (foreach/fused optimizers), batch environments/samples.",
+    "communication-bound": "Hide the collectives under compute: DDP overlaps gradient all-reduce with backward "
+                           "(check bucket_cap_mb and that no hook or sync serializes them), accumulate gradients "
+                           "with no_sync() to all-reduce less often, use a larger batch per rank; a collective "
+                           "that waits for a slower peer shows as communication: profile every rank and run "
+                           "`perfkit ranks` to see arrival skew.",
     "input-bound": "Feed the GPU in the background: DataLoader(num_workers>0, pin_memory=True, "
                    "persistent_workers=True, prefetch_factor=2+), or move preprocessing onto the GPU.",
     "sync-bound": "Remove host-device syncs from the step (run `perfkit syncs TRACE` to find each one and its "
@@ -59,23 +64,41 @@ def verdict_finding(verdict: str, evidence: dict, o: dict, tables: dict, compile
     numbers = {k: v for k, v in evidence.items() if v is not None and not k.startswith("threshold_")}
     numbers.update(wall_us=o["wall_us"], gpu_busy_us=o["gpu_busy_us"], host_busy_us=o["host_busy_us"],
                    compile_us=o["compile_us"], median_queue_delay_us=o["median_queue_delay_us"])
-    return Finding(_severity(verdict, evidence, o), _title(verdict, evidence, o), numbers,
+    return Finding(_severity(verdict, evidence, o), _title(verdict, evidence, o, tables), numbers,
                    _fix(verdict, evidence, o, tables, compiled_regions), _threshold_text(evidence))
 
 
 def _severity(verdict: str, evidence: dict, o: dict) -> str:
     if verdict == "GPU-bound":
         return "info"
-    if verdict == "compiling":
-        return "high"    # the window measures compilation: every other number in it is polluted
+    if verdict in ("compiling", "warm-up", "GPU activity not recorded"):
+        return "high"    # the window measures one-time work, or not the GPU: every other number in it misleads
     if evidence["gpu_busy_share"] is None or verdict == "GPU-bound (host ahead)":
         return "medium"  # no GPU events, or a GPU that is fed: the idle share is not the host's doing
     busy = o["gpu_busy_us"] / o["wall_us"] if o["wall_us"] else 0.0
     return "high" if busy < LOW_UTILIZATION else "medium"
 
 
-def _title(verdict: str, e: dict, o: dict) -> str:
+def _title(verdict: str, e: dict, o: dict, tables: dict) -> str:
     n = o["steps"]
+    if verdict == "GPU activity not recorded":
+        return (f"GPU activity not recorded: {int(o['launches']):,} kernel launches but no kernels; the trace lists "
+                f"{_devices_text(tables.get('devices', ()))}")
+    if verdict == "warm-up":
+        return (f"warm-up: first calls hold {o['warmup_us'] / 1e3:,.1f} ms of {o['wall_us'] / 1e3:,.1f} ms "
+                f"({e['warmup_share']:.0%}) over {n} step(s): {warmup_text(tables['warmup'], 2)}")
+    if verdict == "communication-bound":
+        return (f"communication-bound: collectives not hidden under compute take {o['comm_exposed_us'] / 1e3:,.2f} ms "
+                f"of {_ms(o['wall_us'] - o['warmup_us'])} ({e['comm_exposed_share']:.0%}); GPU busy "
+                f"{o['gpu_busy_pct']:.0f}% of {n} step(s)")
+    if verdict == "launch-bound":
+        return (f"launch-bound: {e['launches_per_step']:,.0f} launches per step, median kernel "
+                f"{_us(e['median_kernel_us'])}; launching ops hold {e['launch_side_share']:.0%} of the step, "
+                f"GPU busy {o['gpu_busy_pct']:.0f}%")
+    if verdict == "host-compute-bound":
+        top = top_host_work(tables, o)
+        return (f"host-compute-bound: {top['what']} {top['share']:.0%} of the step while the GPU is busy "
+                f"{o['gpu_busy_pct']:.0f}% ({e['launches_per_step']:,.0f} launches per step)")
     if verdict == "compiling":
         return (f"compiling: torch.compile compiled for {o['compile_us'] / 1e6:.2f} s of {o['wall_us'] / 1e6:.2f} s "
                 f"({e['compile_share']:.0%}) over {n} step(s)")
@@ -84,6 +107,10 @@ def _title(verdict: str, e: dict, o: dict) -> str:
     if verdict == "GPU-bound (host ahead)":
         return (f"GPU-bound (host ahead): kernels start a median {e['queue_delay_us'] / 1e3:.1f} ms after their launch "
                 f"({e['queue_delay_share']:.0%} of a step); GPU busy {o['gpu_busy_pct']:.0f}% of {n} step(s)")
+    lead = {"sync-bound": ("host blocked in syncs", "sync_share"), "input-bound": ("DataLoader", "dataloader_share")}
+    if verdict in lead:
+        what, key = lead[verdict]
+        return f"{verdict}: {what} {e[key]:.0%} of the step; GPU busy {o['gpu_busy_pct']:.0f}% of {n} step(s)"
     return f"{verdict}: GPU busy {o['gpu_busy_pct']:.0f}% of {n} step(s)"
 
 
@@ -102,9 +129,71 @@ def _fix(verdict: str, e: dict, o: dict, tables: dict, compiled_regions: int) ->
                 "make the GPU work faster (the top kernels; mixed precision, fused kernels).")
     if verdict == "input-bound" and e["gpu_busy_share"] is None:
         return _CPU_INPUT_FIX
-    if verdict == "CPU-launch-bound" and compiled_regions:
+    if verdict == "launch-bound" and compiled_regions:
         return _COMPILED_LAUNCH_FIX.format(regions=compiled_regions)
+    if verdict == "GPU activity not recorded":
+        return (f"Record the GPU: the trace lists {_devices_text(tables.get('devices', ()))} and the host launched "
+                "work, but no kernel, copy or memset was recorded, so nothing can say whether the GPU or the host "
+                "limits the step. Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (CUPTI must "
+                "be loadable: check that libcupti is on the library path and that no other profiler holds it).")
+    if verdict == "warm-up":
+        return ("Profile after warm-up: start recording once the first steps have run "
+                "(torch.profiler.schedule(wait=1, warmup=3, active=5)); the listed first calls are one-time costs "
+                "(CUDA context and module loading, cuBLAS/cuDNN handles and autotuning, lazy initialization).")
+    if verdict == "host-compute-bound":
+        return _host_compute_fix(top_host_work(tables, o), e)
     return FIXES[verdict]
+
+
+# Host ops that make random numbers: made on the CPU and copied, they are host compute that the GPU
+# could do in microseconds (torch.randn(..., device="cuda")).
+RANDOM_OPS = ("aten::normal_", "aten::uniform_", "aten::randn", "aten::rand", "aten::randint", "aten::random_",
+              "aten::bernoulli_", "aten::multinomial", "aten::randperm", "aten::exponential_")
+
+
+# Ops that only allocate: long on the host when the caching allocator calls cudaMalloc.
+ALLOC_OPS = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resize_", "aten::new_empty",
+             "aten::new_empty_strided")
+
+
+def top_host_work(tables: dict, o: dict) -> dict:
+    """What the host computed most in the steps: the non-launching op with the most time
+    (``tables['host_ops']``), else Python frames, else untraced time. ``what``, ``share`` of the step
+    (less warm-up), ``kind`` (op, python, untraced), ``name``."""
+    wall = max(o["wall_us"] - o["warmup_us"], 1e-9)
+    ops = tables.get("host_ops")
+    candidates = [("python", "Python", o["python_us"]), ("untraced", "untraced host code", o["untraced_us"])]
+    if ops is not None and len(ops):
+        top = ops.iloc[0]
+        candidates.append(("op", str(top["name"]), float(top["total_us"])))
+    kind, name, us = max(candidates, key=lambda c: c[2])
+    what = {"op": f"CPU op {name}", "python": "Python with no op under it", "untraced": "untraced host time"}[kind]
+    return {"kind": kind, "name": name, "us": us, "share": us / wall, "what": what}
+
+
+def _host_compute_fix(top: dict, e: dict) -> str:
+    head = ("The host computes while the GPU waits; launching is not the cost "
+            f"({e['launches_per_step']:,.0f} launches per step), so torch.compile's CUDA graphs or fusing kernels "
+            "will not shorten the step. ")
+    if top["kind"] == "op" and top["name"] in RANDOM_OPS:
+        return head + (f"{top['name']} makes random numbers on the CPU: create them on the GPU "
+                       "(torch.randn(..., device='cuda'), torch.rand_like on a GPU tensor) instead of on the host "
+                       "and copying them.")
+    if top["kind"] == "op" and top["name"] in ALLOC_OPS:
+        return head + (f"{top['name']} is memory allocation: the caching allocator asking the driver for memory "
+                       "(cudaMalloc/hipMalloc) inside the step. Allocate the buffers once outside the loop and reuse "
+                       "them (out=, preallocated tensors), keep tensor sizes stable from step to step, or set "
+                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to cut fragmentation-driven allocations.")
+    if top["kind"] == "op":
+        return head + (f"Move {top['name']} to the GPU (create its inputs with device='cuda'), vectorize per-sample "
+                       "work into batched tensor ops, or move it into DataLoader workers (num_workers>0) so it "
+                       "runs beside the GPU.")
+    if top["kind"] == "python":
+        return head + ("Python does the work: run `perfkit hotspots TRACE` for the functions, batch per-sample "
+                       "Python loops into tensor ops, move logging and bookkeeping out of the step, or run it in "
+                       "DataLoader workers / a background thread.")
+    return head + ("The time is in host code the profiler did not record: record with with_stack=True (or run "
+                   "`perfkit profile`) to see the Python functions, then batch or move that work off the step.")
 
 
 def _compile_fix(steps: pd.DataFrame) -> str:
@@ -170,6 +259,22 @@ def _copy_finding(ops: pd.DataFrame, copy_us: float, o: dict) -> list[Finding]:
                     "Create tensors on the target device and dtype (torch.zeros(..., device=...)) instead of "
                     "converting every step; convert once outside the loop.",
                     f">= {COPY_OPS_SHARE:.0%} of host busy time (perfkit rule)")]
+
+
+def _devices_text(devices) -> str:
+    names = [str(d.get("name") or "?") for d in devices if isinstance(d, dict)]
+    if not names:
+        return "no GPUs in deviceProperties"
+    counts = {n: names.count(n) for n in dict.fromkeys(names)}
+    return ", ".join(f"{n} x{c}" if c > 1 else n for n, c in counts.items())
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.2f} ms"
+
+
+def _us(us: float) -> str:
+    return "-" if us != us else f"{us / 1e3:,.2f} ms" if us >= 1e3 else f"{us:,.1f} us"
 
 
 def _pct(part: float, whole: float) -> str:

@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 
-VERDICTS = ("compiling", "GPU-bound", "input-bound", "CPU-only trace", "GPU-bound (host ahead)", "sync-bound",
-            "CPU-launch-bound")
+VERDICTS = ("GPU activity not recorded", "warm-up", "compiling", "GPU-bound", "communication-bound", "input-bound",
+            "CPU-only trace", "GPU-bound (host ahead)", "sync-bound", "launch-bound", "host-compute-bound")
+# Each verdict names a cause with its own fix: launch-bound (fewer, larger launches: torch.compile,
+# CUDA graphs) and host-compute-bound (the host computes: move the work to the GPU, vectorize) must
+# never be confused, since compiling a step whose time is CPU ops launches nothing faster.
 
 # --- verdict thresholds (``decide`` applies them in VERDICTS order) ---
+# Warm-up calls (``warmup.py``: first calls >= 10x their later median and >= 1 ms) hold at least
+# this share of the step: what is left (under a tenth) is too small a sample of the loop to judge.
+# Below it, the warm-up calls are taken out and the rest of the step decides (a 6.5 ms cold launch
+# in a 9.3 ms ROCm step leaves 2.8 ms of ordinary launches to judge).
+WARMUP_SHARE = 0.90
 # Compile spans cover at least this share of the step AND more of it than any other cause (GPU
 # busy, DataLoader, syncs, other host work): the window measures torch.compile compiling, not the
 # training loop. The floor matches the input and sync shares below.
@@ -23,13 +31,17 @@ COMPILE_SHARE = 0.10
 # RunGenerator.analyze) flags "low utilization" below 50%: those steps get severity "high" here.
 GPU_BOUND_BUSY = 0.80
 LOW_UTILIZATION = 0.50
+# Of a GPU-bound step's busy time, the share that is collective kernels with no compute under them
+# at or above which communication, not compute, is the limiter (HTA's critical path calls such a
+# step gpu_communication_bound; a perfkit rule: the larger half decides).
+COMM_SHARE = 0.50
 # Share of the step spent in DataLoader.__next__ at or above which an idle GPU is blamed on input.
 # torch-tb-profiler recommends num_workers from 5% (same source); a verdict asks for twice that.
 INPUT_SHARE = 0.10
 # Median launch-to-kernel delay at or above this share of the step: the host is that far ahead of
 # the GPU, so work is queued and the idle GPU time the window shows (the window's edges, GPU-side
 # waits, work from before the profiler started) is not the host's doing: "GPU-bound (host ahead)"
-# instead of sync-bound or CPU-launch-bound. A share of the step, not an absolute 1 ms: a loader-
+# instead of sync-bound or launch-bound. A share of the step, not an absolute 1 ms: a loader-
 # or sync-bound loop launches a burst after each wait that queues for milliseconds too (ResNet-50
 # num_workers=0 in ../shared: input-bound, median delay 9.8 ms = 5.6% of its 175 ms step), while
 # the host-ahead traces there wait 12-70% of the step (TimeSformer H100: 62.7 ms of 383 ms).
@@ -41,8 +53,19 @@ HOST_AHEAD_MIN_US = 100.0
 # Share of the step the host spends blocked in sync calls (outside data loading) at or above which
 # an idle GPU is blamed on syncs: each sync drains the GPU queue, so host and GPU stop overlapping.
 SYNC_SHARE = 0.10
-# Everything else with an idle GPU is CPU-launch-bound; with no GPU events and no launch calls at
-# all it is "CPU-only trace" (only "compiling" and "input-bound" come first: both are host causes).
+# Launch-bound needs launches: at least this many per step. An eager op costs the host 5-10 us on
+# CUDA (NVIDIA's CUDA Graphs post: ~2.5-5 us of launch latency plus PyTorch's dispatch) and 50-300 us
+# per op on the ROCm toy step in ../shared (MI250); with fewer than 10 per step the host time goes
+# elsewhere (the T4 step with 2 launches and 63% in CPU aten::normal_), so fusing or graphing them
+# cannot be what an idle GPU waits for.
+LAUNCH_MIN_PER_STEP = 10
+# ... and the host time of the ops that launch (with their launch calls) must be at least the host
+# time of ops that launch nothing (CPU compute) and at least this share of the time with no traced
+# op (Python between the ops, or untraced code): in an eager loop of small ops the interpreter's
+# time between two ops is about the op's own dispatch time (torch.utils.benchmark: ~5-10 us each),
+# so launch-side time of half that or more still means the Python is driving launches.
+LAUNCH_VS_PYTHON = 0.5
+# Everything else with an idle GPU is host-compute-bound: the host computes (CPU ops, Python).
 
 # --- finding thresholds (findings below the verdict) ---
 # Short-kernel rule of torch-tb-profiler: more than half of more than 100 kernels are short.
@@ -56,51 +79,80 @@ COPY_OPS_SHARE = 0.10
 COMPILE_NOTE_SHARE = 0.01
 
 
-def decide(row: dict, thresholds: dict, has_gpu: bool = True, cpu_only: bool = False) -> tuple[str, dict]:
+def decide(row: dict, thresholds: dict, kind: str = "gpu") -> tuple[str, dict]:
     """Verdict for one step (or the overall sums of ``overall_numbers``) and the numbers and
-    thresholds that decided it. Rules in order, shares of the step's wall time:
+    thresholds that decided it. ``kind``: "gpu" (GPU activity recorded), "unrecorded" (launch calls
+    and GPUs in deviceProperties but no GPU events: the profiler did not record the device), "cpu"
+    (neither). Rules in order, shares of the step's wall time less its warm-up calls:
 
-    1. compiling: compile spans >= ``compile_share`` and more than any other cause (GPU busy,
-       DataLoader, syncs, other host work);
-    2. GPU-bound: GPU busy >= ``gpu_bound_busy``;
-    3. input-bound: DataLoader >= ``input_share`` and >= the sync share;
-    4. CPU-only trace: no GPU events and no launch calls in the whole trace;
-    5. GPU-bound (host ahead): median launch-to-kernel delay >= ``host_ahead_share`` of the step
+    1. GPU activity not recorded: ``kind == "unrecorded"`` (nothing about the GPU can be decided);
+    2. warm-up: warm-up calls >= ``WARMUP_SHARE`` of the whole step;
+    3. compiling: compile spans >= ``compile_share`` and more than any other cause;
+    4. GPU-bound / communication-bound: GPU busy >= ``gpu_bound_busy``; communication-bound when
+       collective kernels with no compute under them are >= ``COMM_SHARE`` of the busy time;
+    5. input-bound: DataLoader >= ``input_share`` and >= the sync share;
+    6. CPU-only trace: no GPU events and no launch calls;
+    7. GPU-bound (host ahead): median launch-to-kernel delay >= ``host_ahead_share`` of the step
        and >= ``HOST_AHEAD_MIN_US`` (the GPU idles for reasons other than the host: work is queued);
-    6. sync-bound: host blocked in syncs >= ``sync_share``;
-    7. CPU-launch-bound: the GPU idles and none of the above explains it (the host is busy issuing
-       ops, or runs untraced Python).
-    Without GPU events (but with launch calls) rules 2 and 5 cannot apply: host time decides.
+    8. sync-bound: host blocked in syncs >= ``sync_share``;
+    9. launch-bound: >= ``LAUNCH_MIN_PER_STEP`` launches per step, the launching ops' host time >=
+       the non-launching ops' and >= ``LAUNCH_VS_PYTHON`` x (Python + untraced time);
+    10. host-compute-bound: the GPU idles while the host computes (CPU ops, Python, untraced code).
     """
-    e = _evidence(row, thresholds, has_gpu)
+    e = _evidence(row, thresholds, kind == "gpu")
     t = thresholds
+    if kind == "unrecorded":
+        return "GPU activity not recorded", dict(e, rule="kernel launches but no GPU events: the profiler did not "
+                                                          "record the GPU")
+    if e["warmup_share"] >= WARMUP_SHARE:
+        return "warm-up", dict(e, rule=f"warm-up calls >= {WARMUP_SHARE:.0%} of step")
     causes = [e[k] for k in ("gpu_busy_share", "dataloader_share", "sync_share", "host_other_share")]
     others = max([c for c in causes if c is not None and np.isfinite(c)], default=0.0)
     if e["compile_share"] >= t["compile_share"] and e["compile_share"] > others:
         return "compiling", dict(e, rule=f"compile spans >= {t['compile_share']:.0%} of step and more than any "
                                          "other cause")
-    if has_gpu and e["gpu_busy_share"] >= t["gpu_bound_busy"]:
+    if kind == "gpu" and e["gpu_busy_share"] >= t["gpu_bound_busy"]:
+        if e["comm_exposed_share"] >= COMM_SHARE * e["gpu_busy_share"]:
+            return "communication-bound", dict(e, rule=f"gpu busy >= {t['gpu_bound_busy']:.0%} of step, of which "
+                                                        f"collectives not overlapped by compute >= {COMM_SHARE:.0%}")
         return "GPU-bound", dict(e, rule=f"gpu busy >= {t['gpu_bound_busy']:.0%} of step")
     if e["dataloader_share"] >= t["input_share"] and e["dataloader_share"] >= e["sync_share"]:
         return "input-bound", dict(e, rule=f"DataLoader >= {t['input_share']:.0%} of step")
-    if cpu_only:
+    if kind == "cpu":
         return "CPU-only trace", dict(e, rule="no GPU events and no kernel launches: all step time is host time")
-    if has_gpu and e["queue_delay_share"] >= t["host_ahead_share"] and e["queue_delay_us"] >= HOST_AHEAD_MIN_US:
+    if kind == "gpu" and e["queue_delay_share"] >= t["host_ahead_share"] and e["queue_delay_us"] >= HOST_AHEAD_MIN_US:
         return "GPU-bound (host ahead)", dict(e, rule=f"median launch-to-kernel delay >= {t['host_ahead_share']:.0%} "
                                                       f"of step and >= {HOST_AHEAD_MIN_US:g} us: GPU work is queued")
     if e["sync_share"] >= t["sync_share"]:
         return "sync-bound", dict(e, rule=f"host blocked in syncs >= {t['sync_share']:.0%} of step")
-    return "CPU-launch-bound", dict(e, rule="GPU idle; not explained by compiling, DataLoader, a queue ahead or syncs")
+    if launch_bound(e):
+        return "launch-bound", dict(e, rule=f">= {LAUNCH_MIN_PER_STEP} launches per step and the launching ops' host "
+                                            "time >= the other ops' and >= half the Python and untraced time")
+    return "host-compute-bound", dict(e, rule="GPU idle while the host computes (ops that launch nothing, Python, "
+                                              "untraced code); too few launches or too little launch time to be "
+                                              "launch-bound")
+
+
+def launch_bound(e: dict) -> bool:
+    """Rule 9 of ``decide`` on its evidence."""
+    return (e["launches_per_step"] >= LAUNCH_MIN_PER_STEP and e["launch_side_share"] >= e["host_compute_share"]
+            and e["launch_side_share"] >= LAUNCH_VS_PYTHON * (e["python_share"] + e["untraced_share"]))
 
 
 def _evidence(row: dict, thresholds: dict, has_gpu: bool) -> dict:
-    """Shares of the step's wall time (NaN for an empty window) and the thresholds in force."""
-    wall = row["wall_us"] if row["wall_us"] > 0 else float("nan")
-    step_wall = wall / row["steps"] if "steps" in row else wall
+    """Shares of the step's wall time less its warm-up calls (NaN for an empty window) and the
+    thresholds in force; ``warmup_share`` is of the whole step."""
+    steps = row.get("steps", 1) or 1
+    whole = row["wall_us"] if row["wall_us"] > 0 else float("nan")
+    warm = row.get("warmup_us", 0.0)
+    wall = whole - warm if whole - warm > 0 else float("nan")
+    step_wall = wall / steps
     delay = row["median_queue_delay_us"] if "median_queue_delay_us" in row else row["queue_delay_us"]
+    share = {k: row.get(f"{k}_us", 0.0) / wall for k in ("dataloader", "compile", "sync", "host_other", "launch_side",
+                                                          "host_compute", "python", "untraced", "comm_exposed")}
     return {"gpu_busy_share": row["gpu_busy_us"] / wall if has_gpu else None,
-            "dataloader_share": row["dataloader_us"] / wall, "compile_share": row["compile_us"] / wall,
-            "sync_share": row["sync_us"] / wall, "host_other_share": row["host_other_us"] / wall,
+            **{f"{k}_share": v for k, v in share.items()}, "warmup_share": warm / whole,
             "queue_delay_us": delay, "queue_delay_share": delay / step_wall if has_gpu else None,
-            "launches": row["launches"], "tiny_kernel_pct": row["tiny_kernel_pct"],
+            "launches": row["launches"], "launches_per_step": row["launches"] / steps,
+            "median_kernel_us": row.get("median_kernel_us", float("nan")), "tiny_kernel_pct": row["tiny_kernel_pct"],
             **{f"threshold_{k}": v for k, v in thresholds.items()}}

@@ -201,6 +201,19 @@ def starts_with(names: pd.Series, prefix: str) -> np.ndarray:
     return names.astype(str).str.startswith(prefix).to_numpy(dtype=bool)
 
 
+def with_ancestors(parents: pd.Series, labels) -> np.ndarray:
+    """The labels and every ancestor of theirs on the host-nesting tree (``parents``: the events'
+    ``parent`` column, label -> parent label, -1 at the top)."""
+    marked = set(np.asarray(labels, dtype=np.int64).tolist())
+    frontier = parents.reindex(list(marked)).dropna().astype(np.int64)
+    while True:
+        frontier = frontier[(frontier >= 0) & ~frontier.isin(marked)]
+        if frontier.empty:
+            return np.fromiter(marked, dtype=np.int64, count=len(marked))
+        marked.update(frontier.tolist())
+        frontier = parents.reindex(frontier.unique()).dropna().astype(np.int64)
+
+
 def contains(names: pd.Series, part: str) -> np.ndarray:
     """Boolean array: which names contain ``part`` (computed once per category)."""
     if isinstance(names.dtype, pd.CategoricalDtype):

@@ -1,7 +1,8 @@
 """``summarize(trace)``: whole-file counts that anyone can check against the raw JSON.
 
 Every number is counted over the whole file (not only inside profiler steps), times in microseconds,
-categories normalized to modern Kineto names.
+categories normalized to modern Kineto names; ``sync_points`` and ``diagnosis`` are ``perfkit syncs``'
+totals and ``perfkit diagnose``'s verdict, so the summary says the same as those commands.
 
 Devices are the GPUs with activity in the trace, named from ``deviceProperties`` by this rule:
 
@@ -20,6 +21,15 @@ from ..trace import Trace
 from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import DIRECTIONS, SYNC_RUNTIME, busy_us, copies_frame
 from .compile import compile_facts
+from .diagnosis import diagnose
+from .syncs import syncs as sync_analysis
+
+# Why ``syncs`` (runtime synchronize calls, the raw count anyone can check) and ``sync_points``
+# (``perfkit syncs``) differ.
+SYNC_NOTE = ("syncs counts synchronizing runtime calls (cudaStreamSynchronize, cudaMemcpy, ...) over the whole file, "
+             "each for its own duration; sync_points counts Python-level calls that waited (an .item() and the "
+             "cudaStreamSynchronize inside it are one, blocking copies from pageable memory included), each for the "
+             "host time of the whole call, and splits them into inside and outside the profiled steps")
 
 
 def summarize(trace: Trace) -> dict:
@@ -31,6 +41,8 @@ def summarize(trace: Trace) -> dict:
     ``compile.compile_facts``).
     """
     ev = trace.events
+    points = sync_analysis(trace)
+    diagnosis = diagnose(trace, path=trace.files[0].path if trace.files else None)
     complete = ev[ev["ph"] == "X"]
     kernels = complete[complete["cat"] == "kernel"]
     gpu = complete[complete["cat"].isin(["kernel", "gpu_memcpy", "gpu_memset"])]
@@ -57,14 +69,27 @@ def summarize(trace: Trace) -> dict:
         },
         "memcpy": _memcpy(complete),
         "syncs": {"count": int(len(syncs)), "blocked_us": float(syncs["dur_us"].sum())},
+        "sync_points": _sync_points(points.total),
         "compile": compile_facts(trace),
+        "diagnosis": {"verdict": diagnosis.verdict, "title": diagnosis.title, "fix": diagnosis.fix,
+                      "command": diagnosis.command},
         "warnings": list(trace.warnings),
     }
 
 
+def _sync_points(total: dict) -> dict:
+    """``perfkit syncs``' totals, with why they differ from the runtime-call counts."""
+    return {"count": total["count"], "blocked_us": total["blocked_us"], "per_step": total["per_step"],
+            "in_steps": total["in_steps"], "outside_steps": total["outside_steps"], "note": SYNC_NOTE}
+
+
 def _devices(trace: Trace, gpu) -> list[dict]:
-    """GPUs with activity in the trace, named by the rule of the module doc."""
+    """GPUs with activity in the trace, named by the rule of the module doc; a trace without GPU
+    activity lists its ``deviceProperties`` entries with ``"active": False``."""
     used = sorted(int(d) for d in gpu["device"].unique() if d >= 0)
+    if not used:
+        return [{"id": _as_int(p.get("id")), "name": str(p.get("name") or ""), "active": False}
+                for p in trace.devices if isinstance(p, dict)]
     return [{"id": d, "name": device_name(trace.devices, d)} for d in used]
 
 

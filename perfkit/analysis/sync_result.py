@@ -42,6 +42,7 @@ FIXES = {
 _FRAME_COLUMNS = ["frame", "file", "line", "func", "inner_frame", "inner_file", "inner_line", "inner_func"]
 EPISODE_COLUMNS = ["kind", "name", "op", "top_op", "rank", "step", "ts_us", "blocked_us", "gpu_confirmed", "call",
                    *_FRAME_COLUMNS]
+# ``syncs`` adds ``in_steps`` (the entry lies in a full step window) to its events.
 SITE_COLUMNS = ["kind", "op", "file", "line", "count", "blocked_us", "per_step", "steps_seen", "gpu_confirmed",
                 "top_op", "func", "inner_file", "inner_line", "inner_func", "call"]
 _SITE_DTYPES = {"line": np.int64, "inner_line": np.int64, "count": np.int64, "blocked_us": np.float64,
@@ -94,8 +95,12 @@ class SyncResult:
         """Sync points (``count``, ``blocked_us``, ``per_step``, ``gpu_confirmed``), ``steps``, ``wall_us``,
         ``host_scalar_reads`` / ``host_scalar_read_us`` (not in ``count``) and ``cpu_only``."""
         points, reads = self.sync_points, self.host_reads
+        inside = _inside(points)
         return {"count": int(len(points)), "blocked_us": float(points["blocked_us"].sum()),
-                "per_step": len(points) / self.n_steps, "gpu_confirmed": int(points["gpu_confirmed"].sum()),
+                "per_step": int(inside.sum()) / self.n_steps, "gpu_confirmed": int(points["gpu_confirmed"].sum()),
+                "in_steps": {"count": int(inside.sum()), "blocked_us": float(points.loc[inside, "blocked_us"].sum())},
+                "outside_steps": {"count": int((~inside).sum()),
+                                  "blocked_us": float(points.loc[~inside, "blocked_us"].sum())},
                 "steps": self.n_steps, "wall_us": self.wall_us, "host_scalar_reads": int(len(reads)),
                 "host_scalar_read_us": float(reads["blocked_us"].sum()), "cpu_only": bool(self.cpu_only)}
 
@@ -122,6 +127,10 @@ class SyncResult:
         t = self.total
         what = "possible sync points (CPU-only trace)" if t["cpu_only"] else "sync points"
         text = f"{t['count']:,} {what} ({t['per_step']:.3g} per step), {t['blocked_us'] / 1e3:,.3f} ms blocked"
+        out = t["outside_steps"]
+        if out["count"]:
+            text += (f" ({out['count']:,} of them, {out['blocked_us'] / 1e3:,.3f} ms, outside the profiled steps: "
+                     "not in the per-step figures)")
         return text + (f"; {reads_line(t)}" if t["host_scalar_reads"] else "")
 
     def __repr__(self) -> str:
@@ -143,18 +152,19 @@ def reads_line(total: dict) -> str:
 
 def site_table(events: pd.DataFrame, n_steps: int) -> pd.DataFrame:
     """Entries grouped by (kind, op, file, line, inner file, inner line): count, blocked_us,
-    per_step, steps_seen, gpu_confirmed count, top_op, func, inner_func and ``call`` (the runtime
-    call that waited, "" for a read that did not); ranked by blocked time."""
+    per_step (entries inside full steps over ``n_steps``), steps_seen, gpu_confirmed count, top_op,
+    func, inner_func and ``call`` (the runtime call that waited, "" for a read that did not); ranked
+    by blocked time."""
     if events.empty:  # typed columns, so callers can sort and take nlargest of an empty table
         return pd.DataFrame({c: pd.Series(dtype=_SITE_DTYPES.get(c, object)) for c in SITE_COLUMNS})
     keyed = events.assign(**{c: _blank(events[c], "") for c in ("file", "func", "inner_file", "inner_func")},
-                          **{c: _blank(events[c], -1) for c in ("line", "inner_line")})
+                          **{c: _blank(events[c], -1) for c in ("line", "inner_line")}, inside_=_inside(events))
     table = keyed.groupby(["kind", "op", "file", "line", "inner_file", "inner_line"], sort=False).agg(
         count=("blocked_us", "size"), blocked_us=("blocked_us", "sum"), steps_seen=("step", "nunique"),
         gpu_confirmed=("gpu_confirmed", "sum"), top_op=("top_op", "first"), function=("func", "first"),
-        inner_func=("inner_func", "first"), call=("call", "first"),
+        inner_func=("inner_func", "first"), call=("call", "first"), inside_=("inside_", "sum"),
     ).reset_index().rename(columns={"function": "func"})  # agg() reserves the keyword func
-    table["per_step"] = table["count"] / n_steps
+    table["per_step"] = table["inside_"] / n_steps
     return table.sort_values(["blocked_us", "count"], ascending=False, ignore_index=True)[SITE_COLUMNS]
 
 
@@ -174,10 +184,16 @@ def _site_json(r: dict, time_key: str = "blocked_us") -> dict:
             "gpu_confirmed": int(r["gpu_confirmed"]), "top_op": r["top_op"]}
 
 
+def _inside(events: pd.DataFrame) -> np.ndarray:
+    return events["in_steps"].to_numpy(dtype=bool) if "in_steps" in events else np.ones(len(events), dtype=bool)
+
+
 def sync_findings(events: pd.DataFrame, n_steps: int, wall_us: float) -> tuple[Finding, ...]:
-    """Findings for the top sync sites (unconfirmed scalar reads of a CPU-only trace excluded), ranked."""
-    out = []
-    for site in site_table(events, n_steps).head(MAX_SITE_FINDINGS).to_dict("records"):
+    """Findings for the top sync sites inside the steps (unconfirmed scalar reads of a CPU-only trace
+    excluded), ranked; the entries outside the profiled steps as one note with no in-step fix."""
+    inside = _inside(events)
+    out = _outside_finding(events[~inside])
+    for site in site_table(events[inside], n_steps).head(MAX_SITE_FINDINGS).to_dict("records"):
         share = site["blocked_us"] / wall_us if wall_us > 0 else 0.0
         if not site["gpu_confirmed"] and site["kind"] in _SCALAR_KINDS:
             continue
@@ -189,6 +205,19 @@ def sync_findings(events: pd.DataFrame, n_steps: int, wall_us: float) -> tuple[F
             FIXES[site["kind"]].format(op=site["op"] or "an op", call=site["call"]),
             f"'high' from {HIGH_SHARE:.0%}, 'medium' from {MEDIUM_SHARE:.0%} of step wall time blocked (perfkit rule)"))
     return rank_findings(out)
+
+
+def _outside_finding(events: pd.DataFrame) -> list:
+    if events.empty:
+        return []
+    top = events.sort_values("blocked_us", ascending=False).iloc[0]
+    return [Finding(
+        "info", f"{len(events):,} sync point(s) outside the profiled steps, {events['blocked_us'].sum() / 1e3:.3f} ms "
+                f"blocked (longest: {top['name']}, {top['blocked_us'] / 1e3:.3f} ms)",
+        {"count": int(len(events)), "blocked_us": float(events["blocked_us"].sum())},
+        "None for the training step: these ran before the first or after the last profiled step (set-up, a "
+        "final synchronize before the profiler stops) and are not in any per-step figure.",
+        "entries whose step is not a full profiled step (perfkit rule)")]
 
 
 def where(site: dict) -> str:

@@ -13,6 +13,10 @@ Candidates (host side):
 * ops that read device data on the host (``ops.SYNC_OPS``: aten::item / _local_scalar_dense,
   nonzero, is_nonzero, masked_select, unique, repeat_interleave).
 
+Per-step figures (``per_step``, findings) count only the entries inside full step windows
+(``in_steps``); entries before the first or after the last profiled step (a ``cudaDeviceSynchronize``
+after the loop) are totalled apart as ``outside_steps`` and get no in-step advice.
+
 One Python-level call is one entry. Candidates nested in a sync op belong to its outermost sync op
 (aten::is_nonzero -> aten::item -> aten::_local_scalar_dense -> cudaStreamSynchronize is one
 ``is_nonzero``); a blocking call or copy inside an op that launched a device-to-host copy belongs
@@ -70,11 +74,21 @@ def syncs(trace) -> SyncResult:
     events, internal = _drop_cpu_internal(_episodes(trace, anchors, tree), cpu_only)
     windows, stubs = full_step_windows(trace)
     n_steps, wall_us = max(len(windows), 1), float(windows["dur_us"].sum())
+    events = events.assign(in_steps=in_windows(events, windows))
     gpu_side = _gpu_side(trace, candidates, links)
     counted = events[events["gpu_confirmed"] | cpu_only]
     return SyncResult(events=events, gpu_side=gpu_side, n_steps=n_steps, wall_us=wall_us, cpu_only=cpu_only,
                       findings=sync_findings(counted, n_steps, wall_us),
                       warnings=_warnings(trace, cpu_only, gpu_side) + internal + stubs)
+
+
+def in_windows(events: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:
+    """Whether each event (``rank``, ``step``) lies in one of ``windows`` (full step windows)."""
+    if events.empty:
+        return np.zeros(0, dtype=bool)
+    keys = set(zip(windows["rank"].astype(np.int64), windows["step"].astype(np.int64)))
+    return np.fromiter(((int(r), int(s)) in keys for r, s in zip(events["rank"], events["step"])), dtype=bool,
+                       count=len(events))
 
 
 # --- candidates and anchors ----------------------------------------------------------------------

@@ -16,10 +16,14 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..analysis.critical_path import critical_path
+    from ..analysis.diagnosis import diagnose
     from ..trace import load_trace
 
-    result = critical_path(load_trace(args.trace, use_cache=not args.no_cache), annotation=args.annotation)
-    print(json_text(result.to_json()) if args.json else format_critical_path(result.to_json()))
+    trace = load_trace(args.trace, use_cache=not args.no_cache)
+    result = critical_path(trace, annotation=args.annotation)
+    verdict = diagnose(trace, path=args.trace)
+    data = dict(result.to_json(), diagnosis={"verdict": verdict.verdict, "title": verdict.title, "fix": verdict.fix})
+    print(json_text(data) if args.json else format_critical_path(data))
     return 0
 
 
@@ -33,5 +37,7 @@ def format_critical_path(d: dict) -> str:
     if t["path_us"] > 0:
         share = ", ".join(f"{k} {100 * v / t['path_us']:.1f}%" for k, v in t["by_kind"].items() if v > 0)
         lines += ["", f"all steps: {t['path_us'] / 1e3:,.3f} ms of path in {t['wall_us'] / 1e3:,.3f} ms: {share}"]
+    if "diagnosis" in d:
+        lines.append(f"verdict: {d['diagnosis']['title']} (perfkit diagnose: the numbers and the fix)")
     lines += [f"warning  {w}" for w in d["warnings"]]
     return "\n".join(lines) + "\n"

@@ -96,12 +96,16 @@ class Source:
 
 
 def recorded_on(trace) -> str:
-    """The device a trace was recorded on, from the trace: the first GPU's name ("cuda" when
-    unnamed), or "cpu" for a trace without GPU events."""
+    """The device a trace was recorded on, from the trace: the first GPU's name ("cuda" or "rocm"
+    when unnamed; a ROCm GPU's name followed by "(rocm)"), "<name> (GPU activity not recorded)" for a
+    trace that lists GPUs and launched work but recorded no GPU events, or "cpu"."""
+    backend = trace.backend
+    named = [d.get("name") for d in trace.devices if isinstance(d, dict) and d.get("name")]
     if not trace.has_gpu_events:
-        return "cpu"
-    named = [d.get("name") for d in trace.devices if d.get("name")]
-    return named[0] if named else "cuda"
+        return f"{named[0]} (GPU activity not recorded)" if named and backend != "cpu" else "cpu"
+    if not named:
+        return backend
+    return f"{named[0]} (rocm)" if backend == "rocm" else named[0]
 
 
 def ranks_recorded_on(result) -> str:

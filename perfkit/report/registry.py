@@ -15,8 +15,8 @@ from ..errors import MissingDependencyError, ParameterError
 
 # name -> one line on what it answers. `perfkit run` without names runs these, in this order.
 INVESTIGATIONS = {
-    "cpu_bound": "What limits the step: compiling, GPU-bound, input-bound, GPU-bound (host ahead), sync-bound or "
-                 "CPU-launch-bound (a CPU-only trace: host time only)?",
+    "cpu_bound": "What limits the step: GPU (compute or communication), input, syncs, launching, host compute, "
+                 "compiling or warm-up (a CPU-only trace: host time only)?",
     "step_anatomy": "Where does each millisecond of the step go: which Python, what bounds it, why the GPU idles?",
     "htod": "Which host-to-device copies does a step make, and how fast can they be?",
     "sync_points": "Where does the host wait for the GPU, and for how long?",

@@ -66,6 +66,18 @@ class Trace:
         return next((list(f.devices) for f in self.files if f.devices), [])
 
     @property
+    def backend(self) -> str:
+        """"rocm" (HIP runtime calls, or a device with a 64-wide wavefront), "cuda" (CUDA runtime
+        calls or GPU events) or "cpu" (neither)."""
+        runtime = self.events.loc[self.events["cat"].isin(LAUNCH_CATEGORIES), "name"]
+        names = runtime.cat.categories if isinstance(runtime.dtype, pd.CategoricalDtype) else runtime.unique()
+        used = set(runtime.unique().tolist()) if len(runtime) else set()
+        if any(str(n).startswith("hip") for n in names if n in used) \
+                or any(isinstance(d, dict) and d.get("warpSize") == 64 for d in self.devices):
+            return "rocm"
+        return "cuda" if used or self.has_gpu_events else "cpu"
+
+    @property
     def has_gpu_events(self) -> bool:
         return bool(self.events["cat"].isin(GPU_CATEGORIES).any())
 

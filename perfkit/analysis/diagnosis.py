@@ -1,0 +1,211 @@
+"""``diagnose(trace)``: the one verdict of a trace, the numbers behind it, the fix, and what was set apart.
+
+Every surface that names what limits a step (``perfkit diagnose``, ``summary``, ``cpu_bound``,
+``step_anatomy``, ``critical-path``, the report cards and the index line) reads it from here, so two
+reports of one trace cannot disagree. The verdict is ``cpu_bound``'s: per full step window, the
+rules of ``cpu_bound_rules.decide`` (taxonomy, thresholds and their sources are there) over the
+layers of ``step_layers``; the overall verdict applies the same rules to the sums over the full steps.
+
+Set apart from the verdict:
+
+* **warm-up** (``warmup.py``): first calls far longer than the same call later, taken out of every
+  share (a step that is almost all warm-up is "warm-up");
+* **outside the profiled steps**: host work, syncs and copies before the first or after the last
+  step window (``outside_steps``), never in a per-step figure or in-step advice;
+* **partial steps** at the profiler window's edges (``ops.stub_steps``), with a warning.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..results import html_section, html_table, html_text, html_warnings
+from ..trace import intervals
+from .cpu_bound import PARTIAL_STEP, cpu_bound, overall_numbers
+from .cpu_bound_findings import top_host_work
+from .ops import HOST_WORK_CATEGORIES, jsonable, step_windows
+from .syncs import syncs
+from .warmup import warmup_text
+
+SHARES = ("gpu_busy", "comm_exposed", "dataloader", "compile", "sync", "launch_side", "host_compute", "python",
+          "untraced", "warmup")
+# The command that shows more, per verdict ({trace} is the trace's path).
+MORE = {
+    "GPU-bound": "perfkit critical-path {trace}", "communication-bound": "perfkit ranks <folder of every rank's trace>",
+    "input-bound": "perfkit gaps {trace}", "GPU-bound (host ahead)": "perfkit gaps {trace}",
+    "sync-bound": "perfkit syncs {trace}", "launch-bound": "perfkit hotspots {trace}",
+    "host-compute-bound": "perfkit hotspots {trace}", "CPU-only trace": "perfkit hotspots {trace}",
+    "compiling": "perfkit run step_anatomy -p trace_path {trace}", "warm-up": "perfkit critical-path {trace}",
+    "GPU activity not recorded": "perfkit summary {trace}",
+}
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Diagnosis:
+    """``verdict`` and ``title`` (the verdict with its deciding number), ``numbers``: the three
+    figures behind it (``label``, ``value``, ``unit``, ``text``), ``fix``, ``steps``: one row per
+    full step (``rank``, ``step``, ``verdict``, ``wall_us`` and a ``<share>_share`` column per
+    ``SHARES``), ``warm_up``: the warm-up calls, ``outside_steps``: what ran outside the step
+    windows, ``command``: the command that shows more, ``findings`` (cpu_bound's, ranked),
+    ``warnings``."""
+
+    verdict: str
+    title: str
+    numbers: tuple
+    fix: str
+    steps: pd.DataFrame
+    warm_up: pd.DataFrame
+    outside_steps: dict
+    command: str
+    findings: tuple
+    warnings: tuple
+
+    def to_json(self) -> dict:
+        steps = [{"rank": int(r["rank"]), "step": int(r["step"]), "verdict": r["verdict"], "wall_us": r["wall_us"],
+                  "shares": {k: r[f"{k}_share"] for k in SHARES}} for r in self.steps.to_dict("records")]
+        warm = [{"name": r["name"], "rank": int(r["rank"]), "ts_us": r["ts_us"], "dur_us": r["dur_us"],
+                 "later_median_us": r["later_median_us"]} for r in self.warm_up.to_dict("records")]
+        return jsonable({"verdict": self.verdict, "title": self.title, "steps": steps,
+                         "evidence": [dict(n) for n in self.numbers], "fix": self.fix, "warm_up": warm,
+                         "outside_steps": self.outside_steps, "command": self.command,
+                         "findings": [dict(f.__dict__) for f in self.findings[1:]], "warnings": list(self.warnings)})
+
+    def __repr__(self) -> str:
+        return f"<Diagnosis {self.title}>"
+
+    def _repr_html_(self) -> str:
+        items = "".join(f"<li>{html_text(n['text'])}</li>" for n in self.numbers)
+        return html_section(f"Diagnosis: {self.verdict}", f"<p>{html_text(self.title)}</p><ul>{items}</ul>",
+                            html_text(f"Fix: {self.fix}"), html_table(self.steps), html_warnings(self.warnings))
+
+
+def diagnose(trace, *, path: str | None = None) -> Diagnosis:
+    """The diagnosis of ``trace`` (module doc). ``path``: how the trace is named in the command that
+    shows more (default: its first file). Never raises for traces without GPU events, stacks or
+    steps: a trace without steps is judged as one window, with a warning."""
+    result = cpu_bound(trace)
+    full = result.steps[result.steps["verdict"] != PARTIAL_STEP]
+    o = overall_numbers(full if len(full) else result.steps, result.launches)
+    e = result.evidence
+    verdict_finding = next((f for f in result.findings if f.title.startswith(result.verdict)), result.findings[0])
+    sync = syncs(trace)
+    name = path or (trace.files[0].path if trace.files else "TRACE")
+    warnings = list(result.warnings)
+    if len(trace.steps) == 0:
+        warnings.insert(0, "no profiler steps: the whole trace is judged as one window; record with "
+                           "torch.profiler.schedule and call prof.step() once per step for a verdict per step")
+    if len(result.warmup):
+        warnings.append(f"warm-up left out of the verdict: {len(result.warmup)} first call(s) held "
+                        f"{result.warmup['dur_us'].sum() / 1e3:,.1f} ms ({warmup_text(result.warmup)})")
+    outside = outside_steps(trace, sync)
+    if outside["syncs"]["count"] or outside["host_busy_us"] > 0:
+        warnings.append(outside_note(outside))
+    return Diagnosis(
+        verdict=result.verdict, title=verdict_finding.title, numbers=tuple(_numbers(result.verdict, e, o, result)),
+        fix=verdict_finding.fix, steps=_step_rows(full), warm_up=result.warmup.reset_index(drop=True),
+        outside_steps=outside, command=MORE.get(result.verdict, "perfkit summary {trace}").format(trace=name),
+        findings=(verdict_finding,) + tuple(f for f in result.findings if f is not verdict_finding),
+        warnings=tuple(dict.fromkeys(warnings)))
+
+
+def _step_rows(steps: pd.DataFrame) -> pd.DataFrame:
+    rows = steps[["rank", "step", "verdict", "wall_us"]].copy()
+    wall = (steps["wall_us"] - steps["warmup_us"]).where(lambda w: w > 0)
+    for k in SHARES:
+        base = steps["wall_us"] if k == "warmup" else wall
+        rows[f"{k}_share"] = (steps[f"{k}_us"] / base.where(base > 0)).to_numpy()
+    return rows.reset_index(drop=True)
+
+
+def _numbers(verdict: str, e: dict, o: dict, result) -> list[dict]:
+    """The three figures behind ``verdict``, most telling first."""
+    n = max(o["steps"], 1)
+    step = {"label": "mean step", "value": o["wall_us"] / n / 1e3, "unit": "ms",
+            "text": f"mean step {o['wall_us'] / n / 1e3:,.2f} ms over {o['steps']} full step(s)"}
+    busy = {"label": "GPU busy", "value": o["gpu_busy_pct"], "unit": "%",
+            "text": f"GPU busy {o['gpu_busy_pct']:.0f}% of the step"}
+
+    def share(label: str, key: str) -> dict:
+        value = 100 * (e.get(f"{key}_share") or 0.0)
+        return {"label": label, "value": value, "unit": "%", "text": f"{label} {value:.0f}% of the step"}
+
+    launches = {"label": "launches per step", "value": e["launches_per_step"], "unit": "",
+                "text": f"{e['launches_per_step']:,.0f} kernel launches per step"}
+    if verdict == "launch-bound":
+        kernel = {"label": "median kernel", "value": e["median_kernel_us"], "unit": "us",
+                  "text": f"median kernel {e['median_kernel_us']:,.1f} us"}
+        return [launches, kernel, share("ops that launch GPU work", "launch_side")]
+    if verdict in ("host-compute-bound", "CPU-only trace"):
+        top = top_host_work({"host_ops": result.host_ops}, o)
+        first = {"label": top["what"], "value": 100 * top["share"], "unit": "%",
+                 "text": f"{top['what']} {100 * top['share']:.0f}% of the step"}
+        return [first, busy if verdict != "CPU-only trace" else step, launches if verdict != "CPU-only trace"
+                else share("host busy", "host_other")]
+    if verdict == "communication-bound":
+        return [share("collectives not under compute", "comm_exposed"), busy, step]
+    if verdict == "sync-bound":
+        return [share("host blocked in syncs", "sync"), busy, step]
+    if verdict == "input-bound":
+        return [share("DataLoader", "dataloader"), busy, step]
+    if verdict == "compiling":
+        return [share("compiling", "compile"), {"label": "compile time", "value": o["compile_us"] / 1e6, "unit": "s",
+                                                "text": f"{o['compile_us'] / 1e6:,.2f} s compiling"}, step]
+    if verdict == "warm-up":
+        return [{"label": "warm-up", "value": 100 * e["warmup_share"], "unit": "%",
+                 "text": f"first calls hold {100 * e['warmup_share']:.0f}% of the step"},
+                {"label": "warm-up time", "value": o["warmup_us"] / 1e3, "unit": "ms",
+                 "text": f"{o['warmup_us'] / 1e3:,.1f} ms in {len(result.warmup)} first call(s)"}, step]
+    if verdict == "GPU-bound (host ahead)":
+        return [{"label": "launch-to-kernel delay", "value": e["queue_delay_us"] / 1e3, "unit": "ms",
+                 "text": f"kernels start a median {e['queue_delay_us'] / 1e3:,.1f} ms after their launch"}, busy, step]
+    if verdict == "GPU activity not recorded":
+        return [launches, {"label": "kernels recorded", "value": 0, "unit": "", "text": "0 kernels recorded"},
+                {"label": "GPUs listed", "value": len(result.devices), "unit": "",
+                 "text": f"{len(result.devices)} GPU(s) in deviceProperties"}]
+    return [busy, share("collectives not under compute", "comm_exposed"), step]
+
+
+def outside_steps(trace, sync=None) -> dict:
+    """What ran outside every step window: time before the first and after the last window
+    (``before_us``, ``after_us``, summed over ranks), host work there (``host_busy_us``, union), sync
+    points (``syncs``: count, blocked_us, from ``syncs``) and GPU copies (``copies``: count, bytes)."""
+    windows = step_windows(trace)
+    ev = trace.events
+    out = {"before_us": 0.0, "after_us": 0.0, "host_busy_us": 0.0, "syncs": {"count": 0, "blocked_us": 0.0},
+           "copies": {"count": 0, "bytes": 0}}
+    if windows.empty or len(trace.steps) == 0:
+        return out
+    sync = syncs(trace) if sync is None else sync
+    points = sync.sync_points
+    keys = set(zip(windows["rank"].astype(int), windows["step"].astype(int)))
+    outside = np.array([(int(r), int(s)) not in keys for r, s in zip(points["rank"], points["step"])], dtype=bool)
+    out["syncs"] = {"count": int(outside.sum()), "blocked_us": float(points.loc[outside, "blocked_us"].sum())}
+    complete = (ev["ph"] == "X").to_numpy()
+    host = complete & ev["cat"].isin(HOST_WORK_CATEGORIES).to_numpy()
+    copies = complete & (ev["cat"] == "gpu_memcpy").to_numpy()
+    for rank, win in windows.groupby("rank"):
+        first, last = float(win["start_us"].min()), float(win["end_us"].max())
+        mine = (ev["rank"] == rank).to_numpy()
+        ts = ev["ts_us"].to_numpy(dtype=np.float64)
+        end = ts + ev["dur_us"].to_numpy(dtype=np.float64)
+        span = mine & complete
+        if span.any():
+            out["before_us"] += max(first - float(ts[span].min()), 0.0)
+            out["after_us"] += max(float(end[span].max()) - last, 0.0)
+        away = (end <= first) | (ts >= last)
+        h = mine & host & away
+        out["host_busy_us"] += intervals.length(ts[h], end[h])
+        c = mine & copies & away
+        out["copies"]["count"] += int(c.sum())
+        out["copies"]["bytes"] += int(np.nansum(ev["bytes"].to_numpy(dtype=np.float64)[c].clip(min=0)))
+    return out
+
+
+def outside_note(outside: dict) -> str:
+    """One line on the work outside the profiled steps."""
+    s = outside["syncs"]
+    syncs_text = f", {s['count']:,} sync point(s) blocking {s['blocked_us'] / 1e3:,.2f} ms" if s["count"] else ""
+    return (f"outside the profiled steps: {outside['host_busy_us'] / 1e3:,.2f} ms of host work{syncs_text} "
+            "(before the first or after the last step): not in the per-step figures or the verdict")

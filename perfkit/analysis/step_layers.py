@@ -1,0 +1,121 @@
+"""What the host and the GPU did in each step window: disjoint layers of time, warm-up set apart.
+
+Per window (``ops.step_windows``), all in microseconds, every layer computed with the warm-up calls
+(``warmup.warmup_events``) taken out of the window (``warmup_us`` holds them; ``wall_us`` stays the
+window's length):
+
+* ``gpu_busy_us``: union of kernels, copies and memsets; ``comm_us``: union of collective kernels
+  (NCCL/RCCL); ``comm_exposed_us``: the part of ``comm_us`` no other GPU work overlaps (communication
+  not hidden under compute);
+* host layers, each outside the ones before it: ``dataloader_us`` (DataLoader ``__next__``),
+  ``compile_us`` (compile spans), ``sync_us`` (blocking calls), then the rest of the ops split in
+  ``launch_side_us`` (ops that launched GPU work, with their runtime calls, less the ops inside them
+  that launched nothing: the host issuing work) and ``host_compute_us`` (ops that launched nothing:
+  CPU tensors computed on the host, allocations, host-side bookkeeping);
+  ``host_other_us`` = launch side + host compute; ``host_busy_us`` = all host layers;
+* ``python_us``: Python frames running with no op under them (Python doing work);
+* ``untraced_us``: time in which neither the GPU nor any traced host event was busy (untraced host
+  code, e.g. Python in a trace recorded without ``with_stack=True``).
+* ``sync_blocked_us``: union of the blocking calls alone (what ``syncs`` counts as blocked time).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace import intervals
+from ..trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from .classify import is_comm, is_launch
+from .compile import compile_spans
+from .ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, STEP_PREFIX, starts_with, window_cover, with_ancestors
+from .syncs import blocking_calls
+
+LAYER_COLUMNS = ["warmup_us", "gpu_busy_us", "comm_us", "comm_exposed_us", "dataloader_us", "compile_us", "sync_us",
+                 "sync_blocked_us", "launch_side_us", "host_compute_us", "host_other_us", "host_busy_us",
+                 "python_us", "untraced_us"]
+_SPAN = ["rank", "ts_us", "dur_us"]
+
+
+def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.DataFrame,
+                warmup: pd.DataFrame) -> pd.DataFrame:
+    """``LAYER_COLUMNS`` per row of ``windows``. ``host``: host events (``ops.host_events``),
+    ``nested``: their ``ops.nest``; ``warmup``: ``warmup.warmup_events(trace)``."""
+    cold = trace.events.loc[warmup["label"].to_numpy(), _SPAN] if len(warmup) else _empty()
+
+    def cover(*frames) -> np.ndarray:
+        parts = [f[_SPAN] for f in frames if len(f)] + [cold]
+        return window_cover(pd.concat(parts), windows) - base if len(parts) > 1 else np.zeros(len(windows))
+
+    base = window_cover(cold, windows)
+    work = host[host["cat"].isin(HOST_WORK_CATEGORIES) & ~starts_with(host["name"], STEP_PREFIX)]
+    loader = host[starts_with(host["name"], DATALOADER_PREFIX)]
+    compiling = compile_spans(trace)
+    blocking = blocking_calls(trace, host)
+    issuing = launching_ops(trace, work)
+    launching = _less(work[issuing], work[~issuing & (work["cat"] == "cpu_op").to_numpy()])
+    python = trace.select("python_function")
+    gpu = trace.gpu_events()
+    comm = gpu[(gpu["cat"] == "kernel").to_numpy() & is_comm(gpu["name"])]
+    compute = gpu.drop(comm.index)
+
+    out = pd.DataFrame(index=windows.index)
+    out["warmup_us"] = base
+    out["gpu_busy_us"] = window_cover(gpu, windows)
+    out["comm_us"] = window_cover(comm, windows)
+    out["comm_exposed_us"] = np.maximum(out["gpu_busy_us"] - window_cover(compute, windows), 0.0)
+    dl, dl_compile = cover(loader), cover(loader, compiling)
+    layered = cover(loader, compiling, blocking)
+    with_launch = cover(loader, compiling, blocking, launching)
+    everything = np.maximum(cover(work, loader, compiling), layered)
+    out["dataloader_us"] = dl
+    out["compile_us"] = dl_compile - dl
+    out["sync_us"] = layered - dl_compile
+    out["sync_blocked_us"] = cover(blocking)
+    out["launch_side_us"] = np.maximum(with_launch - layered, 0.0)
+    out["host_other_us"] = np.maximum(everything - layered, 0.0)
+    out["host_compute_us"] = np.maximum(out["host_other_us"] - out["launch_side_us"], 0.0)
+    out["host_busy_us"] = everything
+    out["python_us"] = np.maximum(cover(work, loader, compiling, blocking, python) - everything, 0.0)
+    traced = cover(work, loader, compiling, blocking, python, gpu)
+    out["untraced_us"] = np.maximum(windows["dur_us"].to_numpy() - base - traced, 0.0)
+    return out[LAYER_COLUMNS]
+
+
+def launching_ops(trace, work: pd.DataFrame) -> np.ndarray:
+    """Rows of ``work`` that issue GPU work: launch calls (runtime and driver calls linked to a GPU
+    event, or named as launches) and the ops that enclose one."""
+    calls = work[work["cat"].isin(LAUNCH_CATEGORIES)]
+    linked = calls.index.isin(trace.launches(GPU_CATEGORIES)["cpu_index"].to_numpy())
+    named = calls["name"].astype(str).map(is_launch).to_numpy(dtype=bool) if len(calls) else linked
+    return work.index.isin(with_ancestors(trace.events["parent"], calls.index[linked | named]))
+
+
+def host_compute_ops(trace, host: pd.DataFrame, nested: pd.DataFrame, in_steps: np.ndarray) -> pd.DataFrame:
+    """The cpu_ops that launched no GPU work and are not inside another such op (at the top, or
+    directly inside an op that launches), inside the windows (``in_steps``: a mask over ``host``),
+    by name: ``name``, ``calls``, ``total_us``, most time first."""
+    work = host[host["cat"].isin(HOST_WORK_CATEGORIES) & ~starts_with(host["name"], STEP_PREFIX)]
+    issuing = launching_ops(trace, work)
+    enclosing = nested["op"].reindex(work.index).to_numpy()
+    outer = (enclosing < 0) | np.isin(enclosing, work.index[issuing])
+    keep = (work["cat"] == "cpu_op").to_numpy() & outer & ~issuing \
+        & pd.Series(in_steps, index=host.index).reindex(work.index).to_numpy()
+    ops = work[keep]
+    table = ops.groupby("name", observed=True, sort=False)["dur_us"].agg(calls="size", total_us="sum").reset_index()
+    return table.sort_values("total_us", ascending=False, ignore_index=True)
+
+
+def _less(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Intervals (rank, ts_us, dur_us) of the union of ``a`` less the union of ``b``, per rank."""
+    parts = []
+    for rank, grp in a.groupby("rank", sort=False, observed=True):
+        other = b[b["rank"] == rank]
+        s, e = intervals.subtract(grp["ts_us"], grp["ts_us"] + grp["dur_us"], other["ts_us"],
+                                  other["ts_us"] + other["dur_us"])
+        parts.append(pd.DataFrame({"rank": rank, "ts_us": s, "dur_us": e - s}))
+    return pd.concat(parts, ignore_index=True) if parts else _empty()
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "ts_us": pd.Series(dtype=np.float64),
+                         "dur_us": pd.Series(dtype=np.float64)})

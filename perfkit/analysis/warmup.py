@@ -1,0 +1,116 @@
+"""Warm-up: first calls that take far longer than the same call does later (cold start).
+
+The first ``cudaLaunchKernel`` of a process loads the CUDA module (hundreds of ms), the first
+``aten::mm`` creates the cuBLAS handle, the first convolution runs cuDNN's autotuner, a lazy
+module initializes: one-time costs that say nothing about the steady loop. Counted as step time they
+read as launch overhead or host work ("launch 92% of GPU idle time" for one 421 ms first launch).
+
+Rule: a host op or runtime call is **warm-up** when it is among the first ``WARMUP_FIRST`` calls
+of its name on its rank, at least ``MIN_LATER`` calls of that name follow it, and it lasts at least
+``WARMUP_FACTOR`` times the median of those later calls and at least ``WARMUP_MIN_US``. A launch
+call is first by the kernel it launches (the GPU runtime loads each kernel's code on its first launch:
+the 7th ``hipLaunchKernel`` of a step, the first of ``add_``'s kernel, took 6.5 ms beside 5 us), and
+compared with the median of all other calls of its name. Only the
+outermost such call of a nest is listed (a cold ``aten::mm`` and the launch inside it are one cost).
+Calls that wait for the GPU are never warm-up: synchronize calls, scalar reads (``SYNC_OPS``) and the
+ops around them last as long as the GPU work queued before them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace.schema import LAUNCH_CATEGORIES
+from .classify import SYNC_RUNTIME
+from .ops import SYNC_OPS, host_events, with_ancestors
+
+# Among the first calls of a name: lazy initialization happens on first use, cuDNN's benchmark
+# mode tries algorithms on the first call of each new shape (a few calls of one op name).
+WARMUP_FIRST = 3
+# Later calls needed to know a call's steady cost: with fewer, a slow call may be the normal one.
+MIN_LATER = 3
+# Ten times the steady cost: run-to-run noise of a host call is tens of percent, and an OS
+# preemption adds at most a scheduler slice (~1-4 ms), which the floor below covers.
+WARMUP_FACTOR = 10.0
+# And at least 1 ms: a 60 us first call beside 5 us later ones is a cache miss, not a cold start
+# worth setting apart (CUDA context/module loads and cuBLAS/cuDNN handle creation take 10s-100s of ms).
+WARMUP_MIN_US = 1000.0
+COLUMNS = ["label", "rank", "name", "cat", "ts_us", "dur_us", "later_median_us", "later_calls"]
+
+
+def warmup_events(trace) -> pd.DataFrame:
+    """The warm-up calls of ``trace`` (module doc), outermost only, in time order (``COLUMNS``;
+    ``label`` is the event's label in ``trace.events``)."""
+    host = host_events(trace, ("cpu_op", *LAUNCH_CATEGORIES))
+    if host.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    frame = pd.DataFrame({"label": host.index.to_numpy(), "rank": host["rank"].to_numpy(),
+                          "name": host["name"].to_numpy(), "cat": host["cat"].to_numpy(),
+                          "ts_us": host["ts_us"].to_numpy(dtype=np.float64),
+                          "dur_us": host["dur_us"].to_numpy(dtype=np.float64),
+                          "parent": host["parent"].to_numpy(dtype=np.int64)})
+    frame = frame[~_waits(host, trace.events["parent"])]
+    frame["kernel"] = _launched(trace).reindex(frame["label"].to_numpy()).to_numpy()
+    frame = frame.sort_values(["rank", "name", "ts_us"], kind="stable")
+    order = frame.groupby(["rank", "name"], sort=False).cumcount().to_numpy()
+    later = frame[order >= WARMUP_FIRST].groupby(["rank", "name"], sort=False)["dur_us"].agg(["median", "size"])
+    frame = frame.join(later, on=["rank", "name"])
+    slow = frame["dur_us"].to_numpy() >= np.maximum(WARMUP_FACTOR * frame["median"].fillna(np.inf).to_numpy(),
+                                                    WARMUP_MIN_US)
+    first = order < WARMUP_FIRST
+    launch = frame["kernel"].notna().to_numpy()
+    if launch.any():
+        # Launch calls: the first launch of each kernel, against all other calls of the launch's name.
+        kernel_first = ~frame.duplicated(["rank", "kernel"]).to_numpy() & launch
+        others = frame.groupby(["rank", "name"], sort=False)["dur_us"].transform("median").to_numpy()
+        count = frame.groupby(["rank", "name"], sort=False)["dur_us"].transform("size").to_numpy()
+        slow_launch = frame["dur_us"].to_numpy() >= np.maximum(WARMUP_FACTOR * others, WARMUP_MIN_US)
+        first = np.where(launch, kernel_first, first)
+        slow = np.where(launch, slow_launch & (count - 1 >= MIN_LATER), slow)
+        frame["size"] = np.where(launch, count - 1, frame["size"])
+        frame["median"] = np.where(launch, others, frame["median"])
+    hit = first & slow & (frame["size"].fillna(0).to_numpy() >= MIN_LATER)
+    found = frame[hit].rename(columns={"median": "later_median_us", "size": "later_calls"})
+    found = found[~_inside_another(found, trace.events["parent"])]
+    found["later_calls"] = found["later_calls"].astype(np.int64)
+    return found.sort_values("ts_us", kind="stable").reset_index(drop=True)[COLUMNS]
+
+
+def _launched(trace) -> pd.Series:
+    """Name of the GPU event each launch call launched (first one), by the call's label."""
+    links = trace.launches()
+    links = links.drop_duplicates("cpu_index")
+    return pd.Series(links["gpu_name"].to_numpy(), index=links["cpu_index"].to_numpy())
+
+
+def _waits(host: pd.DataFrame, parents: pd.Series) -> np.ndarray:
+    """Whether each host event is, or encloses, a synchronize call or a scalar read."""
+    names = host["name"]
+    waits = names.isin([n for n, kind in SYNC_RUNTIME.items() if kind.endswith("_sync")] + list(SYNC_OPS))
+    return host.index.isin(with_ancestors(parents, host.index[waits.to_numpy()]))
+
+
+def _inside_another(found: pd.DataFrame, parents: pd.Series) -> np.ndarray:
+    """Whether each found call has another found call among its ancestors."""
+    labels = set(found["label"].tolist())
+    out = np.zeros(len(found), dtype=bool)
+    for i, parent in enumerate(found["parent"].to_numpy()):
+        depth = 0
+        while parent >= 0 and depth < 10_000:
+            if parent in labels:
+                out[i] = True
+                break
+            parent = int(parents.at[parent]) if parent in parents.index else -1
+            depth += 1
+    return out
+
+
+def warmup_text(found: pd.DataFrame, limit: int = 3) -> str:
+    """"aten::mm 421.3 ms (later calls: median 12 us)" for the longest ``limit`` calls."""
+    rows = found.sort_values("dur_us", ascending=False).head(limit)
+    return "; ".join(f"{r.name} {r.dur_us / 1e3:,.1f} ms (later calls: median {_us(r.later_median_us)})"
+                     for r in rows.itertuples())
+
+
+def _us(value: float) -> str:
+    return f"{value / 1e3:,.2f} ms" if value >= 1e3 else f"{value:,.0f} us"
