@@ -2,9 +2,10 @@
 
 A kernel is linked to the runtime call that launched it by correlation id (``Trace.launches``), and
 the runtime call to its enclosing ops through the loader's nesting (``parent`` column). The kernel's
-**owner** is the innermost enclosing op that perfkit models by name (a GEMM, convolution or attention
-op: ``aten::addmm`` under ``aten::linear``), else the innermost enclosing ``cpu_op``; -1 when the
-launch is outside every op (a Triton kernel launched from Python, a CUDA graph replay) or the kernel
+**owner** is the innermost enclosing ``cpu_op`` (``aten::addmm`` under ``aten::linear``; the copy kernel
+of an ``aten::clone`` inside ``aten::matmul`` belongs to the clone, so the matmul's FLOPs are counted
+once, by its ``aten::bmm``); -1 when the launch is outside every op (a Triton kernel launched from
+Python, a CUDA graph replay) or the kernel
 has no launch in the trace.
 """
 from __future__ import annotations
@@ -15,9 +16,6 @@ import pandas as pd
 from ...trace.schema import GPU_CATEGORIES
 from ..ops import STEP_PREFIX
 from .classify import kernel_class, name_dtype, tensor_core
-from .flops import ATTENTION_OPS, CONV_BACKWARD, CONV_OPS, GEMM_OPS
-
-MODELED_NAMES = frozenset([*GEMM_OPS, *CONV_OPS, CONV_BACKWARD, *ATTENTION_OPS])
 
 
 def kernel_links(trace) -> pd.DataFrame:
@@ -50,33 +48,28 @@ def name_facts(names: pd.DataFrame) -> pd.DataFrame:
 
 
 def owners(ev: pd.DataFrame, launches: np.ndarray) -> np.ndarray:
-    """Owner op label (see the module doc) of each launch label in ``launches`` (-1: no launch)."""
+    """Innermost enclosing op label of each launch label in ``launches`` (-1: no launch or no op)."""
     parent = ev["parent"].to_numpy(dtype=np.int64)
-    is_op, is_modeled = _op_masks(ev)
+    is_op = _op_mask(ev)
     inner = np.full(len(launches), -1, dtype=np.int64)
-    modeled = inner.copy()
     cur = np.where(launches >= 0, parent[np.clip(launches, 0, None)], -1)
     while True:
         live = np.flatnonzero(cur >= 0)
         if len(live) == 0:
             break
         at = cur[live]
-        take = is_op[at] & (inner[live] < 0)
-        inner[live[take]] = at[take]
-        take = is_modeled[at] & (modeled[live] < 0)
-        modeled[live[take]] = at[take]
-        cur[live] = parent[at]
-    return np.where(modeled >= 0, modeled, inner)
+        found = is_op[at]
+        inner[live[found]] = at[found]
+        cur[live[found]] = -1
+        cur[live[~found]] = parent[at[~found]]
+    return inner
 
 
-def _op_masks(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(is a cpu_op other than a ProfilerStep window, is an op modeled by name) per row."""
+def _op_mask(ev: pd.DataFrame) -> np.ndarray:
+    """Per row: a cpu_op other than a ``ProfilerStep#`` window."""
     names = ev["name"]
     if not isinstance(names.dtype, pd.CategoricalDtype):
         names = names.astype("category")
     categories = names.cat.categories.astype(str)
-    codes = names.cat.codes.to_numpy()
-    step = np.isin(codes, np.flatnonzero(categories.str.startswith(STEP_PREFIX)))
-    is_op = (ev["cat"] == "cpu_op").to_numpy() & (ev["ph"] == "X").to_numpy() & ~step
-    modeled = is_op & np.isin(codes, np.flatnonzero(categories.isin(list(MODELED_NAMES))))
-    return is_op, modeled
+    step = np.isin(names.cat.codes.to_numpy(), np.flatnonzero(categories.str.startswith(STEP_PREFIX)))
+    return (ev["cat"] == "cpu_op").to_numpy() & (ev["ph"] == "X").to_numpy() & ~step

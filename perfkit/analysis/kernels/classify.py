@@ -27,7 +27,7 @@ VECTOR_CLASSES = ("elementwise", "reduction", "norm", "comm", "memcpy", "memset"
 _RULES = (  # (class, pattern), first match wins; matched case-insensitively against the whole name
     ("comm", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|sendrecv|cross_device_reduce"),
     ("attention", r"flash|fmha|attn_fwd|attn_bwd|attention|_sdpa|mha_fwd|mha_bwd"),
-    ("conv", r"conv|fprop|dgrad|wgrad|implicit_gemm|winograd|scudnn|xmma_(fprop|dgrad|wgrad)|fft\dd_"),
+    ("conv", r"conv|fprop|dgrad|wgrad|implicit_gemm|winograd|scudnn|xmma_(fprop|dgrad|wgrad)|fft\dd_|\d{3,5}cudnn"),
     ("norm", r"(layer|batch|group|rms|instance)_?norm|bn_(fw|bw)|welford|norm_(fwd|bwd)"),
     ("gemm", r"gemm|gemv|nvjet|cijk_|matmul|cublas|cutlass.*(tensorop|wmma|simt)|^bmm_|_mm_|splitkreduce|"
              r"triton_tem_fused_(add)?mm|triton_tem_fused_bmm"),
@@ -53,7 +53,7 @@ _DTYPES = (  # (dtype, pattern) in order of precedence: a tf32 kernel also says 
     ("bf16", r"bf16|bfloat16"),
     ("fp16", r"(^|[^b])f16|fp16|half|_h\d{3,5}|hgemm|_h884|_h1688|_h16816"),
     ("fp64", r"dgemm|double|f64"),
-    ("fp32", r"sgemm|scudnn|f32|<float|float>|float,|fp32"),
+    ("fp32", r"sgemm|scudnn|f32|<float|float>|float,|fp32|_float\b"),
     ("int8", r"i8816|int8|imma"),
 )
 _COMPILED_DTYPES = tuple((d, re.compile(p, re.IGNORECASE)) for d, p in _DTYPES)
