@@ -18,7 +18,7 @@ _EXPORTS = {
     "ranks": "perfkit.analysis.ranks", "sql": "perfkit.analysis.sql",
     "hotspots": "perfkit.analysis.hotspots", "critical_path": "perfkit.analysis.critical_path",
     "gpu_gaps": "perfkit.analysis.gaps", "step_anatomy": "perfkit.analysis.anatomy",
-    "diagnose": "perfkit.analysis.diagnosis",
+    "diagnose": "perfkit.analysis.diagnosis", "kernels": "perfkit.analysis.kernels",
     # writers
     "annotate": "perfkit.export.annotate",
     # sync detectors

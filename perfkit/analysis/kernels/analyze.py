@@ -1,0 +1,145 @@
+"""``kernels(trace)``: what the GPU does with its time, and :func:`gpu_bound_findings` for the GPU-bound verdict."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...trace.shapes import op_shapes
+from ..ops import full_step_windows, merge_intervals, step_rows
+from .attribute import kernel_links
+from .devices import device_for
+from .findings import build_findings
+from .flops import MATRIX_FAMILIES
+from .opmodel import op_instances, op_table, peak_of
+from .result import KERNEL_COLUMNS, KernelsResult
+
+NO_GPU = ("no GPU activity: the trace has no kernels, copies or memsets, so there is no GPU time to break down; "
+          "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU run")
+NO_SHAPES = ("no op carries Input Dims: FLOPs, bytes and the roofline need shapes; profile with "
+             "torch.profiler.profile(record_shapes=True). The kernel table below does not.")
+NON_COMPUTE = ("memcpy", "memset", "comm")
+
+
+def kernels(trace, *, device: str | None = None, use_cache: bool = True) -> KernelsResult:
+    """GPU time by kernel (class, Tensor Core use, dtype), FLOPs and bytes per op from recorded shapes,
+    achieved TFLOP/s and GB/s against the device's peaks, totals (GEMM FLOPs and time, Tensor Core share,
+    MFU) and findings with fixes. Times in microseconds, FLOP/s in TFLOP/s (1e12), bandwidth in GB/s (1e9).
+
+    ``device``: a GPU name or key of ``devices.DEVICES`` overriding the trace's ``deviceProperties``
+    (ParameterError when unknown). ``use_cache``: read/write the op-shapes cache (``trace.shapes``).
+    Never raises for a trace without GPU events or without shapes: the result says so in its warnings.
+    """
+    dev, dev_name = device_for(trace.devices, device)
+    if not trace.has_gpu_events:
+        return KernelsResult.empty(dev, dev_name, (NO_GPU,))
+    warnings = list(_device_warnings(dev, dev_name))
+    links = kernel_links(trace)
+    shapes = op_shapes(trace, use_cache=use_cache)
+    if shapes.empty:
+        warnings.append(NO_SHAPES)
+    instances = op_instances(trace, links, shapes)
+    busy = busy_us(links)
+    table = kernel_table(links, instances, busy)
+    ops = op_table(instances, dev)
+    totals, window_note = _totals(trace, links, instances, dev, busy)
+    warnings += window_note
+    return KernelsResult(device=dev, device_name=dev_name, kernels=table, ops=ops, instances=instances,
+                         totals=totals, findings=tuple(build_findings(table, instances, dev, busy)),
+                         warnings=tuple(warnings), has_gpu=True)
+
+
+def gpu_bound_findings(trace, *, device: str | None = None) -> list:
+    """The findings of :func:`kernels`, ranked (most severe first, then by share of GPU time): each a
+    :class:`perfkit.results.Finding` with ``title``, ``evidence`` and ``fix``. Empty when the trace has
+    no GPU events or nothing stands out. For the GPU-bound verdict to name the leading one."""
+    return list(kernels(trace, device=device).findings)
+
+
+def _device_warnings(dev, name: str) -> tuple:
+    if dev is not None:
+        return ()
+    what = f"device {name!r} is not in perfkit's peak table" if name else "the trace names no device"
+    return (f"{what}: FLOPs and bytes are shown without percentages of peak; pass --device (one of "
+            "perfkit.analysis.kernels.devices.DEVICES) to compare against a known GPU",)
+
+
+def busy_us(links: pd.DataFrame) -> float:
+    """GPU busy time: the union of GPU event intervals per (rank, device), summed."""
+    total = 0.0
+    for _, g in links.groupby(["rank", "device"], sort=False):
+        s, e = merge_intervals(g["ts_us"].to_numpy(), (g["ts_us"] + g["dur_us"]).to_numpy())
+        total += float(np.sum(e - s))
+    return total
+
+
+def kernel_table(links: pd.DataFrame, instances: pd.DataFrame, busy: float) -> pd.DataFrame:
+    """Per GPU event name (``KERNEL_COLUMNS``), most time first; ``share`` is of GPU busy time, and
+    ``dtype`` is the name's, else the most common dtype of the ops that launched it."""
+    g = links.groupby(["name", "cat"], sort=False, observed=True).agg(
+        calls=("dur_us", "size"), total_us=("dur_us", "sum"), cls=("class", "first"),
+        tensor_core=("tensor_core", "first"), dtype=("name_dtype", "first")).reset_index()
+    op_dtype = _op_dtypes(links, instances)
+    g["dtype"] = g["dtype"].astype(object)
+    missing = g["dtype"].isna() & (g["cat"] == "kernel")
+    g.loc[missing, "dtype"] = g.loc[missing, "name"].map(op_dtype)
+    g["share"] = g["total_us"] / busy if busy > 0 else np.nan
+    g = g.rename(columns={"cls": "class"}).sort_values("total_us", ascending=False, kind="stable", ignore_index=True)
+    g["tensor_core"] = g["tensor_core"].astype(object).where(g["tensor_core"].notna(), None)
+    g["dtype"] = g["dtype"].astype(object).where(g["dtype"].notna(), None)
+    return g[KERNEL_COLUMNS]
+
+
+def _op_dtypes(links: pd.DataFrame, instances: pd.DataFrame) -> pd.Series:
+    if instances.empty:
+        return pd.Series(dtype=object)
+    by_op = instances.set_index("label")["dtype"]
+    named = links.assign(op_dtype=links["owner"].map(by_op)).dropna(subset=["op_dtype"])
+    if named.empty:
+        return pd.Series(dtype=object)
+    return named.groupby("name")["op_dtype"].agg(lambda s: s.value_counts().index[0])
+
+
+def _totals(trace, links: pd.DataFrame, inst: pd.DataFrame, dev, busy: float) -> tuple[dict, list]:
+    dur, cls = links["dur_us"], links["class"]
+    gemm = cls == "gemm"
+    tc = links["tensor_core"]
+    modeled = inst[inst["modeled"].astype(bool)] if len(inst) else inst
+    gemm_inst = modeled[modeled["family"] == "gemm"] if len(modeled) else modeled
+    compute_unowned = (links["owner"] < 0) & ~cls.isin(NON_COMPUTE)
+    unmodeled = inst[~inst["modeled"].astype(bool) & ~inst["family"].isin(NON_COMPUTE)] if len(inst) else inst
+    gemm_us = float(dur[gemm].sum())
+    gemm_flops = float(gemm_inst["flops"].sum()) if len(gemm_inst) else 0.0
+    gemm_inst_us = float(gemm_inst["kernel_us"].sum()) if len(gemm_inst) else 0.0
+    mfu, peak, window_us, note = _mfu(trace, modeled, dev)
+    totals = {
+        "busy_us": busy, "kernel_us": float(dur[links["cat"] == "kernel"].sum()),
+        "gemm_us": gemm_us, "gemm_flops": gemm_flops,
+        "gemm_tflops_per_s": gemm_flops / gemm_inst_us / 1e6 if gemm_inst_us else None,
+        "tensor_core_share": float(dur[gemm & tc.fillna(False).astype(bool)].sum()) / gemm_us if gemm_us else None,
+        "tensor_core_unknown_us": float(dur[gemm & tc.isna()].sum()),
+        "modeled_flops": float(modeled[modeled["family"].isin(MATRIX_FAMILIES)]["flops"].sum()) if len(modeled) else 0.0,
+        "mfu": mfu, "mfu_peak_tflops": peak, "step_us": window_us,
+        "unmodeled_us": float(unmodeled["kernel_us"].sum() if len(unmodeled) else 0.0) + float(dur[compute_unowned].sum()),
+        "comm_us": float(dur[cls == "comm"].sum()), "copy_us": float(dur[cls.isin(("memcpy", "memset"))].sum()),
+    }
+    return totals, note
+
+
+def _mfu(trace, modeled: pd.DataFrame, dev) -> tuple:
+    """(MFU, peak TFLOP/s used, step time us, warnings): matrix-family FLOPs of ops in the full step
+    windows / (their total duration x the matrix peak of the dtype with the most GEMM FLOPs)."""
+    mat = modeled[modeled["family"].isin(MATRIX_FAMILIES)] if len(modeled) else modeled
+    if dev is None or mat.empty:
+        return None, None, None, []
+    by_dtype = mat.groupby("dtype")["flops"].sum().sort_values(ascending=False)
+    dtype = by_dtype.index[0]
+    peak = peak_of(dev, "matrix", dtype, bool(mat["tf32"].any()))
+    windows, stubs = full_step_windows(trace)
+    if not peak or windows.empty:
+        return None, peak, None, list(stubs)
+    host = pd.DataFrame({"rank": mat["rank"].to_numpy(), "step": mat["step"].to_numpy()})
+    inside = step_rows(windows, host) >= 0
+    window_us = float(windows["dur_us"].sum())
+    flops = float(mat["flops"].to_numpy()[inside].sum())
+    note = [] if len(trace.steps) else ["no ProfilerStep# windows: MFU divides by the span of the trace's activity"]
+    return (flops / (window_us * 1e-6) / (peak * 1e12) if window_us > 0 else None), peak, window_us, note + list(stubs)

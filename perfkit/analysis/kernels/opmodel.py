@@ -1,0 +1,138 @@
+"""Per op: its kernels' time, its FLOPs and bytes (from shapes), and where it sits on the roofline.
+
+``op_instances`` is one row per op that owns GPU work (see :mod:`.attribute`); ``op_table`` groups
+them by (op, family, dtype) and places each group against the device's roofs: achieved TFLOP/s and
+GB/s over the op's kernel time, arithmetic intensity (FLOP/byte), compute- or memory-bound against the
+ridge point of the peak that applies (matrix units when its kernels run on Tensor Cores, vector units
+otherwise), and the percentage of the roof that binds it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .classify import torch_dtype
+from .flops import GEMM_OPS, MATRIX_FAMILIES, Model, gemm_mnk, model, op_family, parse_args
+
+INSTANCE_COLUMNS = ["label", "op", "family", "rank", "step", "kernel_us", "tc_us", "notc_us", "tf32", "dtype",
+                    "flops", "bytes", "modeled", "reason", "m", "n", "k", "input_dims"]
+OP_COLUMNS = ["op", "family", "dtype", "calls", "flops", "bytes", "kernel_us", "tensor_core_share", "tflops_per_s",
+              "gbs", "intensity", "unit", "peak_tflops", "pct_of_peak", "bound"]
+
+
+def op_instances(trace, links: pd.DataFrame, shapes: pd.DataFrame) -> pd.DataFrame:
+    """One row per owner op (``INSTANCE_COLUMNS``); ``flops``/``bytes`` NaN and ``reason`` set when unmodeled."""
+    owned = links[links["owner"] >= 0]
+    if owned.empty:
+        return pd.DataFrame(columns=INSTANCE_COLUMNS)
+    ev = trace.events
+    per = _per_owner(owned)
+    labels = per.index.to_numpy()
+    per["op"] = ev["name"].to_numpy()[labels].astype(str)
+    per["rank"] = ev["rank"].to_numpy()[labels]
+    per["step"] = ev["step"].to_numpy()[labels]
+    per["family"] = [op_family(o) or c for o, c in zip(per["op"], per["main_class"])]
+    text = shapes.reindex(labels)
+    for col in ("input_dims", "input_types", "concrete_inputs"):
+        per[col] = text[col].astype(object).fillna("").to_numpy() if col in text else ""
+    per = _with_models(per)
+    return per.reset_index(names="label")[INSTANCE_COLUMNS]
+
+
+def _per_owner(owned: pd.DataFrame) -> pd.DataFrame:
+    dur = owned["dur_us"].to_numpy()
+    tc = owned["tensor_core"]
+    frame = pd.DataFrame({
+        "owner": owned["owner"].to_numpy(), "kernel_us": dur,
+        "tc_us": np.where(tc.fillna(False).to_numpy(dtype=bool), dur, 0.0),
+        "notc_us": np.where((~tc.fillna(True)).to_numpy(dtype=bool) & owned["class"].isin(MATRIX_FAMILIES).to_numpy(),
+                            dur, 0.0),
+        "tf32": (owned["name_dtype"] == "tf32").to_numpy(),
+    })
+    per = frame.groupby("owner").agg(kernel_us=("kernel_us", "sum"), tc_us=("tc_us", "sum"),
+                                     notc_us=("notc_us", "sum"), tf32=("tf32", "any"))
+    by_class = owned.groupby(["owner", "class"])["dur_us"].sum().reset_index()
+    main = by_class.sort_values("dur_us", ascending=False, kind="stable").drop_duplicates("owner")
+    per["main_class"] = main.set_index("owner")["class"].reindex(per.index).to_numpy()
+    return per
+
+
+def _with_models(per: pd.DataFrame) -> pd.DataFrame:
+    keys = ["op", "family", "input_dims", "input_types", "concrete_inputs"]
+    distinct = per[keys].drop_duplicates()
+    rows = []
+    for op, family, dims, types, concrete in distinct.itertuples(index=False):
+        d, t, c = parse_args(dims, types, concrete)
+        m = model(op, family, d, t, c)
+        mnk = gemm_mnk(op, d) if isinstance(m, Model) and op in GEMM_OPS else (np.nan,) * 4
+        dtype = m.dtype if isinstance(m, Model) else _first_type(t)
+        rows.append((op, family, dims, types, concrete, *(
+            (m.flops, m.bytes, True, "") if isinstance(m, Model) else (np.nan, np.nan, False, m)), dtype, *mnk[1:]))
+    models = pd.DataFrame(rows, columns=keys + ["flops", "bytes", "modeled", "reason", "dtype", "m", "n", "k"])
+    out = per.reset_index(names="label").merge(models, on=keys, how="left").set_index("label")
+    out.loc[out["family"].isin(("memcpy", "memset", "comm")), "reason"] = "copies and collectives are not modeled"
+    return out
+
+
+def _first_type(types: list):
+    for t in types:
+        known = torch_dtype(t) if isinstance(t, str) else None
+        if known:
+            return known[0]
+    return None
+
+
+def op_table(instances: pd.DataFrame, device) -> pd.DataFrame:
+    """Instances grouped by (op, family, dtype), placed on the device's roofline (``OP_COLUMNS``).
+    Without a known device, ``peak_tflops``, ``pct_of_peak`` and ``bound`` are empty."""
+    if instances.empty:
+        return pd.DataFrame(columns=OP_COLUMNS)
+    inst = instances.assign(dtype=instances["dtype"].fillna("-"))
+    g = inst.groupby(["op", "family", "dtype"], sort=False).agg(
+        calls=("label", "size"), flops=("flops", lambda s: s.sum(min_count=1)),
+        bytes=("bytes", lambda s: s.sum(min_count=1)), kernel_us=("kernel_us", "sum"), tc_us=("tc_us", "sum"),
+        notc_us=("notc_us", "sum"), tf32=("tf32", "any")).reset_index()
+    us = g["kernel_us"].where(g["kernel_us"] > 0)
+    g["tensor_core_share"] = g["tc_us"] / us
+    g["tflops_per_s"] = g["flops"] / us / 1e6
+    g["gbs"] = g["bytes"] / us / 1e3
+    g["intensity"] = g["flops"] / g["bytes"].where(g["bytes"] > 0)
+    g["unit"] = [unit_of(f, tc, notc, k) for f, tc, notc, k in zip(g["family"], g["tc_us"], g["notc_us"], g["kernel_us"])]
+    g["peak_tflops"] = [peak_of(device, u, d, tf) for u, d, tf in zip(g["unit"], g["dtype"], g["tf32"])]
+    bound, pct = _roofline(g, device)
+    g["bound"] = pd.Series(bound, index=g.index, dtype=object)
+    g["pct_of_peak"] = pd.Series(pct, index=g.index, dtype=float)
+    g["dtype"] = g["dtype"].replace("-", None)
+    return g.sort_values("kernel_us", ascending=False, kind="stable", ignore_index=True)[OP_COLUMNS]
+
+
+def unit_of(family: str, tc_us: float, notc_us: float, kernel_us: float) -> str:
+    """"matrix" when most of the op's kernel time is on Tensor Cores, else "vector"."""
+    if family in MATRIX_FAMILIES and kernel_us > 0 and tc_us >= 0.5 * kernel_us:
+        return "matrix"
+    return "vector"
+
+
+def peak_of(device, unit: str, dtype, tf32: bool):
+    """Peak TFLOP/s for ``dtype`` on ``unit`` of ``device`` (FP32 on NVIDIA matrix units is TF32), or None."""
+    if device is None or dtype in (None, "-"):
+        return None
+    if unit == "matrix" and dtype == "fp32":
+        return device.peak_tflops("fp32", "matrix") if not tf32 and "fp32" in device.matrix else \
+            device.peak_tflops("tf32", "matrix")
+    return device.peak_tflops(dtype, unit) or (device.peak_tflops("fp32", "vector") if unit == "vector" else None)
+
+
+def _roofline(g: pd.DataFrame, device) -> tuple[list, list]:
+    bound, pct = [], []
+    bw = device.mem_bw_gbs if device is not None else 0.0
+    for flops, ai, peak, tflops, gbs in zip(g["flops"], g["intensity"], g["peak_tflops"], g["tflops_per_s"], g["gbs"]):
+        if not bw or peak is None or pd.isna(ai) or pd.isna(flops):
+            bound.append(None)
+            pct.append(None)
+            continue
+        ridge = peak * 1e12 / (bw * 1e9)
+        compute = ai >= ridge
+        bound.append("compute" if compute else "memory")
+        pct.append(100.0 * (tflops / peak if compute else gbs / bw))
+    return bound, pct

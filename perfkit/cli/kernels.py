@@ -1,0 +1,75 @@
+"""``perfkit kernels TRACE [--json] [--top N] [--device NAME]``: what the GPU does with its time."""
+from __future__ import annotations
+
+from ..text import json_text
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("kernels", help="GPU time by kernel (class, Tensor Cores, dtype), FLOPs and bytes per "
+                                              "op against the device's peaks, MFU, and findings with fixes")
+    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object: device, kernels, ops, totals, "
+                                                       "findings, warnings")
+    p.add_argument("--top", type=int, default=None, help="kernels and ops to list (default 15; --json: all unless given)")
+    p.add_argument("--device", help="GPU to compare against instead of the trace's deviceProperties (e.g. H100-SXM, "
+                                    "A100-80GB, MI300X)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar and shapes caches")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..analysis.kernels import kernels
+    from ..errors import ParameterError
+    from ..trace import load_trace
+
+    if args.top is not None and args.top < 1:
+        raise ParameterError(f"--top must be at least 1, got {args.top}")
+    trace = load_trace(args.trace, use_cache=not args.no_cache)
+    result = kernels(trace, device=args.device, use_cache=not args.no_cache)
+    print(json_text(result.to_json(top=args.top)) if args.json else format_kernels(result, args.trace, args.top or 15))
+    return 0
+
+
+def format_kernels(result, path, top: int = 15) -> str:
+    if not result.has_gpu:
+        return f"{path}: " + " ".join(result.warnings) + "\n"
+    t = result.totals
+    lines = [_device_line(result), _totals_line(t), "",
+             f"{'ms':>10}{'share':>7}{'calls':>8}  {'class':<12}{'TC':<4}{'dtype':<6}kernel"]
+    for k in result.top(top).to_dict("records"):
+        tc = {True: "yes", False: "no"}.get(k["tensor_core"], "?")
+        lines.append(f"{k['total_us'] / 1e3:>10,.3f}{100 * k['share']:>6.1f}%{k['calls']:>8,}  {k['class']:<12}{tc:<4}"
+                     f"{k['dtype'] or '-':<6}{k['name'][:100]}")
+    if len(result.kernels) > top:
+        lines.append(f"... {len(result.kernels) - top} more kernels (--top N or --json)")
+    lines += ["", f"{'ms':>10}{'calls':>8}  {'family':<12}{'dtype':<6}{'TFLOP/s':>9}{'GB/s':>9}{'FLOP/B':>8}"
+                  f"{'% peak':>8}  {'bound':<8}op"]
+    for o in result.ops.head(top).to_dict("records"):
+        lines.append(f"{o['kernel_us'] / 1e3:>10,.3f}{o['calls']:>8,}  {o['family']:<12}{o['dtype'] or '-':<6}"
+                     f"{_num(o['tflops_per_s'], 2):>9}{_num(o['gbs'], 0):>9}{_num(o['intensity'], 1):>8}"
+                     f"{_num(o['pct_of_peak'], 1):>8}  {o['bound'] if isinstance(o['bound'], str) else '-':<8}{o['op']}")
+    lines += [""] + [f"{f.severity:<8} {f.title}\n         fix: {f.fix}" for f in result.findings]
+    lines += [f"warning  {w}" for w in result.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def _device_line(result) -> str:
+    d = result.device
+    if d is None:
+        return f"device: {result.device_name or 'not named'} (no peaks known)"
+    peaks = ", ".join(f"{k} {v:g}" for k, v in d.matrix.items())
+    return (f"device: {result.device_name or d.name} -> {d.name}: matrix TFLOP/s {peaks}; vector fp32 "
+            f"{d.vector.get('fp32', '-')}; {d.mem_bw_gbs:,.0f} GB/s ({d.source})")
+
+
+def _totals_line(t: dict) -> str:
+    tc = f"{100 * t['tensor_core_share']:.0f}%" if t["tensor_core_share"] is not None else "n/a"
+    rate = f", {t['gemm_tflops_per_s']:.1f} TFLOP/s" if t["gemm_tflops_per_s"] else ""
+    mfu = f"{100 * t['mfu']:.2f}%" if t["mfu"] is not None else "n/a"
+    return (f"GPU busy {t['busy_us'] / 1e3:,.3f} ms; GEMM {t['gemm_us'] / 1e3:,.3f} ms, {t['gemm_flops'] / 1e12:,.3f} "
+            f"TFLOP{rate}, Tensor Cores {tc} of GEMM time; MFU {mfu}; communication {t['comm_us'] / 1e3:,.3f} ms; "
+            f"copies {t['copy_us'] / 1e3:,.3f} ms; unmodeled {t['unmodeled_us'] / 1e3:,.3f} ms")
+
+
+def _num(value, digits: int) -> str:
+    return "-" if value is None or value != value else f"{value:,.{digits}f}"
