@@ -20,7 +20,7 @@ from ..errors import PerfkitError
 from ..text import PrintableStream, printable
 
 COMMANDS = ("summary", "syncs", "diff", "ranks", "sql", "detect", "scan", "run", "log", "validate",
-            "hotspots", "critical_path", "gaps", "annotate", "init", "export", "profile")
+            "hotspots", "critical_path", "gaps", "annotate", "init", "export", "profile", "memory")
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
 
 
