@@ -52,6 +52,8 @@ class Recorder:
             raise ParameterError(f"seconds={seconds!r}: must be a number > 0")
         if step is not None and seconds is not None:
             raise ParameterError("pass --step or --seconds, not both: a window has no steps")
+        if step is not None:
+            _split(step)
         self.path = Path(path)
         self.schedule = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
         self.step, self.seconds, self.memory = step, seconds, memory
@@ -153,6 +155,14 @@ class Recorder:
         self.traces.append(export_gzipped_trace(prof, path))
 
     @property
+    def active_steps_seen(self) -> int:
+        """Complete steps that ended while the schedule recorded (the trace may also hold the step
+        that was running when the code stopped, cut short)."""
+        s, cycle = self.schedule, self.schedule["warmup"] + self.schedule["active"]
+        return sum(1 for i in range(s["wait"], self.steps_seen)
+                   if (i - s["wait"]) % cycle >= s["warmup"] and (i - s["wait"]) // cycle < s["repeat"])
+
+    @property
     def expected_steps(self) -> int:
         """Steps the schedule asks for (wait + warm-up + active per cycle); 0 for a window."""
         return 0 if self.step_source == "window" else self._last_step()
@@ -196,10 +206,7 @@ def resolve_function(spec: str):
 
     Raises ParameterError when the text has no ``module:`` part, the module does not import or the
     name is not a callable in it."""
-    module_name, sep, qualname = str(spec).partition(":")
-    if not sep or not module_name or not qualname:
-        raise ParameterError(f"--step {spec!r}: name the function as module:function or "
-                             "module:Class.method (e.g. mytrain:train_step)")
+    module_name, qualname = _split(spec)
     try:
         owner = importlib.import_module(module_name)
     except ImportError as exc:
@@ -214,6 +221,14 @@ def resolve_function(spec: str):
     if not callable(function):
         raise ParameterError(f"--step {spec!r}: {module_name} has no function {qualname!r}")
     return owner, attr, function
+
+
+def _split(spec: str) -> tuple[str, str]:
+    module_name, sep, qualname = str(spec).partition(":")
+    if not sep or not module_name or not qualname:
+        raise ParameterError(f"--step {spec!r}: name the function as module:function or "
+                             "module:Class.method (e.g. mytrain:train_step)")
+    return module_name, qualname
 
 
 def _alarm(seconds: float, stop):

@@ -28,7 +28,7 @@ OVERHEAD_WARN_PCT = 10.0  # the issue's bar: above it the recorded steps are not
 @dataclass(frozen=True)
 class ProfileResult:
     """What a profiling run produced. ``trace``: path of the trace written (None: nothing
-    recorded); ``loaded``: the loaded Trace; ``steps_recorded``: ``ProfilerStep`` spans in it;
+    recorded); ``loaded``: the loaded Trace; ``steps_recorded``: complete steps recorded (window: ``ProfilerStep`` spans);
     ``step_source``: optimizer, function or window; ``overhead_pct``: step time with the profiler
     on (warm-up steps) over step time without it (wait steps after the first), minus 1, in percent
     (None: too few steps to tell); ``diagnosis`` and ``diagnosis_text``; ``error`` and
@@ -113,7 +113,8 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
                              error, exit_status, scan)
     trace = load_trace(recorder.traces[0], use_cache=False)
     diagnosis, text = diagnose_trace(trace)
-    return ProfileResult(recorder.traces[0], len(trace.steps), recorder.step_source, pct, diagnosis, text,
+    recorded = len(trace.steps) if recorder.step_source == "window" else recorder.active_steps_seen
+    return ProfileResult(recorder.traces[0], recorded, recorder.step_source, pct, diagnosis, text,
                          tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]))
 
 
@@ -128,9 +129,9 @@ def _schedule_warnings(recorder: Recorder, error: str) -> list[str]:
                 "per step"]
     if recorder.step_source == "window" or seen >= expected:
         return []
-    recorded = max(0, seen - s["wait"] - s["warmup"])
     return [f"{ended} after {seen} of {expected} scheduled steps (wait {s['wait']}, warm-up {s['warmup']}, "
-            f"active {s['active']} x {s['repeat']}): {min(recorded, s['active'])} active step(s) kept; "
+            f"active {s['active']} x {s['repeat']}): {recorder.active_steps_seen} active step(s) kept, and the "
+            "step running when it stopped is in the trace cut short; "
             "lower --wait/--warmup/--active or let the script run longer"]
 
 
