@@ -16,9 +16,11 @@ _EXPORTS = {
     "summarize": "perfkit.analysis.summary", "cpu_bound": "perfkit.analysis.cpu_bound",
     "htod": "perfkit.analysis.htod", "syncs": "perfkit.analysis.syncs", "diff": "perfkit.analysis.diff",
     "ranks": "perfkit.analysis.ranks", "sql": "perfkit.analysis.sql",
-    "hotspots": "perfkit.analysis.hotspots", "critical_path": "perfkit.analysis.critical_path",
+    "hotspots": "perfkit.analysis.hotspots", "memory_timeline": "perfkit.analysis.memory", "critical_path": "perfkit.analysis.critical_path",
     "gpu_gaps": "perfkit.analysis.gaps", "step_anatomy": "perfkit.analysis.anatomy",
     "diagnose": "perfkit.analysis.diagnosis", "kernels": "perfkit.analysis.kernels",
+    # recording the user's own code
+    "profile": "perfkit.profiling.session",
     # writers
     "annotate": "perfkit.export.annotate",
     # sync detectors

@@ -19,8 +19,8 @@ import sys
 from ..errors import PerfkitError
 from ..text import PrintableStream, printable
 
-COMMANDS = ("diagnose", "summary", "syncs", "diff", "ranks", "sql", "detect", "scan", "run", "log", "validate",
-            "hotspots", "critical_path", "gaps", "kernels", "annotate", "init", "export")
+COMMANDS = ("profile", "diagnose", "summary", "syncs", "diff", "ranks", "sql", "detect", "scan", "run", "log",
+            "validate", "hotspots", "critical_path", "gaps", "kernels", "memory", "annotate", "init", "export")
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
 
 

@@ -1,5 +1,6 @@
 """``run_script``: run a Python script as ``__main__`` under the run-time sync detector
-(:mod:`perfkit.detect.runtime`) and always come back with a report.
+(:mod:`perfkit.detect.runtime`) and always come back with a report; ``run_as_main`` runs a script
+or module the same way inside any context manager (``perfkit profile`` uses it for the profiler).
 
 The script is the user's, so it may exit in every way a program can: raise, ``sys.exit(n)``,
 ``os._exit(n)`` (which would end perfkit before it prints anything), Ctrl-C, or fork a child
@@ -8,6 +9,7 @@ one report, from the original process, with the script's exit status.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -16,9 +18,9 @@ import traceback
 from pathlib import Path
 
 from ..errors import ParameterError
-from .runtime import SyncDetector, SyncReport, detect_syncs
+from .runtime import SyncReport, detect_syncs
 
-__all__ = ["run_script"]
+__all__ = ["run_script", "run_as_main"]
 
 
 def run_script(script, args=(), *, treat_cpu_as_device: bool | None = None) -> SyncReport:
@@ -31,24 +33,52 @@ def run_script(script, args=(), *, treat_cpu_as_device: bool | None = None) -> S
     A process the script forks that returns here exits at once with its own status, so only the
     original process reports. Raises ParameterError when the script does not exist.
     """
-    path = Path(script)
-    if not path.is_file():
-        raise ParameterError(f"script {str(script)!r} not found: pass the path of a Python file to run")
-    path = path.resolve()
     detector = detect_syncs(treat_cpu_as_device)
+    error, status = run_as_main(script, args, detector, found="the syncs found until then are listed")
+    report = detector.report
+    return SyncReport(report.events, report.mode, report.sync_debug, report.warnings, error, status)
+
+
+def run_as_main(target, args, context, *, module: bool = False, found: str = "what was found is kept",
+                command: str = "perfkit detect") -> tuple[str, int]:
+    """Run script ``target`` (or, with ``module=True``, module ``target`` like ``python -m``) as
+    ``__main__`` inside the context manager ``context``, with ``sys.argv = [target, *args]``.
+
+    Returns (error text, exit status) the way :func:`run_script` reports them (``found`` ends the
+    Ctrl-C message). sys.argv, sys.path and os._exit are restored afterwards; a forked child that
+    returns here exits with its own status (``command`` names it in its message).
+    Raises ParameterError when the script or module does not exist.
+    """
+    path = _check_target(target, module)
     saved_argv, saved_path, saved_exit = sys.argv, list(sys.path), os._exit
-    sys.argv = [str(script), *map(str, args)]
-    sys.path.insert(0, str(path.parent))
+    sys.argv = [str(path if module else target), *map(str, args)]
+    sys.path.insert(0, os.getcwd() if module else str(path.parent))
     parent = os.getpid()
     os._exit = _unwinding_exit(parent, saved_exit)
     try:
-        error, status = _run(detector, path)
+        error, status = _run(context, path, target if module else None, found)
     finally:
         sys.argv, sys.path[:], os._exit = saved_argv, saved_path, saved_exit
     if os.getpid() != parent:  # a forked child came back here: it must not print a second report
-        _leave_child(status, error, saved_exit)
-    report = detector.report
-    return SyncReport(report.events, report.mode, report.sync_debug, report.warnings, error, status)
+        _leave_child(status, error, saved_exit, command)
+    return error, status
+
+
+def _check_target(target, module: bool) -> Path:
+    """The script's resolved path, or a module's file (found without running it)."""
+    if module:
+        try:
+            spec = importlib.util.find_spec(str(target))
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or spec.origin is None:
+            raise ParameterError(f"module {str(target)!r} not found: pass an importable module name "
+                                 "(run from the folder that holds it, or install it)")
+        return Path(spec.origin)
+    path = Path(target)
+    if not path.is_file():
+        raise ParameterError(f"script {str(target)!r} not found: pass the path of a Python file to run")
+    return path.resolve()
 
 
 class _ScriptExit(BaseException):
@@ -68,17 +98,20 @@ def _unwinding_exit(parent: int, real_exit):
     return _exit
 
 
-def _run(detector: "SyncDetector", path: Path) -> tuple[str, int]:
-    """(error text, exit status) of running the script under ``detector``."""
+def _run(context, path: Path, module: str | None, found: str) -> tuple[str, int]:
+    """(error text, exit status) of running the script (or module) inside ``context``."""
     try:
-        with detector:
-            runpy.run_path(str(path), run_name="__main__")
+        with context:
+            if module is None:
+                runpy.run_path(str(path), run_name="__main__")
+            else:
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         return _exit_reason(exc.code, "script exited with status")
     except _ScriptExit as exc:
         return _exit_reason(exc.code, "script called os._exit with status")
     except KeyboardInterrupt:
-        return "interrupted (KeyboardInterrupt): the syncs found until then are listed", 130
+        return f"interrupted (KeyboardInterrupt): {found}", 130
     except Exception as exc:  # the script's own error: report it after the events
         return _describe_error(exc, path), 1
     return "", 0
@@ -92,9 +125,9 @@ def _exit_reason(code, what: str) -> tuple[str, int]:
     return f"script exited: {code}", 1  # sys.exit("message") exits 1 after printing it
 
 
-def _leave_child(status: int, error: str, real_exit) -> None:
+def _leave_child(status: int, error: str, real_exit, command: str) -> None:
     if error and status != 0:
-        print(f"perfkit detect: forked process {os.getpid()}: {error}", file=sys.stderr)
+        print(f"{command}: forked process {os.getpid()}: {error}", file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

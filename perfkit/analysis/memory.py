@@ -1,0 +1,147 @@
+"""Memory timeline of a trace recorded with ``profile_memory=True``: allocated and reserved memory
+over time per device, the peak with the op and Python function that allocated at it, what each step
+still holds at its end and the growth per step (a leak inside one trace), and the top allocating ops.
+
+The allocator's totals come from the ``[memory]`` events' ``Total Allocated`` / ``Total Reserved``
+(:func:`perfkit.trace.memory_events.read_memory_args`). On CPU torch counts only memory allocated
+after profiling started, so CPU totals are relative to the start of the recording.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ..results import html_section, html_table, html_warnings
+from ..trace.memory_events import MEMORY_EVENT, read_memory_args
+from ..trace.steps import window_index
+from .ops import enclosing, jsonable, step_windows
+from .stacks import user_frames
+
+EVENT_COLUMNS = ["rank", "device", "ts_us", "step", "bytes", "allocated", "reserved", "op", "function"]
+CONFIDENCE = 0.95
+MIN_GROWTH_STEPS = 3  # a slope and its CI need at least 3 step ends
+
+
+@dataclass(frozen=True)
+class MemoryTimeline:
+    """``events``: one row per [memory] event (``EVENT_COLUMNS``; bytes negative = freed, op and
+    function that allocated); ``devices``: one dict per (rank, device) with ``peak_bytes``,
+    ``peak_step``, ``peak_op``, ``peak_function``, ``end_of_step_bytes``, ``growth_per_step_bytes``,
+    ``growth_ci`` (95% CI of the slope, None under 3 steps) and ``top_ops``; ``warnings``."""
+
+    events: pd.DataFrame
+    devices: tuple
+    warnings: tuple = ()
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.events
+
+    def device(self, name: str) -> dict:
+        """The summary of device ``name`` ("cpu", "cuda:0"); KeyError listing the devices if absent."""
+        for d in self.devices:
+            if d["device"] == name:
+                return d
+        raise KeyError(f"no device {name!r} in the timeline: it has {', '.join(d['device'] for d in self.devices)}")
+
+    def to_json(self) -> dict:
+        return jsonable({"devices": list(self.devices), "warnings": list(self.warnings)})
+
+    def __repr__(self) -> str:
+        peaks = ", ".join(f"{d['device']} peak {d['peak_bytes'] / 2**20:.1f} MiB" for d in self.devices)
+        return f"<MemoryTimeline {len(self.events)} events: {peaks or 'no memory events'}>"
+
+    def _repr_html_(self) -> str:
+        table = pd.DataFrame([{k: v for k, v in d.items() if k not in ("top_ops", "end_of_step_bytes")}
+                              for d in self.devices])
+        return html_section("Memory timeline", html_table(table), html_warnings(self.warnings))
+
+
+def memory_timeline(trace, *, top: int = 10) -> MemoryTimeline:
+    """The memory timeline of ``trace`` (see the module docstring); ``top``: allocating ops listed per
+    device. A trace without [memory] events gives no devices and a warning saying how to record them.
+    Raises TraceError when a source file can no longer be read."""
+    events = _memory_events(trace)
+    if events.empty:
+        return MemoryTimeline(events, (), ("no [memory] events: record with profile_memory=True "
+                                           "(perfkit profile --memory)",))
+    windows = step_windows(trace)
+    warnings = [] if len(trace.steps) else ["no profiler steps: peak step, end-of-step memory and growth need "
+                                            "ProfilerStep spans (record on a schedule)"]
+    devices = tuple(_device_summary(group, windows, top) for _, group in events.groupby(["rank", "device"], sort=True))
+    warnings += [f"{d['device']}: memory held at step ends grows {d['growth_per_step_bytes']:,.0f} B/step "
+                 f"(95% CI {d['growth_ci'][0]:,.0f}..{d['growth_ci'][1]:,.0f}): a leak inside this trace"
+                 for d in devices if _grows(d)]
+    return MemoryTimeline(events, devices, tuple(warnings))
+
+
+def _memory_events(trace) -> pd.DataFrame:
+    rows = trace.events[trace.events["name"] == MEMORY_EVENT]
+    parts = []
+    for file_id, file_rows in rows.groupby("file_id", sort=True, observed=True):
+        args = read_memory_args(trace.files[int(file_id)].path)
+        if len(args) != len(file_rows):  # the loader dropped some (unusable numbers): align by what is left
+            args = args.iloc[:len(file_rows)]
+        part = file_rows[["rank", "ts_us"]].copy()
+        for col in ("device", "bytes", "allocated", "reserved"):
+            part[col] = args[col].to_numpy()
+        parts.append(part)
+    if not parts:
+        return pd.DataFrame({c: [] for c in EVENT_COLUMNS})
+    out = pd.concat(parts)
+    ops = trace.select("cpu_op")
+    op_label = enclosing(ops, rows.loc[out.index])
+    out["op"] = np.where(op_label >= 0, trace.events["name"].astype(str).reindex(op_label).to_numpy(), None)
+    out["function"] = user_frames(trace, rows.loc[out.index])["frame"].to_numpy()
+    out["step"] = _steps(step_windows(trace), out)
+    return out.sort_values("ts_us", kind="stable")[EVENT_COLUMNS]
+
+
+def _steps(windows: pd.DataFrame, events: pd.DataFrame) -> np.ndarray:
+    where = window_index(windows, events["ts_us"], events["rank"])
+    numbers = windows["step"].to_numpy()
+    return np.where(where >= 0, numbers[np.clip(where, 0, None)], -1)
+
+
+def _device_summary(ev: pd.DataFrame, windows: pd.DataFrame, top: int) -> dict:
+    peak = ev.loc[ev["allocated"].idxmax()]
+    ends = _end_of_step(ev, windows[windows["rank"] == ev["rank"].iloc[0]])
+    slope, ci = _growth(ends)
+    allocs = ev[ev["bytes"] > 0]
+    top_ops = (allocs.groupby(allocs["op"].fillna("(no op)"), sort=False)["bytes"].agg(["sum", "count"])
+               .sort_values("sum", ascending=False).head(top))
+    return {"device": ev["device"].iloc[0], "rank": int(ev["rank"].iloc[0]), "peak_bytes": int(peak["allocated"]),
+            "peak_reserved_bytes": int(ev["reserved"].max()), "peak_step": int(peak["step"]),
+            "peak_op": peak["op"], "peak_function": peak["function"], "end_of_step_bytes": ends,
+            "growth_per_step_bytes": slope, "growth_ci": ci,
+            "top_ops": [{"op": op, "bytes": int(r["sum"]), "count": int(r["count"])} for op, r in top_ops.iterrows()]}
+
+
+def _end_of_step(ev: pd.DataFrame, windows: pd.DataFrame) -> list[int]:
+    """Allocated bytes after the last event before each step's end (steps with a real number only)."""
+    windows = windows[windows["step"] >= 0].sort_values("start_us")
+    ts, allocated = ev["ts_us"].to_numpy(), ev["allocated"].to_numpy()
+    last = np.searchsorted(ts, windows["end_us"].to_numpy(), side="left") - 1
+    return [int(allocated[i]) for i in last if i >= 0]
+
+
+def _growth(ends: list[int]) -> tuple[float | None, tuple | None]:
+    """Least-squares slope of end-of-step bytes over steps and its 95% CI (t distribution)."""
+    if len(ends) < 2:
+        return None, None
+    x = np.arange(len(ends), dtype=np.float64)
+    y = np.asarray(ends, dtype=np.float64)
+    dx = x - x.mean()
+    slope = float((dx * (y - y.mean())).sum() / (dx * dx).sum())
+    if len(ends) < MIN_GROWTH_STEPS:
+        return slope, None
+    resid = y - (y.mean() + slope * dx)
+    stderr = np.sqrt((resid * resid).sum() / (len(ends) - 2) / (dx * dx).sum())
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(ends) - 2) * stderr)
+    return slope, (slope - half, slope + half)
+
+
+def _grows(d: dict) -> bool:
+    return d["growth_ci"] is not None and d["growth_ci"][0] > 0

@@ -1,0 +1,49 @@
+"""``perfkit memory TRACE [--json]``: memory over time per device from a trace recorded with
+``profile_memory=True`` (``perfkit profile --memory``): peak and what allocated it, memory held at
+each step's end and its growth per step, the top allocating ops."""
+from __future__ import annotations
+
+import sys
+
+from ..text import json_text, printable_data
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("memory", help="memory timeline of a trace recorded with profile_memory=True",
+                              description=__doc__.split("\n\n", 1)[0])
+    p.add_argument("trace", help=".json / .json.gz trace file")
+    p.add_argument("--json", action="store_true", help="print {devices: [...], warnings}")
+    p.add_argument("--top", type=int, default=5, help="allocating ops listed per device (default 5)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..analysis.memory import memory_timeline
+    from ..trace import load_trace
+
+    timeline = memory_timeline(load_trace(args.trace, progress=sys.stderr.isatty()), top=args.top)
+    print(json_text(timeline.to_json(), indent=2) if args.json else format_timeline(printable_data(timeline.to_json())))
+    return 0
+
+
+def format_timeline(t: dict) -> str:
+    lines = []
+    for d in t["devices"]:
+        ci = d["growth_ci"]
+        growth = "-" if d["growth_per_step_bytes"] is None else f"{_b(d['growth_per_step_bytes'])}/step" + (
+            f" (95% CI {_b(ci[0])}..{_b(ci[1])})" if ci else "")
+        lines += [f"{d['device']} (rank {d['rank']})",
+                  f"  peak       {_b(d['peak_bytes'])} allocated in step {d['peak_step']} by {d['peak_op'] or '-'}"
+                  f" in {d['peak_function'] or '-'}; reserved peak {_b(d['peak_reserved_bytes'])}",
+                  f"  step ends  {', '.join(_b(v) for v in d['end_of_step_bytes']) or '-'}",
+                  f"  growth     {growth}"]
+        lines += [f"  allocates  {_b(o['bytes']):>10} in {o['count']:>5} calls  {o['op']}" for o in d["top_ops"]]
+    lines += [f"warning: {w}" for w in t["warnings"]]
+    return "\n".join(lines)
+
+
+def _b(n) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n:,.0f} B"

@@ -1,0 +1,245 @@
+"""``Recorder``: the PyTorch profiler on a schedule, stepped without changes to the user's code.
+
+A step is found in one of three ways (``step_source``):
+
+* ``optimizer``: one ``optimizer.step()``, seen through PyTorch's global post-hook
+  (``torch.optim.optimizer.register_optimizer_step_post_hook``). With several optimizers only the
+  first one that steps counts, so a GAN's two ``step()`` calls make one step.
+* ``function``: one call of a function named ``module:qualname`` (``perfkit.workloads.mppi:MPPIWorkload.step``),
+  wrapped for the duration of the recording.
+* ``window``: no steps; the profiler records from the start for ``seconds`` (stopped by a
+  ``SIGALRM`` timer on the main thread) or until the code ends.
+
+The schedule is torch's (``wait``, ``warmup``, ``active``, ``repeat``): the trace holds one
+``ProfilerStep#N`` span per active step, like a hand-written ``prof.step()`` loop. The time of each
+step is kept (``step_times_s``, from step boundaries on the host clock) so the profiler's own cost
+can be measured: warm-up steps run with the profiler on, wait steps (after the first) without it.
+torch is imported only when recording starts.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+
+from ..errors import ParameterError, PerfkitError
+from ..workloads.base import check_int
+from ..workloads.record import export_gzipped_trace
+
+STEP_SOURCES = ("optimizer", "function", "window")
+
+
+class Recorder:
+    """Context manager that profiles the code run inside it and writes the trace to ``path``
+    (later cycles of ``repeat > 1`` to ``<stem>-cycleN.pt.trace.json.gz``).
+
+    ``step``: ``"module:qualname"`` of the function whose calls are the steps (None: optimizer
+    steps); ``seconds``: record a time window without steps instead. After the block:
+    ``traces`` (paths written), ``steps_seen``, ``step_times_s`` (one per step boundary seen),
+    ``step_source`` and ``warnings``. Raises ParameterError for bad counts or an unknown function,
+    PerfkitError when torch is not installed.
+    """
+
+    def __init__(self, path, *, wait: int = 5, warmup: int = 2, active: int = 3, repeat: int = 1,
+                 step: str | None = None, seconds: float | None = None, memory: bool = False,
+                 metadata: dict | None = None, clock=time.perf_counter):
+        for name, value, low in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1), ("repeat", repeat, 1)):
+            check_int(name, value, low)
+        if seconds is not None and not (isinstance(seconds, (int, float)) and seconds > 0):
+            raise ParameterError(f"seconds={seconds!r}: must be a number > 0")
+        if step is not None and seconds is not None:
+            raise ParameterError("pass --step or --seconds, not both: a window has no steps")
+        if step is not None:
+            _split(step)
+        self.path = Path(path)
+        self.schedule = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
+        self.step, self.seconds, self.memory = step, seconds, memory
+        self.metadata = dict(metadata or {})
+        self.step_source = "window" if seconds is not None else "function" if step else "optimizer"
+        self.clock = clock
+        self.traces: list[Path] = []
+        self.step_times_s: list[float] = []
+        self.steps_seen = 0
+        self.warnings: list[str] = []
+        self._undo: list = []
+        self._prof = None
+        self._last = None
+        self._optimizer = None
+        self._tagged = False
+
+    # -- context manager -------------------------------------------------------------------------
+    def __enter__(self) -> "Recorder":
+        torch = _import_torch()
+        self._prof = self._make_profiler(torch)
+        if self.step_source == "function":
+            self._undo.append(_wrap_function(self.step, self._on_step))
+        elif self.step_source == "optimizer":
+            from torch.optim.optimizer import register_optimizer_step_post_hook  # heavy, optional: torch
+
+            handle = register_optimizer_step_post_hook(self._on_optimizer_step)
+            self._undo.append(handle.remove)
+        self._prof.start()
+        self._tag()
+        if self.seconds is not None:
+            self._undo.append(_alarm(self.seconds, self._stop))
+        self._last = self.clock()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+        self._stop()
+        return False
+
+    # -- steps -----------------------------------------------------------------------------------
+    def _on_optimizer_step(self, optimizer, args, kwargs) -> None:
+        if self._optimizer is None:
+            self._optimizer = optimizer
+        if optimizer is self._optimizer:
+            self._on_step()
+
+    def _on_step(self) -> None:
+        now = self.clock()
+        self.step_times_s.append(now - self._last)
+        self._last = now
+        self.steps_seen += 1
+        if self._prof is not None:
+            self._prof.step()
+            self._tag()
+            if self.steps_seen >= self._last_step():
+                self._stop()  # the schedule is complete: the rest of the script runs unprofiled
+        self._last = self.clock()  # a step's time leaves out the profiler's own start and save
+
+    def _last_step(self) -> int:
+        s = self.schedule
+        return s["wait"] + (s["warmup"] + s["active"]) * s["repeat"]
+
+    def _tag(self) -> None:
+        """Write what recorded the trace into its metadata, once the profiler records (Kineto drops
+        metadata added while it waits)."""
+        from torch.profiler import ProfilerAction  # heavy, optional: torch
+
+        if self._tagged or self._prof.current_action not in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
+            return
+        self._prof.add_metadata_json("perfkit_profile", json.dumps(
+            {**self.metadata, "step_source": self.step_source, **self.schedule}))
+        self._tagged = True
+
+    def _stop(self, *_signal) -> None:
+        prof, self._prof = self._prof, None
+        if prof is not None:
+            prof.stop()
+
+    # -- profiler --------------------------------------------------------------------------------
+    def _make_profiler(self, torch):
+        from torch.profiler import ProfilerActivity, profile, schedule  # heavy, optional: torch
+
+        activities = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():  # ROCm builds report their GPUs through the CUDA API too
+            activities.append(ProfilerActivity.CUDA)
+        sched = None
+        if self.step_source != "window":
+            s = self.schedule
+            sched = schedule(wait=s["wait"], warmup=s["warmup"], active=s["active"], repeat=s["repeat"])
+        return profile(activities=activities, schedule=sched, on_trace_ready=self._write,
+                       with_stack=True, record_shapes=True, profile_memory=self.memory)
+
+    def _write(self, prof) -> None:
+        n = len(self.traces)
+        path = self.path if n == 0 else self.path.with_name(
+            self.path.name.replace(".pt.trace.json.gz", f"-cycle{n + 1}.pt.trace.json.gz"))
+        self.traces.append(export_gzipped_trace(prof, path))
+
+    @property
+    def active_steps_seen(self) -> int:
+        """Complete steps that ended while the schedule recorded (the trace may also hold the step
+        that was running when the code stopped, cut short)."""
+        s, cycle = self.schedule, self.schedule["warmup"] + self.schedule["active"]
+        return sum(1 for i in range(s["wait"], self.steps_seen)
+                   if (i - s["wait"]) % cycle >= s["warmup"] and (i - s["wait"]) // cycle < s["repeat"])
+
+    @property
+    def expected_steps(self) -> int:
+        """Steps the schedule asks for (wait + warm-up + active per cycle); 0 for a window."""
+        return 0 if self.step_source == "window" else self._last_step()
+
+
+def _import_torch():
+    try:
+        import torch  # heavy, optional: only a recording needs it
+    except ImportError as exc:
+        raise PerfkitError("torch is not installed in this environment: perfkit profile records with "
+                           "torch.profiler; install torch (pip install torch) and run again") from exc
+    return torch
+
+
+def _wrap_function(spec: str, on_step):
+    """Replace the function named ``module:qualname`` by a wrapper that calls ``on_step`` after each
+    call returns; returns the function that puts the original back."""
+    owner, attr, original = resolve_function(spec)
+
+    def step_wrapper(*args, **kwargs):
+        result = original(*args, **kwargs)
+        on_step()
+        return result
+
+    step_wrapper.__wrapped__ = original
+    if not isinstance(owner, type):  # a module's function
+        setattr(owner, attr, step_wrapper)
+        return lambda: setattr(owner, attr, original)
+    own = attr in owner.__dict__
+    raw = owner.__dict__.get(attr)
+    if isinstance(raw, classmethod):
+        original = raw.__func__  # the wrapper is a classmethod too: it gets cls first
+        setattr(owner, attr, classmethod(step_wrapper))
+    else:
+        setattr(owner, attr, staticmethod(step_wrapper) if isinstance(raw, staticmethod) else step_wrapper)
+    return lambda: setattr(owner, attr, raw) if own else delattr(owner, attr)
+
+
+def resolve_function(spec: str):
+    """(object holding it, attribute name, function) of ``"module:qualname"``.
+
+    Raises ParameterError when the text has no ``module:`` part, the module does not import or the
+    name is not a callable in it."""
+    module_name, qualname = _split(spec)
+    try:
+        owner = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ParameterError(f"--step {spec!r}: module {module_name!r} does not import ({exc}); run from the "
+                             "folder that holds it") from exc
+    *path, attr = qualname.split(".")
+    for part in path:
+        owner = getattr(owner, part, None)
+        if owner is None:
+            break
+    function = getattr(owner, attr, None) if owner is not None else None
+    if not callable(function):
+        raise ParameterError(f"--step {spec!r}: {module_name} has no function {qualname!r}")
+    return owner, attr, function
+
+
+def _split(spec: str) -> tuple[str, str]:
+    module_name, sep, qualname = str(spec).partition(":")
+    if not sep or not module_name or not qualname:
+        raise ParameterError(f"--step {spec!r}: name the function as module:function or "
+                             "module:Class.method (e.g. mytrain:train_step)")
+    return module_name, qualname
+
+
+def _alarm(seconds: float, stop):
+    """Call ``stop`` on the main thread after ``seconds`` (SIGALRM); returns the undo."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        raise ParameterError("--seconds needs the main thread of a Unix process (it uses SIGALRM)")
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    def undo():
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+    return undo

@@ -1,0 +1,89 @@
+"""perfkit.memory_timeline / perfkit memory: against raw [memory] events of the shared traces (counted
+here with plain json), and a leak found inside one trace of the leaky trainer run as a plain script."""
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import perfkit
+from perfkit.cli import main
+
+SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "public"
+MEMORY_TRACES = ["sidnb13_h100_transformer_fwd_tf32.pt.trace.json.gz", "tracelens_h100_qwen05b_infer_bf16.json.gz",
+                 "tracelens_mi300x_norm_layers_fwdbwd.json.gz"]
+KINDS = {0: "cpu", 1: "cuda", 6: "hip"}
+
+
+def _raw_peaks(path: Path) -> dict:
+    """Peak of Total Allocated and count of [memory] events per device, from the raw JSON."""
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    peaks, counts = defaultdict(int), defaultdict(int)
+    for e in events:
+        if e.get("name") == "[memory]":
+            a = e["args"]
+            key = "cpu" if a["Device Type"] == 0 else f"{KINDS[a['Device Type']]}:{a['Device Id']}"
+            peaks[key] = max(peaks[key], a["Total Allocated"])
+            counts[key] += 1
+    return dict(peaks), dict(counts)
+
+
+@pytest.mark.parametrize("name", MEMORY_TRACES)
+def test_peaks_match_raw_events(name):
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"shared trace {name} not present")
+    timeline = perfkit.memory_timeline(perfkit.load_trace(path, use_cache=False))
+    peaks, counts = _raw_peaks(path)
+    assert {d["device"]: d["peak_bytes"] for d in timeline.devices} == peaks
+    assert timeline.events.groupby("device").size().to_dict() == counts
+    gpu = next(d for d in timeline.devices if d["device"] != "cpu")
+    assert gpu["peak_op"] and gpu["top_ops"][0]["bytes"] > 0
+
+
+def test_qwen_peak_is_1_9_gib_in_mul():
+    path = SHARED / MEMORY_TRACES[1]
+    if not path.exists():
+        pytest.skip("shared qwen trace not present")
+    d = perfkit.memory_timeline(perfkit.load_trace(path, use_cache=False)).device("cuda:0")
+    assert d["peak_bytes"] == _raw_peaks(path)[0]["cuda:0"] and d["peak_reserved_bytes"] > d["peak_bytes"]
+    assert d["peak_op"] == "aten::mul" and d["peak_function"].endswith("run_on_input")
+
+
+def test_trace_without_memory_events_says_how_to_record(tmp_path):
+    path = SHARED / "hta_cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+    if not path.exists():
+        pytest.skip("shared CPU-only trace not present")
+    timeline = perfkit.memory_timeline(perfkit.load_trace(path, use_cache=False))
+    assert timeline.devices == () and "profile_memory=True" in timeline.warnings[0]
+
+
+LEAKY = """
+import sys
+from perfkit.workloads.registry import make_workload
+w = make_workload("leaky", "cpu", variant=sys.argv[1])
+for _ in range(10):
+    w.step()
+"""
+
+
+@pytest.mark.parametrize("variant, leaks", [("accumulating_callback", True), ("clean", False)])
+def test_leak_growth_found_in_one_trace(tmp_path, capsys, variant, leaks):
+    script = tmp_path / "leaky_train.py"
+    script.write_text(LEAKY)
+    out = tmp_path / "traces"
+    assert main(["profile", "--json", "--memory", "--wait", "2", "--warmup", "1", "--active", "5",
+                 "--out", str(out), str(script), "--", variant]) == 0
+    trace = json.loads(capsys.readouterr().out)["trace"]
+    assert main(["memory", "--json", trace]) == 0
+    cpu = json.loads(capsys.readouterr().out)["devices"][0]
+    assert cpu["device"] == "cpu" and len(cpu["end_of_step_bytes"]) == 5
+    if leaks:  # 2 x 64 x (1 + 64) float32 clones (16,640 B) kept per step by the callback
+        assert cpu["growth_per_step_bytes"] == pytest.approx(16_640, rel=0.02)
+        assert cpu["growth_ci"][0] > 0
+    else:
+        assert cpu["growth_per_step_bytes"] == 0 and cpu["growth_ci"][1] <= 0 + 1e-9

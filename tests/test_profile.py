@@ -1,0 +1,96 @@
+"""perfkit profile / perfkit.profile on the reference workloads run as plain scripts (no profiler code
+in them): steps from the optimizer hook, from --step, early exits, and the notebook context manager."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+import perfkit
+from perfkit.cli import main
+from perfkit.profiling.session import overhead_pct
+
+PPO = """
+import sys
+from perfkit.workloads.registry import make_workload
+w = make_workload("ppo", "cpu", variant="item_logging", envs=8, rollout=8, minibatch=32, epochs=1)
+for _ in range(int(sys.argv[1])):
+    w.step()
+print("ran", sys.argv[1:])
+"""
+MPPI = """
+from perfkit.workloads.registry import make_workload
+w = make_workload("mppi", "cpu", samples=16, horizon=2, iterations=1)
+for _ in range(8):
+    w.step()
+"""
+
+
+def _profile(capsys, tmp_path, source: str, *options: str, script_args=()) -> tuple[int, dict, str]:
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    code = main(["profile", "--json", "--wait", "3", "--warmup", "1", "--active", "2", "--out", str(tmp_path / "t"),
+                 *options, str(script), "--", *script_args])
+    out, err = capsys.readouterr()
+    return code, json.loads(out[out.index("{"):]), out[:out.index("{")] + err
+
+
+def _profiler_steps(path) -> list[str]:
+    with gzip.open(path, "rt") as f:
+        return sorted({e["name"] for e in json.load(f)["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")})
+
+
+def test_ppo_steps_come_from_the_optimizer_hook(tmp_path, capsys):
+    code, r, printed = _profile(capsys, tmp_path, PPO, script_args=["4"])
+    assert code == 0 and "ran ['4']" in printed  # the script's own argv and output
+    assert r["step_source"] == "optimizer" and r["steps_recorded"] == 2
+    assert _profiler_steps(r["trace"]) == ["ProfilerStep#4", "ProfilerStep#5"]  # wait 3 + warm-up 1, then 2
+    assert r["trace"].endswith(".pt.trace.json.gz") and "/t/train-" in r["trace"]
+    assert r["diagnosis"]["verdict"] and isinstance(r["overhead_pct"], float)
+
+
+def test_mppi_without_optimizer_uses_step_function(tmp_path, capsys):
+    code, r, _ = _profile(capsys, tmp_path, MPPI, "--step", "perfkit.workloads.mppi:MPPIWorkload._step")
+    assert code == 0 and r["step_source"] == "function" and r["steps_recorded"] == 2
+    code, r, _ = _profile(capsys, tmp_path, MPPI)  # no optimizer, no --step: say so
+    assert r["trace"] is None and "no optimizer.step() was seen" in r["warnings"][0] and "--step" in r["warnings"][0]
+
+
+def test_script_that_raises_keeps_what_was_recorded(tmp_path, capsys):
+    source = PPO.replace("minibatch=32", "minibatch=64").replace(  # one optimizer step per w.step()
+        "    w.step()\n", "    w.step()\n    if _ == 4:\n        raise RuntimeError('boom')\n")
+    code, r, printed = _profile(capsys, tmp_path, source, script_args=["9"])
+    assert code == 1 and "RuntimeError: boom" in printed
+    assert r["steps_recorded"] == 1 and "after 5 of 6 scheduled steps" in r["warnings"][0]
+    assert _profiler_steps(r["trace"]) == ["ProfilerStep#4", "ProfilerStep#5"]  # #5: cut short by the raise
+
+
+def test_script_without_torch_gets_a_clear_message(tmp_path, capsys):
+    code, r, _ = _profile(capsys, tmp_path, "print(sum(range(10)))\n")
+    assert code == 0 and r["trace"] is None and r["steps_recorded"] == 0
+    assert "nothing was recorded" in r["warnings"][0]
+
+
+def test_bad_step_function_is_a_parameter_error(tmp_path, capsys):
+    (tmp_path / "s.py").write_text("pass\n")
+    assert main(["profile", "--step", "nope", str(tmp_path / "s.py")]) == 2
+    assert "module:function" in capsys.readouterr().err
+
+
+def test_notebook_context_manager(tmp_path):
+    w = perfkit.make_workload("leaky", "cpu", variant="clean")
+    with perfkit.profile(steps=2, wait=2, warmup=1, out=tmp_path) as p:
+        for _ in range(6):
+            w.step()
+    assert len(p.trace.steps) == 2 and p.diagnosis["verdict"] == "CPU-only trace"
+    assert "ProfilerStep" not in repr(p) and "2 steps (optimizer)" in repr(p)
+
+
+@pytest.mark.parametrize("times, expected", [
+    ([9.0, 1.0, 1.0, 1.5, 1.5], 50.0),  # first wait step (start-up) left out
+    ([9.0, 2.0], None),                 # no warm-up step: not measured
+])
+def test_overhead_pct(times, expected):
+    got = overhead_pct(times, wait=3, warmup=2)
+    assert got == (pytest.approx(expected) if expected is not None else None)
