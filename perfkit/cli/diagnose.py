@@ -18,25 +18,5 @@ def run(args) -> int:
     from ..trace import load_trace
 
     result = diagnose(load_trace(args.trace, use_cache=not args.no_cache), path=args.trace)
-    print(json_text(result.to_json()) if args.json else format_diagnosis(result))
+    print(json_text(result.to_json()) if args.json else result.text())
     return 0
-
-
-MAX_STEP_ROWS = 8
-
-
-def format_diagnosis(d) -> str:
-    """The one-screen text of a ``Diagnosis``."""
-    lines = [f"verdict   {d.title}"]
-    lines += [f"          - {n['text']}" for n in d.numbers]
-    lines.append(f"fix       {d.fix}")
-    steps = d.steps
-    if len(steps) > 1:
-        shown = steps.head(MAX_STEP_ROWS)
-        many = steps["rank"].nunique() > 1
-        lines.append("steps     " + "; ".join(
-            f"{'rank %d ' % r.rank if many else ''}step {r.step}: {r.verdict} {r.wall_us / 1e3:,.2f} ms"
-            for r in shown.itertuples()) + (f"; ... {len(steps) - len(shown)} more" if len(steps) > len(shown) else ""))
-    lines.append(f"more      {d.command}")
-    lines += [f"warning   {w}" for w in d.warnings]
-    return "\n".join(lines) + "\n"

@@ -2,7 +2,7 @@
 
 Both record with :class:`perfkit.profiling.recorder.Recorder` into the workbook's ``traces/`` folder
 (``<name>-<YYYY-MM-DD>-<HHMMSS>.pt.trace.json.gz``, the workbook root of ``perfkit run``), load the
-trace and diagnose it (:func:`perfkit.profiling.diagnosis.diagnose_trace`). The script runs the way
+trace and diagnose it (:func:`perfkit.analysis.diagnosis.diagnose`). The script runs the way
 ``perfkit detect`` runs it (:func:`perfkit.detect.script.run_as_main`): its ``__main__``, argv,
 working directory and exit status are its own, and an early exit, exception or Ctrl-C keeps what was
 recorded until then.
@@ -14,11 +14,11 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..analysis.diagnosis import diagnose
 from ..detect.script import run_as_main
 from ..errors import ParameterError
 from ..report.workbook import workbook_root
 from ..trace import load_trace
-from .diagnosis import diagnose_trace
 from .recorder import Recorder
 
 TRACE_SUFFIX = ".pt.trace.json.gz"
@@ -112,7 +112,8 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
         return ProfileResult(None, 0, recorder.step_source, pct, {}, "no trace was recorded", tuple(warnings),
                              error, exit_status, scan)
     trace = load_trace(recorder.traces[0], use_cache=False)
-    diagnosis, text = diagnose_trace(trace)
+    found = diagnose(trace, path=str(recorder.traces[0]))
+    diagnosis, text = found.to_json(), found.text()
     recorded = len(trace.steps) if recorder.step_source == "window" else recorder.active_steps_seen
     return ProfileResult(recorder.traces[0], recorded, recorder.step_source, pct, diagnosis, text,
                          tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]))
