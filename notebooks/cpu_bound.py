@@ -46,9 +46,11 @@ source = inputs.load_source(mode, trace_path, workload=workload, variant=variant
                             warmup=warmup, overrides=overrides)
 trace = source.trace
 result = perfkit.cpu_bound(trace)
+diagnosis = perfkit.diagnose(trace)
 logged = rows.log_rows(perf_log_path, rows.cpu_bound_rows(result, source.subject, source.device), change=change,
                        run_id=run_label)
-verdict_card("cpu_bound", result, logged, subject=source.subject, device=source.device)
+verdict_card("cpu_bound", result, logged, subject=source.subject, device=source.device, verdict=diagnosis.verdict,
+             fix=diagnosis.fix)
 
 # %% [markdown]
 # ## Where each step's time went

@@ -36,7 +36,7 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, lookat, plots, prose, rows, sections, tables
+from perfkit.report import inputs, lookat, plots, rows, sections, tables
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table, html_warnings
 
@@ -50,7 +50,7 @@ spots = perfkit.hotspots(trace, thread=thread)
 logged = rows.log_rows(perf_log_path, rows.step_anatomy_rows(path, gaps, source.subject, source.device),
                        change=change, run_id=run_label)
 verdict_card("step_anatomy", gaps, logged, subject=source.subject, device=source.device, verdict=anatomy.sentence,
-             fix=prose.anatomy_fix(anatomy, gaps))
+             fix=anatomy.fix)
 
 # %% [markdown]
 # ## Where the host time goes

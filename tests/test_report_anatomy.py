@@ -190,11 +190,15 @@ def test_step_anatomy_rows_and_fix_without_a_gpu(cpu):
     out = rows.step_anatomy_rows(path, gaps, "trace mppi", "cpu")
     assert [r["metric"] for r in out] == ["mean_step_ms"]
     anatomy = perfkit.step_anatomy(trace)
-    fix = prose.anatomy_fix(anatomy, gaps)
-    assert fix.startswith("The step is bound by host work: start with the Python function linear")
-    assert f"{anatomy.python['self_per_step_us'] / 1e3:,.2f} ms per step" in fix
+    # one diagnosis: the card's fix is perfkit diagnose's, and on a CPU-only trace it says what to record
+    assert anatomy.verdict == "CPU-only trace" and anatomy.fix == perfkit.diagnose(trace).fix
+    assert anatomy.fix.startswith("No GPU activity was recorded") and "ProfilerActivity.CUDA" in anatomy.fix
 
 
-def test_anatomy_fix_follows_the_top_gap_finding(gpu):
+def test_anatomy_verdict_and_fix_are_the_diagnosis(gpu):
     trace, _, gaps = gpu
-    assert prose.anatomy_fix(perfkit.step_anatomy(trace), gaps) == gaps.findings[0].fix
+    anatomy, diagnosis = perfkit.step_anatomy(trace), perfkit.diagnose(trace)
+    assert (anatomy.verdict, anatomy.fix) == (diagnosis.verdict, diagnosis.fix)
+    assert anatomy.sentence.startswith(f"{diagnosis.verdict}; step ")
+
+

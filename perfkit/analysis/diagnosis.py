@@ -21,10 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..errors import PerfkitError
 from ..results import html_section, html_table, html_text, html_warnings
 from ..trace import intervals
 from .cpu_bound import PARTIAL_STEP, cpu_bound, overall_numbers
 from .cpu_bound_findings import top_host_work
+from .kernels import gpu_bound_findings
 from .ops import HOST_WORK_CATEGORIES, jsonable, step_windows
 from .syncs import syncs
 from .warmup import warmup_text
@@ -34,7 +36,7 @@ SHARES = ("gpu_busy", "comm_exposed", "dataloader", "compile", "sync", "launch_s
           "untraced", "warmup")
 # The command that shows more, per verdict ({trace} is the trace's path).
 MORE = {
-    "GPU-bound": "perfkit critical-path {trace}", "communication-bound": "perfkit ranks <folder of every rank's trace>",
+    "GPU-bound": "perfkit kernels {trace}", "communication-bound": "perfkit ranks <folder of every rank's trace>",
     "input-bound": "perfkit gaps {trace}", "GPU-bound (host ahead)": "perfkit gaps {trace}",
     "sync-bound": "perfkit syncs {trace}", "launch-bound": "perfkit hotspots {trace}",
     "host-compute-bound": "perfkit hotspots {trace}", "CPU-only trace": "perfkit hotspots {trace}",
@@ -119,12 +121,29 @@ def diagnose(trace, *, path: str | None = None) -> Diagnosis:
     outside = outside_steps(trace, sync)
     if outside["syncs"]["count"] or outside["host_busy_us"] > 0:
         warnings.append(outside_note(outside))
+    fix = verdict_finding.fix
+    numbers = _numbers(result.verdict, e, o, result)
+    if result.verdict == "GPU-bound":
+        lead, note = _kernel_lead(trace)
+        warnings += note
+        if lead is not None:
+            fix = f"{lead.title}: {lead.fix}"
+            numbers[-1] = {"label": "leading kernel finding", "value": None, "unit": "", "text": lead.title}
     return Diagnosis(
-        verdict=result.verdict, title=verdict_finding.title, numbers=tuple(_numbers(result.verdict, e, o, result)),
-        fix=verdict_finding.fix, steps=_step_rows(full), warm_up=result.warmup.reset_index(drop=True),
+        verdict=result.verdict, title=verdict_finding.title, numbers=tuple(numbers), fix=fix, steps=_step_rows(full), warm_up=result.warmup.reset_index(drop=True),
         outside_steps=outside, command=MORE.get(result.verdict, "perfkit summary {trace}").format(trace=name),
         findings=(verdict_finding,) + tuple(f for f in result.findings if f is not verdict_finding),
         warnings=tuple(dict.fromkeys(warnings)))
+
+
+def _kernel_lead(trace) -> tuple:
+    """The leading finding of ``kernels`` (the GPU-bound verdict's fix: what the GPU's time is spent
+    on), and warnings; (None, ...) when nothing stands out or the shapes cannot be read."""
+    try:
+        found = gpu_bound_findings(trace)
+    except PerfkitError as exc:
+        return None, [f"kernel findings unavailable: {exc}"]
+    return (found[0] if found else None), []
 
 
 def _step_rows(steps: pd.DataFrame) -> pd.DataFrame:
@@ -181,7 +200,7 @@ def _numbers(verdict: str, e: dict, o: dict, result) -> list[dict]:
         return [launches, {"label": "kernels recorded", "value": 0, "unit": "", "text": "0 kernels recorded"},
                 {"label": "GPUs listed", "value": len(result.devices), "unit": "",
                  "text": f"{len(result.devices)} GPU(s) in deviceProperties"}]
-    return [busy, share("collectives not under compute", "comm_exposed"), step]
+    return [busy, step, share("collectives not under compute", "comm_exposed")]
 
 
 def outside_steps(trace, sync=None) -> dict:

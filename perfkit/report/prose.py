@@ -147,9 +147,10 @@ def sync_text(result, detected=None, detected_steps: int = 0) -> str:
 
 
 def sync_verdict(result) -> str:
-    """A ``syncs`` result as the report's verdict line: sync points and blocked time per step
-    (possible sync points on a CPU-only trace), and the kind and op of the site that blocked
-    longest; host scalar reads are not sync points and are not in it."""
+    """A ``syncs`` result as the report's verdict line: sync points and blocked time per step inside
+    the profiled steps (possible sync points on a CPU-only trace), how many more ran outside them,
+    and the kind and op of the site that blocked longest; host scalar reads are not sync points and
+    are not in it."""
     t = result.total
     if not t["count"]:
         return ("no sync points (CPU-only trace, and no scalar reads)" if t["cpu_only"]
@@ -157,8 +158,10 @@ def sync_verdict(result) -> str:
     what = "possible sync points per step (CPU-only trace)" if t["cpu_only"] else "sync points per step"
     top = result.to_frame().iloc[0]
     worst = top["func"] or top["top_op"] or top["op"] or top["call"]
-    return (f"{t['per_step']:.3g} {what}, {t['blocked_us'] / t['steps'] / 1e3:,.3g} ms blocked per step; "
-            f"longest: {top['kind']} in {worst}")
+    outside = t["outside_steps"]["count"]
+    apart = f" ({outside:,} more outside the profiled steps)" if outside else ""
+    return (f"{t['per_step']:.3g} {what}, {t['in_steps']['blocked_us'] / t['steps'] / 1e3:,.3g} ms blocked per step"
+            f"{apart}; longest: {top['kind']} in {worst}")
 
 
 def compile_text(result) -> str:
@@ -230,25 +233,6 @@ def validation_text(report) -> str:
                "Every check with an expectation on this device passed.")
     return (f"{len(report.checks)} checks on {report.environment['gpu']} ({report.device}, {report.preset} sizes) "
             f"in {report.elapsed_s:.0f} s: {report.counts_text()}. {verdict}")
-
-
-def anatomy_fix(anatomy, gaps) -> str:
-    """The step_anatomy card's top fix: the most severe GPU-gap finding's fix; without one, what
-    the critical path is bound by, read back with the function or sync site behind it."""
-    if gaps.findings:
-        return gaps.findings[0].fix
-    py, wait = anatomy.python, anatomy.waiting
-    if anatomy.bound_by == "sync_wait" and wait:
-        where = f"{wait['file']}:{wait['line']}" if wait["file"] else wait["op"]
-        return (f"The step waits on the GPU at {where}: copy from pinned memory with non_blocking=True and keep "
-                "synchronize/.item() out of the step (the sync_points notebook lists every sync).")
-    if anatomy.bound_by in ("host", "launch", "idle") and py:
-        what = "Python function" if py["python"] else "host op"
-        where = f" ({py['file']}:{py['line']})" if py["file"] else ""
-        return (f"The step is bound by host work: start with the {what} {py['function']}{where}, "
-                f"{py['self_per_step_us'] / 1e3:,.2f} ms per step of its own time; vectorize it, batch it or move it "
-                "off the step (the icicle chart of the step_anatomy report shows its callers).")
-    return ""
 
 
 def ranks_text(result) -> str:

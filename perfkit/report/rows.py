@@ -164,11 +164,12 @@ def sync_rows(result, trace, subject: str, device: str, *, detected=None, detect
     rows = []
     if t["steps"]:
         base = dict(subject=subject, device=device)
-        points = _per_step(result.sync_points, trace, "blocked_us")
+        inside = result.sync_points[result.sync_points["in_steps"]]
+        points = _per_step(inside, trace, "blocked_us")
         reads = _per_step(result.host_reads, trace, "blocked_us")
         rows += [row("sync_points", "sync_points_per_step", t["per_step"], "syncs",
                      ci=step_ci(points["count"], np.mean), **base),
-                 row("sync_points", "sync_blocked_ms_per_step", t["blocked_us"] / t["steps"] / 1e3, "ms",
+                 row("sync_points", "sync_blocked_ms_per_step", t["in_steps"]["blocked_us"] / t["steps"] / 1e3, "ms",
                      ci=step_ci(points["blocked_us"] / 1e3, np.mean), quality=_live(subject), **base),
                  row("sync_points", "host_scalar_reads_per_step", t["host_scalar_reads"] / t["steps"], "reads",
                      ci=step_ci(reads["count"], np.mean), **base)]
