@@ -31,6 +31,11 @@ class TraceBuilder:
         self.events: list[dict] = []
         self._next_id = 1
         self._python_stack: list[tuple[int, float]] = []
+        self._devices: list[dict] | None = None
+
+    def device_properties(self, devices: list[dict]) -> None:
+        """Write these ``deviceProperties`` entries instead of the one test GPU."""
+        self._devices = devices
 
     def _id(self) -> int:
         self._next_id += 1
@@ -130,8 +135,8 @@ class TraceBuilder:
             e = dict(e, args=dict(e.get("args", {})))
             e["ts"] = e["ts"] + self.base_us
             events.append(e)
-        doc = {"schemaVersion": 1, "deviceProperties": [{"id": self.device, "name": self.gpu_name}],
-               "traceEvents": events}
+        devices = self._devices if self._devices is not None else [{"id": self.device, "name": self.gpu_name}]
+        doc = {"schemaVersion": 1, "deviceProperties": devices, "traceEvents": events}
         if self.rank is not None:
             doc["distributedInfo"] = {"rank": self.rank, "world_size": self.rank + 1}
         if self.with_stack:

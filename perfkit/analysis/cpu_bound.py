@@ -45,6 +45,7 @@ STEP_COLUMNS = [
     "rank", "step", "start_us", "end_us", "wall_us", "warmup_us", "gpu_busy_us", "gpu_busy_pct", "gpu_idle_pct",
     "comm_us", "comm_exposed_us", "host_busy_us", "cpu_gpu_ratio", "dataloader_us", "compile_us", "sync_us",
     "sync_blocked_us", "host_other_us", "launch_side_us", "host_compute_us", "python_us", "untraced_us",
+    "dataloader_idle_us", "launch_side_idle_us", "host_compute_idle_us", "python_idle_us", "python_launch_idle_us",
     "launches", "launch_us", "queue_delay_us", "kernels", "tiny_kernels", "tiny_kernel_pct", "median_kernel_us",
     "verdict",
 ]
@@ -53,7 +54,8 @@ PARTIAL_STEP = "partial step"
 PARTIAL_NOTE = "cut short at the edge of the profiler window"  # in the warning that names them
 _SUMMED = ["wall_us", "warmup_us", "gpu_busy_us", "comm_us", "comm_exposed_us", "host_busy_us", "dataloader_us",
            "compile_us", "sync_us", "sync_blocked_us", "host_other_us", "launch_side_us", "host_compute_us",
-           "python_us", "untraced_us", "launches", "launch_us", "kernels", "tiny_kernels"]
+           "python_us", "untraced_us", "dataloader_idle_us", "launch_side_idle_us", "host_compute_idle_us",
+           "python_idle_us", "python_launch_idle_us", "launches", "launch_us", "kernels", "tiny_kernels"]
 
 
 @dataclass(frozen=True, eq=False, repr=False)

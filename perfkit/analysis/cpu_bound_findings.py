@@ -93,8 +93,8 @@ def _title(verdict: str, e: dict, o: dict, tables: dict) -> str:
                 f"{o['gpu_busy_pct']:.0f}% of {n} step(s)")
     if verdict == "launch-bound":
         return (f"launch-bound: {e['launches_per_step']:,.0f} launches per step, median kernel "
-                f"{_us(e['median_kernel_us'])}; launching ops hold {e['launch_side_share']:.0%} of the step, "
-                f"GPU busy {o['gpu_busy_pct']:.0f}%")
+                f"{_us(e['median_kernel_us'])}; the host issuing them holds {e['issuing_idle_share']:.0%} of the step "
+                f"while the GPU idles (GPU busy {o['gpu_busy_pct']:.0f}%)")
     if verdict == "host-compute-bound":
         top = top_host_work(tables, o)
         return (f"host-compute-bound: {top['what']} {top['share']:.0%} of the step while the GPU is busy "

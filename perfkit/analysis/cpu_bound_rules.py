@@ -53,18 +53,17 @@ HOST_AHEAD_MIN_US = 100.0
 # Share of the step the host spends blocked in sync calls (outside data loading) at or above which
 # an idle GPU is blamed on syncs: each sync drains the GPU queue, so host and GPU stop overlapping.
 SYNC_SHARE = 0.10
-# Launch-bound needs launches: at least this many per step. An eager op costs the host 5-10 us on
+# Launch-bound needs launches: at least this many per step (all launch-bound shares are counted
+# while the GPU idles: launching ahead of a busy GPU keeps nothing waiting). An eager op costs the host 5-10 us on
 # CUDA (NVIDIA's CUDA Graphs post: ~2.5-5 us of launch latency plus PyTorch's dispatch) and 50-300 us
 # per op on the ROCm toy step in ../shared (MI250); with fewer than 10 per step the host time goes
 # elsewhere (the T4 step with 2 launches and 63% in CPU aten::normal_), so fusing or graphing them
 # cannot be what an idle GPU waits for.
 LAUNCH_MIN_PER_STEP = 10
-# ... and the host time of the ops that launch (with their launch calls) must be at least the host
-# time of ops that launch nothing (CPU compute) and at least this share of the time with no traced
-# op (Python between the ops, or untraced code): in an eager loop of small ops the interpreter's
-# time between two ops is about the op's own dispatch time (torch.utils.benchmark: ~5-10 us each),
-# so launch-side time of half that or more still means the Python is driving launches.
-LAUNCH_VS_PYTHON = 0.5
+# ... and, while the GPU idles, the host issuing work (ops that launch, with their launch calls, and
+# the Python frames a launch runs inside: a module's forward) must hold at least as much time as
+# the host working on its own (ops that launch nothing, Python frames with no launch inside: an
+# environment step). A perfkit rule: the larger side decides.
 # Everything else with an idle GPU is host-compute-bound: the host computes (CPU ops, Python).
 
 # --- finding thresholds (findings below the verdict) ---
@@ -90,14 +89,14 @@ def decide(row: dict, thresholds: dict, kind: str = "gpu") -> tuple[str, dict]:
     3. compiling: compile spans >= ``compile_share`` and more than any other cause;
     4. GPU-bound / communication-bound: GPU busy >= ``gpu_bound_busy``; communication-bound when
        collective kernels with no compute under them are >= ``COMM_SHARE`` of the busy time;
-    5. input-bound: DataLoader >= ``input_share`` and >= the sync share;
+    5. input-bound: DataLoader >= ``input_share`` and the largest host cause (``host_causes``);
     6. CPU-only trace: no GPU events and no launch calls;
     7. GPU-bound (host ahead): median launch-to-kernel delay >= ``host_ahead_share`` of the step
        and >= ``HOST_AHEAD_MIN_US`` (the GPU idles for reasons other than the host: work is queued);
-    8. sync-bound: host blocked in syncs >= ``sync_share``;
-    9. launch-bound: >= ``LAUNCH_MIN_PER_STEP`` launches per step, the launching ops' host time >=
-       the non-launching ops' and >= ``LAUNCH_VS_PYTHON`` x (Python + untraced time);
-    10. host-compute-bound: the GPU idles while the host computes (CPU ops, Python, untraced code).
+    8.-10. the largest of the host causes that meet their rule (``host_causes``): sync-bound (host
+       blocked in syncs >= ``sync_share``), launch-bound (>= ``LAUNCH_MIN_PER_STEP`` launches per
+       step, the host issuing work >= the host working on its own, while the GPU idles),
+       host-compute-bound (ops that launch nothing, Python with no launch inside, untraced code).
     """
     e = _evidence(row, thresholds, kind == "gpu")
     t = thresholds
@@ -116,27 +115,44 @@ def decide(row: dict, thresholds: dict, kind: str = "gpu") -> tuple[str, dict]:
             return "communication-bound", dict(e, rule=f"gpu busy >= {t['gpu_bound_busy']:.0%} of step, of which "
                                                         f"collectives not overlapped by compute >= {COMM_SHARE:.0%}")
         return "GPU-bound", dict(e, rule=f"gpu busy >= {t['gpu_bound_busy']:.0%} of step")
-    if e["dataloader_share"] >= t["input_share"] and e["dataloader_share"] >= e["sync_share"]:
-        return "input-bound", dict(e, rule=f"DataLoader >= {t['input_share']:.0%} of step")
+    host = host_causes(e, t)
+    if host["input-bound"] > 0 and host["input-bound"] >= max(host.values()):
+        return "input-bound", dict(e, rule=f"DataLoader >= {t['input_share']:.0%} of step and the largest host cause")
     if kind == "cpu":
         return "CPU-only trace", dict(e, rule="no GPU events and no kernel launches: all step time is host time")
     if kind == "gpu" and e["queue_delay_share"] >= t["host_ahead_share"] and e["queue_delay_us"] >= HOST_AHEAD_MIN_US:
         return "GPU-bound (host ahead)", dict(e, rule=f"median launch-to-kernel delay >= {t['host_ahead_share']:.0%} "
                                                       f"of step and >= {HOST_AHEAD_MIN_US:g} us: GPU work is queued")
-    if e["sync_share"] >= t["sync_share"]:
-        return "sync-bound", dict(e, rule=f"host blocked in syncs >= {t['sync_share']:.0%} of step")
-    if launch_bound(e):
-        return "launch-bound", dict(e, rule=f">= {LAUNCH_MIN_PER_STEP} launches per step and the launching ops' host "
-                                            "time >= the other ops' and >= half the Python and untraced time")
-    return "host-compute-bound", dict(e, rule="GPU idle while the host computes (ops that launch nothing, Python, "
-                                              "untraced code); too few launches or too little launch time to be "
-                                              "launch-bound")
+    verdict = max(host, key=host.get) if max(host.values()) > 0 else "host-compute-bound"
+    rules = {"input-bound": f"DataLoader >= {t['input_share']:.0%} of step and the largest host cause",
+             "sync-bound": f"host blocked in syncs >= {t['sync_share']:.0%} of step and the largest host cause",
+             "launch-bound": f">= {LAUNCH_MIN_PER_STEP} launches per step, the host issuing work (launching ops, "
+                             "the Python around them) >= its own work while the GPU idles, the largest host cause",
+             "host-compute-bound": "GPU idle while the host computes (ops that launch nothing, Python, untraced code): "
+                                   "the largest host cause"}
+    return verdict, dict(e, rule=rules[verdict])
+
+
+def host_causes(e: dict, t: dict) -> dict:
+    """Shares of the step of the host-side causes that meet their rule (0 where not): input
+    (DataLoader while the GPU idles), sync (blocking calls: they wait while the GPU works, then the
+    GPU idles while the host starts again), launch (``launch_bound``: launching ops while the GPU
+    idles) and host compute (ops that launch nothing and Python with no launch inside while the GPU
+    idles: always eligible). Untraced time (no host event, GPU idle: Python in a trace without
+    stacks) is in none of them: what it was is unknown, so it never outweighs a measured cause;
+    when no cause has any time, the step is host-compute-bound on its untraced time. The largest decides, so a 16% sync beside 63% of CPU ops is not called
+    sync-bound, and launching while the GPU still has queued work keeps no GPU waiting."""
+    idle = e["dataloader_idle_share"]
+    return {"input-bound": idle if idle >= t["input_share"] else 0.0,
+            "sync-bound": e["sync_share"] if e["sync_share"] >= t["sync_share"] else 0.0,
+            "launch-bound": e["issuing_idle_share"] if launch_bound(e) else 0.0,
+            "host-compute-bound": e["own_work_idle_share"] if np.isfinite(e["own_work_idle_share"]) else 0.0}
 
 
 def launch_bound(e: dict) -> bool:
-    """Rule 9 of ``decide`` on its evidence."""
-    return (e["launches_per_step"] >= LAUNCH_MIN_PER_STEP and e["launch_side_share"] >= e["host_compute_share"]
-            and e["launch_side_share"] >= LAUNCH_VS_PYTHON * (e["python_share"] + e["untraced_share"]))
+    """The launch-bound rule of ``decide`` on its evidence (shares while the GPU idles). Untraced
+    time is left out of the comparison: without Python stacks it cannot say what it was."""
+    return e["launches_per_step"] >= LAUNCH_MIN_PER_STEP and e["issuing_idle_share"] >= e["own_work_idle_share"]
 
 
 def _evidence(row: dict, thresholds: dict, has_gpu: bool) -> dict:
@@ -148,8 +164,13 @@ def _evidence(row: dict, thresholds: dict, has_gpu: bool) -> dict:
     wall = whole - warm if whole - warm > 0 else float("nan")
     step_wall = wall / steps
     delay = row["median_queue_delay_us"] if "median_queue_delay_us" in row else row["queue_delay_us"]
-    share = {k: row.get(f"{k}_us", 0.0) / wall for k in ("dataloader", "compile", "sync", "host_other", "launch_side",
-                                                          "host_compute", "python", "untraced", "comm_exposed")}
+    share = {k: row.get(f"{k}_us", 0.0) / wall for k in (
+        "dataloader", "compile", "sync", "host_other", "launch_side", "host_compute", "python", "untraced",
+        "comm_exposed", "dataloader_idle", "launch_side_idle", "host_compute_idle", "python_idle", "python_launch_idle")}
+    # while the GPU idles: the host issuing work (launching ops and the Python frames they run in)
+    # against the host working on its own (ops that launch nothing, Python frames with no launch)
+    share["issuing_idle"] = share["launch_side_idle"] + share["python_launch_idle"]
+    share["own_work_idle"] = share["host_compute_idle"] + share["python_idle"] - share["python_launch_idle"]
     return {"gpu_busy_share": row["gpu_busy_us"] / wall if has_gpu else None,
             **{f"{k}_share": v for k, v in share.items()}, "warmup_share": warm / whole,
             "queue_delay_us": delay, "queue_delay_share": delay / step_wall if has_gpu else None,

@@ -172,7 +172,7 @@ def _numbers(verdict: str, e: dict, o: dict, result) -> list[dict]:
     if verdict == "launch-bound":
         kernel = {"label": "median kernel", "value": e["median_kernel_us"], "unit": "us",
                   "text": f"median kernel {e['median_kernel_us']:,.1f} us"}
-        return [launches, kernel, share("ops that launch GPU work", "launch_side")]
+        return [launches, kernel, share("host issuing GPU work while the GPU idles", "issuing_idle")]
     if verdict in ("host-compute-bound", "CPU-only trace"):
         top = top_host_work({"host_ops": result.host_ops}, o)
         first = {"label": top["what"], "value": 100 * top["share"], "unit": "%",

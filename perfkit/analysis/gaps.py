@@ -78,7 +78,9 @@ HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 class GapsResult:
     """``gaps``: one row per idle interval (``GAP_COLUMNS``; ``*_us`` columns: how much of it the
     thread spent in input loading, compilation, blocking calls and launch calls). ``steps``: per
-    step window, wall time, GPU busy time (device union) and idle time per class. ``has_gpu``:
+    step window, wall time, GPU busy time (device union: ``gpu_busy_us`` + the idle classes other than
+    ``other_stream`` = ``wall_us``), the compute stream's busy time (``compute_busy_us`` + every idle
+    class = ``wall_us``) and idle time per class (one GPU per rank; with several, per device summed). ``has_gpu``:
     False for a trace without GPU activity (then nothing else is filled)."""
 
     gaps: pd.DataFrame
@@ -351,10 +353,17 @@ def _step_table(timelines: dict, windows: pd.DataFrame, gaps: pd.DataFrame) -> p
     steps = windows[["rank", "step", "start_us", "end_us"]].copy()
     steps["wall_us"] = steps["end_us"] - steps["start_us"]
     steps["gpu_busy_us"] = 0.0
+    steps["compute_busy_us"] = 0.0
     for rank, tl in timelines.items():
         rows = (steps["rank"] == rank).to_numpy()
-        busy = Coverage.of(tl.gpu["start"], tl.gpu["end"])
-        steps.loc[rows, "gpu_busy_us"] = busy.within(steps["start_us"].to_numpy()[rows], steps["end_us"].to_numpy()[rows])
+        a, b = steps["start_us"].to_numpy()[rows], steps["end_us"].to_numpy()[rows]
+        steps.loc[rows, "gpu_busy_us"] = Coverage.of(tl.gpu["start"], tl.gpu["end"]).within(a, b)
+        g = tl.gpu
+        device_of = ((g["lane"] >> 32) & 0xFFFF) - 1
+        for device in np.unique(device_of):
+            lane_rows = np.flatnonzero(device_of == device)
+            on = lane_rows[g["lane"][lane_rows] == _busiest_lane(g, lane_rows)]
+            steps.loc[rows, "compute_busy_us"] += Coverage.of(g["start"][on], g["end"][on]).within(a, b)
     by = gaps.pivot_table(index=["rank", "step"], columns="class", values="dur_us", aggfunc="sum", fill_value=0.0)
     by = by.reindex(columns=list(CLASSES), fill_value=0.0).add_suffix("_us").reset_index()
     steps = steps.merge(by, on=["rank", "step"], how="left").fillna({f"{c}_us": 0.0 for c in CLASSES})

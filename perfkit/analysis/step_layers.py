@@ -16,7 +16,11 @@ window's length):
 * ``python_us``: Python frames running with no op under them (Python doing work);
 * ``untraced_us``: time in which neither the GPU nor any traced host event was busy (untraced host
   code, e.g. Python in a trace recorded without ``with_stack=True``).
-* ``sync_blocked_us``: union of the blocking calls alone (what ``syncs`` counts as blocked time).
+* ``sync_blocked_us``: union of the blocking calls alone (what ``syncs`` counts as blocked time);
+* ``dataloader_idle_us``, ``launch_side_idle_us``, ``host_compute_idle_us``, ``python_idle_us``: the
+  same layers counted only while the GPU is idle: what the host did while the GPU waited for it
+  (launching while the GPU still has queued work keeps no GPU waiting); ``python_launch_idle_us``:
+  the part of ``python_idle_us`` in frames that issue GPU work (a launch runs inside them).
 """
 from __future__ import annotations
 
@@ -27,12 +31,14 @@ from ..trace import intervals
 from ..trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
 from .classify import is_comm, is_launch
 from .compile import compile_spans
+from .timeline import thread_codes
 from .ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, STEP_PREFIX, starts_with, window_cover, with_ancestors
 from .syncs import blocking_calls
 
 LAYER_COLUMNS = ["warmup_us", "gpu_busy_us", "comm_us", "comm_exposed_us", "dataloader_us", "compile_us", "sync_us",
                  "sync_blocked_us", "launch_side_us", "host_compute_us", "host_other_us", "host_busy_us",
-                 "python_us", "untraced_us"]
+                 "python_us", "untraced_us", "dataloader_idle_us", "launch_side_idle_us", "host_compute_idle_us",
+                 "python_idle_us", "python_launch_idle_us"]
 _SPAN = ["rank", "ts_us", "dur_us"]
 
 
@@ -78,7 +84,37 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
     out["python_us"] = np.maximum(cover(work, loader, compiling, blocking, python) - everything, 0.0)
     traced = cover(work, loader, compiling, blocking, python, gpu)
     out["untraced_us"] = np.maximum(windows["dur_us"].to_numpy() - base - traced, 0.0)
+    # The same layers counted only while the GPU idles: what the host did when the GPU waited.
+    busy = cover(gpu)
+    dl_idle = cover(loader, gpu) - busy
+    layered_idle = cover(loader, compiling, blocking, gpu)
+    out["dataloader_idle_us"] = np.maximum(dl_idle, 0.0)
+    out["launch_side_idle_us"] = np.maximum(cover(loader, compiling, blocking, launching, gpu) - layered_idle, 0.0)
+    everything_idle = np.maximum(cover(work, loader, compiling, gpu), layered_idle)
+    out["host_compute_idle_us"] = np.maximum(everything_idle - layered_idle - out["launch_side_idle_us"], 0.0)
+    out["python_idle_us"] = np.maximum(cover(work, loader, compiling, blocking, python, gpu) - everything_idle, 0.0)
+    driving = _less(python[_drives_launches(python, work[issuing])], python[~_drives_launches(python, work[issuing])])
+    out["python_launch_idle_us"] = np.minimum(
+        np.maximum(cover(work, loader, compiling, blocking, driving, gpu) - everything_idle, 0.0), out["python_idle_us"])
     return out[LAYER_COLUMNS]
+
+
+def _drives_launches(frames: pd.DataFrame, issuing: pd.DataFrame) -> np.ndarray:
+    """Which Python frames have a launching op or launch call running inside them on their thread:
+    their own time is the Python that issues GPU work (a module's forward), not Python doing work of
+    its own (an environment step, a tokenizer)."""
+    out = np.zeros(len(frames), dtype=bool)
+    if frames.empty or issuing.empty:
+        return out
+    f_thread, i_thread = thread_codes(frames), thread_codes(issuing)
+    f_start = frames["ts_us"].to_numpy(dtype=np.float64)
+    f_end = f_start + frames["dur_us"].to_numpy(dtype=np.float64)
+    i_start = issuing["ts_us"].to_numpy(dtype=np.float64)
+    for code in np.unique(f_thread):
+        starts = np.sort(i_start[i_thread == code])
+        rows = np.flatnonzero(f_thread == code)
+        out[rows] = np.searchsorted(starts, f_end[rows], side="left") > np.searchsorted(starts, f_start[rows], side="left")
+    return out
 
 
 def launching_ops(trace, work: pd.DataFrame) -> np.ndarray:
@@ -106,14 +142,17 @@ def host_compute_ops(trace, host: pd.DataFrame, nested: pd.DataFrame, in_steps: 
 
 
 def _less(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Intervals (rank, ts_us, dur_us) of the union of ``a`` less the union of ``b``, per rank."""
+    """Intervals (rank, ts_us, dur_us) of the union of ``a`` less the union of ``b``, thread by thread."""
+    if a.empty:
+        return _empty()
+    a_thread, b_thread = thread_codes(a), thread_codes(b)
     parts = []
-    for rank, grp in a.groupby("rank", sort=False, observed=True):
-        other = b[b["rank"] == rank]
-        s, e = intervals.subtract(grp["ts_us"], grp["ts_us"] + grp["dur_us"], other["ts_us"],
+    for code in np.unique(a_thread):
+        mine, other = a[a_thread == code], b[b_thread == code]
+        s, e = intervals.subtract(mine["ts_us"], mine["ts_us"] + mine["dur_us"], other["ts_us"],
                                   other["ts_us"] + other["dur_us"])
-        parts.append(pd.DataFrame({"rank": rank, "ts_us": s, "dur_us": e - s}))
-    return pd.concat(parts, ignore_index=True) if parts else _empty()
+        parts.append(pd.DataFrame({"rank": int(mine["rank"].iloc[0]), "ts_us": s, "dur_us": e - s}))
+    return pd.concat(parts, ignore_index=True)
 
 
 def _empty() -> pd.DataFrame:

@@ -71,16 +71,14 @@ def cpu_bound_evidence(result) -> pd.DataFrame:
     """What a ``cpu_bound`` verdict rests on: one row per rule of ``cpu_bound_rules.decide``, in
     the order it applies them: the evidence (a share of the step's wall time, "n/a" where the
     trace cannot tell), the rule's threshold, the verdict it gives, and which row decided."""
-    from ..analysis.cpu_bound_rules import (COMM_SHARE, HOST_AHEAD_MIN_US, LAUNCH_MIN_PER_STEP, LAUNCH_VS_PYTHON,
-                                            WARMUP_SHARE)
+    from ..analysis.cpu_bound_rules import COMM_SHARE, HOST_AHEAD_MIN_US, LAUNCH_MIN_PER_STEP, WARMUP_SHARE
 
     e = result.evidence
     t = {k.removeprefix("threshold_"): v for k, v in e.items() if k.startswith("threshold_")}
     delay = f" (median {e['queue_delay_us'] / 1e3:,.3g} ms)" if _finite(e["queue_delay_us"]) else ""
     gpu = "GPU events recorded" if result.has_gpu else f"no GPU events, {int(e['launches'])} launches in steps"
-    launching = (f"{_pct(e['launch_side_share'])} ({e['launches_per_step']:,.0f} launches per step; other ops "
-                 f"{_pct(e['host_compute_share'])}, Python {_pct(e['python_share'])}, untraced "
-                 f"{_pct(e['untraced_share'])})")
+    issuing = (f"{_pct(e['issuing_idle_share'])} ({e['launches_per_step']:,.0f} launches per step; the host's own "
+               f"work {_pct(e['own_work_idle_share'])}, untraced {_pct(e['untraced_share'])})")
     rows = [("GPU activity", gpu, "launches but no GPU events", "GPU activity not recorded"),
             ("warm-up calls", _pct(e["warmup_share"]), f">= {WARMUP_SHARE:.0%} of the step", "warm-up"),
             ("compile spans", _pct(e["compile_share"]), f">= {t['compile_share']:.0%} and the largest cause",
@@ -93,10 +91,9 @@ def cpu_bound_evidence(result) -> pd.DataFrame:
             (f"launch-to-kernel delay{delay}", _pct(e["queue_delay_share"]),
              f">= {t['host_ahead_share']:.0%} and >= {HOST_AHEAD_MIN_US:g} us", "GPU-bound (host ahead)"),
             ("blocking syncs", _pct(e["sync_share"]), f">= {t['sync_share']:.0%}", "sync-bound"),
-            ("ops that launch GPU work", launching,
-             f">= {LAUNCH_MIN_PER_STEP} launches per step, >= other ops and >= {LAUNCH_VS_PYTHON:g} x (Python + "
-             "untraced)", "launch-bound"),
-            ("host work that launches nothing", _pct(e["host_compute_share"] + e["python_share"] + e["untraced_share"]),
+            ("host issuing GPU work while the GPU idles", issuing,
+             f">= {LAUNCH_MIN_PER_STEP} launches per step and >= the host's own work", "launch-bound"),
+            ("host working on its own while the GPU idles", _pct(e["own_work_idle_share"]),
              "GPU idle, no rule above met", "host-compute-bound")]
     return pd.DataFrame([{"evidence": name, "share of step": value, "rule": rule, "gives": verdict,
                           "decided": "yes" if verdict == result.verdict else ""}
