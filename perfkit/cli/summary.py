@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 
-from ..analysis.compile import regions_note
 from ..text import json_text, printable_data
 
 
@@ -49,6 +48,8 @@ def _compile_lines(c: dict | None) -> list[str]:
     """torch.compile facts (``compile`` key), or nothing for a trace without them."""
     if not c:
         return []
+    from ..analysis.compile import regions_note  # pandas: only for a trace with torch.compile facts
+
     share = "-" if c["triton_time_share"] is None else f"{c['triton_time_share']:.0%}"
     return [f"compile    {c['triton_kernels']:,} of {c['kernels']:,} kernels are Triton ({share} of kernel time); "
             f"compiling {c['compile_s']:.3f} s in the trace",
