@@ -16,7 +16,7 @@ import importlib
 import os
 import sys
 
-from ..errors import PerfkitError
+from ..errors import PerfkitError, missing_dependency
 from ..text import PrintableStream, printable
 
 COMMANDS = ("summary", "syncs", "diff", "ranks", "sql", "detect", "scan", "run", "log", "validate",
@@ -43,6 +43,12 @@ def main(argv=None) -> int:
         return code
     except PerfkitError as exc:
         print(f"perfkit {args.command}: error: {printable(exc)}", file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        missing = missing_dependency(exc, "this command")
+        if missing is None:
+            raise
+        print(f"perfkit {args.command}: error: {printable(missing)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"perfkit {args.command}: interrupted", file=sys.stderr)

@@ -31,7 +31,7 @@ from typing import Callable, Iterable
 import pandas as pd
 
 from ...atomic import write_text_atomic
-from ...errors import MissingDependencyError, ParameterError
+from ...errors import MissingDependencyError, ParameterError, missing_dependency
 from ...results import html_section, html_table, html_text, html_warnings
 from ..card import read_card
 from ..registry import NOTEBOOK_SUFFIXES, expand_sets, notebook_names, read_notebook, write_ipynb_text
@@ -311,10 +311,17 @@ def _papermill_execute(path: Path, output: Path, params: dict, kernel_name, stag
             papermill.execute_notebook(str(path), str(output), parameters=params, kernel_name=kernel_name or "python3",
                                        progress_bar=False, cwd=os.getcwd(), log_output=False, **engine)
     except papermill.PapermillExecutionError as exc:
-        return {"error": f"{exc.ename}: {exc.evalue}", "cell_index": exc.cell_index, "source": exc.source}, _tail(log)
+        return {"error": _cell_error(exc.ename, exc.evalue), "cell_index": exc.cell_index, "source": exc.source}, _tail(log)
     except Exception as exc:  # kernel death, timeouts, missing kernel: reported, the batch goes on
         return {"error": f"{type(exc).__name__}: {exc}", "cell_index": None, "source": ""}, _tail(log)
     return None, _tail(log)
+
+
+def _cell_error(ename: str, evalue: str) -> str:
+    """The cell's exception as one line; a missing optional package names the extra that brings it."""
+    match = re.fullmatch(r"No module named '([\w.]+)'", evalue or "")
+    missing = missing_dependency(ModuleNotFoundError(evalue, name=match[1]), "this notebook") if match else None
+    return f"MissingDependencyError: {missing}" if missing else f"{ename}: {evalue}"
 
 
 def _tail(log: Path, lines: int = 20) -> str:
