@@ -1,6 +1,7 @@
 """``perfkit critical-path TRACE [--json] [--annotation NAME]``: what bounds each step, by kind."""
 from __future__ import annotations
 
+from . import trace_arg
 from ..text import json_text
 
 
@@ -18,7 +19,7 @@ def run(args) -> int:
     from ..analysis.critical_path import critical_path
     from ..trace import load_trace
 
-    result = critical_path(load_trace(args.trace, use_cache=not args.no_cache), annotation=args.annotation)
+    result = critical_path(load_trace(trace_arg(args.trace), use_cache=not args.no_cache), annotation=args.annotation)
     print(json_text(result.to_json()) if args.json else format_critical_path(result.to_json()))
     return 0
 

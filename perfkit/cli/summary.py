@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from . import trace_arg
 from ..text import json_text, printable_data
 
 
@@ -20,7 +21,7 @@ def run(args) -> int:
     from ..trace import load_trace
 
     for source in args.traces:
-        trace = load_trace(source, use_cache=not args.no_cache, salvage=args.salvage, progress=sys.stderr.isatty())
+        trace = load_trace(trace_arg(source), use_cache=not args.no_cache, salvage=args.salvage, progress=sys.stderr.isatty())
         summary = summarize(trace)
         print(json_text(summary) if args.json else format_summary(printable_data(summary)))
     return 0
