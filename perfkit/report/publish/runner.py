@@ -267,6 +267,15 @@ def _remove_stale_staging(out: Path) -> None:
     for folder in staging.glob("*") if staging.is_dir() else ():
         if folder.name.isdigit() and not _alive(int(folder.name)):
             shutil.rmtree(folder, ignore_errors=True)
+    _remove_if_empty(staging)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """Remove ``folder`` when nothing is left in it (another run's staging keeps it)."""
+    try:
+        folder.rmdir()
+    except OSError:  # absent, or not empty
+        pass
 
 
 def _alive(pid: int) -> bool:
@@ -293,11 +302,12 @@ def _execute(path: Path, folder: Path, params: dict, kernel_name, warnings: tupl
         run = _make_run(path, folder, final, params, time.perf_counter() - start, failure, warnings, nb, kernel_text)
         if nb is not None:
             write_text_atomic(final[".ipynb"], write_ipynb_text(nb))
-            write_text_atomic(final[".html"], notebook_html(nb))
+            write_text_atomic(final[".html"], notebook_html(nb, path.stem))
         write_text_atomic(final[".run.json"], record_json({**asdict(run), "warnings": list(run.warnings)}))
         return run
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        _remove_if_empty(stage.parent)
 
 
 def _papermill_execute(path: Path, output: Path, params: dict, kernel_name, stage: Path) -> tuple[dict | None, str]:
