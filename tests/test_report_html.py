@@ -39,3 +39,30 @@ def test_coloured_traceback_shows_no_python_prefix():
     error = nbformat.v4.new_output("error", ename="ValueError", evalue="bad", traceback=[frame])
     html = notebook_html(_notebook(error), "x")
     assert sys.prefix not in html and "[python]/lib/python3.11" in html
+
+
+def test_cpu_bound_step_table_fits_a_page():
+    from pathlib import Path
+
+    import perfkit
+    from perfkit.report import tables
+
+    trace = Path(__file__).resolve().parents[1] / "data" / "traces" / "cpu" / "ppo_item_logging.json.gz"
+    result = perfkit.cpu_bound(perfkit.load_trace(trace))
+    table = tables.cpu_bound_steps(result)
+    full = result.to_frame()
+    assert list(table.columns) == ["step", "verdict", "wall (ms)", "host busy (ms)"]  # CPU-only: no GPU, no zeros
+    assert table["wall (ms)"].tolist() == (full["wall_us"] / 1e3).tolist()
+    assert not table.isna().any().any() and len(table.columns) <= 10
+    assert "start_us" in full.columns and not any("start" in c for c in table.columns)
+
+
+def test_findings_evidence_reads_as_text_not_key_value():
+    from perfkit.results import Finding, evidence_text, findings_frame
+
+    evidence = {"queue_delay_us": float("nan"), "gpu_busy_share": 0.4346, "launches_per_step": 1200,
+                "per_step_us_a": 12109.3, "alloc_bytes": 25276063744, "leak": True, "busy_pct": 12.5}
+    assert evidence_text(evidence) == ("GPU busy share: 43.46%; launches per step: 1,200; per step (A): 12.11 ms; "
+                                       "alloc: 25.28 GB; leak: yes; busy: 12.5%")
+    row = findings_frame([Finding("low", "t", evidence, "fix", "rule")]).iloc[0]
+    assert "=" not in row["evidence"] and "nan" not in row["evidence"] and "True" not in row["evidence"]
