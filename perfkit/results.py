@@ -86,7 +86,7 @@ def _evidence_item(key: str, value: Any) -> tuple[str, str]:
         text = f"{format_number(value / 1e3)} ms"
     elif isinstance(value, (int, float)) and words[-1] == "pct":
         words, text = words[:-1], f"{format_number(value)}%"
-    elif isinstance(value, (int, float)) and words[-1] == "share":
+    elif isinstance(value, (int, float)) and "share" in words:
         text = f"{format_number(100 * value)}%"
     elif isinstance(value, (int, float)) and "bytes" in words:
         words.remove("bytes")
@@ -130,8 +130,12 @@ def format_number(x: float) -> str:
 
 def html_table(frame: pd.DataFrame, max_rows: int = 20) -> str:
     """Render a DataFrame as HTML with every cell and header escaped; numbers in
-    ``format_number`` form. perfkit's one HTML table renderer."""
-    return frame.head(max_rows).to_html(escape=True, index=False, float_format=format_number)
+    ``format_number`` form, True/False as yes/no. perfkit's one HTML table renderer."""
+    shown = frame.head(max_rows)
+    flags = [c for c in shown.columns if pd.api.types.is_bool_dtype(shown[c])]
+    if flags:
+        shown = shown.assign(**{str(c): shown[c].map({True: "yes", False: "no"}) for c in flags})
+    return shown.to_html(escape=True, index=False, float_format=format_number)
 
 
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&])")

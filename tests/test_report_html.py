@@ -66,3 +66,12 @@ def test_findings_evidence_reads_as_text_not_key_value():
                                        "alloc: 25.28 GB; leak: yes; busy: 12.5%")
     row = findings_frame([Finding("low", "t", evidence, "fix", "rule")]).iloc[0]
     assert "=" not in row["evidence"] and "nan" not in row["evidence"] and "True" not in row["evidence"]
+
+
+def test_html_tables_say_yes_and_no():
+    import pandas as pd
+
+    from perfkit.results import html_table
+
+    html = html_table(pd.DataFrame({"waiting": [True, False], "ms": [1.5, 2.0]}))
+    assert "<td>yes</td>" in html and "<td>no</td>" in html and "True" not in html and "False" not in html
