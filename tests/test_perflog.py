@@ -319,3 +319,12 @@ def test_repr_html_escapes_and_marks_regressions(tmp_path):
     html = log._repr_html_()
     assert "<script" not in html and "&lt;script&gt;" in html
     assert html.count("REGRESSED") == 1
+
+
+def test_display_frame_shows_the_subject(tmp_path):
+    from perfkit.report.perflog import display_frame
+
+    log = PerfLog(tmp_path / "log.csv")
+    log.append(**_row("r1", 10.0))
+    shown = display_frame(log.read())
+    assert list(shown.columns[:3]) == ["run", "investigation", "subject"] and shown["subject"].tolist() == ["trace t.json.gz"]

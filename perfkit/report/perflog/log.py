@@ -150,11 +150,12 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """The log as people read it, newest first: run, investigation, change, metric, before,
-    after, delta and verdict (REGRESSED in capitals), as text."""
+    """The log as people read it, newest first: run, investigation, subject, change, metric,
+    before, after, delta, verdict (REGRESSED in capitals) and note, as text."""
     rows = frame.iloc[::-1]
     return pd.DataFrame({
-        "run": rows["run_id"], "investigation": rows["investigation"], "change": rows["change"],
+        "run": rows["run_id"], "investigation": rows["investigation"], "subject": rows["subject"],
+        "change": rows["change"],
         "metric": rows["metric"], "device": rows["device"],
         "before": [format_value(v) for v in rows["baseline"]],
         "after": [format_value(v, u) for v, u in zip(rows["value"], rows["unit"])],
