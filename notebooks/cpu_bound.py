@@ -38,7 +38,7 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, sections
+from perfkit.report import inputs, plots, prose, rows, sections, tables
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table
 
@@ -60,7 +60,7 @@ verdict_card("cpu_bound", result, logged, subject=source.subject, device=source.
 # %%
 display(HTML(prose.prose(prose.cpu_bound_text(result))))
 display(plots.step_breakdown(result))
-display(HTML(html_table(result.to_frame())))
+display(HTML(html_table(tables.cpu_bound_steps(result))))
 
 # %% [markdown]
 # ## What the verdict rests on

@@ -5,15 +5,19 @@ waits for queued GPU work so a timer measures the work and not only its launch.
 """
 from __future__ import annotations
 
-from .errors import ParameterError
+from .errors import MissingDependencyError, ParameterError
 
 _VALID = ("auto", "cpu", "cuda")
 
 
 def resolve_device(device: str = "auto") -> str:
     """Return "cuda" or "cpu" ("cuda:N" is kept). Raises ParameterError for unknown names,
-    for "cuda" on a machine without a GPU, or for "cuda:N" with no visible GPU N."""
-    import torch
+    for "cuda" on a machine without a GPU, or for "cuda:N" with no visible GPU N; MissingDependencyError
+    without torch."""
+    try:
+        import torch
+    except ImportError:
+        raise MissingDependencyError("torch", f"device={device!r}") from None
 
     name = str(device)
     if name.split(":")[0] not in _VALID or name.startswith("auto:"):

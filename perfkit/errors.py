@@ -5,6 +5,8 @@ Every error a user can cause is a ``PerfkitError``. Messages say what went wrong
 """
 from __future__ import annotations
 
+import importlib.util
+
 
 class PerfkitError(Exception):
     """Base class of every error perfkit raises on purpose."""
@@ -44,16 +46,46 @@ class ParameterError(PerfkitError):
     """A function, notebook or CLI argument has a value perfkit cannot use."""
 
 
+# Optional packages (the top-level module name) -> the extra of pyproject.toml that installs them.
+EXTRA_OF = {
+    "torch": "workbook", "papermill": "workbook", "nbconvert": "workbook", "nbformat": "workbook",
+    "nbclient": "workbook", "ipykernel": "workbook", "jupytext": "workbook", "jinja2": "workbook",
+    "matplotlib": "workbook", "seaborn": "workbook", "ipywidgets": "workbook", "IPython": "workbook",
+    "jupyterlab": "workbook", "pynvml": "workbook", "dask": "dask", "distributed": "dask", "duckdb": "sql",
+}
+
+
 class MissingDependencyError(PerfkitError):
-    """An optional package is needed for this feature and is not installed."""
+    """An optional package is needed for this feature and is not installed; the message names the
+    perfkit extra that brings it (``pip install "perfkit[workbook]"``)."""
 
     def __init__(self, package: str, feature: str):
         self.package = package
         self.feature = feature
-        super().__init__(f"{feature} needs the '{package}' package: pip install {package}")
+        extra = EXTRA_OF.get(package.split("[")[0].split(".")[0])
+        how = f'pip install "perfkit[{extra}]"' if extra else f"pip install {package}"
+        super().__init__(f"{feature} needs the '{package}' package, which is not installed: {how}")
 
     def __reduce__(self):
         return type(self), (self.package, self.feature)
+
+
+def missing_dependency(exc: ImportError, feature: str) -> MissingDependencyError | None:
+    """``exc`` as a MissingDependencyError when it is the import of an optional package perfkit
+    knows (``EXTRA_OF``), else None (a missing required package or a bug: let it propagate)."""
+    name = (getattr(exc, "name", None) or "").split(".")[0]
+    return MissingDependencyError(name, feature) if name in EXTRA_OF else None
+
+
+def require(module: str, feature: str) -> None:
+    """Raise MissingDependencyError when the optional ``module`` cannot be imported; a notebook's
+    first cell calls this so that a missing package is one line naming the extra, not a traceback."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a finder that refuses the name, or a broken half-installed package
+        found = False
+    if not found:
+        raise MissingDependencyError(module, feature)
 
 
 class NotebookError(PerfkitError):

@@ -53,13 +53,55 @@ def findings_frame(findings: Iterable[Finding]) -> pd.DataFrame:
         {
             "severity": f.severity,
             "finding": f.title,
-            "evidence": "; ".join(f"{k}={_fmt(v)}" for k, v in f.evidence.items()),
+            "evidence": evidence_text(f.evidence),
             "fix": f.fix,
             "threshold": f.threshold,
         }
         for f in rank_findings(findings)
     ]
     return pd.DataFrame(rows, columns=["severity", "finding", "evidence", "fix", "threshold"])
+
+
+_WORDS = {"gpu": "GPU", "cpu": "CPU", "htod": "HtoD", "dtoh": "DtoH", "a": "(A)", "b": "(B)"}
+
+
+def evidence_text(evidence: dict) -> str:
+    """A finding's evidence as people read it: "queue delay: 1.23 ms; GPU busy share: 43.5%" (times
+    in ms, shares and percentages in %, bytes in kB/MB/GB, yes/no), unknown values (None, NaN) left out."""
+    parts = []
+    for key, value in evidence.items():
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        name, text = _evidence_item(str(key), value)
+        parts.append(f"{name}: {text}")
+    return "; ".join(parts)
+
+
+def _evidence_item(key: str, value: Any) -> tuple[str, str]:
+    words = key.split("_")
+    if isinstance(value, bool):
+        text = "yes" if value else "no"
+    elif isinstance(value, (int, float)) and "us" in words:
+        words.remove("us")
+        text = f"{format_number(value / 1e3)} ms"
+    elif isinstance(value, (int, float)) and words[-1] == "pct":
+        words, text = words[:-1], f"{format_number(value)}%"
+    elif isinstance(value, (int, float)) and "share" in words:
+        text = f"{format_number(100 * value)}%"
+    elif isinstance(value, (int, float)) and "bytes" in words:
+        words.remove("bytes")
+        text = byte_text(value)
+    else:
+        text = _fmt(value)
+    return " ".join(_WORDS.get(w, w) for w in words), text
+
+
+def byte_text(n: float) -> str:
+    """A byte count in decimal units: "812 B", "4.1 kB", "25.28 GB"."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{format_number(n / scale)} {unit}"
+    return f"{format_number(n)} B"
 
 
 def _fmt(v: Any) -> str:
@@ -88,8 +130,12 @@ def format_number(x: float) -> str:
 
 def html_table(frame: pd.DataFrame, max_rows: int = 20) -> str:
     """Render a DataFrame as HTML with every cell and header escaped; numbers in
-    ``format_number`` form. perfkit's one HTML table renderer."""
-    return frame.head(max_rows).to_html(escape=True, index=False, float_format=format_number)
+    ``format_number`` form, True/False as yes/no. perfkit's one HTML table renderer."""
+    shown = frame.head(max_rows)
+    flags = [c for c in shown.columns if pd.api.types.is_bool_dtype(shown[c])]
+    if flags:
+        shown = shown.assign(**{str(c): shown[c].map({True: "yes", False: "no"}) for c in flags})
+    return shown.to_html(escape=True, index=False, float_format=format_number)
 
 
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&])")

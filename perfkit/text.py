@@ -43,6 +43,11 @@ def _escape(ch: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, its last one an ellipsis when cut (table columns)."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def printable_data(value):
     """A copy of a JSON-like value (dicts, lists, tuples, strings, numbers) with every string, keys
     included, passed through :func:`printable`: what a table formatter should be given."""

@@ -216,6 +216,10 @@ def test_guard_failure_text_is_split_into_guard_line_code_and_hint():
     r = _recompile("0/1", "forward (/abs/m.py:3)", text)
     assert (r.reason, r.location, r.code, r.hint) == ("self.scale == 1", "/abs/helper.py:10",
                                                       "return h * self.scale", "make it a tensor.")
+    # torch's own frame after the user's (issue 23: external_utils.py:67) does not replace the user's line
+    wrapped = _recompile("0/1", "forward (/abs/m.py:3)", text + "\n  File \"/venv/lib/python3.11/site-packages/torch/"
+                         "_dynamo/external_utils.py\", line 67, in inner\n    return fn(*args, **kwargs)")
+    assert (wrapped.location, wrapped.code) == ("/abs/helper.py:10", "return h * self.scale")
     shape = _recompile("0/1", "forward (/abs/m.py:3)", " tensor 'x' size mismatch at index 0. expected 4, actual 8")
     assert shape.on_shape and shape.location == "" and shape.reason.startswith("tensor 'x' size mismatch")
     result = CompileABResult(_fake_timing(0.01, 0.01), 0.0, 0.0, (), (shape, r))
@@ -224,3 +228,25 @@ def test_guard_failure_text_is_split_into_guard_line_code_and_hint():
 
     fix = next(f for f in _with_findings(result).findings if "recompile" in f.title).fix
     assert "mark_dynamic" in fix and "Keep such values fixed" in fix and "dynamo: make it a tensor." in fix
+
+
+def test_a_recompile_in_torchs_wrapper_names_the_users_model():
+    """Issue 23: a shape recompile's frame was torch/_dynamo/external_utils.py:67 (inner)."""
+    import torch
+
+    from perfkit.bench.compile_ab import _user_code
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    def step(x):
+        return x + 1
+
+    assert _user_code(Net()) == f"forward ({__file__}:{Net.forward.__code__.co_firstlineno})"
+    assert _user_code(step).startswith("step (") and "/torch/" not in _user_code(step)
+    assert _user_code(torch.nn.Sequential(torch.nn.Linear(2, 2))) == "Sequential.forward"
+    seq = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    result = compile_ab(seq, (torch.randn(8, 4),), shape_variants=[torch.randn(16, 4)], backend="eager",
+                        device="cpu", steps=3, warmup=1, min_time_s=0.001)
+    assert result.recompiles and all("/torch/" not in (r.location or r.function) for r in result.recompiles)

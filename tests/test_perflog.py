@@ -259,13 +259,25 @@ def test_to_markdown_marks_regressions_and_escapes_markup(tmp_path):
     log.append(investigation="other", metric="tput", value=5.0, unit="samples/s")
     text = log.to_markdown()
     lines = text.strip().split("\n")
-    assert lines[0] == "| date | investigation | change | metric | before -> after | delta | verdict |"
+    assert lines[0] == ("| date | investigation | subject | change | metric | before -> after | delta | verdict "
+                        "| note |")
     assert len(lines) == 5
     assert "10 -> 25 ms | +150.0% | **REGRESSED** |" in lines[3]
     assert "<script>" not in text and "\\<script\\>" in text and "\\[x\\]" in text
-    # Only the 8 column separators are bare pipes; the one in the change text is escaped.
-    assert lines[3].replace("\\|", "").count("|") == 8
+    # Only the 10 column separators are bare pipes; the one in the change text is escaped.
+    assert lines[3].replace("\\|", "").count("|") == 10
     assert "other" not in log.to_markdown(investigation="amp")
+
+
+def test_to_markdown_shows_subject_and_why_there_was_not_enough_data(tmp_path):
+    log = PerfLog(tmp_path / "log.csv")
+    log.append(**_row("r1", 10.0))
+    busy = "load average 5.2 on 2 cores: timings disturbed"
+    log.append(**_row("r2", 12.0, quality=busy))
+    log.append(**{**_row("r3", 653.7), "subject": "live ppo item_logging"})
+    lines = log.to_markdown().strip().split("\n")
+    assert "| trace t.json.gz |" in lines[2] and "| live ppo item_logging |" in lines[4]
+    assert lines[3].endswith(f"| not enough data | {busy} |")
 
 
 def _cli(argv, capsys, monkeypatch):
@@ -307,3 +319,12 @@ def test_repr_html_escapes_and_marks_regressions(tmp_path):
     html = log._repr_html_()
     assert "<script" not in html and "&lt;script&gt;" in html
     assert html.count("REGRESSED") == 1
+
+
+def test_display_frame_shows_the_subject(tmp_path):
+    from perfkit.report.perflog import display_frame
+
+    log = PerfLog(tmp_path / "log.csv")
+    log.append(**_row("r1", 10.0))
+    shown = display_frame(log.read())
+    assert list(shown.columns[:3]) == ["run", "investigation", "subject"] and shown["subject"].tolist() == ["trace t.json.gz"]

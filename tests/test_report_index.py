@@ -45,6 +45,10 @@ def test_index_leads_with_one_verdict_line_per_report_of_the_latest_run(tmp_path
     latest = page[page.index("Latest run"):page.index("Earlier runs")]
     assert '<a href="2024-02-01/093000/htod.html">htod</a>: copies are pinned. median step: 12.5 ms' in latest
     assert "Fix: use pinned memory" in latest
+    # the other investigations' latest results are read first too, each from its newest run (issue 23)
+    assert ('<a href="2024-02-01/090000/cpu_bound.html">cpu_bound</a> <span class="run">(2024-02-01/090000)</span>: '
+            'GPU-bound') in latest
+    assert "2024-02-01/090000/amp_regression.html" in latest and "2024-01-01/120000" not in latest
     assert page.index("<h3>2024-02-01/090000</h3>") < page.index("<h3>2024-01-01/120000</h3>")
     assert "not_a_report" not in page
     assert '<tr class="failed"><td><a href="2024-02-01/090000/amp_regression.html">' in page

@@ -39,6 +39,9 @@ FIXES = {
     "dynamic_shape": "The output size depends on GPU data (masked_select, unique, repeat_interleave): pass "
                      "output_size / fixed sizes, or use masks.",
 }
+# How to confirm a possible sync point of a CPU-only trace: the same code with its tensors on a GPU.
+CONFIRM = ("Confirm it on a GPU: re-profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and the "
+           "tensors on the device (a cudaStreamSynchronize under it is a wait), or run `perfkit detect SCRIPT` there.")
 _FRAME_COLUMNS = ["frame", "file", "line", "func", "inner_frame", "inner_file", "inner_line", "inner_func"]
 EPISODE_COLUMNS = ["kind", "name", "op", "top_op", "rank", "step", "ts_us", "blocked_us", "gpu_confirmed", "call",
                    *_FRAME_COLUMNS]
@@ -188,21 +191,27 @@ def _inside(events: pd.DataFrame) -> np.ndarray:
     return events["in_steps"].to_numpy(dtype=bool) if "in_steps" in events else np.ones(len(events), dtype=bool)
 
 
-def sync_findings(events: pd.DataFrame, n_steps: int, wall_us: float) -> tuple[Finding, ...]:
-    """Findings for the top sync sites inside the steps (unconfirmed scalar reads of a CPU-only trace
-    excluded), ranked; the entries outside the profiled steps as one note with no in-step fix."""
+def sync_findings(events: pd.DataFrame, n_steps: int, wall_us: float, cpu_only: bool = False) -> tuple[Finding, ...]:
+    """Findings for the top sync sites inside the steps, ranked; the entries outside the profiled
+    steps as one note with no in-step fix. On a CPU-only trace (``cpu_only``) a scalar read is a
+    possible sync point: its finding ("low": nothing confirmed it) says how to confirm it on a GPU,
+    then the fix if it is confirmed; elsewhere an unconfirmed scalar read is not a finding."""
     inside = _inside(events)
     out = _outside_finding(events[~inside])
     for site in site_table(events[inside], n_steps).head(MAX_SITE_FINDINGS).to_dict("records"):
         share = site["blocked_us"] / wall_us if wall_us > 0 else 0.0
-        if not site["gpu_confirmed"] and site["kind"] in _SCALAR_KINDS:
+        possible = not site["gpu_confirmed"] and site["kind"] in _SCALAR_KINDS
+        if possible and not cpu_only:
             continue
-        severity = "high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low"
+        severity = "low" if possible else "high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low"
+        fix = FIXES[site["kind"]].format(op=site["op"] or "an op", call=site["call"])
         out.append(Finding(
-            severity, f"{site['kind']} at {where(site)}: {site['count']}x, {site['blocked_us'] / 1e3:.3f} ms blocked",
+            severity, f"{'possible ' if possible else ''}{site['kind']} at {where(site)}: {site['count']}x, "
+                      f"{site['blocked_us'] / 1e3:.3f} ms {'host time' if possible else 'blocked'}",
             {"count": int(site["count"]), "per_step": site["per_step"], "blocked_us": site["blocked_us"],
              "share_of_step_time": share, "op": site["op"], "top_op": site["top_op"]},
-            FIXES[site["kind"]].format(op=site["op"] or "an op", call=site["call"]),
+            f"{CONFIRM} If it waits: {fix}" if possible else fix,
+            "'low': a CPU-only trace cannot show a GPU wait (perfkit rule)" if possible else
             f"'high' from {HIGH_SHARE:.0%}, 'medium' from {MEDIUM_SHARE:.0%} of step wall time blocked (perfkit rule)"))
     return rank_findings(out)
 

@@ -78,7 +78,7 @@ def syncs(trace) -> SyncResult:
     gpu_side = _gpu_side(trace, candidates, links)
     counted = events[events["gpu_confirmed"] | cpu_only]
     return SyncResult(events=events, gpu_side=gpu_side, n_steps=n_steps, wall_us=wall_us, cpu_only=cpu_only,
-                      findings=sync_findings(counted, n_steps, wall_us),
+                      findings=sync_findings(counted, n_steps, wall_us, cpu_only=cpu_only),
                       warnings=_warnings(trace, cpu_only, gpu_side) + internal + stubs)
 
 

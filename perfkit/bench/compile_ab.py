@@ -11,6 +11,7 @@ Dynamo is reset before and after, so other compiled functions in the process los
 """
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import time
@@ -180,7 +181,7 @@ def compile_ab(model, example_inputs, *, mode: str = "default", backend: str = "
                          min_time_s=min_time_s, device=dev, labels=("eager", "compiled"), clock=clock,
                          confidence=confidence, min_effect=min_effect, seed=seed)
         variant_s = tuple(time_call(lambda v=v: compiled(v), device=dev, clock=clk) for v in variants)
-        breaks, recompiles = watch.graph_breaks(), watch.recompiles()
+        breaks, recompiles = watch.graph_breaks(), watch.recompiles(_user_code(model))
     result = CompileABResult(timing, eager_first, compiled_first, breaks, recompiles, variant_s, backend,
                              mode, dev, planned_steps, warnings=_warnings(timing, backend, mode, recompiles),
                              environment=timing.environment)
@@ -280,12 +281,16 @@ class _DynamoWatch:
             seen.setdefault((brk.reason, brk.location), brk)
         return tuple(seen.values())
 
-    def recompiles(self) -> tuple[Recompile, ...]:
+    def recompiles(self, user: str = "") -> tuple[Recompile, ...]:
+        """The recompiles seen; a frame of torch's own wrapper (external_utils' ``inner``) is named
+        by ``user``, the compiled model's function, the line a person edits."""
         import torch._dynamo
 
         failures = {}
         for code, reasons in torch._dynamo.guard_failures.items():
-            where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+            where = _code_text(code)
+            if user and _in_torch(code.co_filename):
+                where = user
             for reason in reasons:
                 match = _COMPILE_ID.match(reason)
                 if match:
@@ -309,10 +314,35 @@ def _recompile(compile_id: str, function: str, text: str) -> Recompile:
     location = code = ""
     for i, line in enumerate(lines):
         frame = _USER_FRAME.match(line)
-        if frame:  # the last frame is the line that read the guarded value
+        # the last frame in the user's code read the guarded value; torch's own frames below it
+        # (torch/_dynamo/external_utils.py calling the user's function) are not a line to edit
+        if frame and not (location and _in_torch(frame["file"])):
             location = f"{frame['file']}:{frame['line']}"
             code = lines[i + 1].strip() if i + 1 < len(lines) else ""
     return Recompile(compile_id, function, reason, location, code, hint["hint"] if hint else "")
+
+
+def _code_text(code) -> str:
+    """'forward (/path/model.py:12)': a code object as dynamo names a frame."""
+    return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def _user_code(model) -> str:
+    """The compiled model's own function (``forward`` of a module, else the callable) as
+    ``_code_text``; for a module whose forward is torch's (``nn.Sequential``), "Sequential.forward";
+    "" when it has no Python code object."""
+    import torch
+
+    fn = type(model).forward if isinstance(model, torch.nn.Module) else model
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        return ""
+    return f"{type(model).__name__}.forward" if _in_torch(code.co_filename) else _code_text(code)
+
+
+def _in_torch(file: str) -> bool:
+    """A frame of torch itself (an installed torch or a source checkout), not of the user's code."""
+    return "/torch/" in file.replace("\\", "/")
 
 
 def _graph_break(item: Any, known: list[str]) -> GraphBreak:

@@ -166,7 +166,7 @@ class SystemMonitor:
             try:
                 import pynvml
             except ImportError:
-                self.gpu_reason = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+                self.gpu_reason = 'nvidia-ml-py is not installed (pip install "perfkit[workbook]")'
                 return
             self._nvml = pynvml
         nv = self._nvml

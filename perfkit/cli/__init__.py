@@ -16,7 +16,7 @@ import importlib
 import os
 import sys
 
-from ..errors import PerfkitError
+from ..errors import PerfkitError, missing_dependency
 from ..text import PrintableStream, printable
 
 COMMANDS = ("profile", "diagnose", "summary", "syncs", "diff", "ranks", "sql", "detect", "scan", "run", "log",
@@ -44,6 +44,12 @@ def main(argv=None) -> int:
     except PerfkitError as exc:
         print(f"perfkit {args.command}: error: {printable(exc)}", file=sys.stderr)
         return 2
+    except ImportError as exc:
+        missing = missing_dependency(exc, "this command")
+        if missing is None:
+            raise
+        print(f"perfkit {args.command}: error: {printable(missing)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"perfkit {args.command}: interrupted", file=sys.stderr)
         return 130
@@ -52,6 +58,20 @@ def main(argv=None) -> int:
         return EXIT_BROKEN_PIPE
     finally:
         sys.stdout = stdout
+
+
+def trace_arg(path: str) -> str:
+    """A trace argument as given when it exists, else found like a notebook's ``trace_path`` (from the
+    workbook root, then among the shipped traces by name), so a command a report prints runs from
+    the workbook root; a path found nowhere is passed on unchanged for the loader's own error."""
+    from ..report.inputs import find_trace
+
+    if os.path.exists(path):
+        return path
+    try:
+        return str(find_trace(path))
+    except PerfkitError:
+        return path
 
 
 def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:

@@ -1,6 +1,8 @@
 """``perfkit annotate TRACE -o OUT.json.gz``: the trace plus perfkit's tracks, for Perfetto and chrome://tracing."""
 from __future__ import annotations
 
+from . import trace_arg
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("annotate", help="write the trace plus critical-path, GPU-gap and finding tracks and "
@@ -14,7 +16,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..export.annotate import annotate
 
-    result = annotate(args.trace, args.out, use_cache=not args.no_cache)
+    result = annotate(trace_arg(args.trace), args.out, use_cache=not args.no_cache)
     added = ", ".join(f"{n:,} {ph}" for ph, n in sorted(result.added.items()))
     print(f"wrote {result.path}: the original events plus {result.total_added:,} perfkit events ({added}); "
           "open it in ui.perfetto.dev or chrome://tracing")

@@ -1,6 +1,7 @@
 """``perfkit critical-path TRACE [--json] [--annotation NAME]``: what bounds each step, by kind."""
 from __future__ import annotations
 
+from . import trace_arg
 from ..text import json_text
 
 
@@ -19,7 +20,7 @@ def run(args) -> int:
     from ..analysis.diagnosis import diagnose
     from ..trace import load_trace
 
-    trace = load_trace(args.trace, use_cache=not args.no_cache)
+    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
     result = critical_path(trace, annotation=args.annotation)
     verdict = diagnose(trace, path=args.trace)
     data = dict(result.to_json(), diagnosis={"verdict": verdict.verdict, "title": verdict.title, "fix": verdict.fix})

@@ -7,10 +7,12 @@ error, and exits with the script's status (1 for an exception, 130 for Ctrl-C).
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from ..detect.runtime import SyncReport
-from ..detect.script import run_script
 from ..text import json_text, printable
+
+if TYPE_CHECKING:
+    from ..detect.runtime import SyncReport
 
 
 def register(subparsers) -> None:
@@ -26,6 +28,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from ..detect.script import run_script  # pandas: imported when the command runs, not by --help
+
     report = run_script(args.script, args.script_args)
     print(json_text(report.to_records(), indent=2) if args.json else format_table(report))
     if report.error:

@@ -1,6 +1,7 @@
 """``perfkit diagnose TRACE [--json]``: one screen: the verdict, the three numbers behind it, the fix."""
 from __future__ import annotations
 
+from . import trace_arg
 from ..text import json_text
 
 
@@ -17,6 +18,6 @@ def run(args) -> int:
     from ..analysis.diagnosis import diagnose
     from ..trace import load_trace
 
-    result = diagnose(load_trace(args.trace, use_cache=not args.no_cache), path=args.trace)
+    result = diagnose(load_trace(trace_arg(args.trace), use_cache=not args.no_cache), path=args.trace)
     print(json_text(result.to_json()) if args.json else result.text())
     return 0

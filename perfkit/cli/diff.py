@@ -1,7 +1,8 @@
 """``perfkit diff A B [--json]``: what changed from trace A (baseline) to trace B."""
 from __future__ import annotations
 
-from ..text import json_text, printable_data
+from . import trace_arg
+from ..text import clip, json_text, printable_data
 
 
 def register(subparsers) -> None:
@@ -18,8 +19,8 @@ def run(args) -> int:
     from ..analysis.diff import diff
     from ..trace import load_trace
 
-    a = load_trace(args.a, use_cache=not args.no_cache)
-    b = load_trace(args.b, use_cache=not args.no_cache)
+    a = load_trace(trace_arg(args.a), use_cache=not args.no_cache)
+    b = load_trace(trace_arg(args.b), use_cache=not args.no_cache)
     result = diff(a, b)
     d = result.to_json(top=args.top)
     print(json_text(d) if args.json else format_diff(printable_data(d)))
@@ -37,17 +38,30 @@ def format_diff(d: dict) -> str:
                        ("record_function ranges", "annotations")):
         if not d[key]:
             continue
-        lines += ["", f"{title} by change in time per step (us): {'A':>10}{'B':>12}  status"]
-        lines += [f"  {r['name'][:60]:<60}{_num(r['per_step_us_a']):>12}{_num(r['per_step_us_b']):>12}  {r['status']}"
-                  for r in d[key]]
+        lines += ["", f"{title} by change in time per step (us):", f"  {'name':<60}{'A':>12}{'B':>12}  status"]
+        lines += [f"  {clip(r['name'], 60):<60}{_num(r['per_step_us_a']):>12}{_num(r['per_step_us_b']):>12}  "
+                  f"{r['status']}" for r in d[key]]
     lines += ["", f"{len(d['new_kernels'])} new kernels listed, {len(d['vanished_kernels'])} vanished listed"]
     lines += [""] + [f"{f['severity']:<8} {f['title']}" + (f"\n         fix: {f['fix']}" if f["fix"] else "")
                      for f in d["findings"]]
-    lines += [f"warning  {w}" for w in d["warnings"]]
+    lines += [f"warning  {w}" for w in _merged_warnings(d["warnings"])]
     return "\n".join(lines) + "\n"
 
 
+def _merged_warnings(warnings: list[str]) -> list[str]:
+    """"A: x" and "B: x" as one "A and B: x" (two CPU-only traces otherwise repeat each warning)."""
+    sides: dict[str, list[str]] = {}
+    for w in warnings:
+        side, sep, text = w.partition(": ")
+        key, who = (text, side) if sep and side in ("A", "B") else (w, "")
+        sides.setdefault(key, []).append(who)
+    return [f"{' and '.join(who)}: {text}" if all(who) else text for text, who in sides.items()]
+
+
 def _num(v) -> str:
-    if v is None:
+    """Thousands separators, no exponent: 12,230 not 1.223e+04; 55.29; 0.1234."""
+    if v is None or (isinstance(v, float) and v != v):
         return "-"
-    return f"{v:,.4g}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}" if abs(v) >= 1e-4 or v == 0 else f"{v:.2e}"
+    return f"{v:,}" if isinstance(v, int) else str(v)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+from ..errors import ParameterError
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("export", help="write traces as a Parquet dataset (DuckDB, Dask, Spark)")
@@ -16,8 +18,10 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..trace.export import export_parquet
+    from ..trace.export import export_parquet, occupied
 
+    if occupied(args.parquet) and not args.overwrite:
+        raise ParameterError(f"{args.parquet} already exists; choose a new directory or pass --overwrite to replace it")
     source = args.traces[0] if len(args.traces) == 1 else args.traces
     dataset = export_parquet(source, args.parquet, overwrite=args.overwrite, workers=args.workers,
                              use_cache=not args.no_cache, salvage=args.salvage, progress=sys.stderr.isatty())

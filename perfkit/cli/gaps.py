@@ -1,6 +1,7 @@
 """``perfkit gaps TRACE [--json]``: every GPU idle interval, why it happened and in which function."""
 from __future__ import annotations
 
+from . import trace_arg
 from ..text import json_text
 
 
@@ -18,7 +19,7 @@ def run(args) -> int:
     from ..analysis.gaps import gpu_gaps
     from ..trace import load_trace
 
-    result = gpu_gaps(load_trace(args.trace, use_cache=not args.no_cache))
+    result = gpu_gaps(load_trace(trace_arg(args.trace), use_cache=not args.no_cache))
     print(json_text(result.to_json()) if args.json else format_gaps(result, args.trace, args.top))
     return 0
 

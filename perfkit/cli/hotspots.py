@@ -1,6 +1,7 @@
 """``perfkit hotspots TRACE [--json] [--thread main|all|TID] [--collapsed FILE]``: host time by Python function."""
 from __future__ import annotations
 
+from . import trace_arg
 from ..text import json_text
 
 
@@ -22,7 +23,7 @@ def run(args) -> int:
     from ..analysis.hotspots import hotspots
     from ..trace import load_trace
 
-    result = hotspots(load_trace(args.trace, use_cache=not args.no_cache), thread=args.thread)
+    result = hotspots(load_trace(trace_arg(args.trace), use_cache=not args.no_cache), thread=args.thread)
     if args.collapsed:
         result.write_collapsed(args.collapsed)
     print(json_text(result.to_json()) if args.json else format_hotspots(result, args.top, args.collapsed))

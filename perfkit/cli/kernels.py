@@ -1,6 +1,7 @@
 """``perfkit kernels TRACE [--json] [--top N] [--device NAME]``: what the GPU does with its time."""
 from __future__ import annotations
 
+from . import trace_arg
 from ..text import json_text
 
 
@@ -24,7 +25,7 @@ def run(args) -> int:
 
     if args.top is not None and args.top < 1:
         raise ParameterError(f"--top must be at least 1, got {args.top}")
-    trace = load_trace(args.trace, use_cache=not args.no_cache)
+    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
     result = kernels(trace, device=args.device, use_cache=not args.no_cache)
     print(json_text(result.to_json(top=args.top)) if args.json else format_kernels(result, args.trace, args.top or 15))
     return 0

@@ -3,8 +3,6 @@ markdown table (regressions in bold) or as JSON records. ``--path`` defaults to 
 ``reports/perf_log.csv``."""
 from __future__ import annotations
 
-from ..report.perflog import PerfLog
-
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("log", help="print the performance log",
@@ -17,6 +15,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from ..report.perflog import PerfLog  # pandas: imported when the command runs, not by --help
+
     log = PerfLog(args.path)
     if args.json:
         print(log.read(args.investigation).to_json(orient="records", indent=1))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from . import trace_arg
 from ..text import json_text, printable_data
 
 
@@ -21,7 +22,7 @@ def run(args) -> int:
     from ..analysis.memory import memory_timeline
     from ..trace import load_trace
 
-    timeline = memory_timeline(load_trace(args.trace, progress=sys.stderr.isatty()), top=args.top)
+    timeline = memory_timeline(load_trace(trace_arg(args.trace), progress=sys.stderr.isatty()), top=args.top)
     print(json_text(timeline.to_json(), indent=2) if args.json else format_timeline(printable_data(timeline.to_json())))
     return 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..text import json_text
+from ..text import clip, json_text
 
 
 def register(subparsers) -> None:
@@ -63,7 +63,7 @@ def _skew(collectives: list, top: int) -> list[str]:
         return []
     worst = sorted(collectives, key=lambda c: -c["skew_us"])[:top]
     out = ["", f"collective arrival skew (largest {len(worst)} of {len(collectives)}):"]
-    out += [f"  step {c['step']} {c['name'][:48]} #{c['occurrence']}: {c['skew_us'] / 1e3:.2f} ms, "
+    out += [f"  step {c['step']} {clip(c['name'], 48)} #{c['occurrence']}: {c['skew_us'] / 1e3:.2f} ms, "
             f"first rank {c['first_rank']}, last rank {c['last_rank']}" for c in worst]
     return out
 

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 from ..errors import ParameterError
-from ..report.publish.runner import run_all
 from ..report.registry import INVESTIGATIONS, NOTEBOOK_SETS
 
 __all__ = ["register", "run", "parse_value"]
@@ -59,6 +58,8 @@ def parse_value(text: str):
 
 
 def run(args) -> int:
+    from ..report.publish.runner import run_all  # pandas, jinja2: imported when the command runs
+
     params = {key: parse_value(value) for key, value in args.parameters}
     runs = run_all(args.names or None, params, out_dir=args.out, date=args.date, kernel_name=args.kernel,
                    progress=not args.no_progress, notebook_dir=args.notebook_dir)

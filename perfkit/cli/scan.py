@@ -5,9 +5,12 @@ Exits 0 even with findings unless ``--fail-on-findings`` is given (then 1 when a
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from ..detect.static import ScanReport, scan
 from ..text import json_text, printable
+
+if TYPE_CHECKING:
+    from ..detect.static import ScanReport
 
 
 def register(subparsers) -> None:
@@ -22,6 +25,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from ..detect.static import scan  # pandas: imported when the command runs, not by --help
+
     rules = [r.strip() for r in args.rules.split(",") if r.strip()] if args.rules else None
     report = scan(args.paths, rules=rules)
     if args.json:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from ..analysis.compile import regions_note
+from . import trace_arg
 from ..text import json_text, printable_data
 
 
@@ -21,7 +21,7 @@ def run(args) -> int:
     from ..trace import load_trace
 
     for source in args.traces:
-        trace = load_trace(source, use_cache=not args.no_cache, salvage=args.salvage, progress=sys.stderr.isatty())
+        trace = load_trace(trace_arg(source), use_cache=not args.no_cache, salvage=args.salvage, progress=sys.stderr.isatty())
         summary = summarize(trace)
         print(json_text(summary) if args.json else format_summary(printable_data(summary)))
     return 0
@@ -65,6 +65,8 @@ def _compile_lines(c: dict | None) -> list[str]:
     """torch.compile facts (``compile`` key), or nothing for a trace without them."""
     if not c:
         return []
+    from ..analysis.compile import regions_note  # pandas: only for a trace with torch.compile facts
+
     share = "-" if c["triton_time_share"] is None else f"{c['triton_time_share']:.0%}"
     return [f"compile    {c['triton_kernels']:,} of {c['kernels']:,} kernels are Triton ({share} of kernel time); "
             f"compiling {c['compile_s']:.3f} s in the trace",

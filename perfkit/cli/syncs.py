@@ -2,7 +2,8 @@
 scalar reads that did not wait (listed apart, not counted)."""
 from __future__ import annotations
 
-from ..text import json_text, printable_data
+from . import trace_arg
+from ..text import clip, json_text, printable_data
 
 
 def register(subparsers) -> None:
@@ -19,7 +20,7 @@ def run(args) -> int:
     from ..analysis.syncs import syncs
     from ..trace import load_trace
 
-    result = syncs(load_trace(args.trace, use_cache=not args.no_cache))
+    result = syncs(load_trace(trace_arg(args.trace), use_cache=not args.no_cache))
     print(json_text(result.to_json()) if args.json else format_syncs(printable_data(result.to_json()), args.top))
     return 0
 
@@ -55,7 +56,7 @@ def _sites(sites: list, top: int, time_key: str = "blocked_us") -> list[str]:
     for s in sites[:top]:
         source = where(s) if s["file"] else "- (no Python stack)"
         lines.append(f"{_ms(s[time_key]):>10}{s['count']:>7,}{s['per_step']:>7.3g}  {s['kind']:<22}"
-                     f"{(s['op'] or '-')[:27]:<28}{source}")
+                     f"{clip(s['op'] or '-', 27):<28}{source}")
     if len(sites) > top:
         lines.append(f"... {len(sites) - top} more sites (--top N or --json)")
     return lines

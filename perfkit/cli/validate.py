@@ -11,7 +11,6 @@ from pathlib import Path
 from ..atomic import write_text_atomic
 from ..text import json_text
 from ..validation.checks import CHECKS, PRESETS
-from ..validation.suite import validate
 
 
 def register(subparsers) -> None:
@@ -33,6 +32,8 @@ def _progress(check) -> None:
 
 
 def run(args) -> int:
+    from ..validation.suite import validate  # pandas, torch: imported when the command runs
+
     report = validate(args.device, preset=args.preset, only=args.only, on_check=_progress)
     markdown = report.to_markdown()
     if args.out is not None:

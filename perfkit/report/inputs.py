@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
 
-from ..errors import ParameterError
+from ..errors import ParameterError, require
 from .workbook import (SHIPPED_RANK_SETS, SHIPPED_TRACES, relative_name, shipped_rank_sets, shipped_traces,
                        workbook_root)
 
@@ -31,6 +31,8 @@ def check_mode(mode: str) -> str:
     """``mode`` if it is "trace" or "live"; ParameterError otherwise."""
     if mode not in MODES:
         raise ParameterError(f"mode={mode!r}: use 'trace' (analyze trace_path) or 'live' (run a reference workload)")
+    if mode == "live":
+        require("torch", "mode='live' (it runs a reference workload)")
     return mode
 
 

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ParameterError
+from ..errors import ParameterError, require
 
 MODES = ("trace", "live", "snapshot")
 _MIB = 2**20
@@ -29,6 +29,8 @@ def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ParameterError(f"mode={mode!r}: use 'live' (hunt a leak now), 'trace' (diff trace_path against "
                              "trace_path_b) or 'snapshot' (read the CUDA memory snapshots in snapshot_paths)")
+    if mode == "live":
+        require("torch", "mode='live' (it hunts a leak in a running workload)")
     return mode
 
 

@@ -220,3 +220,28 @@ def compile_sites(result) -> pd.DataFrame:
     rows = [("graph break", b.reason, b.location, b.code) for b in result.graph_breaks]
     rows += [("recompile", r.reason, r.location, r.code) for r in result.recompiles]
     return pd.DataFrame(rows, columns=["kind", "reason", "location", "code"])
+
+
+# cpu_bound's per-step table as a person reads it: (column of ``to_frame()``, heading, scale).
+_STEP_COLUMNS = (("wall_us", "wall (ms)", 1e-3), ("host_busy_us", "host busy (ms)", 1e-3),
+                 ("gpu_busy_pct", "GPU busy (%)", 1.0), ("dataloader_us", "DataLoader (ms)", 1e-3),
+                 ("compile_us", "compiling (ms)", 1e-3), ("sync_blocked_us", "sync blocked (ms)", 1e-3),
+                 ("launches", "launches", 1.0), ("queue_delay_us", "launch queue (ms)", 1e-3))
+
+
+def cpu_bound_steps(result) -> pd.DataFrame:
+    """One row per step of a ``cpu_bound`` result that fits a page: step (rank too when several),
+    its verdict, then wall and host time in ms and GPU busy %, and only those of DataLoader,
+    compiling, sync and launch columns that are non-zero somewhere; no timestamps, no empty column.
+    ``result.to_frame()`` keeps every column."""
+    frame = result.to_frame()
+    out = pd.DataFrame({"step": frame["step"]})
+    if frame["rank"].nunique() > 1:
+        out.insert(0, "rank", frame["rank"])
+    out["verdict"] = frame["verdict"]
+    for column, heading, scale in _STEP_COLUMNS:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        values = values * scale if scale != 1.0 else values
+        if column in ("wall_us", "host_busy_us") or (values.notna().any() and values.fillna(0).ne(0).any()):
+            out[heading] = values
+    return out

@@ -50,6 +50,12 @@ class ParquetDataset:
         return f"<ParquetDataset {self.directory}: ranks {list(self.ranks)}; {counts}>"
 
 
+def occupied(directory: str | os.PathLike) -> bool:
+    """True when ``directory`` exists as a file or a non-empty folder (an export would replace it)."""
+    target = Path(directory)
+    return target.exists() and (not target.is_dir() or any(target.iterdir()))
+
+
 def export_parquet(source, directory, *, overwrite: bool = False, **load_options) -> ParquetDataset:
     """Load ``source`` (as :func:`~perfkit.trace.load_trace` does, with ``load_options``) and write
     it to ``directory`` as a Parquet dataset partitioned by rank.
@@ -61,8 +67,8 @@ def export_parquet(source, directory, *, overwrite: bool = False, **load_options
     from .load import load_trace
 
     target = Path(directory)
-    if target.exists() and not overwrite and (not target.is_dir() or any(target.iterdir())):
-        raise ParameterError(f"{target} already exists; choose a new directory or pass overwrite=True (--overwrite)")
+    if occupied(target) and not overwrite:
+        raise ParameterError(f"{target} already exists; choose a new directory or pass overwrite=True to replace it")
     trace = load_trace(source, **load_options)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent))

@@ -137,22 +137,25 @@ def new_run_id(day: str | None = None, when: datetime | None = None) -> str:
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    """date | investigation | change | metric | before -> after | delta | verdict, one line per row."""
-    head = ["date", "investigation", "change", "metric", "before -> after", "delta", "verdict"]
+    """date | investigation | subject | change | metric | before -> after | delta | verdict | note, one
+    line per row; the note is the row's measurement quality (why a verdict is "not enough data")."""
+    head = ["date", "investigation", "subject", "change", "metric", "before -> after", "delta", "verdict", "note"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in frame.to_dict("records"):
-        text = [md_escape(row[k]) for k in ("date", "investigation", "change", "metric")]
-        cells = text + [_before_after(row), format_delta(row["delta_pct"]), _verdict_text(row["verdict"])]
+        text = [md_escape(row[k]) for k in ("date", "investigation", "subject", "change", "metric")]
+        cells = text + [_before_after(row), format_delta(row["delta_pct"]), _verdict_text(row["verdict"]),
+                        md_escape(row["quality"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """The log as people read it, newest first: run, investigation, change, metric, before,
-    after, delta and verdict (REGRESSED in capitals), as text."""
+    """The log as people read it, newest first: run, investigation, subject, change, metric,
+    before, after, delta, verdict (REGRESSED in capitals) and note, as text."""
     rows = frame.iloc[::-1]
     return pd.DataFrame({
-        "run": rows["run_id"], "investigation": rows["investigation"], "change": rows["change"],
+        "run": rows["run_id"], "investigation": rows["investigation"], "subject": rows["subject"],
+        "change": rows["change"],
         "metric": rows["metric"], "device": rows["device"],
         "before": [format_value(v) for v in rows["baseline"]],
         "after": [format_value(v, u) for v, u in zip(rows["value"], rows["unit"])],

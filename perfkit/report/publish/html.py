@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..card import read_card
+
 _CDN_BLOCKS = ("html_head_js_requirejs", "jupyter_widgets", "html_head_js_mathjax", "html_head_js_mermaidjs")
 _CSS = """
 .jp-OutputArea-output table { display: block; overflow-x: auto; max-width: 100%; }
@@ -28,8 +30,9 @@ body { max-width: 1200px; margin: 0 auto; }
 """
 
 
-def notebook_html(nb) -> str:
-    """The shareable HTML of an executed notebook (see the module docstring)."""
+def notebook_html(nb, name: str = "") -> str:
+    """The shareable HTML of an executed notebook (see the module docstring); its ``<title>`` is
+    the investigation and subject of the notebook's verdict card, else ``name``."""
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
@@ -40,8 +43,17 @@ def notebook_html(nb) -> str:
                             exclude_input_prompt=True, exclude_output_prompt=True,
                             extra_loaders=[DictLoader({"perfkit_report.html.j2": template})],
                             template_file="perfkit_report.html.j2")
-    body, _ = exporter.from_notebook_node(scrub_paths(nb))
+    nb = scrub_paths(nb)
+    nb.metadata["title"] = page_title(read_card(nb), name)
+    body, _ = exporter.from_notebook_node(nb)
     return body
+
+
+def page_title(card: dict, name: str = "") -> str:
+    """'sync_points: trace ppo_sync_checks.json.gz' from a verdict card, else ``name`` (the notebook)."""
+    if card.get("investigation"):
+        return f"{card['investigation']}: {card['subject']}" if card.get("subject") else card["investigation"]
+    return name or "perfkit report"
 
 
 def local_prefixes() -> list[tuple[str, str]]:
@@ -83,6 +95,8 @@ def _scrub_output(output, prefixes) -> None:
 def _scrub(text, prefixes):
     joined = "".join(text) if isinstance(text, list) else str(text)
     for path, placeholder in prefixes:
-        # Not inside base64 data (a data: URI can hold "/tmp" by chance), and only whole folders.
-        joined = re.sub(r"(?<![A-Za-z0-9+/=_.-])" + re.escape(path) + r"(?![A-Za-z0-9_.-])", placeholder, joined)
+        # Not inside base64 data (a data: URI can hold "/tmp" by chance), and only whole folders; a
+        # traceback's colour code ("\x1b[0;32m/home/...") ends in a letter and still starts a path.
+        joined = re.sub(r"(?:(?<=\x1b\[[0-9;]m)|(?<=\x1b\[[0-9;]{2}m)|(?<=\x1b\[[0-9;]{3}m)|(?<=\x1b\[[0-9;]{4}m)"
+                        r"|(?<![A-Za-z0-9+/=_.-]))" + re.escape(path) + r"(?![A-Za-z0-9_.-])", placeholder, joined)
     return joined

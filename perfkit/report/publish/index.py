@@ -79,6 +79,19 @@ def _entry(root: Path, page: Path) -> ReportEntry:
                        status=status, error=record.get("error", ""), line=card_line(record.get("card") or {}))
 
 
+def _latest_of_the_others(runs: list[dict]) -> list[ReportEntry]:
+    """The newest report of each notebook the latest run did not run (``perfkit run cpu_bound`` after
+    a full run leaves the other investigations' latest results where they are read first)."""
+    seen = {e.name for e in runs[0]["entries"]}
+    out = []
+    for run in runs[1:]:
+        for e in run["entries"]:
+            if e.name not in seen:
+                seen.add(e.name)
+                out.append(e)
+    return out
+
+
 def _group(entries: list[ReportEntry]) -> list[dict]:
     runs = {}
     for e in entries:
@@ -91,7 +104,7 @@ def _render(runs: list[dict], log: pd.DataFrame, problems: list[str]) -> str:
 
     env = Environment(loader=PackageLoader("perfkit.report.publish", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True))
-    latest = dict(runs[0]) if runs else None
+    latest = dict(runs[0], earlier=_latest_of_the_others(runs)) if runs else None
     if latest:
         run_rows = log[log["run_id"].str.startswith(latest["run_id"] + "/")] if len(log) else log
         latest["regressed"] = int((run_rows["verdict"] == "regressed").sum()) if len(run_rows) else 0

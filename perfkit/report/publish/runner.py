@@ -31,7 +31,7 @@ from typing import Callable, Iterable
 import pandas as pd
 
 from ...atomic import write_text_atomic
-from ...errors import MissingDependencyError, ParameterError
+from ...errors import MissingDependencyError, ParameterError, missing_dependency
 from ...results import html_section, html_table, html_text, html_warnings
 from ..card import read_card
 from ..registry import NOTEBOOK_SUFFIXES, expand_sets, notebook_names, read_notebook, write_ipynb_text
@@ -267,6 +267,15 @@ def _remove_stale_staging(out: Path) -> None:
     for folder in staging.glob("*") if staging.is_dir() else ():
         if folder.name.isdigit() and not _alive(int(folder.name)):
             shutil.rmtree(folder, ignore_errors=True)
+    _remove_if_empty(staging)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """Remove ``folder`` when nothing is left in it (another run's staging keeps it)."""
+    try:
+        folder.rmdir()
+    except OSError:  # absent, or not empty
+        pass
 
 
 def _alive(pid: int) -> bool:
@@ -293,11 +302,12 @@ def _execute(path: Path, folder: Path, params: dict, kernel_name, warnings: tupl
         run = _make_run(path, folder, final, params, time.perf_counter() - start, failure, warnings, nb, kernel_text)
         if nb is not None:
             write_text_atomic(final[".ipynb"], write_ipynb_text(nb))
-            write_text_atomic(final[".html"], notebook_html(nb))
+            write_text_atomic(final[".html"], notebook_html(nb, path.stem))
         write_text_atomic(final[".run.json"], record_json({**asdict(run), "warnings": list(run.warnings)}))
         return run
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        _remove_if_empty(stage.parent)
 
 
 def _papermill_execute(path: Path, output: Path, params: dict, kernel_name, stage: Path) -> tuple[dict | None, str]:
@@ -311,10 +321,17 @@ def _papermill_execute(path: Path, output: Path, params: dict, kernel_name, stag
             papermill.execute_notebook(str(path), str(output), parameters=params, kernel_name=kernel_name or "python3",
                                        progress_bar=False, cwd=os.getcwd(), log_output=False, **engine)
     except papermill.PapermillExecutionError as exc:
-        return {"error": f"{exc.ename}: {exc.evalue}", "cell_index": exc.cell_index, "source": exc.source}, _tail(log)
+        return {"error": _cell_error(exc.ename, exc.evalue), "cell_index": exc.cell_index, "source": exc.source}, _tail(log)
     except Exception as exc:  # kernel death, timeouts, missing kernel: reported, the batch goes on
         return {"error": f"{type(exc).__name__}: {exc}", "cell_index": None, "source": ""}, _tail(log)
     return None, _tail(log)
+
+
+def _cell_error(ename: str, evalue: str) -> str:
+    """The cell's exception as one line; a missing optional package names the extra that brings it."""
+    match = re.fullmatch(r"No module named '([\w.]+)'", evalue or "")
+    missing = missing_dependency(ModuleNotFoundError(evalue, name=match[1]), "this notebook") if match else None
+    return f"MissingDependencyError: {missing}" if missing else f"{ename}: {evalue}"
 
 
 def _tail(log: Path, lines: int = 20) -> str:

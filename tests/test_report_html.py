@@ -1,0 +1,77 @@
+"""The shared HTML page: its <title> is the investigation and subject, and a failed cell's coloured
+traceback shows no absolute local path (issue 23)."""
+from __future__ import annotations
+
+import re
+import sys
+
+import nbformat
+
+from perfkit.report.card import MIME, VerdictCard
+from perfkit.report.publish.html import notebook_html
+
+
+def _notebook(*outputs) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("x = 1")
+    cell.outputs = list(outputs)
+    nb.cells.append(cell)
+    return nb
+
+
+def _title(html: str) -> str:
+    return re.search(r"<title>(.*?)</title>", html, re.S)[1].strip()
+
+
+def test_title_is_the_investigation_and_subject():
+    card = VerdictCard("sync_points", "125 possible sync points per step", (), "", "trace ppo_sync_checks.json.gz",
+                       "cpu")
+    out = nbformat.v4.new_output("display_data", data={"text/plain": "card", MIME: card.to_json()})
+    assert _title(notebook_html(_notebook(out), "sync_points")) == "sync_points: trace ppo_sync_checks.json.gz"
+
+
+def test_title_without_a_card_is_the_notebook_name():
+    assert _title(notebook_html(_notebook(), "cpu_bound")) == "cpu_bound"
+
+
+def test_coloured_traceback_shows_no_python_prefix():
+    frame = f"\x1b[0;32m{sys.prefix}/lib/python3.11/site-packages/torch/x.py\x1b[0m:12"
+    error = nbformat.v4.new_output("error", ename="ValueError", evalue="bad", traceback=[frame])
+    html = notebook_html(_notebook(error), "x")
+    assert sys.prefix not in html and "[python]/lib/python3.11" in html
+
+
+def test_cpu_bound_step_table_fits_a_page():
+    from pathlib import Path
+
+    import perfkit
+    from perfkit.report import tables
+
+    trace = Path(__file__).resolve().parents[1] / "data" / "traces" / "cpu" / "ppo_item_logging.json.gz"
+    result = perfkit.cpu_bound(perfkit.load_trace(trace))
+    table = tables.cpu_bound_steps(result)
+    full = result.to_frame()
+    assert list(table.columns) == ["step", "verdict", "wall (ms)", "host busy (ms)"]  # CPU-only: no GPU, no zeros
+    assert table["wall (ms)"].tolist() == (full["wall_us"] / 1e3).tolist()
+    assert not table.isna().any().any() and len(table.columns) <= 10
+    assert "start_us" in full.columns and not any("start" in c for c in table.columns)
+
+
+def test_findings_evidence_reads_as_text_not_key_value():
+    from perfkit.results import Finding, evidence_text, findings_frame
+
+    evidence = {"queue_delay_us": float("nan"), "gpu_busy_share": 0.4346, "launches_per_step": 1200,
+                "per_step_us_a": 12109.3, "alloc_bytes": 25276063744, "leak": True, "busy_pct": 12.5}
+    assert evidence_text(evidence) == ("GPU busy share: 43.46%; launches per step: 1,200; per step (A): 12.11 ms; "
+                                       "alloc: 25.28 GB; leak: yes; busy: 12.5%")
+    row = findings_frame([Finding("low", "t", evidence, "fix", "rule")]).iloc[0]
+    assert "=" not in row["evidence"] and "nan" not in row["evidence"] and "True" not in row["evidence"]
+
+
+def test_html_tables_say_yes_and_no():
+    import pandas as pd
+
+    from perfkit.results import html_table
+
+    html = html_table(pd.DataFrame({"waiting": [True, False], "ms": [1.5, 2.0]}))
+    assert "<td>yes</td>" in html and "<td>no</td>" in html and "True" not in html and "False" not in html
