@@ -90,7 +90,9 @@ def _title(verdict: str, e: dict, o: dict, tables: dict) -> str:
     if verdict == "communication-bound":
         return (f"communication-bound: collectives not hidden under compute take {o['comm_exposed_us'] / 1e3:,.2f} ms "
                 f"of {_ms(o['wall_us'] - o['warmup_us'])} ({e['comm_exposed_share']:.0%}); GPU busy "
-                f"{o['gpu_busy_pct']:.0f}% of {n} step(s)")
+                f"{o['gpu_busy_pct']:.0f}% of {n} step(s)" + ("" if e["gpu_busy_share"] >= 0.8 else
+                f"; host blocked in syncs {e['sync_share']:.0%}, waiting on them"
+                if e["sync_share"] >= 0.1 else ""))
     if verdict == "launch-bound":
         return (f"launch-bound: {e['launches_per_step']:,.0f} launches per step, median kernel "
                 f"{_us(e['median_kernel_us'])}; the host issuing them holds {e['issuing_idle_share']:.0%} of the step "

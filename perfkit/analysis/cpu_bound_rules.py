@@ -35,6 +35,11 @@ LOW_UTILIZATION = 0.50
 # at or above which communication, not compute, is the limiter (HTA's critical path calls such a
 # step gpu_communication_bound; a perfkit rule: the larger half decides).
 COMM_SHARE = 0.50
+# With the GPU less busy, collectives not overlapped by compute at or above this share of the step
+# compete with the host causes, and win when larger: a collective kernel lasts until its slowest
+# peer arrives, so a rank whose host syncs on it (DLRM's .item() after all_to_all) waits for its
+# peers, not for its own GPU. The floor is the sync share's.
+COMM_STEP_SHARE = 0.10
 # Share of the step spent in DataLoader.__next__ at or above which an idle GPU is blamed on input.
 # torch-tb-profiler recommends num_workers from 5% (same source); a verdict asks for twice that.
 INPUT_SHARE = 0.10
@@ -93,7 +98,8 @@ def decide(row: dict, thresholds: dict, kind: str = "gpu") -> tuple[str, dict]:
     6. CPU-only trace: no GPU events and no launch calls;
     7. GPU-bound (host ahead): median launch-to-kernel delay >= ``host_ahead_share`` of the step
        and >= ``HOST_AHEAD_MIN_US`` (the GPU idles for reasons other than the host: work is queued);
-    8.-10. the largest of the host causes that meet their rule (``host_causes``): sync-bound (host
+    8.-11. the largest of the causes that meet their rule: communication-bound (collectives not under
+       compute >= ``COMM_STEP_SHARE``) and the host causes (``host_causes``): sync-bound (host
        blocked in syncs >= ``sync_share``), launch-bound (>= ``LAUNCH_MIN_PER_STEP`` launches per
        step, the host issuing work >= the host working on its own, while the GPU idles),
        host-compute-bound (ops that launch nothing, Python with no launch inside, untraced code).
@@ -123,8 +129,12 @@ def decide(row: dict, thresholds: dict, kind: str = "gpu") -> tuple[str, dict]:
     if kind == "gpu" and e["queue_delay_share"] >= t["host_ahead_share"] and e["queue_delay_us"] >= HOST_AHEAD_MIN_US:
         return "GPU-bound (host ahead)", dict(e, rule=f"median launch-to-kernel delay >= {t['host_ahead_share']:.0%} "
                                                       f"of step and >= {HOST_AHEAD_MIN_US:g} us: GPU work is queued")
+    if e["comm_exposed_share"] >= COMM_STEP_SHARE:
+        host["communication-bound"] = e["comm_exposed_share"]
     verdict = max(host, key=host.get) if max(host.values()) > 0 else "host-compute-bound"
-    rules = {"input-bound": f"DataLoader >= {t['input_share']:.0%} of step and the largest host cause",
+    rules = {"communication-bound": f"collectives not overlapped by compute >= {COMM_STEP_SHARE:.0%} of step and "
+                                    "larger than every host cause (a collective waits for its slowest peer)",
+             "input-bound": f"DataLoader >= {t['input_share']:.0%} of step and the largest host cause",
              "sync-bound": f"host blocked in syncs >= {t['sync_share']:.0%} of step and the largest host cause",
              "launch-bound": f">= {LAUNCH_MIN_PER_STEP} launches per step, the host issuing work (launching ops, "
                              "the Python around them) >= its own work while the GPU idles, the largest host cause",

@@ -139,6 +139,8 @@ def _add_step_time(frames: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
 
 def _outermost(frames: pd.DataFrame) -> np.ndarray:
     """Frames that start after every earlier frame of the same function on the thread has ended."""
+    if frames.empty:
+        return np.zeros(0, dtype=bool)
     thread = pd.factorize(frames["thread"])[0].astype(np.int64)
     group = thread * (int(frames["key"].max()) + 1) + frames["key"].to_numpy()
     order = np.lexsort((frames["start_us"].to_numpy(), group))

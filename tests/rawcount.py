@@ -1,0 +1,69 @@
+"""Independent counts from a trace's raw JSON (json + gzip only, no perfkit): what bounds its steps.
+
+Used by the diagnosis label tests to check, from the raw events, the evidence behind each
+hand-written label. Deliberately simple: ProfilerStep# windows (else the whole trace), unions of
+GPU intervals inside them, DataLoader ranges, launch calls, kernel durations, NCCL/RCCL kernels not
+overlapped by other GPU work, and the longest single host call.
+"""
+import gzip
+import json
+import re
+import statistics
+
+GPU = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
+LAUNCH = re.compile(r"^(cuda|cu|hip)(LaunchKernel|ExtLaunchKernel|ModuleLaunchKernel|ExtModuleLaunchKernel|"
+                    r"GraphLaunch|LaunchCooperativeKernel|LaunchKernelEx|LaunchKernelExC)")
+COMM = re.compile(r"nccl|rccl", re.I)
+
+
+def _union(spans):
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def _clip(spans, lo, hi):
+    return [(max(a, lo), min(b, hi)) for a, b in spans if b > lo and a < hi]
+
+
+def raw_facts(path) -> dict:
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
+             and e.get("cat") in ("user_annotation", "cpu_op", "Operator")]
+    if steps:  # drop a first/last step shorter than 10% of the shortest other (cut by the profiler window)
+        steps = sorted(set(steps))
+        lengths = [b - a for a, b in steps]
+        keep = [s for i, s in enumerate(steps) if not (i in (0, len(steps) - 1) and len(steps) > 1
+                and (s[1] - s[0]) < 0.1 * min(l for j, l in enumerate(lengths) if j != i))]
+        steps = keep
+    else:
+        host = [(e["ts"], e["ts"] + e["dur"]) for e in events]
+        steps = [(min(a for a, _ in host), max(b for _, b in host))]
+    gpu = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in GPU]
+    kernels = [e for e in events if e.get("cat") in ("kernel", "Kernel")]
+    comm = [(e["ts"], e["ts"] + e["dur"]) for e in kernels if COMM.search(str(e.get("name", "")))]
+    other = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in GPU
+             and not COMM.search(str(e.get("name", "")))]
+    loader = [(e["ts"], e["ts"] + e["dur"]) for e in events if str(e.get("name", "")).startswith("enumerate(DataLoader)")]
+    launches = [e for e in events if LAUNCH.match(str(e.get("name", "")))]
+    wall = sum(b - a for a, b in steps)
+    inside = lambda spans: sum(_union(_clip(spans, a, b)) for a, b in steps)  # noqa: E731
+    busy = inside(gpu)
+    in_steps = [e for e in launches if any(a <= e["ts"] < b for a, b in steps)]
+    in_kernels = [e["dur"] for e in kernels if any(a <= e["ts"] < b for a, b in steps)]
+    host = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver", "Operator", "Runtime")
+            and any(a <= e["ts"] < b for a, b in steps)]
+    longest = max((e["dur"] for e in host), default=0.0)
+    return {"steps": len(steps), "wall_us": wall, "gpu_events": len(gpu), "busy_share": busy / wall if wall else 0.0,
+            "comm_exposed_share": (busy - inside(other)) / wall if wall else 0.0,
+            "loader_share": inside(loader) / wall if wall else 0.0, "launches": len(launches),
+            "launches_per_step": len(in_steps) / max(len(steps), 1),
+            "median_kernel_us": statistics.median(in_kernels) if in_kernels else None,
+            "longest_host_call_share": longest / (wall / len(steps)) if wall else 0.0,
+            "devices": [d.get("name") for d in doc.get("deviceProperties", []) if isinstance(d, dict)]}

@@ -1,0 +1,134 @@
+"""What bounds the steps of every GPU trace in ../shared/traces/public, written down by hand from the
+raw events (``rawcount.raw_facts``: plain json, no perfkit), and every surface checked against it.
+
+Each label says why, in numbers anyone can recount from the raw file; the test recounts them
+(``RAW``) and then asks perfkit's diagnosis, cpu_bound, step_anatomy, summary and the critical-path
+command for the verdict: they must all give the label.
+"""
+import json
+
+import pytest
+
+import perfkit
+import perfkit.cli
+from perfkit.analysis.summary import summarize
+from perfkit.trace import load_trace
+
+from conftest import SHARED_TRACES, shared_trace
+from rawcount import raw_facts
+
+LABELS = {  # trace: (verdict, why, from the raw events)
+    "hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz": (
+        "launch-bound", "one 6.5 ms first hipLaunchKernel (70% of the 9.3 ms step: warm-up, set apart); the rest: "
+                        "14 launches, GPU busy 2%, the host dispatching small ops"),
+    "hta_critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz": (
+        "warm-up", "the first aten::to (CUDA context creation, 29.9 s) and first conv2d hold 98% of the window"),
+    "hta_critical_path__cuda_event_sync__event_sync_trace.json.gz": (
+        "host-compute-bound", "aten::empty (a 2.19 ms allocation that launches nothing) is 69% of a 3.15 ms step; "
+                              "4 launches, GPU busy 2%"),
+    "hta_cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz": (
+        "GPU activity not recorded", "77 launch calls, 0 kernels/copies/memsets, 8 A100s in deviceProperties"),
+    "hta_nccl_parser_config__nccl_data.json.gz": (
+        "launch-bound", "900 launches per 220 ms step, median kernel 16 us, GPU busy 24%, collectives exposed 6%"),
+    "hta_timeline_analysis__sampled_rank-0.json.gz": (
+        "communication-bound", "GPU busy 45%, of which collectives with no compute under them 27% of the step"),
+    "hta_trace_diff__control__control.json.gz": ("GPU-bound", "GPU busy 84% of 6 steps"),
+    "hta_trace_diff__test__test.json.gz": ("GPU-bound", "GPU busy 96% of 6 steps"),
+    "hta_triton_example__triton_example.json.gz": (
+        "host-compute-bound", "one 1.8 us Triton kernel in a window of untraced host time (no steps)"),
+    "kineto_h100_out_of_order_after_fix.json.gz": (
+        "host-compute-bound", "1 launch, GPU busy 7%, the rest untraced host time"),
+    "kineto_h100_out_of_order_before_fix.json.gz": (
+        "host-compute-bound", "1 launch, GPU busy 7%, the rest untraced host time"),
+    "kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz": (
+        "input-bound", "DataLoader __next__ 40% of the step (num_workers=0), GPU busy 56%"),
+    "kineto_v100_resnet50_dataloader_nw4.pt.trace.json.gz": (
+        "launch-bound", "DataLoader 1% with 4 workers; 1,478 launches per step, median kernel 2 us, GPU busy 72%"),
+    "param_rtx2080ti_resnet_train.json.gz": ("input-bound", "DataLoader ranges 51% of the window, GPU busy 29%"),
+    "param_v100_dlrm_rank0.pt.trace.json.gz": (
+        "communication-bound", "NCCL kernels with nothing under them 38% of the step (waiting 5.6 ms for peers: "
+                               "perfkit ranks), host syncs 15% behind them, GPU compute 7%"),
+    "param_v100_dlrm_rank1.pt.trace.json.gz": ("communication-bound", "exposed NCCL 56% of the step, 11 ms waiting"),
+    "param_v100_dlrm_rank2.pt.trace.json.gz": (
+        "launch-bound", "exposed NCCL 25%; the host issuing 246 launches (median kernel 3 us) holds more"),
+    "param_v100_dlrm_rank3.pt.trace.json.gz": ("communication-bound", "exposed NCCL 49% of the step"),
+    "param_v100_dlrm_rank4.pt.trace.json.gz": ("communication-bound", "exposed NCCL 36% of the step"),
+    "param_v100_dlrm_rank5.pt.trace.json.gz": ("communication-bound", "exposed NCCL 35% of the step"),
+    "param_v100_dlrm_rank6.pt.trace.json.gz": (
+        "launch-bound", "exposed NCCL 25%; the host issuing 246 launches (median kernel 3 us) holds more"),
+    "param_v100_dlrm_rank7.pt.trace.json.gz": (
+        "launch-bound", "the rank the others wait for (last at 5 collectives): exposed NCCL 13%, GPU busy 21%, "
+                        "246 launches of 3 us kernels"),
+    "sidnb13_h100_transformer_fwd_tf32.pt.trace.json.gz": (
+        "launch-bound", "16 launches per 0.8 ms step, median kernel 7 us, GPU busy 14%: module forwards issuing kernels"),
+    "tracelens_b200_serving_eager_rank0.json.gz": (
+        "launch-bound", "768 launches per step, median kernel 6 us, GPU busy 13% (eager serving)"),
+    "tracelens_h100_bert_small_infer_bf16.json.gz": (
+        "launch-bound", "60 launches, median kernel 5 us, GPU busy 7%: HF module Python around each launch"),
+    "tracelens_h100_qwen05b_infer_bf16.json.gz": ("GPU-bound", "GPU busy 92%"),
+    "tracelens_h100_timesformer_infer_bf16.json.gz": (
+        "GPU-bound (host ahead)", "kernels start a median 62.6 ms after their launch: work is queued; the GPU "
+                                  "idles only before the queue fills"),
+    "tracelens_mi300x_bert_small_infer_bf16.json.gz": ("launch-bound", "60 launches, median kernel 5 us, GPU busy 10%"),
+    "tracelens_mi300x_compile_triton_small.json.gz": ("GPU-bound", "GPU busy 96%"),
+    "tracelens_mi300x_norm_layers_fwdbwd.json.gz": (
+        "warm-up", "first calls of each norm layer (batch_norm 332 ms, group_norm 211 ms, ...) hold 98% of the window"),
+    "tracelens_mi300x_resnet_ddp_actckpt_bf16_rank0.json.gz": (
+        "communication-bound", "GPU busy 95%, of which RCCL all-reduce not under compute 66% of the step"),
+    "tracelens_mi300x_timesformer_infer_bf16.json.gz": (
+        "GPU-bound (host ahead)", "kernels start a median 46.6 ms after their launch"),
+    "tracelens_mi300x_vllm_piecewise_graph_exec.json.gz": (
+        "GPU-bound (host ahead)", "graph-replayed kernels start a median 214 ms after their launch"),
+    "tracelens_mi300x_xdit_sd35_compiled.json.gz": (
+        "launch-bound", "8,042 launches per step (compiled Triton kernels, median 22 us), GPU busy 60%"),
+}
+CPU_ONLY = {"hta_cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"}
+
+
+def test_every_shared_gpu_trace_has_a_label():
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"{SHARED_TRACES} not found: real traces live in ../shared/traces")
+    present = {p.name for p in SHARED_TRACES.glob("*.json.gz")}
+    assert present - CPU_ONLY == set(LABELS), "label every GPU trace by hand before it is added"
+
+
+def _raw_supports(verdict: str, raw: dict) -> None:
+    """The label's claim, recounted from the raw events."""
+    if verdict == "GPU activity not recorded":
+        assert raw["gpu_events"] == 0 and raw["launches"] > 0 and raw["devices"]
+    elif verdict == "warm-up":
+        assert raw["longest_host_call_share"] >= 0.25  # one first call holds a large part of the window
+    elif verdict == "GPU-bound":
+        assert raw["busy_share"] >= 0.8 and raw["comm_exposed_share"] < 0.5 * raw["busy_share"]
+    elif verdict == "communication-bound":
+        assert raw["comm_exposed_share"] >= 0.1
+    elif verdict == "input-bound":
+        assert raw["loader_share"] >= 0.1 and raw["busy_share"] < 0.8
+    elif verdict == "launch-bound":
+        assert raw["launches_per_step"] >= 10 and raw["busy_share"] < 0.8 and raw["median_kernel_us"] < 50
+    elif verdict == "host-compute-bound":
+        assert raw["busy_share"] < 0.8 and raw["launches_per_step"] < 10
+    elif verdict == "GPU-bound (host ahead)":
+        assert raw["busy_share"] < 0.8 and raw["launches_per_step"] >= 10
+    else:
+        raise AssertionError(verdict)
+
+
+@pytest.mark.parametrize("name", sorted(LABELS), ids=[n[:48] for n in sorted(LABELS)])
+def test_every_report_gives_the_hand_label(name, capsys):
+    path = shared_trace(name)
+    verdict, _why = LABELS[name]
+    _raw_supports(verdict, raw_facts(path))
+    trace = load_trace(path)
+    d = perfkit.diagnose(trace)
+    assert d.verdict == verdict, (d.title, d.numbers)
+    assert perfkit.cpu_bound(trace).verdict == verdict
+    assert perfkit.step_anatomy(trace).verdict == verdict
+    assert summarize(trace)["diagnosis"]["verdict"] == verdict
+    assert perfkit.cli.main(["critical-path", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["diagnosis"]["verdict"] == verdict
+    # a fix that sends the user the wrong way is worse than none
+    if verdict in ("host-compute-bound", "GPU activity not recorded", "warm-up", "input-bound"):
+        assert "reduce-overhead" not in d.fix
+    if verdict == "host-compute-bound":
+        assert "will not shorten the step" in d.fix  # says why compiling or graphing is not the fix
