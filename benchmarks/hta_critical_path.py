@@ -85,23 +85,43 @@ def compare(hta: dict, pk: dict) -> list[str]:
         ("host + launch: cpu_bound+overheads / host+launch+sync_wait",
          h.get("cpu_bound", 0.0) + h.get("gpu_kernel_launch_overhead", 0.0) + h.get("gpu_kernel_kernel_overhead", 0.0),
          k["host"] + k["launch"] + k["sync_wait"]),
-        ("GPU work: gpu_*_bound / kernel+memcpy", h.get("gpu_compute_bound", 0.0) + h.get("gpu_communication_bound", 0.0),
-         k["kernel"] + k["memcpy"]),
+        ("GPU work: gpu_*_bound / kernel+comm+memcpy",
+         h.get("gpu_compute_bound", 0.0) + h.get("gpu_communication_bound", 0.0),
+         k["kernel"] + k.get("comm", 0.0) + k["memcpy"]),
     ]
     lines = [f"  {'':58s}{'HTA us':>10s}{'perfkit us':>12s}{'perfkit/HTA':>12s}"]
     for what, a, b in pairs:
         lines.append(f"  {what:58s}{a:10,.0f}{b:12,.0f}{(b / a if a else float('nan')):12.3f}")
+    hta_bound, pk_bound = dominant_hta(h), dominant_perfkit(k)
+    lines.append(f"  dominant bound: HTA {hta_bound}, perfkit {pk_bound}" + ("" if hta_bound == pk_bound else "  (differ)"))
     lines.append(f"  HTA launch + kernel-kernel overhead {h.get('gpu_kernel_launch_overhead', 0.0):,.0f} + "
                  f"{h.get('gpu_kernel_kernel_overhead', 0.0):,.0f} us; perfkit launch {k['launch']:,.0f} us, "
                  f"idle {k['idle']:,.0f} us of a {pk['wall_us']:,.0f} us window")
     return lines
 
 
+def dominant_hta(bound_by: dict) -> str:
+    """compute / communication / host: the largest of HTA's groups (kernel-kernel overhead is the GPU
+    waiting between kernels on the path: host, like launch overhead)."""
+    groups = {"compute": bound_by.get("gpu_compute_bound", 0.0),
+              "communication": bound_by.get("gpu_communication_bound", 0.0),
+              "host": bound_by.get("cpu_bound", 0.0) + bound_by.get("gpu_kernel_launch_overhead", 0.0)
+              + bound_by.get("gpu_kernel_kernel_overhead", 0.0)}
+    return max(groups, key=groups.get)
+
+
+def dominant_perfkit(by_kind: dict) -> str:
+    """The same three groups of perfkit's kinds (idle left out, as HTA's path skips it)."""
+    groups = {"compute": by_kind["kernel"] + by_kind["memcpy"], "communication": by_kind.get("comm", 0.0),
+              "host": by_kind["host"] + by_kind["launch"] + by_kind["sync_wait"]}
+    return max(groups, key=groups.get)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hta-python", required=True, help="python of a venv with HolisticTraceAnalysis and pandas<3")
     args = ap.parse_args(argv)
-    for name, annotation, instance in CASES:
+    for name, annotation, instance in CASES + TRAINING:
         path = SHARED / name
         if not path.exists():
             print(f"{path}: not found (the shared traces live in ../shared/traces/public)")
