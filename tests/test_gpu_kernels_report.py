@@ -119,3 +119,34 @@ def test_kernel_rows_and_tables():
     assert table["% of GPU busy"].iloc[0] == pytest.approx(100 * result.kernels["share"].iloc[0])
     ops = kernel_tables.op_table(result)
     assert ops.set_index("op").at["aten::index_select", "TFLOP/s"] == "-"  # no model: shown, never guessed
+
+
+def _arm_rows(nb) -> list[tuple[str, ...]]:
+    import re
+
+    text = html_text(nb)
+    return [tuple(re.findall(r"<td>(.*?)</td>", tr, flags=re.S)) for tr in re.findall(r"<tr>(.*?)</tr>", text, re.S)]
+
+
+def test_amp_regression_shows_each_arms_gemm_dtypes_and_tensor_core_share(session, tmp_path):
+    before, after = shared_trace("sidnb13_h100_transformer_fwd_tf32.pt.trace.json.gz"), shared_trace(BERT)
+    nb = session.run(ROOT / "notebooks" / "amp_regression.py", {
+        "mode": "trace", "trace_path": str(before), "trace_path_b": str(after), "perf_log_path": str(tmp_path / "l.csv")})
+    text = html_text(nb)
+    assert "<th>GEMM time on Tensor Cores</th>" in text and "<th>% of GEMM time</th>" in text
+    rows = [r for r in _arm_rows(nb) if len(r) == 6 and r[2] in ("yes", "no", "?")]  # the per-dtype table
+    summary = {r[0]: r for r in _arm_rows(nb) if len(r) == 6 and r[3].endswith(" %")}
+    assert summary["before"][3] == summary["after"][3] == "100.0 %"
+    expected = {arm: perfkit.kernels(perfkit.load_trace(p)).gemm_by_dtype() for arm, p in
+                (("before", before), ("after", after))}
+    for arm, table in expected.items():
+        shown = [r for r in rows if r[0] == arm]
+        assert [(r[1], r[2]) for r in shown] == list(zip(table["dtype"], table["tensor_core"]))
+    assert [r[1] for r in rows if r[0] == "before"][0] == "tf32"  # fp32 model, TF32 matmuls
+    assert [r[1] for r in rows if r[0] == "after"] == ["bf16"]
+
+
+def test_amp_regression_on_cpu_traces_says_neither_has_gemms(session, tmp_path):
+    nb = session.run(ROOT / "notebooks" / "amp_regression.py", {"mode": "trace", "perf_log_path": str(tmp_path / "l.csv")})
+    text = html_text(nb)
+    assert "Neither trace has GEMM kernels." in text and text.count("no GPU kernels") == 2

@@ -100,3 +100,33 @@ def _ms(us: float) -> str:
 
 def _unit(value, unit: str, scale: float, digits: int) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{value * scale:,.{digits}f} {unit}"
+
+
+def arms_summary(arms: dict) -> pd.DataFrame:
+    """One row per arm (``{"before": KernelsResult, "after": ...}``): GPU busy ms, GEMM ms, the share of
+    GEMM time on Tensor Cores, GEMM TFLOP/s (ops with shapes) and the leading finding ("-" for none;
+    "no GPU kernels" for an arm without GPU activity)."""
+    rows = []
+    for arm, r in arms.items():
+        t = r.totals if r.has_gpu else {}
+        tc = t.get("tensor_core_share")
+        rows.append({"arm": arm, "GPU busy ms": _opt(t.get("busy_us"), 1e-3, 3),
+                     "GEMM ms": _opt(t.get("gemm_us"), 1e-3, 3),
+                     "GEMM time on Tensor Cores": _opt(tc, 100.0, 1, " %"),
+                     "GEMM TFLOP/s": _opt(t.get("gemm_tflops_per_s"), 1.0, 2),
+                     "leading finding": (r.findings[0].title if r.findings else "-") if r.has_gpu else "no GPU kernels"})
+    return pd.DataFrame(rows)
+
+
+def arms_gemm_dtypes(arms: dict) -> pd.DataFrame:
+    """``gemm_dtype_table`` of each arm, stacked with an ``arm`` column (empty for arms without GEMMs)."""
+    frames = [gemm_dtype_table(r).assign(arm=arm) for arm, r in arms.items() if r.has_gpu]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=["arm", "dtype", "Tensor Cores", "calls", "ms", "% of GEMM time"])
+    out = pd.concat(frames, ignore_index=True)
+    return out[["arm", "dtype", "Tensor Cores", "calls", "ms", "% of GEMM time"]]
+
+
+def _opt(value, scale: float, digits: int, unit: str = "") -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value * scale:,.{digits}f}{unit}"
