@@ -37,18 +37,19 @@ def roofline(result, *, title: str = TITLE):
         ax.annotate(label(fam), (xi, yi), textcoords="offset points", xytext=(6, 4), fontsize=8)
     device = result.device
     lo, hi = _x_range(x, device)
+    top = float(y.max())
     if device is None:
         name = result.device_name or "the trace names no device"
         ax.set_title(label(f"{title}\nno roofs: {name} is not in perfkit's peak table (pass device=...)", 160),
                      fontsize=9)
     else:
         top = _roofs(ax, device, _dtypes(result), lo, hi)
-        ax.set_ylim(top=max(top, float(y.max())) * 3)
         ax.set_title(label(f"{title} ({device.name})", 160), fontsize=9)
         ax.legend(fontsize=7, loc="lower right")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
+    ax.set_ylim(float(y.min()) / 5, max(top, float(y.max())) * 3)
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("achieved TFLOP/s (1e12 FLOP/s)")
     ax.grid(True, which="major", alpha=0.3)
