@@ -35,7 +35,7 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, sections, tables
+from perfkit.report import inputs, kernel_tables, lookat, plots, prose, rows, sections, tables
 from perfkit.report.card import verdict_card
 from perfkit.report.comparison import compare_traces
 from perfkit.results import html_table
@@ -78,6 +78,18 @@ if ab is not None:
 
 # %%
 sections.show_diff(pairing)
+
+# %% [markdown]
+# ## GEMMs in each arm: dtype and Tensor Cores (trace mode)
+# `perfkit.kernels` on each trace: the share of GEMM time on Tensor Cores and the GEMM time per dtype.
+# An fp32 arm whose GEMMs run `sgemm` on CUDA cores (Tensor Cores "no") is what AMP, or TF32
+# (`torch.set_float32_matmul_precision("high")`), moves onto Tensor Cores in the other arm.
+
+# %%
+if pairing is not None:
+    arms = {"before": perfkit.kernels(pairing.before.trace), "after": perfkit.kernels(pairing.after.trace)}
+    display(HTML(html_table(kernel_tables.arms_summary(arms))))
+    display(HTML(lookat.table_or_note(kernel_tables.arms_gemm_dtypes(arms), "Neither trace has GEMM kernels.")))
 
 # %% [markdown]
 # ## Findings

@@ -286,7 +286,7 @@ def test_notebook_sources_are_percent_scripts_with_one_parameters_cell(name):
     assert declared["perf_log_path"]["default"] == '""'
 
 
-@pytest.mark.parametrize("name", [n for n in INVESTIGATIONS if n not in ("validation", "ranks")])
+@pytest.mark.parametrize("name", [n for n in INVESTIGATIONS if n not in ("validation", "ranks", "gpu_kernels")])
 def test_investigation_parameters(name):
     declared = notebook_parameters(NOTEBOOKS / f"{name}.py")
     for key in ("mode", "trace_path", "device", "interactive"):

@@ -35,6 +35,8 @@ LABELS = {
     "mean_step_ms": "mean step", "gpu_busy_ms_per_step": "GPU busy per step", "gpu_idle_ms_per_step": "GPU idle per step",
     "peer_wait_ms_per_step": "waiting for peers per step", "straggler_excess_pct": "worst straggler's excess",
     "straggling_ranks": "straggling ranks", "comm_overlap_pct": "communication hidden under compute",
+    "gemm_tflops_per_s": "GEMM throughput", "tensor_core_share_pct": "GEMM time on Tensor Cores",
+    "mfu_pct": "model FLOP/s utilisation",
 }
 _STYLE = ("border:2px solid {color};border-radius:6px;padding:0.6em 1em;margin:0.4em 0 1em;"
           "font-family:system-ui,sans-serif;max-width:60em")

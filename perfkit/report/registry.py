@@ -18,6 +18,8 @@ INVESTIGATIONS = {
     "cpu_bound": "What limits the step: GPU (compute or communication), input, syncs, launching, host compute, "
                  "compiling or warm-up (a CPU-only trace: host time only)?",
     "step_anatomy": "Where does each millisecond of the step go: which Python, what bounds it, why the GPU idles?",
+    "gpu_kernels": "What does the GPU do with its time: which kernels, Tensor Cores or not, FLOP/s against the "
+                   "device's peak?",
     "htod": "Which host-to-device copies does a step make, and how fast can they be?",
     "sync_points": "Where does the host wait for the GPU, and for how long?",
     "ranks": "Which rank is the straggler, why, and how long do the others wait for it?",
