@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import pytest
 
@@ -94,3 +95,31 @@ def test_notebook_context_manager(tmp_path):
 def test_overhead_pct(times, expected):
     got = overhead_pct(times, wait=3, warmup=2)
     assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+MASKED = """
+import torch
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(6):
+    x = torch.randn(16, 4)
+    y = model(x)
+    kept = y[y > 0]
+    rows = (y < 0).nonzero()
+    (y.square().mean() + kept.sum() * 0).backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_scan_prints_the_scripts_findings_beside_the_diagnosis(tmp_path, capsys):
+    script = tmp_path / "masked.py"
+    script.write_text(MASKED)
+    code = main(["profile", "--scan", "--wait", "2", "--warmup", "1", "--active", "2", "--out", str(tmp_path / "t"),
+                 str(script)])
+    out = capsys.readouterr().out
+    assert code == 0 and "steps      2 recorded (steps from: optimizer)" in out
+    diagnosis, scanned = out.split("scan of the script:")
+    assert f"trace      {tmp_path / 't'}" in diagnosis and "CPU-only trace" in diagnosis  # the diagnosis first
+    found = {rule: int(line) for line, rule in re.findall(r"masked\.py:(\d+): \[([\w-]+)\]", scanned)}
+    assert found == {"optimizer-not-fused": 4, "bool-mask-index": 8, "nonzero-in-step": 9}
