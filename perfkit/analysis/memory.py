@@ -8,7 +8,7 @@ after profiling started, so CPU totals are relative to the start of the recordin
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -30,11 +30,14 @@ class MemoryTimeline:
     """``events``: one row per [memory] event (``EVENT_COLUMNS``; bytes negative = freed, op and
     function that allocated); ``devices``: one dict per (rank, device) with ``peak_bytes``,
     ``peak_step``, ``peak_op``, ``peak_function``, ``end_of_step_bytes``, ``growth_per_step_bytes``,
-    ``growth_ci`` (95% CI of the slope, None under 3 steps) and ``top_ops``; ``warnings``."""
+    ``growth_ci`` (95% CI of the slope, None under 3 steps) and ``top_ops``; ``warnings``; ``steps``: the
+    step windows the per-step numbers were taken over (rank, step, start_us, end_us, dur_us; step -1: no
+    steps, one window per rank)."""
 
     events: pd.DataFrame
     devices: tuple
     warnings: tuple = ()
+    steps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["rank", "step", "start_us", "end_us"]))
 
     def to_frame(self) -> pd.DataFrame:
         return self.events
@@ -74,7 +77,7 @@ def memory_timeline(trace, *, top: int = 10) -> MemoryTimeline:
     warnings += [f"{d['device']}: memory held at step ends grows {d['growth_per_step_bytes']:,.0f} B/step "
                  f"(95% CI {d['growth_ci'][0]:,.0f}..{d['growth_ci'][1]:,.0f}): a leak inside this trace"
                  for d in devices if _grows(d)]
-    return MemoryTimeline(events, devices, tuple(warnings))
+    return MemoryTimeline(events, devices, tuple(warnings), windows)
 
 
 def _memory_events(trace) -> pd.DataFrame:
