@@ -122,7 +122,8 @@ def test_malformed_memory_events_shift_nothing(leaky_trace, tmp_path):
                       for e in raw[1:])
     got = sorted(zip(timeline.events["ts_us"], timeline.events["bytes"], timeline.events["allocated"]))
     assert got == expected  # every event keeps its own totals (by position, all after the first would shift)
-    usable = [e["args"]["Total Allocated"] for e in raw[1:] if e["args"] and isinstance(e["args"]["Total Allocated"], int)]
+    usable = [e["args"]["Total Allocated"] for e in raw[1:]
+              if e["args"] and isinstance(e["args"]["Total Allocated"], int)]
     assert timeline.device("cpu")["peak_bytes"] == max(usable)
     assert any(w.startswith("2 [memory] event(s) carry no usable Total Allocated") for w in timeline.warnings)
 
