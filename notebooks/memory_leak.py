@@ -17,8 +17,9 @@
 #   activations, optimizer state on a first step), never a leak; several, taken at the same point
 #   of successive steps, are compared (`perfkit.snapshot_growth`: a leak grows in every interval
 #   after the first);
-# - **trace** mode: a profiler trace holds too few steps to see growth, so it diffs a leaky loop's
-#   trace against the fixed one.
+# - **trace** mode: a profiler trace holds too few steps to fit growth over thousands of steps, so it
+#   diffs a leaky loop's trace against the fixed one, and, when the traces hold `[memory]` events
+#   (`perfkit profile --memory`), draws their memory timeline and the growth per step inside each.
 
 # %% tags=["parameters"]
 mode = "live"  # "live": hunt the leak now; "snapshot": read snapshot_paths; "trace": diff two traces
@@ -102,6 +103,20 @@ if snaps is not None:
 
 # %%
 sections.show_diff(pairing)
+
+# %% [markdown]
+# ## Memory timeline (trace mode)
+# Allocated and reserved memory over time per device from each trace's `[memory]` events (recorded
+# with `profile_memory=True`, `perfkit profile --memory`), with the step boundaries: the peak with the
+# op and Python function that allocated at it, the memory still held at each step's end and its
+# growth per step (growth whose CI stays above zero is a leak inside one trace).
+
+# %%
+if pairing is not None:
+    for side in (pairing.before, pairing.after):
+        timeline = perfkit.memory_timeline(side.trace)
+        display(plots.memory_over_time(timeline, title=f"Memory timeline: {side.subject}"))
+        display(timeline)
 
 # %% [markdown]
 # ## Findings

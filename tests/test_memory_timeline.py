@@ -87,3 +87,52 @@ def test_leak_growth_found_in_one_trace(tmp_path, capsys, variant, leaks):
         assert cpu["growth_ci"][0] > 0
     else:
         assert cpu["growth_per_step_bytes"] == 0 and cpu["growth_ci"][1] <= 0 + 1e-9
+
+
+@pytest.fixture(scope="module")
+def leaky_trace(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("leaky")
+    w = perfkit.make_workload("leaky", "cpu", variant="accumulating_callback")
+    with perfkit.profile(steps=3, wait=1, warmup=1, memory=True, out=folder, name="leaky") as p:
+        for _ in range(6):
+            w.step()
+    return p.result.trace
+
+
+def _rewrite(src: Path, dst: Path, change) -> list[dict]:
+    with gzip.open(src, "rt") as f:
+        doc = json.load(f)
+    memory = [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
+    change(doc, memory)
+    with gzip.open(dst, "wt") as f:
+        json.dump(doc, f)
+    return [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
+
+
+def test_malformed_memory_events_shift_nothing(leaky_trace, tmp_path):
+    def corrupt(doc, memory):
+        memory[0]["ts"] = "not a time"  # the loader drops it
+        memory[2]["args"]["Total Allocated"] = "n/a"  # kept, with no usable total
+        memory[4]["args"] = None  # kept: Bytes 0, no totals
+
+    raw = _rewrite(leaky_trace, tmp_path / "bad.json.gz", corrupt)
+    timeline = perfkit.memory_timeline(perfkit.load_trace(tmp_path / "bad.json.gz", use_cache=False))
+    expected = sorted((float(e["ts"]), (e["args"] or {}).get("Bytes", 0),
+                       a if isinstance(a := (e["args"] or {}).get("Total Allocated"), int) else -1)
+                      for e in raw[1:])
+    got = sorted(zip(timeline.events["ts_us"], timeline.events["bytes"], timeline.events["allocated"]))
+    assert got == expected  # every event keeps its own totals (by position, all after the first would shift)
+    usable = [e["args"]["Total Allocated"] for e in raw[1:]
+              if e["args"] and isinstance(e["args"]["Total Allocated"], int)]
+    assert timeline.device("cpu")["peak_bytes"] == max(usable)
+    assert any(w.startswith("2 [memory] event(s) carry no usable Total Allocated") for w in timeline.warnings)
+
+
+def test_a_file_changed_since_loading_raises_naming_it(leaky_trace, tmp_path):
+    path = tmp_path / "changed.json.gz"
+    _rewrite(leaky_trace, path, lambda doc, memory: None)
+    trace = perfkit.load_trace(path, use_cache=False)
+    _rewrite(leaky_trace, path, lambda doc, memory: doc["traceEvents"].remove(memory[3]))
+    with pytest.raises(perfkit.TraceError, match="changed since it was loaded") as info:
+        perfkit.memory_timeline(trace)
+    assert str(path) in str(info.value) and "1 of its" in str(info.value)

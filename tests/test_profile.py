@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 import perfkit
 from perfkit.cli import main
 from perfkit.profiling.session import overhead_pct
+from perfkit.report.perflog import PerfLog
 
 PPO = """
 import sys
@@ -94,3 +97,89 @@ def test_notebook_context_manager(tmp_path):
 def test_overhead_pct(times, expected):
     got = overhead_pct(times, wait=3, warmup=2)
     assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+MASKED = """
+import torch
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(6):
+    x = torch.randn(16, 4)
+    y = model(x)
+    kept = y[y > 0]
+    rows = (y < 0).nonzero()
+    (y.square().mean() + kept.sum() * 0).backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_scan_prints_the_scripts_findings_beside_the_diagnosis(tmp_path, capsys):
+    script = tmp_path / "masked.py"
+    script.write_text(MASKED)
+    code = main(["profile", "--scan", "--wait", "2", "--warmup", "1", "--active", "2", "--out", str(tmp_path / "t"),
+                 str(script)])
+    out = capsys.readouterr().out
+    assert code == 0 and "steps      2 recorded (steps from: optimizer)" in out
+    diagnosis, scanned = out.split("scan of the script:")
+    assert f"trace      {tmp_path / 't'}" in diagnosis and "CPU-only trace" in diagnosis  # the diagnosis first
+    found = {rule: int(line) for line, rule in re.findall(r"masked\.py:(\d+): \[([\w-]+)\]", scanned)}
+    assert found == {"optimizer-not-fused": 4, "bool-mask-index": 8, "nonzero-in-step": 9}
+
+
+PLANNER = """
+import time
+from perfkit.workloads.registry import make_workload
+w = make_workload("mppi", "cpu", samples=16, horizon=2, iterations=1)
+end, n = time.monotonic() + 0.8, 0
+while time.monotonic() < end:
+    w.step()
+    n += 1
+print("planned", n > 0)
+"""
+
+
+def test_seconds_records_a_window_without_steps(tmp_path, capsys):
+    code, r, printed = _profile(capsys, tmp_path, PLANNER, "--seconds", "0.2")
+    assert code == 0 and "planned True" in printed  # the script ran to its end after the window
+    assert r["step_source"] == "window" and r["steps_recorded"] == 0
+    assert "0.2 s window without steps" in r["warnings"][0] and "--step" in r["warnings"][0]
+    assert _profiler_steps(r["trace"]) == []  # no ProfilerStep# spans in a window
+    with gzip.open(r["trace"], "rt") as f:
+        ops = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+    assert ops and r["diagnosis"]["verdict"]
+
+
+def test_dash_m_runs_a_module_with_its_argv(tmp_path, capsys, monkeypatch):
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    source = PPO.replace('print("ran", sys.argv[1:])', 'print("ran", __name__, sys.argv[1:])').replace(
+        "    w.step()\n", "    w.step()\n    kept = torch.arange(3.0)[torch.arange(3.0) > 0]\n")
+    (package / "train.py").write_text("import torch\n" + source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["profile", "--json", "--scan", "--wait", "2", "--warmup", "1", "--active", "2",
+                 "--out", str(tmp_path / "t"), "-m", "mypkg.train", "--", "4"])
+    out = capsys.readouterr().out
+    r = json.loads(out[out.index("{"):])
+    assert code == 0 and "ran __main__ ['4']" in out
+    assert r["step_source"] == "optimizer" and r["steps_recorded"] == 2 and "/t/train-" in r["trace"]
+    assert [(Path(f["file"]).relative_to(tmp_path).as_posix(), f["line"], f["rule"]) for f in r["scan"]] == [
+        ("mypkg/train.py", 8, "bool-mask-index")]  # --scan finds the module's file
+
+
+@pytest.mark.slow
+def test_report_writes_a_dated_report_set_and_perf_log_rows(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PERFKIT_HOME", str(tmp_path / "home"))
+    script = tmp_path / "train.py"
+    script.write_text(PPO)
+    code = main(["profile", "--report", "--wait", "2", "--warmup", "1", "--active", "2", str(script), "--", "4"])
+    out = capsys.readouterr().out
+    assert code == 0 and "report     step_anatomy: ok" in out and "report     cpu_bound: ok" in out
+    traces = list((tmp_path / "home" / "traces").glob("train-*.pt.trace.json.gz"))
+    assert len(traces) == 1  # the workbook's traces/, with --out left out
+    pages = sorted(p.name for p in (tmp_path / "home" / "reports").glob("????-??-??/??????/*.html"))
+    assert pages == ["cpu_bound.html", "step_anatomy.html"]
+    log = PerfLog(tmp_path / "home" / "reports" / "perf_log.csv").read()
+    assert set(log["investigation"]) == {"step_anatomy", "cpu_bound"} and log["value"].notna().all()
+    assert log["subject"].str.contains(traces[0].name, regex=False).all()

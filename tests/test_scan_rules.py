@@ -1,4 +1,5 @@
-"""The forward-pass and nonzero scan rules: ``check-in-forward`` and ``where-nonzero``."""
+"""The forward-pass and nonzero scan rules: ``check-in-forward``, ``where-nonzero``, ``nonzero-in-step`` and
+``bool-mask-index``."""
 import textwrap
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from perfkit.detect.static import scan
 FIXTURES = Path(__file__).parent / "fixtures"
 BEFORE = ("scan_labeled.py", "scan_labeled_heldout.py", "scan_labeled_rl.py")  # labeled before these rules
 NEW_RULES = {"check-in-forward", "where-nonzero"}
+SHAPE_RULES = {"nonzero-in-step", "bool-mask-index"}
 
 
 def findings(tmp_path, code: str) -> set[tuple[int, str]]:
@@ -124,5 +126,82 @@ def test_ignore_comments_name_the_new_rule(tmp_path, ignore, expected):
         def forward(x):
             if torch.isnan(x).any():  {ignore}
                 pass
+    """
+    assert findings(tmp_path, code) == expected
+
+
+def test_shape_rules_add_no_flag_to_the_fixtures_labeled_before_them():
+    hits = [f for f in scan([FIXTURES / name for name in (*BEFORE, "scan_labeled_forward.py")]).findings
+            if f.rule in SHAPE_RULES]
+    assert hits == []
+
+
+def test_nonzero_and_mask_indexing_in_forward_and_loops(tmp_path):
+    code = """
+        import torch
+        class M(torch.nn.Module):
+            def forward(self, x, idx, mask):
+                a = x[x > 0]
+                m = torch.isfinite(x) & (x != 0)
+                b = x[:, m]
+                c = x.nonzero(as_tuple=True)
+                d = torch.masked_select(x, m)
+                e = x[idx] + x[:, 0] + x[mask] + x[x.argmax()]
+                return a, b, c, d, e
+        def train(xs, fill):
+            for x in xs:
+                keep = x.gt(0.5).logical_not()
+                y = x[keep]
+                x[keep] = 0.0
+                x[keep] = fill
+                x[keep] += 1
+                x[keep] = torch.zeros(3)
+                keep = torch.arange(3)
+                z = x[keep]
+            return y, z
+        def once(x):
+            m = x > 0
+            return x[m], x.nonzero(), torch.nonzero(x)
+    """
+    assert findings(tmp_path, code) == {
+        (4, "bool-mask-index"), (6, "bool-mask-index"), (7, "nonzero-in-step"), (8, "nonzero-in-step"),
+        (14, "bool-mask-index"), (17, "bool-mask-index"), (18, "bool-mask-index")}
+
+
+def test_host_data_and_files_without_torch_are_not_flagged(tmp_path):
+    numpy_only = """
+        import numpy as np
+        def f(frames):
+            for arr in frames:
+                a = arr[arr > 0]
+                b = arr.nonzero()
+                c = np.nonzero(arr)
+            return a, b, c
+    """
+    assert findings(tmp_path, numpy_only) == set()
+    mixed = """
+        import numpy as np
+        import torch
+        def f(frames, t):
+            for raw in frames:
+                arr = np.asarray(raw)
+                a = arr[arr > 0]
+                b = arr.nonzero()
+                n = len(raw)
+                c = t[n > 3]
+                d = t[t > n]
+            return a, b, c, d
+    """
+    assert findings(tmp_path, mixed) == {(10, "bool-mask-index")}  # t may be a tensor; n > 3 is a Python bool
+
+
+@pytest.mark.parametrize("ignore, expected", [("# perfkit: ignore[bool-mask-index]", {(4, "nonzero-in-step")}),
+                                              ("# perfkit: ignore[nonzero-in-step]", {(3, "bool-mask-index"), (4, "nonzero-in-step")})])
+def test_ignore_comments_name_the_shape_rules(tmp_path, ignore, expected):
+    code = f"""
+        import torch
+        def forward(x):
+            y = x[x > 0]  {ignore}
+            return y.nonzero()
     """
     assert findings(tmp_path, code) == expected

@@ -3,19 +3,19 @@ over time per device, the peak with the op and Python function that allocated at
 still holds at its end and the growth per step (a leak inside one trace), and the top allocating ops.
 
 The allocator's totals come from the ``[memory]`` events' ``Total Allocated`` / ``Total Reserved``
-(:func:`perfkit.trace.memory_events.read_memory_args`). On CPU torch counts only memory allocated
+(:func:`perfkit.trace.memory_events.memory_args`). On CPU torch counts only memory allocated
 after profiling started, so CPU totals are relative to the start of the recording.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from ..results import html_section, html_table, html_warnings
-from ..trace.memory_events import MEMORY_EVENT, read_memory_args
+from ..trace.memory_events import memory_args
 from ..trace.steps import window_index
 from .ops import enclosing, jsonable, step_windows
 from .stacks import user_frames
@@ -30,11 +30,14 @@ class MemoryTimeline:
     """``events``: one row per [memory] event (``EVENT_COLUMNS``; bytes negative = freed, op and
     function that allocated); ``devices``: one dict per (rank, device) with ``peak_bytes``,
     ``peak_step``, ``peak_op``, ``peak_function``, ``end_of_step_bytes``, ``growth_per_step_bytes``,
-    ``growth_ci`` (95% CI of the slope, None under 3 steps) and ``top_ops``; ``warnings``."""
+    ``growth_ci`` (95% CI of the slope, None under 3 steps) and ``top_ops``; ``warnings``; ``steps``: the
+    step windows the per-step numbers were taken over (rank, step, start_us, end_us, dur_us; step -1: no
+    steps, one window per rank)."""
 
     events: pd.DataFrame
     devices: tuple
     warnings: tuple = ()
+    steps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["rank", "step", "start_us", "end_us"]))
 
     def to_frame(self) -> pd.DataFrame:
         return self.events
@@ -70,31 +73,27 @@ def memory_timeline(trace, *, top: int = 10) -> MemoryTimeline:
     windows = step_windows(trace)
     warnings = [] if len(trace.steps) else ["no profiler steps: peak step, end-of-step memory and growth need "
                                             "ProfilerStep spans (record on a schedule)"]
-    devices = tuple(_device_summary(group, windows, top) for _, group in events.groupby(["rank", "device"], sort=True))
+    usable = events[events["allocated"] >= 0]
+    if len(usable) < len(events):
+        warnings.append(f"{len(events) - len(usable)} [memory] event(s) carry no usable Total Allocated: the peak, "
+                        "step ends and growth leave them out (they stay in events)")
+    devices = tuple(_device_summary(group, windows, top) for _, group in usable.groupby(["rank", "device"], sort=True))
     warnings += [f"{d['device']}: memory held at step ends grows {d['growth_per_step_bytes']:,.0f} B/step "
                  f"(95% CI {d['growth_ci'][0]:,.0f}..{d['growth_ci'][1]:,.0f}): a leak inside this trace"
                  for d in devices if _grows(d)]
-    return MemoryTimeline(events, devices, tuple(warnings))
+    return MemoryTimeline(events, devices, tuple(warnings), windows)
 
 
 def _memory_events(trace) -> pd.DataFrame:
-    rows = trace.events[trace.events["name"] == MEMORY_EVENT]
-    parts = []
-    for file_id, file_rows in rows.groupby("file_id", sort=True, observed=True):
-        args = read_memory_args(trace.files[int(file_id)].path)
-        if len(args) != len(file_rows):  # the loader dropped some (unusable numbers): align by what is left
-            args = args.iloc[:len(file_rows)]
-        part = file_rows[["rank", "ts_us"]].copy()
-        for col in ("device", "bytes", "allocated", "reserved"):
-            part[col] = args[col].to_numpy()
-        parts.append(part)
-    if not parts:
+    args = memory_args(trace)
+    if args.empty:
         return pd.DataFrame({c: [] for c in EVENT_COLUMNS})
-    out = pd.concat(parts)
+    rows = trace.events.loc[args.index]
+    out = rows[["rank", "ts_us"]].join(args)
     ops = trace.select("cpu_op")
-    op_label = enclosing(ops, rows.loc[out.index])
+    op_label = enclosing(ops, rows)
     out["op"] = np.where(op_label >= 0, trace.events["name"].astype(str).reindex(op_label).to_numpy(), None)
-    out["function"] = user_frames(trace, rows.loc[out.index])["frame"].to_numpy()
+    out["function"] = user_frames(trace, rows)["frame"].to_numpy()
     out["step"] = _steps(step_windows(trace), out)
     return out.sort_values("ts_us", kind="stable")[EVENT_COLUMNS]
 

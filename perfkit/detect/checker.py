@@ -51,6 +51,7 @@ class _Checker(ast.NodeVisitor):
         self.file_trains = file_trains
         self.loops = 0
         self.functions: list[tuple[str, bool]] = []
+        self.masks: list[set[str]] = [set()]  # names bound to a boolean-mask expression, per function
         self.hits: list[Hit] = []
 
     def hit(self, node: ast.AST, rule: str, message: str) -> None:
@@ -70,8 +71,10 @@ class _Checker(ast.NodeVisitor):
         for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
             self.kinds.bind(ast.Name(a.arg), self.kinds.annotation_kind(a.annotation))
         saved, self.loops = self.loops, 0
+        self.masks.append(set())
         for stmt in node.body:
             self.visit(stmt)
+        self.masks.pop()
         self.functions.pop()
         self.loops = saved
         self.kinds.pop()
@@ -139,22 +142,37 @@ class _Checker(ast.NodeVisitor):
         for t in node.targets:
             self.visit(t)
             self.kinds.bind(t, kind)
+            self._bind_mask(t, node.value)
+            if isinstance(t, ast.Subscript) and kind == "tensor":  # x[mask] = 0.0 is a masked_fill, no sync
+                self._mask_index(t)
 
     def visit_AnnAssign(self, node):
         if node.value is not None:
             self.visit(node.value)
         kind = self.kinds.annotation_kind(node.annotation)
         self.kinds.bind(node.target, kind or (self.kinds.kind(node.value) if node.value else None))
+        self._bind_mask(node.target, node.value)
 
     def visit_AugAssign(self, node):
         self.visit(node.value)
         if isinstance(node.target, ast.Name):
             current = self.kinds.lookup(node.target.id, False)
             self.kinds.bind(node.target, self.kinds.merge(current, self.kinds.kind(node.value)))
+        elif isinstance(node.target, ast.Subscript):  # x[mask] += 1 reads x[mask] first
+            self._mask_index(node.target)
 
     def visit_NamedExpr(self, node):
         self.visit(node.value)
         self.kinds.bind(node.target, self.kinds.kind(node.value))
+        self._bind_mask(node.target, node.value)
+
+    def _bind_mask(self, target, value):
+        if not isinstance(target, ast.Name):
+            return
+        if value is not None and P.mask_operands(value, self.masks[-1], self.aliases) is not None:
+            self.masks[-1].add(target.id)
+        else:
+            self.masks[-1].discard(target.id)
 
     def visit_With(self, node):
         for item in node.items:
@@ -198,6 +216,35 @@ class _Checker(ast.NodeVisitor):
                 return self._syncs_as_bool(test.args[0])
         return self.kinds.is_tensor(test)
 
+    # data-dependent shapes: nonzero and boolean-mask indexing ---------------------------------
+    def _per_step(self) -> str:
+        """Where the code runs once per step ("`forward`", "a loop"), or "" when it does not."""
+        return "`forward`" if self._in_forward() else ("a loop" if self.loops else "")
+
+    def _device_side(self, subject, operands=()) -> bool:
+        """``subject`` (and the mask made of ``operands``: host only if all of them are) is not host
+        data, and one of them is a tensor (or, in a file that imports torch, unknown)."""
+        kinds = [self.kinds.kind(subject)]
+        if operands:
+            mask = [self.kinds.kind(n) for n in operands]
+            kinds.append("tensor" if "tensor" in mask else ("host" if all(k == "host" for k in mask) else None))
+        return "host" not in kinds and ("tensor" in kinds or self.kinds.guess)
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            self._mask_index(node)
+
+    def _mask_index(self, node: ast.Subscript):
+        where = self._per_step()
+        if not where:
+            return
+        for item in P.index_items(node):
+            operands = P.mask_operands(item, self.masks[-1], self.aliases)
+            if operands is not None and self._device_side(node.value, operands):
+                self.hit(node, "bool-mask-index", f"boolean-mask indexing in {where}: a nonzero, the host waits")
+                return
+
     # calls -----------------------------------------------------------------------------------
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -212,6 +259,10 @@ class _Checker(ast.NodeVisitor):
             self.hit(node, "where-nonzero", "one-argument `torch.where(mask)` is a nonzero: the host waits for the count")
         if self._in_forward() and P.is_reduction_read(node, self.aliases):
             self.hit(node, "check-in-forward", "an `.any()`/`.all()` read to the host in `forward`: one sync per forward pass")
+        receiver = P.nonzero_receiver(node, self.aliases) if self._per_step() else None
+        if receiver is not None and self._device_side(receiver):
+            op = node.func.attr if isinstance(node.func, ast.Attribute) else self.qual(node.func).rsplit(".", 1)[-1]
+            self.hit(node, "nonzero-in-step", f"`{op}` in {self._per_step()}: the host waits for the device to count")
         if isinstance(node.func, ast.Attribute):
             self._method(node, node.func.attr)
 

@@ -1,17 +1,20 @@
-"""AST patterns of the ``check-in-forward`` and ``where-nonzero`` rules (catalog in
-``perfkit.detect.rules.RULES``); ``perfkit.detect.checker`` calls them while it walks a file.
+"""AST patterns of the ``check-in-forward``, ``where-nonzero``, ``nonzero-in-step`` and
+``bool-mask-index`` rules (catalog in ``perfkit.detect.rules.RULES``); ``perfkit.detect.checker``
+calls them while it walks a file.
 
 "Inside forward" is a function named ``forward`` or one that a ``forward`` in the same file calls
 directly (``self._check_nan(x)``), one level deep: a NaN check factored into a helper still runs
 once per forward pass. A NaN check is a NaN/Inf test (``torch.isnan``/``isinf``/``isfinite``/
 ``isposinf``/``isneginf``, function or method form; numpy's and math's are host data) reduced to
-one bool by ``any``/``all``.
+one bool by ``any``/``all``. A mask is a boolean tensor expression written in the file (a
+comparison, a NaN test, ``logical_*``, ``.bool()``), or a name bound to one in the same function;
+a parameter called ``mask`` is not guessed to be one (it may hold indices).
 """
 from __future__ import annotations
 
 import ast
 
-from .rules import HOST_MODULES, qualname
+from .rules import HOST_MODULES, keyword, qualname
 
 FORWARD = "forward"
 NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf"})
@@ -100,3 +103,80 @@ def is_reduction_read(call: ast.Call, aliases: dict[str, str]) -> bool:
     """``x.any().item()``, ``torch.all(m).item()`` or ``bool(x.any())``: a reduction read to the host."""
     inner = _unwrap_read(call, aliases)
     return inner is not call and _reduction(inner, aliases) is not None
+
+
+# --- nonzero-in-step and bool-mask-index --------------------------------------------------------
+# Ops whose output size is the number of true elements (PyTorch docs: nonzero, argwhere,
+# masked_select synchronize with the device to size their output).
+NONZERO_OPS = frozenset({"nonzero", "argwhere", "masked_select"})
+_ORDER_OPS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+_MASK_FUNCS = NAN_TESTS | frozenset({
+    "logical_and", "logical_or", "logical_not", "logical_xor", "gt", "lt", "ge", "le", "eq", "ne",
+    "greater", "less", "greater_equal", "less_equal", "not_equal", "isclose", "isin", "signbit"})
+_MASK_METHODS = _MASK_FUNCS - {"isin"} | {"bool"}
+
+
+def nonzero_receiver(call: ast.Call, aliases: dict[str, str]) -> ast.AST | None:
+    """The tensor of ``torch.nonzero(x)``/``x.nonzero()`` (also ``argwhere``, ``masked_select``);
+    None for anything else, numpy's ``np.nonzero`` included. A method's receiver is returned for the
+    caller to judge (``arr.nonzero()`` on host data is numpy's)."""
+    qual = qualname(call.func, aliases)
+    if qual.startswith("torch.") and qual.rsplit(".", 1)[-1] in NONZERO_OPS:
+        return call.args[0] if call.args else keyword(call, "input")
+    if isinstance(call.func, ast.Attribute) and call.func.attr in NONZERO_OPS and not qual.startswith(HOST_MODULES):
+        return call.func.value
+    return None
+
+
+def mask_operands(node: ast.AST, masks, aliases: dict[str, str]) -> list[ast.AST] | None:
+    """The operands that decide whether ``node`` is a boolean tensor, when ``node`` has the form of a
+    mask: a comparison (``x > 0``), a NaN/Inf test, ``torch.logical_*``/``gt``/``eq``-style calls or
+    methods, ``.bool()``, ``.any(dim)``/``.all(dim)``, ``&``/``|``/``^``/``~`` of a mask, a row of a
+    mask (``m[:, 0]``) or a name in ``masks`` (bound to a mask in this function). None when it has
+    none of these forms (an integer index, a slice, a plain name). Constants are not operands."""
+    if isinstance(node, ast.Name):
+        return [node] if node.id in masks else None
+    if isinstance(node, ast.Compare):
+        if not all(isinstance(op, _ORDER_OPS) for op in node.ops):
+            return None
+        return _non_constant([node.left, *node.comparators]) or None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+        return mask_operands(node.operand, masks, aliases)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+        sides = [mask_operands(s, masks, aliases) for s in (node.left, node.right)]
+        if sides == [None, None]:
+            return None
+        return [o for side, s in zip(sides, (node.left, node.right))
+                for o in (side if side is not None else _non_constant([s]))]
+    if isinstance(node, ast.Subscript):
+        return mask_operands(node.value, masks, aliases)
+    if isinstance(node, ast.Call):
+        return _mask_call(node, aliases)
+    return None
+
+
+def _mask_call(call: ast.Call, aliases: dict[str, str]) -> list[ast.AST] | None:
+    qual = qualname(call.func, aliases)
+    if qual.startswith("torch."):
+        if qual.rsplit(".", 1)[-1] not in _MASK_FUNCS:
+            return None
+        return _non_constant(call.args) or None
+    if not isinstance(call.func, ast.Attribute) or qual.startswith(HOST_MODULES + ("math.",)):
+        return None
+    method = call.func.attr
+    if method in _MASK_METHODS or (method in REDUCTIONS and (call.args or call.keywords)):
+        return [call.func.value]
+    return None
+
+
+def _non_constant(nodes) -> list[ast.AST]:
+    def constant(n):
+        return isinstance(n, ast.Constant) or (isinstance(n, ast.UnaryOp) and isinstance(n.operand, ast.Constant))
+
+    return [n for n in nodes if not constant(n)]
+
+
+def index_items(subscript: ast.Subscript) -> list[ast.AST]:
+    """The index expressions of ``x[a]`` / ``x[a, b]`` (slices included, for the caller to skip)."""
+    index = subscript.slice
+    return list(index.elts) if isinstance(index, ast.Tuple) else [index]

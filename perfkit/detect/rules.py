@@ -189,6 +189,18 @@ RULES = {r.id: r for r in (
          "use the three-argument `torch.where(mask, a, b)` or mask arithmetic (`x * mask`), which keep "
          "shapes fixed; if you need the indices, `torch.nonzero_static(mask, size=k)` pads them to a "
          "fixed count"),
+    Rule("nonzero-in-step", "medium",
+         "`.nonzero()`, `torch.nonzero`, `argwhere` and `masked_select` size their output by the number "
+         "of matches, so the host waits for the device to count them, in every `forward` pass or loop "
+         "iteration (and torch.compile breaks the graph there)",
+         "keep shapes fixed: mask arithmetic (`x * mask`), three-argument `torch.where(mask, a, b)`, "
+         "`masked_fill`, or `torch.nonzero_static(mask, size=k)` when you need the indices"),
+    Rule("bool-mask-index", "medium",
+         "indexing with a boolean mask (`x[x > 0]`, `x[mask]` with `mask = a > b`) is a nonzero: the "
+         "result's size depends on the data, so the host waits for the device, in every `forward` pass "
+         "or loop iteration",
+         "keep shapes fixed: `torch.where(mask, x, 0)`, `x * mask`, `x.masked_fill(~mask, 0)`, or a "
+         "masked reduction (`(x * mask).sum() / mask.sum()`) instead of selecting the elements"),
     Rule("check-in-forward", "high",
          "a NaN/Inf check (`if torch.isnan(x).any():`) or an `.any().item()` read inside `forward` (or "
          "a helper that `forward` calls) waits for the device once per check per forward pass: 50 "

@@ -114,21 +114,30 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     trace = load_trace(recorder.traces[0], use_cache=False)
     found = diagnose(trace, path=str(recorder.traces[0]))
     diagnosis, text = found.to_json(), found.text()
-    recorded = len(trace.steps) if recorder.step_source == "window" else recorder.active_steps_seen
+    recorded = _window_steps(trace) if recorder.step_source == "window" else recorder.active_steps_seen
     return ProfileResult(recorder.traces[0], recorded, recorder.step_source, pct, diagnosis, text,
                          tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]))
+
+
+def _window_steps(trace) -> int:
+    """Steps found in a window's trace: the loader's one-step "whole trace" fallback is not a step."""
+    return int((trace.steps["source"] != "whole trace").sum()) if len(trace.steps) else 0
 
 
 def _schedule_warnings(recorder: Recorder, error: str) -> list[str]:
     s, seen, expected = recorder.schedule, recorder.steps_seen, recorder.expected_steps
     ended = "the script stopped" if error else "the code ended"
+    if recorder.step_source == "window":
+        return [f"a {recorder.seconds:g} s window without steps (--seconds): the diagnosis takes the whole window "
+                "as one step; for per-step numbers let the script call optimizer.step(), or pass --step "
+                "module:function (one call = one step)"]
     if recorder.step_source == "optimizer" and seen == 0:
         return [f"no optimizer.step() was seen, so nothing was recorded ({ended} first): for a loop without an "
                 "optimizer pass --step module:function (one call = one step), or --seconds N for a time window"]
     if recorder.step_source == "function" and seen == 0:
         return [f"{recorder.step} was never called, so nothing was recorded: name the function the loop calls once "
                 "per step"]
-    if recorder.step_source == "window" or seen >= expected:
+    if seen >= expected:
         return []
     return [f"{ended} after {seen} of {expected} scheduled steps (wait {s['wait']}, warm-up {s['warmup']}, "
             f"active {s['active']} x {s['repeat']}): {recorder.active_steps_seen} active step(s) kept, and the "

@@ -10,9 +10,9 @@ text (a ``$`` does not start mathtext).
 
 One module per investigation, all re-exported here: ``steps`` (step timeline, table bars, the
 cpu_bound step split), ``copies`` (htod), ``ab`` (compile_ab, amp_regression, trace diffs),
-``memory`` (memory_leak, system monitor, CUDA memory snapshots), ``runs`` (perf log trend, workload
-steps), ``anatomy`` (step_anatomy: icicle chart, critical path, GPU busy/idle), ``kernels`` (gpu_kernels:
-the roofline), ``ranks`` (ranks)
+``memory`` (memory_leak, system monitor, CUDA memory snapshots, a trace's memory timeline), ``runs`` (perf
+log trend, workload steps), ``anatomy`` (step_anatomy: icicle chart, critical path, GPU busy/idle),
+``kernels`` (gpu_kernels: the roofline), ``ranks`` (ranks)
 and ``cases`` (the case studies: planning memory, a ladder of fixes);
 ``figure`` holds what they share (canvas, labels, message figures, PNG bytes).
 """
@@ -26,7 +26,7 @@ from .cases import fix_ladder, samples_horizon_memory
 from .copies import copy_bandwidth, copy_kinds
 from .figure import figure_png, label, message_figure, new_figure, no_gpu_figure
 from .kernels import roofline
-from .memory import memory_growth, monitor_timeline, snapshot_history, snapshot_series
+from .memory import memory_growth, memory_over_time, monitor_timeline, snapshot_history, snapshot_series
 from .ranks import arrival_skew, own_step_heatmap, own_vs_wait
 from .runs import perf_log_trend, workload_steps
 from .steps import (COLORS, DEVICE_CATEGORIES, HOST_CATEGORIES, breakdown, queue_delay, step_breakdown,
@@ -34,7 +34,8 @@ from .steps import (COLORS, DEVICE_CATEGORIES, HOST_CATEGORIES, breakdown, queue
 
 __all__ = [
     "step_timeline", "breakdown", "step_breakdown", "queue_delay", "copy_bandwidth", "copy_kinds", "ab_distribution",
-    "loss_curves", "diff_breakdown", "memory_growth", "monitor_timeline", "snapshot_history", "snapshot_series",
+    "loss_curves", "diff_breakdown", "memory_growth", "memory_over_time", "monitor_timeline", "snapshot_history",
+    "snapshot_series",
     "perf_log_trend", "workload_steps",
     "message_figure", "no_gpu_figure", "figure_png", "icicle", "critical_path_bars", "gpu_time_bars", "own_vs_wait",
     "own_step_heatmap", "arrival_skew", "samples_horizon_memory", "fix_ladder", "roofline",

@@ -1,6 +1,6 @@
 """Memory over a run (the memory_leak investigation): the leak series ``hunt_leak`` sampled with
-their fitted growth, the system monitor's samples over time, and CUDA memory snapshots (one
-snapshot's history, or memory across several)."""
+their fitted growth, the system monitor's samples over time, CUDA memory snapshots (one
+snapshot's history, or memory across several) and a profiler trace's memory timeline."""
 from __future__ import annotations
 
 import math
@@ -109,3 +109,61 @@ def snapshot_series(growth, *, title: str = "Memory at each snapshot"):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+# -- a profiler trace's [memory] events --------------------------------------------------------
+
+def memory_over_time(timeline, *, title: str = "Memory timeline"):
+    """Allocated (solid) and reserved (dashed, when the device reserves) bytes after each ``[memory]`` event of a
+    ``memory_timeline`` result, one panel per (rank, device), against ms since the panel's first
+    event or step; dotted lines at step starts (and the last step's end), the peak marked with its
+    op; the unit (GiB, MiB, KiB, B) is the largest the panel's peak fills. The titles give the peak and
+    the growth per step. Without events: a figure that says how to record them."""
+    events = timeline.events
+    if not timeline.devices:
+        return message_figure(title, timeline.warnings[0] if timeline.warnings else "no [memory] events")
+    fig = new_figure(9.0, 0.6 + 2.6 * len(timeline.devices))
+    axes = np.atleast_1d(fig.subplots(len(timeline.devices), 1))
+    for ax, d in zip(axes, timeline.devices):
+        rows = events[(events["rank"] == d["rank"]) & (events["device"] == d["device"])]
+        steps = timeline.steps[(timeline.steps["rank"] == d["rank"]) & (timeline.steps["step"] >= 0)]
+        _timeline_panel(ax, rows, steps, d)
+    axes[-1].set_xlabel("time since the first event or step (ms)")
+    fig.suptitle(label(title, 100), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+BYTE_UNITS = ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B"))
+
+
+def byte_unit(peak: float) -> tuple[int, str]:
+    """The largest of GiB, MiB, KiB, B that ``peak`` bytes fill at least once."""
+    return next(((scale, name) for scale, name in BYTE_UNITS if peak >= scale), BYTE_UNITS[-1])
+
+
+def _timeline_panel(ax, rows: pd.DataFrame, steps: pd.DataFrame, d: dict) -> None:
+    t0 = min([rows["ts_us"].min(), *steps["start_us"]])
+    x = (rows["ts_us"].to_numpy(dtype=float) - t0) / 1e3
+    scale, unit = byte_unit(max(d["peak_bytes"], d["peak_reserved_bytes"]))
+    for col, style, name in (("allocated", "-", "allocated"), ("reserved", "--", "reserved")):
+        y = rows[col].to_numpy(dtype=float)
+        known = y >= 0  # -1: the event did not carry this total
+        if (y[known] > 0).any():  # CPU events carry a reserved total of 0: nothing to draw
+            ax.step(x[known], y[known] / scale, style, where="post", linewidth=1, label=name)
+    bounds = [*steps["start_us"], *steps["end_us"].tail(1)]
+    for b in bounds:
+        ax.axvline((b - t0) / 1e3, color="#999999", linestyle=":", linewidth=0.8)
+    for _, s in steps.iterrows():
+        ax.text((s["start_us"] - t0) / 1e3, 1.0, f" step {int(s['step'])}", fontsize=6, va="top",
+                transform=ax.get_xaxis_transform())
+    peak = rows.loc[rows["allocated"].idxmax()]
+    ax.plot([(peak["ts_us"] - t0) / 1e3], [peak["allocated"] / scale], "v", color="#c44e52", label="peak")
+    ax.annotate(label(peak["op"] or "(no op)", 40), ((peak["ts_us"] - t0) / 1e3, peak["allocated"] / scale),
+                fontsize=7, xytext=(4, 4), textcoords="offset points")
+    growth = d["growth_per_step_bytes"]
+    grows = "" if growth is None else f", {growth / scale:+,.3g} {unit}/step held at step ends"
+    ax.set_ylabel(unit, fontsize=8)
+    ax.set_title(label(f"{d['device']} (rank {d['rank']}): peak {d['peak_bytes'] / scale:,.1f} {unit}"
+                       f"{'' if d['peak_step'] < 0 else ' in step ' + str(d['peak_step'])}{grows}", 110), fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
