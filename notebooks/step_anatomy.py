@@ -98,6 +98,14 @@ display(HTML(lookat.table_or_note(lookat.findings_table(gaps.findings, trace),
 display(HTML(html_warnings(tuple(dict.fromkeys(anatomy.warnings + spots.warnings + trace.warnings)))))
 
 # %% [markdown]
+# ## Memory over time
+# For a trace recorded with `profile_memory=True` (`perfkit profile --memory`): allocated and reserved
+# memory per device, the peak and the op that allocated at it, and the growth per step (a leak).
+
+# %%
+sections.show_memory_timeline(trace)
+
+# %% [markdown]
 # ## Open it in Perfetto
 # `perfkit annotate` writes the trace plus perfkit's tracks (the critical path, the GPU gaps by
 # class, an instant per step and per finding, GPU busy % and queue-length counters), to open in

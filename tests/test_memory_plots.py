@@ -90,3 +90,21 @@ def test_notebook_trace_mode_shows_the_memory_timeline(recorded, tmp_path):
         assert html_text(plain).count("no [memory] events: record with profile_memory=True") == 2
     finally:
         session.close()
+
+
+ANATOMY = Path(__file__).resolve().parents[1] / "notebooks" / "step_anatomy.py"
+
+
+def test_step_anatomy_report_shows_memory_over_time(recorded, tmp_path):
+    """The report `perfkit profile --memory --report` writes: step_anatomy on a trace with [memory]
+    events shows the timeline with the growth per step; without them, one line on how to record it."""
+    session = KernelSession(tmp_path)
+    try:
+        nb = session.run(ANATOMY, {"trace_path": str(recorded["accumulating_callback"]),
+                                   "perf_log_path": str(tmp_path / "perf_log.csv")})
+        text = html_text(nb)
+        assert "growth per step" in text and "KiB" in text and "No [memory] events" not in text
+        plain = session.run(ANATOMY, {"perf_log_path": str(tmp_path / "perf_log.csv")})
+        assert "No [memory] events in this trace: record with profile_memory=True" in html_text(plain)
+    finally:
+        session.close()

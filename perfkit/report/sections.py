@@ -1,11 +1,13 @@
 """The report sections of the investigation notebooks, each displayed by one call in its own cell
 under the notebook's markdown heading: findings (problems apart from "info" notes and
 improvements), where a trace was recorded, a trace diff, what a ``cpu_bound`` verdict rests on,
-sync sites and host scalar reads, this run's perf-log rows, the explorer widget and the machine
-that ran the notebook."""
+sync sites and host scalar reads, a trace's memory over time, this run's perf-log rows, the explorer
+widget and the machine that ran the notebook."""
 from __future__ import annotations
 
 import os
+
+import pandas as pd
 
 from ..results import findings_frame, html_table, html_text, html_warnings, rank_findings
 
@@ -133,6 +135,24 @@ def show_explorer(interactive: bool, trace_path) -> None:
         from .widgets import explorer
 
         _show(explorer(trace_path=find_trace(trace_path)))
+
+
+def show_memory_timeline(trace) -> None:
+    """Allocated and reserved memory over time per device, with the peak, growth per step and top
+    allocating ops (``memory_timeline``), for a trace recorded with ``profile_memory=True``; else
+    one line saying how to record it."""
+    from ..analysis.memory import memory_timeline
+    from .plots import memory_over_time
+
+    timeline = memory_timeline(trace)
+    if not timeline.devices:
+        _show(html_text("No [memory] events in this trace: record with profile_memory=True "
+                        "(perfkit profile --memory) to see memory over time."))
+        return
+    rows = [{"device": d["device"], "peak": f"{d['peak_bytes'] / 2**20:,.1f} MiB", "peak step": d["peak_step"],
+             "peak op": d["peak_op"] or "-", "growth per step": f"{d['growth_per_step_bytes'] / 2**10:,.1f} KiB"
+             if d["growth_per_step_bytes"] is not None else "-"} for d in timeline.devices]
+    _show(memory_over_time(timeline), html_table(pd.DataFrame(rows)), html_warnings(timeline.warnings))
 
 
 def show_machine() -> None:
