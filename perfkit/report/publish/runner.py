@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from ...atomic import write_text_atomic
+from ...atomic import output_error, write_text_atomic
 from ...errors import MissingDependencyError, ParameterError
 from ...results import html_section, html_table, html_text, html_warnings
 from ..card import read_card
@@ -156,6 +156,8 @@ def new_run_folder(out: Path, day: str, when: datetime | None = None) -> Path:
             return folder
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise output_error(folder, exc) from exc
     raise ParameterError(f"{out / day}: no free run folder for {stamp}")
 
 
@@ -281,9 +283,9 @@ def _alive(pid: int) -> bool:
 
 def _execute(path: Path, folder: Path, params: dict, kernel_name, warnings: tuple) -> NotebookRun:
     stage = folder.parents[1] / STAGING / str(os.getpid())
-    stage.mkdir(parents=True, exist_ok=True)
     final = {ext: folder / f"{path.stem}{ext}" for ext in (".ipynb", ".html", ".run.json")}
     try:
+        stage.mkdir(parents=True, exist_ok=True)
         source = stage / f"{path.stem}.input.ipynb"
         source.write_text(write_ipynb_text(read_notebook(path)), encoding="utf-8")
         start = time.perf_counter()
@@ -296,6 +298,8 @@ def _execute(path: Path, folder: Path, params: dict, kernel_name, warnings: tupl
             write_text_atomic(final[".html"], notebook_html(nb))
         write_text_atomic(final[".run.json"], record_json({**asdict(run), "warnings": list(run.warnings)}))
         return run
+    except OSError as exc:  # no space left, a read-only mount: say which file
+        raise output_error(exc.filename or folder, exc) from exc
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
