@@ -14,8 +14,9 @@ What makes a hit, and why each part is there:
   because no user can set it: an edit in the middle of a file that keeps its size, with its
   mtime put back (``touch -r``, ``os.utime``), still changes the ctime.
 - Each Arrow file carries a random binding id in its schema metadata that must equal the one in
-  ``<key>.json``, with the row count, byte size and column names recorded there: another trace's
-  ``.events.arrow`` copied over an entry is refused, not served.
+  ``<key>.json``, with the row count, byte size, CRC-32 and column names recorded there: another
+  trace's ``.events.arrow`` copied over an entry, or bytes flipped in one (a disk error, an
+  edit), is refused and rebuilt, not served. The CRC costs ~1.5 ms per MB of cache read.
 - ``<key>.json`` must have the shape this module writes (a hand-edited or foreign file of the wrong
   shape is a miss, rebuilt, never a traceback); another perfkit, schema or cache format version
   is a miss too. Writes are atomic.
@@ -23,9 +24,11 @@ What makes a hit, and why each part is there:
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import secrets
 import stat
+import zlib
 from pathlib import Path
 from typing import Any, Union
 
@@ -46,6 +49,7 @@ _TABLES = {"events": EVENT_COLUMNS + NESTING_COLUMNS, "flows": FLOW_COLUMNS}
 class _Table(msgspec.Struct):
     rows: int
     bytes: int
+    crc32: int
 
 
 class _Entry(msgspec.Struct):
@@ -147,7 +151,7 @@ def _read_table(base: Path, name: str, entry: _Entry) -> pd.DataFrame:
 
     file = f"{base}.{name}.arrow"
     expected = entry.tables.get(name)
-    if expected is None or os.stat(file).st_size != expected.bytes:
+    if expected is None or os.stat(file).st_size != expected.bytes or _crc32(file) != expected.crc32:
         raise _Unbound(file)
     try:
         table = feather.read_table(file, memory_map=True)
@@ -190,4 +194,13 @@ def _write_table(file: str, frame: pd.DataFrame, binding: str) -> dict:
     table = pa.Table.from_pandas(frame, preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), _BINDING_KEY: binding.encode()})
     atomic_write(file, lambda tmp: feather.write_feather(table, tmp, compression="uncompressed"))
-    return {"rows": table.num_rows, "bytes": os.stat(file).st_size}
+    return {"rows": table.num_rows, "bytes": os.stat(file).st_size, "crc32": _crc32(file)}
+
+
+def _crc32(file: str) -> int:
+    """CRC-32 of the file's bytes (memory-mapped: the pages are the ones the read maps next)."""
+    with open(file, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return 0
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return zlib.crc32(view)

@@ -181,7 +181,10 @@ def _parse_row(path: Path, line_no: int, line: str) -> dict:
     if len(fields) != len(COLUMNS):
         raise PerfLogError(f"{where}: corrupt row: {len(fields)} fields, expected {len(COLUMNS)} "
                            "(a truncated or hand-edited line?); fix or delete this line")
-    row = {c: csv_cell_value(v) if c in _TEXT_COLUMNS else v for c, v in zip(COLUMNS, fields)}
+    row = dict(zip(COLUMNS, fields))
+    for key in _TEXT_COLUMNS:
+        if row[key][:1] == "'":  # only a neutralized cell starts with ', and only it needs undoing
+            row[key] = csv_cell_value(row[key])
     return _typed_row(where, row)
 
 
