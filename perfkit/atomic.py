@@ -48,8 +48,8 @@ _FIXES = {
 
 def output_error(target, exc: OSError) -> OutputError:
     """``exc``, raised while writing ``target``, as an OutputError that says what to do."""
-    if isinstance(exc, OutputError):
-        return exc
+    if isinstance(exc, OutputError):  # raised for a file inside ``target`` (a dataset folder): name target
+        return exc if exc.path == str(target) else OutputError(target, exc.reason, exc.fix)
     reason = exc.strerror or str(exc)
     if exc.errno == errno.ENOENT:
         reason = f"its folder {Path(target).parent} does not exist"

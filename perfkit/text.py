@@ -118,7 +118,7 @@ def _looks_like_formula(text: str) -> bool:
 def csv_safe_frame(frame):
     """``frame`` with :func:`csv_cell` applied to every text cell (numeric columns untouched, so
     ``-3.5`` stays a number), for ``DataFrame.to_csv``."""
-    text_columns = [c for c in frame.columns if frame[c].dtype == object or str(frame[c].dtype) in ("string", "category")]
+    text_columns = [c for c in frame.columns if frame[c].dtype.kind in "OUST"]  # object, str, category
     if not text_columns:
         return frame
     return frame.assign(**{c: frame[c].map(lambda v: csv_cell(v) if isinstance(v, str) else v) for c in text_columns})

@@ -83,7 +83,7 @@ def _fetch(relation, max_rows: int) -> pd.DataFrame:
         rows += batch.num_rows
         if rows > max_rows:
             break
-    frame = pa.Table.from_batches(batches, schema=reader.schema).slice(0, max_rows).to_pandas()
+    frame = pa.Table.from_batches(batches, schema=reader.schema).slice(0, max_rows).to_pandas(use_threads=False)
     if rows > max_rows:
         frame.attrs["warnings"] = [f"the result has more than {max_rows:,} rows ({SQL_MAX_ROWS.env}, which guards "
                                    f"{SQL_MAX_ROWS.guards}): only its first {max_rows:,} are shown; aggregate, add a "

@@ -19,6 +19,7 @@ from .model import Trace, TraceFile
 from .nesting import add_nesting, shift_parents
 from .schema import LAUNCH_CATEGORIES
 from .parse import CHUNK_BYTES, ParsedTrace, parse_trace
+from .split import split_merged_ranks
 from .steps import STEP_COLUMNS, file_steps
 from .values import short_repr as _short
 from .workers import process_pool, release_freed_memory, resolve_workers
@@ -49,6 +50,7 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
                          "16-bit column)", "Load the ranks in groups (a list of files) or merge the files first")
     workers = resolve_workers(workers)
     loaded = list(_load_files(paths, use_cache=use_cache, salvage=salvage, progress=progress, workers=workers))
+    paths, loaded = _split_merged(paths, loaded)
     ranks, warnings = assign_ranks(paths, [meta["rank"] for _, _, meta, _ in loaded],
                                    [_world_size(meta) for _, _, meta, _ in loaded])
     files, events, flows, steps = [], [], [], []
@@ -66,6 +68,21 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
             warnings.append(f"{path.name} (rank {rank}): {meta['step_warning']}")
     table = pd.concat(steps, ignore_index=True)[STEP_COLUMNS].sort_values(["rank", "start_us"], kind="stable")
     return Trace(_concat(events), _concat(flows), files, table.reset_index(drop=True), warnings)
+
+
+def _split_merged(paths: list[Path], loaded: list) -> tuple[list[Path], list]:
+    """Each file holding several merged ranks (:mod:`perfkit.trace.split`) as one entry per rank,
+    with file ids renumbered in order."""
+    out_paths, out = [], []
+    for path, (ev, fl, meta, warns) in zip(paths, loaded):
+        parts = split_merged_ranks(ev, fl, meta)
+        if len(out) + len(parts) > MAX_FILES:
+            raise TraceError(path, f"holds {len(parts):,} merged ranks: perfkit loads at most {MAX_FILES:,} "
+                             "ranks at once", "Split the file, or load fewer files with it")
+        for part_ev, part_fl, part_meta in parts:
+            out_paths.append(path)
+            out.append((*_with_file_id(part_ev, part_fl, len(out)), part_meta, warns))
+    return out_paths, out
 
 
 def assign_ranks(paths: list[Path], claimed: list, world_sizes: list) -> tuple[list[int], list[str]]:
