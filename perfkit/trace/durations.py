@@ -18,10 +18,10 @@ import pandas as pd
 def pair_durations(events: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """``events`` with its ``B``/``E`` pairs turned into ``X`` rows, and the warnings for the
     unbalanced ones. Returns ``events`` itself when it has no ``B`` or ``E`` row."""
+    if not {"B", "E"} & set(events["ph"].cat.categories):  # the usual case, decided on the categories
+        return events, []
     phase = events["ph"].astype(str).to_numpy()
     begin, end = phase == "B", phase == "E"
-    if not (begin.any() or end.any()):
-        return events, []
     rows = np.flatnonzero(begin | end)
     codes = pd.MultiIndex.from_arrays([events["pid"].to_numpy()[rows], events["tid"].to_numpy()[rows]]).codes
     thread = np.asarray(codes[0], dtype=np.int64) * (int(np.max(codes[1])) + 1) + np.asarray(codes[1])
@@ -34,7 +34,8 @@ def pair_durations(events: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     phase = np.where(begin, "X", phase)
     keep = ~(begin | end)
     keep[paired] = True
-    out = events.assign(dur_us=durations, ph=pd.Categorical(phase, categories=pd.Index(sorted(set(phase[keep])), dtype="str")))
+    categories = pd.Index(sorted(set(phase[keep])), dtype="str")
+    out = events.assign(dur_us=durations, ph=pd.Categorical(phase, categories=categories))
     out = out[keep].reset_index(drop=True)
     return out, _warnings(len(dur), unclosed, stray)
 

@@ -96,7 +96,8 @@ def checked_devices(value) -> tuple[list[dict], list[str]]:
     if value is None or value == []:
         return [], []
     if not isinstance(value, list):
-        return [], [f"deviceProperties is {short_repr(value)}, not a list of devices: ignored (no device names or memory)"]
+        return [], [f"deviceProperties is {short_repr(value)}, not a list of devices: ignored "
+                    "(no device names or memory)"]
     devices = [dict(d) for d in value if isinstance(d, dict)]
     warnings = [] if len(devices) == len(value) else [
         f"deviceProperties: {len(value) - len(devices)} of {len(value)} entries are not objects: ignored"]
@@ -110,7 +111,8 @@ def checked_base_time(value) -> tuple[int | None, list[str]]:
     """``baseTimeNanoseconds`` as an int64 count of nanoseconds, or None with a warning."""
     if value is None or (_byte_count(value) and value <= 2**63 - 1):
         return value, []
-    return None, [f"baseTimeNanoseconds {short_repr(value)} is not a whole number of nanoseconds in 0..2**63-1: ignored"]
+    return None, [f"baseTimeNanoseconds {short_repr(value)} is not a whole number of nanoseconds in 0..2**63-1: "
+                  "ignored"]
 
 
 def _byte_count(value) -> bool:

@@ -16,7 +16,6 @@ moved into place atomically.
 """
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -41,13 +40,13 @@ from ..perflog import PerfLog
 from .html import notebook_html
 from .index import build_index
 from .kernel import kernel_manager_class, kernel_warnings, quiet_kernel_output
+from .params import SIMPLE_TYPES as _SIMPLE_TYPES, refuse_containers_for_scalars
 from .records import record_json
 
 # Passed by the runner to notebooks that declare them, and only to those.
 RUNNER_PARAMETERS = ("perf_log_path", "run_label", "change")
 STAGING = ".staging"
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_SIMPLE_TYPES = ("int", "float", "bool", "str")
 
 
 @dataclass(frozen=True)
@@ -192,7 +191,7 @@ def run_all(names: Iterable[str] | None = None, parameters: dict | None = None,
     params = dict(parameters or {})
     check_parameters(", ".join(p.stem for p in paths), list(dict.fromkeys(n for d in declared.values() for n in d)),
                      params)
-    _refuse_containers_for_scalars(declared, params)
+    refuse_containers_for_scalars(declared, params)
     day = _iso_day(date)
     out = prepare_out_dir(out_dir)
     log_path = Path(params.get("perf_log_path") or out / "perf_log.csv").expanduser().resolve()
@@ -263,28 +262,6 @@ def _type_warnings(declared: dict, params: dict) -> tuple[str, ...]:
         if expected in _SIMPLE_TYPES and value is not None and got != expected and (expected, got) != ("float", "int"):
             out.append(f"parameter {key}: the notebook's default is {expected}, got {got} {value!r}; check the value")
     return tuple(out)
-
-
-def _refuse_containers_for_scalars(declared: dict, params: dict) -> None:
-    """A JSON list or object given for a parameter a notebook declares as a number, bool or text
-    (``-p scale '{"__class__": 1}'``) is refused before anything runs; other mismatches are warnings."""
-    for path, names in declared.items():
-        for key, value in params.items():
-            expected = _declared_type(names.get(key, {}))
-            if expected in _SIMPLE_TYPES and isinstance(value, (dict, list)):
-                raise ParameterError(f"-p {key}: {path.stem} declares {key} as {expected}, got a JSON "
-                                     f"{'object' if isinstance(value, dict) else 'list'}; give a value of type {expected}")
-
-
-def _declared_type(info: dict) -> str | None:
-    """The type a parameter is declared with: its annotation (``scale: int = 2``), else the type
-    of its literal default (``scale = 2``)."""
-    if info.get("inferred_type_name") not in (None, "None"):
-        return info["inferred_type_name"]
-    try:
-        return type(ast.literal_eval(info.get("default", ""))).__name__
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
 
 
 def _remove_stale_staging(out: Path) -> None:
