@@ -31,12 +31,11 @@ def pair_durations(events: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     paired = np.fromiter(dur, dtype=np.int64, count=len(dur))
     durations = events["dur_us"].to_numpy(copy=True)
     durations[paired] = np.fromiter(dur.values(), dtype=np.float64, count=len(dur))
-    phase = np.where(begin, "X", phase)
     keep = ~(begin | end)
     keep[paired] = True
-    categories = pd.Index(sorted(set(phase[keep])), dtype="str")
-    out = events.assign(dur_us=durations, ph=pd.Categorical(phase, categories=categories))
-    out = out[keep].reset_index(drop=True)
+    phase = np.where(begin, "X", phase)[keep]
+    out = events.assign(dur_us=durations)[keep].reset_index(drop=True)
+    out["ph"] = pd.Categorical(phase, categories=pd.Index(sorted(set(phase)), dtype="str"))
     return out, _warnings(len(dur), unclosed, stray)
 
 
