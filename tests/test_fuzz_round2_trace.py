@@ -215,6 +215,24 @@ def test_merged_ranks_survive_the_cache_and_refuse_cross_rank_analysis(tmp_path,
     run_main("summary", "--json", path).assert_clean(json_out=True, codes=(0,))
 
 
+@FAST
+@given(ranks=st.lists(st.one_of(st.integers(0, 2**31 - 1), st.sampled_from(["1", "x", 1.5])), min_size=2, max_size=4))
+def test_events_carrying_different_arg_ranks(tmp_path_factory, ranks):
+    events = [STEP, *(event(name=f"op{i}", ts=1_100 + i, args={"rank": r}) for i, r in enumerate(ranks))]
+    path = write_trace(tmp_path_factory.mktemp("ar") / "t.json", events)
+    if len({str(r) for r in ranks}) == 1:
+        assert len(load_trace(path, use_cache=False).events) == len(ranks) + 1
+    else:
+        with pytest.raises(TraceError, match="different args.rank values"):
+            load_trace(path, use_cache=False)
+
+
+def test_arg_ranks_beside_trace_fusion_pids_are_split(tmp_path):
+    events = [dict(e, args={**e["args"], "rank": e["pid"] // 100_000_000}) for e in merged([0, 1])]
+    trace = load_trace(write_trace(tmp_path / "t.json", events), use_cache=False)
+    assert trace.ranks == [0, 1]
+
+
 # --- size and depth -----------------------------------------------------------------------------
 
 def test_a_million_tiny_events(tmp_path):

@@ -19,7 +19,7 @@ from .model import Trace, TraceFile
 from .nesting import add_nesting, shift_parents
 from .schema import LAUNCH_CATEGORIES
 from .parse import CHUNK_BYTES, ParsedTrace, parse_trace
-from .split import split_merged_ranks
+from .split import refuse_arg_ranks, split_merged_ranks
 from .steps import STEP_COLUMNS, file_steps
 from .values import short_repr as _short
 from .workers import process_pool, release_freed_memory, resolve_workers
@@ -267,6 +267,7 @@ def _build(path: Path, parsed: ParsedTrace):
     release_freed_memory()  # the chunks' columns, now merged: ~140 MB on 2M events
     events, pair_warnings = pair_durations(events)
     _validate(path, events, builder)
+    refuse_arg_ranks(path, events, builder.arg_ranks)
     _fill_copy_bytes(events)
     steps, step_warning = file_steps(events)
     add_nesting(events, steps)

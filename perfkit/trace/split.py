@@ -6,17 +6,21 @@ file, such a trace would be one rank whose "steps" overlap and whose collectives
 themselves. :func:`split_merged_ranks` finds that layout (numeric pids of at least 10**8 whose
 quotients by 10**8 differ) and returns one part per rank, each with its own steps and nesting, as
 if each rank had been its own file; the loader then gives each part a rank and a ``Trace.files``
-entry like the files of a directory (:func:`perfkit.trace.load.assign_ranks`).
+entry like the files of a directory (:func:`perfkit.trace.load.assign_ranks`). Events that name
+their rank only in ``args.rank`` (several values in one file) cannot be told apart by thread and
+are refused (:func:`refuse_arg_ranks`).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from ..errors import TraceError
 from ..limits import RANK_RANGE
 from .nesting import add_nesting
 from .schema import EVENT_COLUMNS
 from .steps import file_steps
+from .values import short_repr
 
 PID_STRIDE = 100_000_000  # TraceFusion's rank offset of a pid
 
@@ -36,6 +40,22 @@ def split_merged_ranks(events: pd.DataFrame, flows: pd.DataFrame, meta: dict) ->
             f"writes): split into ranks {_listed(ranks)}")
     return [_part(events[event_rank == r], flows[flow_rank == r], meta, r, note if i == 0 else None)
             for i, r in enumerate(ranks)]
+
+
+def refuse_arg_ranks(path, events: pd.DataFrame, ranks: set) -> None:
+    """Events whose ``args.rank`` differ come from several ranks; only TraceFusion's pid layout
+    tells which event is whose (:mod:`perfkit.trace.split`), so any other such file is refused."""
+    ranks = {str(r) for r in ranks}  # 0 and "0" are one rank
+    if len(ranks) > 1 and not is_merged(events["pid"]):
+        shown = ", ".join(sorted(map(short_repr, ranks))[:4])
+        raise TraceError(path, f"its events carry different args.rank values ({shown}): several ranks merged into one "
+                         "file, which perfkit splits only by TraceFusion's pid = rank * 100000000 + pid",
+                         "Load the per-rank files instead")
+
+
+def is_merged(pids: pd.Series) -> bool:
+    """Whether a file's pids follow TraceFusion's layout of several ranks (see the module doc)."""
+    return _pid_ranks(pids) is not None
 
 
 def _pid_ranks(pids: pd.Series) -> dict | None:
