@@ -40,7 +40,7 @@ _FIXES = {
     errno.EROFS: "write it to a folder on a writable file system",
     errno.EACCES: "write it to a folder you may write to",
     errno.EPERM: "write it to a folder you may write to",
-    errno.ENOENT: "create the folder first, or choose a path in an existing one",
+    errno.ENOENT: "choose a path in an existing folder you may write to",
     errno.ENOTDIR: "a file is in the way of the folder: choose another path",
     errno.EISDIR: "a folder has that name: choose a file name",
 }
@@ -51,7 +51,7 @@ def output_error(target, exc: OSError) -> OutputError:
     if isinstance(exc, OutputError):  # raised for a file inside ``target`` (a dataset folder): name target
         return exc if exc.path == str(target) else OutputError(target, exc.reason, exc.fix)
     reason = exc.strerror or str(exc)
-    if exc.errno == errno.ENOENT:
+    if exc.errno == errno.ENOENT and not Path(target).parent.exists():
         reason = f"its folder {Path(target).parent} does not exist"
     return OutputError(target, reason, _FIXES.get(exc.errno, ""))
 

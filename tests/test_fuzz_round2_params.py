@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fuzzkit import run_main
 from perfkit.errors import ParameterError, TraceError
 from perfkit.report.inputs import find_trace, load_source
 
@@ -73,3 +74,28 @@ def test_generated_overrides_are_refused(overrides):
 def test_unknown_workloads_variants_and_devices(kwargs):
     with pytest.raises(ParameterError):
         load_source("live", **{"workload": "mppi", "variant": "float_tensor", "device": "cpu", **kwargs})
+
+
+# --- `perfkit run NAME -p KEY VALUE`: refused before any kernel starts --------------------------
+
+COUNTS = {"cpu_bound": ("top", "steps", "warmup"), "step_anatomy": ("top", "max_depth"), "ranks": ("top",),
+          "sync_points": ("detect_steps", "steps"), "htod": ("sweep_repeats",)}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=st.sampled_from([(n, k) for n, keys in COUNTS.items() for k in keys]),
+       value=st.one_of(st.integers(max_value=-1), st.just(-(10**30))))
+def test_generated_negative_counts_are_refused_before_running(tmp_path_factory, case, value):
+    name, key = case
+    out_dir = tmp_path_factory.mktemp("reports")
+    out = run_main("run", name, "-p", key, str(value), "--out", out_dir, "--no-progress")
+    out.assert_clean(codes=(2,))
+    assert f"-p {key} {value}" in out.err and "a count" in out.err, out.why()
+    assert not list(out_dir.glob("*/*/*.ipynb"))
+
+
+@pytest.mark.parametrize("key, value", [("top", "[1]"), ("trace_path", '{"a": 1}'), ("steps", "1e999"),
+                                        ("device", "[\"cpu\"]"), ("interactive", "{}")])
+def test_run_refuses_values_no_notebook_can_use(tmp_path, key, value):
+    run_main("run", "cpu_bound", "-p", key, value, "--out", tmp_path, "--no-progress").assert_clean(codes=(2,))
+    assert not list(tmp_path.glob("*/*/*.ipynb"))

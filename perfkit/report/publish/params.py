@@ -9,16 +9,34 @@ from ...errors import ParameterError
 SIMPLE_TYPES = ("int", "float", "bool", "str")
 
 
-def refuse_containers_for_scalars(declared: dict, params: dict) -> None:
-    """A JSON list or object given for a parameter a notebook declares as a number, bool or text
-    (``-p scale '{"__class__": 1}'``) is refused before anything runs; other mismatches are warnings."""
+def refuse_impossible_values(declared: dict, params: dict) -> None:
+    """Refuse, before anything runs, a JSON list or object given for a parameter a notebook
+    declares as a number, bool or text (``-p scale '{"__class__": 1}'``), and a negative integer
+    for one whose default is a count (``top = 15``, ``-p top -5`` would cut rows off the end of a
+    table); other mismatches are warnings."""
     for path, names in declared.items():
         for key, value in params.items():
-            expected = declared_type(names.get(key, {}))
+            info = names.get(key, {})
+            expected = declared_type(info)
             if expected in SIMPLE_TYPES and isinstance(value, (dict, list)):
                 kind = "object" if isinstance(value, dict) else "list"
                 raise ParameterError(f"-p {key}: {path.stem} declares {key} as {expected}, got a JSON {kind}; "
                                      f"give a value of type {expected}")
+            if expected == "int" and _is_int(value) and value < 0 and _count_default(info):
+                raise ParameterError(f"-p {key} {value}: {path.stem} declares {key} = {info['default']}, a count; "
+                                     "give a whole number >= 0")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count_default(info: dict) -> bool:
+    try:
+        default = ast.literal_eval(info.get("default", ""))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return _is_int(default) and default >= 0
 
 
 def declared_type(info: dict) -> str | None:

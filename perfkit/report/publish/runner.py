@@ -40,7 +40,7 @@ from ..perflog import PerfLog
 from .html import notebook_html
 from .index import build_index
 from .kernel import kernel_manager_class, kernel_warnings, quiet_kernel_output
-from .params import SIMPLE_TYPES as _SIMPLE_TYPES, refuse_containers_for_scalars
+from .params import SIMPLE_TYPES as _SIMPLE_TYPES, refuse_impossible_values
 from .records import record_json
 
 # Passed by the runner to notebooks that declare them, and only to those.
@@ -191,7 +191,7 @@ def run_all(names: Iterable[str] | None = None, parameters: dict | None = None,
     params = dict(parameters or {})
     check_parameters(", ".join(p.stem for p in paths), list(dict.fromkeys(n for d in declared.values() for n in d)),
                      params)
-    refuse_containers_for_scalars(declared, params)
+    refuse_impossible_values(declared, params)
     day = _iso_day(date)
     out = prepare_out_dir(out_dir)
     log_path = Path(params.get("perf_log_path") or out / "perf_log.csv").expanduser().resolve()
