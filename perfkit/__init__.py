@@ -40,6 +40,7 @@ _EXPORTS = {
     "closing_table": "perfkit.report.casestudy", "WriteupFigure": "perfkit.report.casestudy",
     # errors
     "PerfkitError": "perfkit.errors", "TraceError": "perfkit.errors", "ParameterError": "perfkit.errors",
+    "OutputError": "perfkit.errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

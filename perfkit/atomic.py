@@ -2,27 +2,58 @@
 appears whole or not at all, and an interrupted write never destroys the previous version."""
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
 from typing import Callable
 
+from .errors import OutputError
+
 
 def atomic_write(target, write: Callable[[str], None]) -> None:
     """Call ``write(tmp_path)`` on a temporary file beside ``target``, fsync it, then move it into
     place with the mode a plain ``open()`` would give (0644 under the usual umask: ``mkstemp``
-    makes 0600 files, which other users could not read)."""
+    makes 0600 files, which other users could not read). Raises :class:`OutputError` naming
+    ``target`` when it cannot be written (the previous version, if any, is left as it was)."""
     target = Path(target)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    except OSError as exc:
+        raise output_error(target, exc) from exc
     os.close(fd)
     try:
         write(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         fsync_path(tmp)
         os.replace(tmp, target)
+    except OSError as exc:
+        raise output_error(target, exc) from exc
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+_FIXES = {
+    errno.ENOSPC: "free some space or write it elsewhere (nothing was half-written)",
+    errno.EDQUOT: "free some of your quota or write it elsewhere (nothing was half-written)",
+    errno.EROFS: "write it to a folder on a writable file system",
+    errno.EACCES: "write it to a folder you may write to",
+    errno.EPERM: "write it to a folder you may write to",
+    errno.ENOENT: "choose a path in an existing folder you may write to",
+    errno.ENOTDIR: "a file is in the way of the folder: choose another path",
+    errno.EISDIR: "a folder has that name: choose a file name",
+}
+
+
+def output_error(target, exc: OSError) -> OutputError:
+    """``exc``, raised while writing ``target``, as an OutputError that says what to do."""
+    if isinstance(exc, OutputError):  # raised for a file inside ``target`` (a dataset folder): name target
+        return exc if exc.path == str(target) else OutputError(target, exc.reason, exc.fix)
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOENT and not Path(target).parent.exists():
+        reason = f"its folder {Path(target).parent} does not exist"
+    return OutputError(target, reason, _FIXES.get(exc.errno, ""))
 
 
 def _umask() -> int:

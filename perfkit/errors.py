@@ -88,5 +88,23 @@ def require(module: str, feature: str) -> None:
         raise MissingDependencyError(module, feature)
 
 
+class OutputError(PerfkitError, OSError):
+    """perfkit could not write a file: names it, says why (no space left, a read-only file system,
+    a missing folder, no permission) and what to do. Also an ``OSError``, so code that treats a
+    failed write as a warning (the trace cache) keeps doing so. The previous version of the file,
+    if any, is intact: every write is atomic."""
+
+    def __init__(self, path, reason: str, fix: str = ""):
+        self.path, self.reason, self.fix = str(path), reason, fix
+        msg = f"{self.path}: cannot write it: {reason}"
+        super().__init__(f"{msg}; {fix}" if fix else msg)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+    def __reduce__(self):
+        return type(self), (self.path, self.reason, self.fix)
+
+
 class NotebookError(PerfkitError):
     """A notebook failed while perfkit ran it; names the notebook and the failing cell."""

@@ -61,6 +61,9 @@ SNAPSHOT_MAX_ITEMS = Limit(
 SCAN_MAX_FILE_BYTES = Limit(
     "PERFKIT_SCAN_MAX_FILE_BYTES", 16 << 20, "bytes",
     "the memory `perfkit scan` spends parsing one source file")
+SQL_MAX_ROWS = Limit(
+    "PERFKIT_SQL_MAX_ROWS", 1_000_000, "rows",
+    "the memory of a `perfkit sql` result turned into a DataFrame (`SELECT * FROM range(300000000)` would be GBs)")
 
 
 # Budgets of the streaming trace parser (perfkit.trace.parse).

@@ -97,3 +97,33 @@ class PrintableStream:
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV Injection").
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(text: str) -> str:
+    """``text`` as a CSV cell a spreadsheet shows instead of running: a leading ``=``, ``+``, ``-``,
+    ``@``, tab or CR gets a ``'`` in front (as OWASP advises). Reversible by :func:`csv_cell_value`:
+    a cell that already starts with ``'`` before one of these gets a second ``'``."""
+    return "'" + text if _looks_like_formula(text) else text
+
+
+def csv_cell_value(cell: str) -> str:
+    """The text :func:`csv_cell` was given (``csv_cell_value(csv_cell(t)) == t`` for every ``t``)."""
+    return cell[1:] if cell[:1] == "'" and _looks_like_formula(cell[1:]) else cell
+
+
+def _looks_like_formula(text: str) -> bool:
+    stripped = text.lstrip("'")
+    return stripped[:1] in _FORMULA_STARTS and stripped != ""
+
+
+def csv_safe_frame(frame):
+    """``frame`` with :func:`csv_cell` applied to every text cell (numeric columns untouched, so
+    ``-3.5`` stays a number), for ``DataFrame.to_csv``."""
+    text_columns = [c for c in frame.columns if frame[c].dtype.kind in "OUST"]  # object, str, category
+    if not text_columns:
+        return frame
+    return frame.assign(**{c: frame[c].map(lambda v: csv_cell(v) if isinstance(v, str) else v) for c in text_columns})

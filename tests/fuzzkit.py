@@ -233,3 +233,37 @@ def lock(path: Path) -> Path:
     """chmod 000 (obeyed by a child started with ``drop_file_permissions=True``)."""
     path.chmod(0)
     return path
+
+
+# --- file systems that refuse writes ------------------------------------------------------------
+
+@contextlib.contextmanager
+def small_tmpfs(path: Path, size_kb: int = 64, read_only: bool = False):
+    """Mount a ``size_kb`` tmpfs at ``path`` (created) for the block, read-only if asked: a full
+    disk or a read-only mount, for real. Skips the test where mounting is not allowed (not root,
+    no CAP_SYS_ADMIN in a container)."""
+    import pytest
+
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(path)],
+                             capture_output=True) if os.geteuid() == 0 else None
+    if mounted is None or mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root): the monkeypatched ENOSPC tests cover this case")
+    try:
+        if read_only:
+            subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True, capture_output=True)
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def fill(folder: Path) -> None:
+    """Fill the file system of ``folder`` to the last byte."""
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 512)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -191,9 +191,17 @@ def _thread_summary(frames: pd.DataFrame, keys: pd.DataFrame, chosen: pd.DataFra
     return out.reset_index(drop=True)[THREAD_SUMMARY_COLUMNS]
 
 
+# Frames below this depth are folded into one "[deeper frames]" entry: Python's default recursion
+# limit is 1,000, and the text of N stacks each nested in the previous grows as N**2 (20,000 nested
+# events would make GBs of stack text).
+MAX_FOLDED_DEPTH = 1_000
+_FOLDED = "[deeper frames]"
+
+
 def folded_stacks(frames: pd.DataFrame, keys: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
     """Self time per distinct call stack: ``stack`` (labels root first, joined by ";"; prefixed by
-    the thread when there are several) and ``self_us``, sorted by stack."""
+    the thread when there are several; frames below MAX_FOLDED_DEPTH folded into one
+    ``[deeper frames]``) and ``self_us``, sorted by stack."""
     if frames.empty:
         return pd.DataFrame({"stack": pd.Series(dtype=object), "self_us": pd.Series(dtype=float)})
     stack_id, parent_of, key_of = _stack_ids(frames)
@@ -201,9 +209,15 @@ def folded_stacks(frames: pd.DataFrame, keys: pd.DataFrame, chosen: pd.DataFrame
     labels = [lbl.replace(";", ":").replace("\n", " ") for lbl in keys["label"]]
     roots = chosen.set_index("thread")["label"]
     text: list[str] = []
+    depth: list[int] = []
     for sid in range(len(key_of)):
-        head = text[parent_of[sid]] + ";" if parent_of[sid] >= 0 else ""
-        text.append(head + labels[key_of[sid]])
+        up = parent_of[sid]
+        depth.append(depth[up] + 1 if up >= 0 else 0)
+        if depth[-1] > MAX_FOLDED_DEPTH:  # the same string object: no copy, however deep
+            text.append(text[up])
+            continue
+        head = text[up] + ";" if up >= 0 else ""
+        text.append(head + (labels[key_of[sid]] if depth[-1] < MAX_FOLDED_DEPTH else _FOLDED))
     out = pd.DataFrame({"stack": text, "self_us": weight, "root": _root_threads(frames, stack_id, len(key_of))})
     if len(chosen) > 1:
         out["stack"] = "thread " + roots.reindex(out["root"]).astype(str).to_numpy() + ";" + out["stack"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError
+from ..errors import ParameterError, TraceError
 from ..trace import Trace, load_trace
 from ..trace.steps import window_index
 from .classify import is_comm
@@ -54,6 +54,10 @@ def reduce_file(path, *, use_cache: bool = True) -> RankTables:
 
 def reduce_trace(trace: Trace) -> RankTables:
     """Reduce a Trace of exactly one file; raises ParameterError for a multi-file Trace."""
+    if len(trace.files) > 1 and len({f.path for f in trace.files}) == 1:
+        raise TraceError(trace.files[0].path, f"holds {len(trace.files)} ranks merged into one file (TraceFusion's "
+                         "pid = rank * 100000000 + pid); cross-rank analysis needs one file per rank",
+                         "Pass the per-rank files; perfkit summary, sql and load_trace read this one as its ranks")
     if len(trace.files) != 1:
         raise ParameterError(f"reduce_trace takes the Trace of one file, got {len(trace.files)} files; "
                              "use perfkit.ranks(directory) for many ranks")

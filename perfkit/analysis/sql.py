@@ -13,6 +13,13 @@ Views (the schema of ``Trace``, :mod:`perfkit.trace.schema`; times in microsecon
 
 The tables reach DuckDB as Arrow tables (``pyarrow.Table.from_pandas``: numeric columns are not
 copied, names stay dictionary-encoded) and DuckDB scans them in place. DuckDB is imported only here.
+
+A query is confined to these views unless ``allow_files=True``: once they are registered, DuckDB's
+``enable_external_access`` is turned off and its configuration locked, so a query pasted from a
+shared notebook cannot read (``read_csv('/etc/passwd')``, ``glob``), write (``COPY ... TO``,
+``ATTACH``) or load extensions. A result is cut at ``PERFKIT_SQL_MAX_ROWS`` rows (streamed, so
+``SELECT * FROM range(300000000)`` costs one batch past the cap), with a warning in
+``frame.attrs["warnings"]``.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ import json
 import pandas as pd
 
 from ..errors import MissingDependencyError, ParameterError
+from ..limits import SQL_MAX_ROWS
 from ..trace import Trace, load_trace
 
 VIEWS = ("events", "flows", "steps", "ranks")
@@ -28,24 +36,65 @@ RANK_COLUMNS = ["file_id", "rank", "path", "trace_name", "schema_version", "base
                 "devices", "flags", "events_read"]
 
 
-def sql(query: str, trace_or_dir, *, use_cache: bool = True) -> pd.DataFrame:
+_EXAMPLE = "e.g. \"SELECT name, sum(dur_us) FROM events GROUP BY name\""
+_BATCH_ROWS = 65_536
+
+
+def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool = False) -> pd.DataFrame:
     """Run the DuckDB ``query`` over the views ``events``, ``flows``, ``steps`` and ``ranks`` of
     ``trace_or_dir`` (a loaded :class:`Trace`, a trace file, a directory or a list of files) and
-    return its result as a DataFrame. Raises ParameterError for an empty or failing query (with
-    DuckDB's message and the view names), TraceError for unreadable traces, MissingDependencyError
-    without duckdb."""
+    return its result as a DataFrame (at most ``PERFKIT_SQL_MAX_ROWS`` rows; a longer result is
+    cut there and ``frame.attrs["warnings"]`` says so). ``allow_files``: let the query read and
+    write files (``read_csv``, ``COPY ... TO``, ``ATTACH``); by default it sees the views only.
+    Raises ParameterError for an empty query, one with no result (only comments, ``CREATE``...) or
+    a failing one (with DuckDB's message and the view names), TraceError for unreadable traces,
+    MissingDependencyError without duckdb."""
     if not isinstance(query, str) or not query.strip():
-        raise ParameterError("the SQL query is empty; e.g. \"SELECT name, sum(dur_us) FROM events GROUP BY name\"")
+        raise ParameterError(f"the SQL query is empty; {_EXAMPLE}")
     duckdb = _duckdb()
+    max_rows = SQL_MAX_ROWS.value()
     trace = trace_or_dir if isinstance(trace_or_dir, Trace) else load_trace(trace_or_dir, use_cache=use_cache)
     with duckdb.connect(":memory:") as con:
         for name, table in arrow_tables(trace).items():
             con.register(name, table)
+        if not allow_files:
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
         try:
-            return con.execute(query).df()
+            relation = con.sql(query)
+            if relation is None:
+                raise ParameterError(f"the SQL query returns no table (only comments, or a statement such as "
+                                     f"CREATE or SET); ask with a SELECT, {_EXAMPLE}")
+            return _fetch(relation, max_rows)
         except duckdb.Error as exc:
-            raise ParameterError(f"SQL query failed (views: {', '.join(VIEWS)}; their columns: `perfkit sql --help`): "
-                                 f"{exc}") from None
+            raise ParameterError(f"SQL query failed (views: {', '.join(VIEWS)}; their columns: `perfkit sql --help`"
+                                 f"{_files_hint(exc, allow_files)}): {' '.join(str(exc).split())}") from None
+
+
+def _fetch(relation, max_rows: int) -> pd.DataFrame:
+    """The first ``max_rows`` rows of ``relation``, streamed in batches so that a huge result is
+    never materialized whole."""
+    import pyarrow as pa
+
+    reader = relation.to_arrow_reader(_BATCH_ROWS)
+    batches, rows = [], 0
+    for batch in reader:
+        batches.append(batch)
+        rows += batch.num_rows
+        if rows > max_rows:
+            break
+    frame = pa.Table.from_batches(batches, schema=reader.schema).slice(0, max_rows).to_pandas(use_threads=False)
+    if rows > max_rows:
+        frame.attrs["warnings"] = [f"the result has more than {max_rows:,} rows ({SQL_MAX_ROWS.env}, which guards "
+                                   f"{SQL_MAX_ROWS.guards}): only its first {max_rows:,} are shown; aggregate, add a "
+                                   f"LIMIT, or raise {SQL_MAX_ROWS.env}"]
+    return frame
+
+
+def _files_hint(exc, allow_files: bool) -> str:
+    if allow_files or "disabled by configuration" not in str(exc):
+        return ""
+    return "; queries see these views only: pass allow_files=True / --allow-files to let it read or write files"
 
 
 def arrow_tables(trace: Trace) -> dict:
@@ -69,10 +118,12 @@ def ranks_frame(trace: Trace) -> pd.DataFrame:
 
 
 def _int_or_none(value):
+    """``value`` as an int64, or None (a world_size of ``"eight"``, ``[8]`` or ``2**70``)."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if -(2**63) <= number <= 2**63 - 1 else None
 
 
 def _duckdb():

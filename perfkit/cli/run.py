@@ -3,6 +3,7 @@ investigation notebooks into dated HTML reports and rebuild the index."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -47,14 +48,46 @@ def parse_value(text: str):
         return int(stripped)
     if stripped[:1] in ("{", "["):
         try:
-            return json.loads(stripped)
+            return json.loads(stripped, parse_constant=_refuse_constant(text), parse_float=_finite_float(text))
         except ValueError as exc:
             raise ParameterError(f"-p value {text!r} starts like JSON but is not valid JSON ({exc}); "
                                  "quote keys and strings with double quotes: '{\"envs\": 8}'") from None
     try:
-        return float(stripped)
+        number = float(stripped)
     except ValueError:
         return text
+    if not math.isfinite(number):
+        raise ParameterError(_too_large(text, stripped) if _NUMBER.match(stripped) else _not_finite(text, stripped))
+    return number
+
+
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _too_large(text: str, token: str) -> str:
+    return f"-p value {text!r}: {token} is too large for a float (it would be inf); give a number below 1.8e308"
+
+
+def _not_finite(text: str, token: str) -> str:
+    return (f"-p value {text!r}: {token} is not a finite number; notebook parameters are finite numbers, text, "
+            "True/False, None, or JSON lists and objects of them")
+
+
+def _finite_float(text: str):
+    """``parse_float`` of json.loads: a float token, refused when it overflows to inf."""
+    def parse(token: str) -> float:
+        number = float(token)
+        if not math.isfinite(number):
+            raise ParameterError(_too_large(text, token))
+        return number
+    return parse
+
+
+def _refuse_constant(text: str):
+    """``parse_constant`` of json.loads: NaN, Infinity and -Infinity are refused."""
+    def refuse(token: str):
+        raise ParameterError(_not_finite(text, token))
+    return refuse
 
 
 def run(args) -> int:

@@ -1,6 +1,10 @@
 """``perfkit sql QUERY TRACE... [--csv | --json]``: DuckDB SQL over the tables of a trace."""
 from __future__ import annotations
 
+import sys
+
+from ..text import csv_safe_frame
+
 VIEWS_HELP = ("views: events (name, cat, ph, ts_us, dur_us, pid, tid, file_id, rank, device, stream, correlation, "
               "external_id, bytes, python_id, python_parent, alloc_bytes), flows (id, ph, cat, pid, tid, ts_us, "
               "file_id), steps (rank, step, start_us, end_us, dur_us, source), ranks (file_id, rank, path, trace_name, "
@@ -16,6 +20,9 @@ def register(subparsers) -> None:
     out.add_argument("--csv", action="store_true", help="print the result as CSV")
     out.add_argument("--json", action="store_true", help="print the result as JSON, one object per row and line")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    p.add_argument("--allow-files", action="store_true",
+                   help="let the query read and write files (read_csv, COPY ... TO, ATTACH); by default it sees "
+                        "the trace's views only, so a pasted query cannot touch this machine's files")
     p.set_defaults(func=run)
 
 
@@ -25,9 +32,11 @@ def run(args) -> int:
     from ..analysis.sql import sql
 
     source = args.traces[0] if len(args.traces) == 1 else args.traces
-    frame = sql(args.query, source, use_cache=not args.no_cache)
+    frame = sql(args.query, source, use_cache=not args.no_cache, allow_files=args.allow_files)
+    for warning in frame.attrs.get("warnings", []):
+        print(f"perfkit sql: warning: {warning}", file=sys.stderr)
     if args.csv:
-        print(frame.to_csv(index=False), end="")
+        print(csv_safe_frame(frame).to_csv(index=False), end="")
     elif args.json:
         if len(frame):
             print(frame.to_json(orient="records", lines=True).rstrip("\n"))

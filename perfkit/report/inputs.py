@@ -41,10 +41,16 @@ def find_trace(path: str | os.PathLike) -> Path:
     from the working directory), else from the workbook root, else as a file name among the
     shipped traces (files, then multi-rank folders). Raises ParameterError naming where it looked
     and the shipped traces."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ParameterError(f"trace_path={path!r:.80}: give a trace file or folder as text, "
+                             "e.g. \"mppi_float_tensor.json.gz\"")
     given = Path(path).expanduser()
     for candidate in (given, workbook_root() / given, SHIPPED_TRACES / given.name, SHIPPED_RANK_SETS / given.name):
-        if str(path) and candidate.exists():
-            return candidate.resolve()
+        try:
+            if str(path) and candidate.exists():
+                return candidate.resolve()
+        except OSError as exc:  # a name too long, a loop of links
+            raise ParameterError(f"trace_path={str(path)!r:.80}: cannot be a path here ({exc.strerror})") from None
     raise ParameterError(f"trace_path={str(path)!r}: no such file (looked in the working directory {Path.cwd()}, "
                          f"the workbook {workbook_root()} and the shipped traces); shipped traces: "
                          f"{', '.join(shipped_traces() + shipped_rank_sets()) or 'none'}")
@@ -151,7 +157,7 @@ def _record_live(workload, variant, device, steps, warmup, overrides):
     from ..workloads.registry import make_workload
 
     with tempfile.TemporaryDirectory(prefix="perfkit-live-") as tmp:
-        with make_workload(workload, device, variant=variant, **dict(overrides or {})) as w:
+        with make_workload(workload, device, variant=variant, **_overrides(overrides)) as w:
             path = record_trace(w, Path(tmp) / f"{workload}_{variant or 'default'}.json.gz",
                                 steps=steps, warmup=warmup)
         return load_trace(path)
@@ -161,7 +167,15 @@ def live_workload(workload: str, variant: str | None = None, device: str = "auto
     """``make_workload`` with a dict of overrides (the notebooks' ``overrides`` parameter)."""
     from ..workloads.registry import make_workload
 
-    return make_workload(workload, device, variant=variant, **dict(overrides or {}))
+    return make_workload(workload, device, variant=variant, **_overrides(overrides))
+
+
+def _overrides(overrides) -> dict:
+    """The notebooks' ``overrides`` parameter: a dict of config fields (None: none)."""
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ParameterError(f"overrides={overrides!r:.80}: give the workload's config fields as a dict, "
+                             "e.g. {\"samples\": 256}")
+    return dict(overrides or {})
 
 
 def detect_workload_syncs(workload: str, variant: str | None = None, *, device: str = "auto", steps: int = 2,

@@ -21,7 +21,7 @@ from .schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COL
 from .values import Drops, checked_floats, checked_ints
 
 _STRING_COLUMNS = ("name", "cat", "ph", "pid", "tid")
-_KEEP_PH = ("X", "i", "I", "C")
+_KEEP_PH = ("X", "i", "I", "C", "B", "E")  # B/E: paired into X rows by perfkit.trace.durations
 _FLOW_PH = ("s", "f", "t")
 
 
@@ -124,6 +124,8 @@ class ColumnBuilder:
         self.flow_parts: list[dict] = []
         self.flow_encoders = {c: Encoder(_text) for c in ("ph", "cat", "pid", "tid")}
         self.n_seen = 0
+        self.skipped_phases: dict[str, int] = {}  # events of a phase perfkit does not read (M, s/f flows...)
+        self.arg_ranks: set = set()  # distinct args.rank values (a file of several merged ranks has more than one)
         self.drops = Drops()
         self.flow_drops = Drops()
 
@@ -133,6 +135,10 @@ class ColumnBuilder:
         local, uniques = _local_codes(phases)
         keep = np.array([u in _KEEP_PH for u in uniques], dtype=bool)[local]
         flows = np.array([u in _FLOW_PH for u in uniques], dtype=bool)[local]
+        for code, phase in enumerate(uniques):
+            if phase not in _KEEP_PH:
+                self.skipped_phases[_text(phase)] = self.skipped_phases.get(_text(phase), 0) + int(
+                    np.count_nonzero(local == code))
         if keep.all():
             self.parts.append(self._columns(batch, phases))
         elif keep.any():
@@ -149,6 +155,9 @@ class ColumnBuilder:
         self.parts += _translated(other.parts, self.encoders, other.encoders)
         self.flow_parts += _translated(other.flow_parts, self.flow_encoders, other.flow_encoders)
         self.n_seen += other.n_seen
+        self.arg_ranks |= other.arg_ranks
+        for phase, count in other.skipped_phases.items():
+            self.skipped_phases[phase] = self.skipped_phases.get(phase, 0) + count
         self.drops.absorb(other.drops)
         self.flow_drops.absorb(other.flow_drops)
 
@@ -165,6 +174,8 @@ class ColumnBuilder:
         names = _field(events, "name")
         cat_codes = self._categories(events, names)
         args = [a if a is not None else NO_ARGS for a in _field(events, "args")]
+        if len(self.arg_ranks) < 2:  # one set pass per batch until a second rank shows up
+            self.arg_ranks |= set(map(attrgetter("rank"), args)) - {None}
         cols, bad = self._numbers(events, args, cat_codes)
         bad["dur_us"] &= np.array([p == "X" for p in phases], dtype=bool)  # an instant's dur is ignored (0)
         keep = self.drops.record(bad, names, lambda f, i: _raw(events[i], args[i], f))

@@ -24,6 +24,7 @@ class Args(msgspec.Struct, gc=False):
     python_id: Value = msgspec.field(default=None, name="Python id")
     python_parent: Value = msgspec.field(default=None, name="Python parent id")
     alloc_bytes: Value = msgspec.field(default=None, name="Bytes")
+    rank: Value = None  # set by tools that merge ranks into one file; more than one value is refused
 
 
 NO_ARGS = Args()

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..atomic import atomic_write, write_text_atomic
+from ..atomic import atomic_write, output_error, write_text_atomic
 from ..errors import ParameterError
 from .model import Trace
 from .schema import SCHEMA_VERSION
@@ -62,7 +62,8 @@ def export_parquet(source, directory, *, overwrite: bool = False, **load_options
 
     The dataset is written beside ``directory`` and moved into place when complete, so a failed
     export leaves nothing half-written. Raises :class:`ParameterError` when ``directory`` exists
-    and is not empty (unless ``overwrite``), TraceError for unreadable traces.
+    and is not empty (unless ``overwrite``), TraceError for unreadable traces, OutputError when the
+    dataset cannot be written (no space, a read-only file system).
     """
     from .load import load_trace
 
@@ -70,12 +71,17 @@ def export_parquet(source, directory, *, overwrite: bool = False, **load_options
     if occupied(target) and not overwrite:
         raise ParameterError(f"{target} already exists; choose a new directory or pass overwrite=True to replace it")
     trace = load_trace(source, **load_options)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent))
+    except OSError as exc:
+        raise output_error(target, exc) from exc
     try:
         rows = write_ranks(trace, staging)
         write_text_atomic(staging / _MANIFEST, json.dumps(_manifest(trace), indent=1))
         _move_into_place(staging, target)
+    except OSError as exc:  # no space, a read-only mount: nothing of the export is left
+        raise output_error(target, exc) from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return ParquetDataset(target, tuple(trace.ranks), rows)

@@ -13,15 +13,19 @@ from ..errors import TraceError
 from . import cache
 from ..limits import RANK_RANGE, span
 from .columns import DROP_LABELS, ColumnBuilder
+from .durations import pair_durations
+from .metadata import checked_base_time, checked_devices
 from .model import Trace, TraceFile
 from .nesting import add_nesting, shift_parents
 from .schema import LAUNCH_CATEGORIES
 from .parse import CHUNK_BYTES, ParsedTrace, parse_trace
+from .split import refuse_arg_ranks, split_merged_ranks
 from .steps import STEP_COLUMNS, file_steps
 from .values import short_repr as _short
 from .workers import process_pool, release_freed_memory, resolve_workers
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+MAX_FILES = 2**15 - 1  # file_id is int16 (schema.INT_COLUMNS)
 _FLAG_KEYS = ("with_stack", "record_shapes", "profile_memory", "with_flops", "with_modules")
 
 
@@ -40,8 +44,13 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
     Raises :class:`~perfkit.errors.TraceError` (naming the file and the problem) for unreadable input.
     """
     paths = resolve_paths(source)
+    if len(paths) > MAX_FILES:
+        raise TraceError(os.fsdecode(source) if isinstance(source, (str, bytes, os.PathLike)) else "<list>",
+                         f"{len(paths):,} trace files: perfkit loads at most {MAX_FILES:,} files at once (file_id is a "
+                         "16-bit column)", "Load the ranks in groups (a list of files) or merge the files first")
     workers = resolve_workers(workers)
     loaded = list(_load_files(paths, use_cache=use_cache, salvage=salvage, progress=progress, workers=workers))
+    paths, loaded = _split_merged(paths, loaded)
     ranks, warnings = assign_ranks(paths, [meta["rank"] for _, _, meta, _ in loaded],
                                    [_world_size(meta) for _, _, meta, _ in loaded])
     files, events, flows, steps = [], [], [], []
@@ -59,6 +68,21 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
             warnings.append(f"{path.name} (rank {rank}): {meta['step_warning']}")
     table = pd.concat(steps, ignore_index=True)[STEP_COLUMNS].sort_values(["rank", "start_us"], kind="stable")
     return Trace(_concat(events), _concat(flows), files, table.reset_index(drop=True), warnings)
+
+
+def _split_merged(paths: list[Path], loaded: list) -> tuple[list[Path], list]:
+    """Each file holding several merged ranks (:mod:`perfkit.trace.split`) as one entry per rank,
+    with file ids renumbered in order."""
+    out_paths, out = [], []
+    for path, (ev, fl, meta, warns) in zip(paths, loaded):
+        parts = split_merged_ranks(ev, fl, meta)
+        if len(out) + len(parts) > MAX_FILES:
+            raise TraceError(path, f"holds {len(parts):,} merged ranks: perfkit loads at most {MAX_FILES:,} "
+                             "ranks at once", "Split the file, or load fewer files with it")
+        for part_ev, part_fl, part_meta in parts:
+            out_paths.append(path)
+            out.append((*_with_file_id(part_ev, part_fl, len(out)), part_meta, warns))
+    return out_paths, out
 
 
 def assign_ranks(paths: list[Path], claimed: list, world_sizes: list) -> tuple[list[int], list[str]]:
@@ -79,15 +103,25 @@ def assign_ranks(paths: list[Path], claimed: list, world_sizes: list) -> tuple[l
     for i, rank in enumerate(claimed):
         if rank is None and i not in taken:
             taken[i], ranks[i] = paths[i], i
-    spare = max([*taken, *(w - 1 for w in world_sizes if w)], default=-1) + 1
+    spares = iter(_spare_ranks(taken, world_sizes, ranks.count(None)))
     warnings = []
     for i, rank in enumerate(claimed):
         if ranks[i] is None:
-            ranks[i], spare = spare, spare + 1
+            ranks[i] = next(spares)
             if rank is not None:
                 warnings.append(f"{paths[i].name} claims rank {rank} like {taken[rank].name}: loaded as rank "
                                 f"{ranks[i]} so their events stay apart (are these files from one run?)")
     return ranks, warnings
+
+
+def _spare_ranks(taken: dict, world_sizes: list, count: int) -> list[int]:
+    """``count`` ids above every claim and world_size; where those would pass RANK_RANGE (a claim
+    of rank 2**31-1), the lowest ids no file claimed."""
+    start = max([*taken, *(w - 1 for w in world_sizes if w)], default=-1) + 1
+    if start + count - 1 <= RANK_RANGE[1]:
+        return list(range(start, start + count))
+    free = (r for r in range(RANK_RANGE[1] + 1) if r not in taken)
+    return [next(free) for _ in range(count)]
 
 
 def resolve_paths(source) -> list[Path]:
@@ -231,11 +265,14 @@ def _build(path: Path, parsed: ParsedTrace):
     builder.rank = rank if rank is not None else 0
     events, flows = builder.frames()
     release_freed_memory()  # the chunks' columns, now merged: ~140 MB on 2M events
+    events, pair_warnings = pair_durations(events)
     _validate(path, events, builder)
+    refuse_arg_ranks(path, events, builder.arg_ranks)
     _fill_copy_bytes(events)
     steps, step_warning = file_steps(events)
     add_nesting(events, steps)
     meta = dict(_meta(meta_doc, builder), steps=steps.to_dict(orient="list"), step_warning=step_warning)
+    meta["warnings"] += pair_warnings
     return events, flows, meta, parsed.warnings
 
 
@@ -265,6 +302,11 @@ def _validate(path: Path, events: pd.DataFrame, builder: ColumnBuilder) -> None:
     if len(events) == 0 and builder.drops:
         reasons = "; ".join(builder.drops.messages(DROP_LABELS, builder.n_seen))
         raise TraceError(path, f"no usable event: {reasons}", "The file was not written by torch.profiler or was edited")
+    if len(events) == 0:
+        phases = ", ".join(f"{n:,} {_short(ph)}" for ph, n in sorted(builder.skipped_phases.items()))
+        raise TraceError(path, f"no timed event: its {builder.n_seen:,} events are of phases perfkit does not read "
+                         f"({phases or 'unbalanced B/E'}; it reads X, B/E, i and C)",
+                         "Profile at least one step; a file of metadata (M) events only is not a trace of a run")
 
 
 def _load_warnings(meta_doc: dict, builder: ColumnBuilder) -> list[str]:
@@ -290,17 +332,18 @@ def _fill_copy_bytes(events: pd.DataFrame) -> None:
 
 
 def _meta(meta_doc: dict, builder: ColumnBuilder) -> dict:
-    devices = meta_doc.get("deviceProperties") or []
+    devices, device_warnings = checked_devices(meta_doc.get("deviceProperties"))
+    base_time, time_warnings = checked_base_time(meta_doc.get("baseTimeNanoseconds"))
     return {
         "rank": _rank(meta_doc),
         "schema_version": meta_doc.get("schemaVersion"),
-        "base_time_ns": meta_doc.get("baseTimeNanoseconds"),
+        "base_time_ns": base_time,
         "trace_name": str(meta_doc.get("traceName", "")),
-        "devices": [d for d in devices if isinstance(d, dict)],
+        "devices": devices,
         "distributed": meta_doc.get("distributedInfo") if isinstance(meta_doc.get("distributedInfo"), dict) else {},
         "flags": {k: meta_doc[k] for k in _FLAG_KEYS if k in meta_doc},
         "events_read": builder.n_seen,
-        "warnings": _load_warnings(meta_doc, builder),
+        "warnings": [*_load_warnings(meta_doc, builder), *device_warnings, *time_warnings],
     }
 
 

@@ -14,6 +14,7 @@ import orjson
 from ..errors import TraceError
 from ..limits import MAX_NESTING_DEPTH
 from .scan import scan
+from .values import short_repr
 
 REPORT_FIX = "Re-export the trace with torch.profiler (prof.export_chrome_trace or tensorboard_trace_handler)"
 CUT_OFF = "JSON ends mid-write and no complete event can be recovered"
@@ -87,3 +88,32 @@ def load_json(path: Path, text: bytes, what: str):
         if str(exc).startswith("unexpected end of data"):  # cut off before the first event
             raise TraceError(path, CUT_OFF, REPORT_FIX) from None
         raise TraceError(path, f"{what}: {exc}", REPORT_FIX) from None
+
+
+def checked_devices(value) -> tuple[list[dict], list[str]]:
+    """``deviceProperties`` as a list of dicts whose ``totalGlobalMem`` (if any) is a whole number
+    of bytes, and a warning for each part set aside (a number, ``true``, ``"lots"``...)."""
+    if value is None or value == []:
+        return [], []
+    if not isinstance(value, list):
+        return [], [f"deviceProperties is {short_repr(value)}, not a list of devices: ignored "
+                    "(no device names or memory)"]
+    devices = [dict(d) for d in value if isinstance(d, dict)]
+    warnings = [] if len(devices) == len(value) else [
+        f"deviceProperties: {len(value) - len(devices)} of {len(value)} entries are not objects: ignored"]
+    bad = [d.pop("totalGlobalMem") for d in devices if "totalGlobalMem" in d and not _byte_count(d["totalGlobalMem"])]
+    if bad:
+        warnings.append(f"deviceProperties: totalGlobalMem {short_repr(bad[0])} is not a number of bytes: ignored")
+    return devices, warnings
+
+
+def checked_base_time(value) -> tuple[int | None, list[str]]:
+    """``baseTimeNanoseconds`` as an int64 count of nanoseconds, or None with a warning."""
+    if value is None or (_byte_count(value) and value <= 2**63 - 1):
+        return value, []
+    return None, [f"baseTimeNanoseconds {short_repr(value)} is not a whole number of nanoseconds in 0..2**63-1: "
+                  "ignored"]
+
+
+def _byte_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value

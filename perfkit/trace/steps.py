@@ -59,10 +59,12 @@ def _name_startswith(frame: pd.DataFrame, prefix: str) -> np.ndarray:
 
 
 def _step_number(text: str) -> int:
+    """N of ``ProfilerStep#N``; -1 when it is not a whole number in int64 (``#99999999999999999999999``)."""
     try:
-        return int(text)
+        number = int(text)
     except ValueError:
         return -1
+    return number if 0 <= number <= 2**63 - 1 else -1
 
 
 def _table(numbers, starts, ends, source: str) -> pd.DataFrame:

@@ -59,14 +59,13 @@ def check_choice(name: str, value: Any, choices: Iterable[Any]) -> None:
         raise ParameterError(f"{name}={value!r}: use one of {', '.join(map(repr, choices))}")
 
 
-def check_int(name: str, value: Any, low: int = 1, high: int | None = None) -> None:
+MAX_INT = 2**31 - 1  # no size or count a workload takes is larger (torch sizes past it never fit in memory)
+
+
+def check_int(name: str, value: Any, low: int = 1, high: int = MAX_INT) -> None:
     """Raise ParameterError unless ``value`` is an int in ``[low, high]``."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
-    if ok and high is not None:
-        ok = value <= high
-    if not ok:
-        upper = f" and <= {high}" if high is not None else ""
-        raise ParameterError(f"{name}={value!r}: must be an integer >= {low}{upper}")
+    if not (isinstance(value, int) and not isinstance(value, bool) and low <= value <= high):
+        raise ParameterError(f"{name}={value!r:.60}: must be an integer >= {low} and <= {high:,}")
 
 
 def check_bool(name: str, value: Any) -> None:

@@ -21,6 +21,8 @@ from ..device import is_cuda
 from ..errors import ParameterError, PerfkitError, TraceError
 from .base import check_int
 
+MAX_PROFILED_STEPS = 10_000  # a profiled step adds its events to one in-memory trace: more is no profile to read
+
 TRACE_SUFFIX = ".json.gz"
 
 
@@ -41,9 +43,9 @@ def record_trace(
     Raises ParameterError for a bad path or step counts, PerfkitError if no trace was produced.
     """
     path = _check_path(path)
-    check_int("steps", steps)
-    check_int("warmup", warmup, 0)
-    check_int("wait", wait, 0)
+    check_int("steps", steps, 1, MAX_PROFILED_STEPS)
+    check_int("warmup", warmup, 0, MAX_PROFILED_STEPS)
+    check_int("wait", wait, 0, MAX_PROFILED_STEPS)
     written: list[Path] = []
 
     def on_ready(prof) -> None:

@@ -26,7 +26,7 @@ def workload_module(name: str) -> ModuleType:
     Raises ParameterError for an unknown name (listing the valid ones) and PerfkitError when
     a listed module is not installed in this checkout.
     """
-    if name not in WORKLOADS:
+    if not isinstance(name, str) or name not in WORKLOADS:  # a JSON list from -p is unhashable
         raise ParameterError(f"unknown workload {name!r}: valid workloads are {', '.join(WORKLOADS)}")
     module_name = WORKLOADS[name]
     try:
@@ -61,7 +61,7 @@ def make_workload(name: str, device: str = "auto", *, variant: str | None = None
     config = None
     if variant is not None:
         named = module.variants()
-        if variant not in named:
+        if not isinstance(variant, str) or variant not in named:  # a JSON list from -p is unhashable
             raise ParameterError(
                 f"unknown variant {variant!r} of workload {name!r}: valid variants are {', '.join(named)}"
             )

@@ -13,6 +13,7 @@ import csv
 import io
 import math
 import os
+import stat
 from contextlib import contextmanager
 from datetime import date as _date
 from pathlib import Path
@@ -22,6 +23,7 @@ import pandas as pd
 
 from ...atomic import fsync_path
 from ...errors import PerfkitError
+from ...text import csv_cell, csv_cell_value
 from .judge import VERDICTS, isnan
 
 # Format 2: ``ci_low``/``ci_high`` bound the value itself (format 1 held a ratio CI against the
@@ -34,6 +36,9 @@ COLUMNS = (
     "quality", "git_commit", "device", "torch_version", "host",
 )
 _FLOAT_COLUMNS = ("value", "ci_low", "ci_high", "baseline", "delta_pct")
+# Free text: written through csv_cell (a leading = + - @ tab CR gets a ' so that a spreadsheet
+# shows it instead of running it) and read back through csv_cell_value. Numbers are left alone.
+_TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in (*_FLOAT_COLUMNS, "format_version", "higher_is_better", "date"))
 
 
 class PerfLogError(PerfkitError):
@@ -46,6 +51,9 @@ def locked(path: Path, exclusive: bool):
     import fcntl
 
     lock = path.with_name(path.name + ".lock")
+    if path.exists() and not path.is_file():  # a folder, pipe or device: refused by the read, no lock file beside it
+        yield
+        return
     try:
         if exclusive:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +98,7 @@ def write_rows(path: Path, rows: list[dict]) -> None:
         writer.writerow(COLUMNS)
     elif not _ends_with_newline(path):
         buf.write("\n")
-    writer.writerows([_serialize(row[c]) for c in COLUMNS] for row in rows)
+    writer.writerows([_cell(c, row[c]) for c in COLUMNS] for row in rows)
     _append_bytes(path, buf.getvalue().encode("utf-8"), new)
 
 
@@ -123,7 +131,12 @@ def _read_lines(path: Path) -> list[str]:
     if path.is_dir():
         raise PerfLogError(f"{path}: is a folder, not a perf log file; point perf_log_path/--path at a .csv file")
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a pipe without a writer must not block the open
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise PerfLogError(f"{path}: not a regular file (a pipe, socket or device such as /dev/zero); "
+                                   "point perf_log_path/--path at the perf log's .csv file")
+            data = fh.read()
     except OSError as exc:
         raise PerfLogError(f"{path}: cannot read the perf log ({exc.strerror}); check its permissions") from None
     try:
@@ -169,6 +182,9 @@ def _parse_row(path: Path, line_no: int, line: str) -> dict:
         raise PerfLogError(f"{where}: corrupt row: {len(fields)} fields, expected {len(COLUMNS)} "
                            "(a truncated or hand-edited line?); fix or delete this line")
     row = dict(zip(COLUMNS, fields))
+    for key in _TEXT_COLUMNS:
+        if row[key][:1] == "'":  # only a neutralized cell starts with ', and only it needs undoing
+            row[key] = csv_cell_value(row[key])
     return _typed_row(where, row)
 
 
@@ -189,6 +205,11 @@ def _typed_row(where: str, row: dict) -> dict:
     return row
 
 
+def _cell(column: str, value: Any) -> str:
+    text = _serialize(value)
+    return csv_cell(text) if column in _TEXT_COLUMNS else text
+
+
 def _serialize(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -198,12 +219,23 @@ def _serialize(value: Any) -> str:
 
 
 def _append_bytes(path: Path, data: bytes, new: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    """Append ``data`` whole or not at all: a write that fails part-way (no space left) is cut
+    back to the log's previous end, so the rows already there stay readable."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise PerfLogError(f"{path}: cannot write the perf log ({exc.strerror}); "
+                           "pass a writable perf_log_path or --path") from None
+    end = os.fstat(fd).st_size
     try:
         view = memoryview(data)
         while view:  # one write in practice; the loop only guards against a short write
             view = view[os.write(fd, view):]
         os.fsync(fd)
+    except OSError as exc:
+        os.ftruncate(fd, end)
+        raise PerfLogError(f"{path}: the rows of this run were not added ({exc.strerror}); the log was left as it "
+                           "was: free some space and run again") from None
     finally:
         os.close(fd)
     if new:

@@ -27,6 +27,7 @@ _DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIME_DIR = re.compile(r"^\d{6}(-\d+)?$")
 LOG_ROWS_SHOWN = 200
 _MAX_TREND_POINTS = 200
+MAX_TREND_PLOTS = 24
 _TREND_WIDTH_IN = 5.0
 
 
@@ -108,11 +109,12 @@ def _render(runs: list[dict], log: pd.DataFrame, problems: list[str]) -> str:
     if latest:
         run_rows = log[log["run_id"].str.startswith(latest["run_id"] + "/")] if len(log) else log
         latest["regressed"] = int((run_rows["verdict"] == "regressed").sum()) if len(run_rows) else 0
-    shown = display_frame(log).head(LOG_ROWS_SHOWN)
+    shown = display_frame(log.tail(LOG_ROWS_SHOWN)).head(LOG_ROWS_SHOWN)
+    trends, trends_hidden = _trends(log)
     return env.get_template("index.html.j2").render(
         problems=problems, latest=latest, older=runs[1:], log_columns=list(shown.columns),
         log_rows=shown.to_dict("records"), log_total=len(log), log_hidden=len(log) > LOG_ROWS_SHOWN,
-        trends=_trends(log), min_effect=f"{MIN_EFFECT:.0%}", z=f"{Z:.2f}")
+        trends=trends, trends_hidden=trends_hidden, min_effect=f"{MIN_EFFECT:.0%}", z=f"{Z:.2f}")
 
 
 def _papermill_status(notebook: Path) -> str:
@@ -132,16 +134,20 @@ def _read_log(path: Path) -> tuple[pd.DataFrame, list[str]]:
         return empty_log(), [f"perf log unreadable, not shown: {exc}"]
 
 
-def _trends(log: pd.DataFrame) -> list[dict]:
-    """One small figure per (investigation, subject, metric, device) logged by at least 2 runs."""
+def _trends(log: pd.DataFrame) -> tuple[list[dict], int]:
+    """One small figure per (investigation, subject, metric, device) logged by at least 2 runs (the
+    MAX_TREND_PLOTS logged most recently), and how many more such metrics there are."""
     from ..plots import figure_png, perf_log_trend
 
     if log.empty:
-        return []
+        return [], 0
+    groups = [(key, group) for key, group in log.groupby(["investigation", "subject", "metric", "device"], sort=True)
+              if group["run_id"].nunique() >= 2]
+    # The metrics logged most recently, when there are more than a page can show (each plot ~0.1 s)
+    recent = sorted(groups, key=lambda kg: kg[1].index[-1], reverse=True)[:MAX_TREND_PLOTS]
+    shown = {id(g) for _, g in recent}
     out = []
-    for key, group in log.groupby(["investigation", "subject", "metric", "device"], sort=True):
-        if group["run_id"].nunique() < 2:
-            continue
+    for key, group in (kg for kg in groups if id(kg[1]) in shown):
         png = figure_png(perf_log_trend(group.tail(_MAX_TREND_POINTS), width=_TREND_WIDTH_IN))
         out.append({"png": base64.b64encode(png).decode("ascii"), "alt": f"{key[0]}: {key[2]} ({key[3]})"})
-    return out
+    return out, len(groups) - len(out)

@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from ...atomic import write_text_atomic
+from ...atomic import output_error, write_text_atomic
 from ...errors import MissingDependencyError, ParameterError, missing_dependency
 from ...results import html_section, html_table, html_text, html_warnings
 from ..card import read_card
@@ -40,13 +40,13 @@ from ..perflog import PerfLog
 from .html import notebook_html
 from .index import build_index
 from .kernel import kernel_manager_class, kernel_warnings, quiet_kernel_output
+from .params import SIMPLE_TYPES as _SIMPLE_TYPES, refuse_impossible_values
 from .records import record_json
 
 # Passed by the runner to notebooks that declare them, and only to those.
 RUNNER_PARAMETERS = ("perf_log_path", "run_label", "change")
 STAGING = ".staging"
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_SIMPLE_TYPES = ("int", "float", "bool", "str")
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,8 @@ def new_run_folder(out: Path, day: str, when: datetime | None = None) -> Path:
             return folder
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise output_error(folder, exc) from exc
     raise ParameterError(f"{out / day}: no free run folder for {stamp}")
 
 
@@ -189,6 +191,7 @@ def run_all(names: Iterable[str] | None = None, parameters: dict | None = None,
     params = dict(parameters or {})
     check_parameters(", ".join(p.stem for p in paths), list(dict.fromkeys(n for d in declared.values() for n in d)),
                      params)
+    refuse_impossible_values(declared, params)
     day = _iso_day(date)
     out = prepare_out_dir(out_dir)
     log_path = Path(params.get("perf_log_path") or out / "perf_log.csv").expanduser().resolve()
@@ -290,9 +293,9 @@ def _alive(pid: int) -> bool:
 
 def _execute(path: Path, folder: Path, params: dict, kernel_name, warnings: tuple) -> NotebookRun:
     stage = folder.parents[1] / STAGING / str(os.getpid())
-    stage.mkdir(parents=True, exist_ok=True)
     final = {ext: folder / f"{path.stem}{ext}" for ext in (".ipynb", ".html", ".run.json")}
     try:
+        stage.mkdir(parents=True, exist_ok=True)
         source = stage / f"{path.stem}.input.ipynb"
         source.write_text(write_ipynb_text(read_notebook(path)), encoding="utf-8")
         start = time.perf_counter()
@@ -305,6 +308,8 @@ def _execute(path: Path, folder: Path, params: dict, kernel_name, warnings: tupl
             write_text_atomic(final[".html"], notebook_html(nb, path.stem))
         write_text_atomic(final[".run.json"], record_json({**asdict(run), "warnings": list(run.warnings)}))
         return run
+    except OSError as exc:  # no space left, a read-only mount: say which file
+        raise output_error(exc.filename or folder, exc) from exc
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         _remove_if_empty(stage.parent)
