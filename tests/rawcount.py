@@ -60,7 +60,14 @@ def raw_facts(path) -> dict:
     host = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver", "Operator", "Runtime")
             and any(a <= e["ts"] < b for a, b in steps)]
     longest = max((e["dur"] for e in host), default=0.0)
-    return {"steps": len(steps), "wall_us": wall, "gpu_events": len(gpu), "busy_share": busy / wall if wall else 0.0,
+    gap = 0.0  # the longest stretch of a step with no GPU work, as a share of the step
+    for a, b in steps:
+        end = a
+        for s, e in sorted(_clip(gpu, a, b)):
+            gap = max(gap, (s - end) / (b - a))
+            end = max(end, e)
+        gap = max(gap, (b - end) / (b - a))
+    return {"steps": len(steps), "longest_gpu_gap_share": gap, "wall_us": wall, "gpu_events": len(gpu), "busy_share": busy / wall if wall else 0.0,
             "comm_exposed_share": (busy - inside(other)) / wall if wall else 0.0,
             "loader_share": inside(loader) / wall if wall else 0.0, "launches": len(launches),
             "launches_per_step": len(in_steps) / max(len(steps), 1),

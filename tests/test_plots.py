@@ -115,7 +115,7 @@ def test_step_breakdown_stacks_compile_time_so_host_bars_add_up(tmp_path):
 def test_queue_delay_histogram_marks_median_threshold_and_step():
     from perfkit.analysis.cpu_bound import cpu_bound
 
-    result = cpu_bound(load_trace(shared_trace("tracelens_h100_timesformer_infer_bf16.json.gz")))
+    result = cpu_bound(load_trace(shared_trace("tracelens_mi300x_vllm_piecewise_graph_exec.json.gz")))
     assert result.verdict == "GPU-bound (host ahead)"
     fig = plots.queue_delay(result)
     ax = fig.axes[0]

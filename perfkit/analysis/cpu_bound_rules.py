@@ -97,7 +97,9 @@ def decide(row: dict, thresholds: dict, kind: str = "gpu") -> tuple[str, dict]:
     5. input-bound: DataLoader >= ``input_share`` and the largest host cause (``host_causes``);
     6. CPU-only trace: no GPU events and no launch calls;
     7. GPU-bound (host ahead): median launch-to-kernel delay >= ``host_ahead_share`` of the step
-       and >= ``HOST_AHEAD_MIN_US`` (the GPU idles for reasons other than the host: work is queued);
+       and >= ``HOST_AHEAD_MIN_US`` (work is queued), and less than half of the GPU's idle time is the
+       host loading data, issuing work or working on its own (the GPU idles for reasons other than
+       the host);
     8.-11. the largest of the causes that meet their rule: communication-bound (collectives not under
        compute >= ``COMM_STEP_SHARE``) and the host causes (``host_causes``): sync-bound (host
        blocked in syncs >= ``sync_share``), launch-bound (>= ``LAUNCH_MIN_PER_STEP`` launches per
@@ -126,7 +128,8 @@ def decide(row: dict, thresholds: dict, kind: str = "gpu") -> tuple[str, dict]:
         return "input-bound", dict(e, rule=f"DataLoader >= {t['input_share']:.0%} of step and the largest host cause")
     if kind == "cpu":
         return "CPU-only trace", dict(e, rule="no GPU events and no kernel launches: all step time is host time")
-    if kind == "gpu" and e["queue_delay_share"] >= t["host_ahead_share"] and e["queue_delay_us"] >= HOST_AHEAD_MIN_US:
+    explained = e["dataloader_idle_share"] + e["issuing_idle_share"] + e["own_work_idle_share"]
+    if kind == "gpu" and queue_is_deep(e, t) and explained < 0.5 * (1.0 - e["gpu_busy_share"]):
         return "GPU-bound (host ahead)", dict(e, rule=f"median launch-to-kernel delay >= {t['host_ahead_share']:.0%} "
                                                       f"of step and >= {HOST_AHEAD_MIN_US:g} us: GPU work is queued")
     if e["comm_exposed_share"] >= COMM_STEP_SHARE:
@@ -146,17 +149,26 @@ def decide(row: dict, thresholds: dict, kind: str = "gpu") -> tuple[str, dict]:
 def host_causes(e: dict, t: dict) -> dict:
     """Shares of the step of the host-side causes that meet their rule (0 where not): input
     (DataLoader while the GPU idles), sync (blocking calls: they wait while the GPU works, then the
-    GPU idles while the host starts again), launch (``launch_bound``: launching ops while the GPU
+    GPU idles while the host starts again; not when the GPU's queue is deep (``queue_is_deep``):
+    then the syncs wait for work the GPU does anyway), launch (``launch_bound``: launching ops while the GPU
     idles) and host compute (ops that launch nothing and Python with no launch inside while the GPU
     idles: always eligible). Untraced time (no host event, GPU idle: Python in a trace without
     stacks) is in none of them: what it was is unknown, so it never outweighs a measured cause;
     when no cause has any time, the step is host-compute-bound on its untraced time. The largest decides, so a 16% sync beside 63% of CPU ops is not called
     sync-bound, and launching while the GPU still has queued work keeps no GPU waiting."""
     idle = e["dataloader_idle_share"]
+    syncs = e["sync_share"] if e["sync_share"] >= t["sync_share"] and not queue_is_deep(e, t) else 0.0
     return {"input-bound": idle if idle >= t["input_share"] else 0.0,
-            "sync-bound": e["sync_share"] if e["sync_share"] >= t["sync_share"] else 0.0,
+            "sync-bound": syncs,
             "launch-bound": e["issuing_idle_share"] if launch_bound(e) else 0.0,
             "host-compute-bound": e["own_work_idle_share"] if np.isfinite(e["own_work_idle_share"]) else 0.0}
+
+
+def queue_is_deep(e: dict, t: dict) -> bool:
+    """The median launch-to-kernel delay is >= ``host_ahead_share`` of the step and >=
+    ``HOST_AHEAD_MIN_US``: the host launches far ahead of the GPU."""
+    return (e["queue_delay_share"] is not None and e["queue_delay_share"] >= t["host_ahead_share"]
+            and e["queue_delay_us"] >= HOST_AHEAD_MIN_US)
 
 
 def launch_bound(e: dict) -> bool:

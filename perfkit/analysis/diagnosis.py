@@ -26,6 +26,7 @@ from ..results import html_section, html_table, html_text, html_warnings
 from ..trace import intervals
 from .cpu_bound import PARTIAL_STEP, cpu_bound, overall_numbers
 from .cpu_bound_findings import top_host_work
+from .hotspots import hotspots
 from .kernels import gpu_bound_findings
 from .ops import HOST_WORK_CATEGORIES, jsonable, step_windows
 from .syncs import syncs
@@ -100,10 +101,12 @@ class Diagnosis:
                             html_text(f"Fix: {self.fix}"), html_table(self.steps), html_warnings(self.warnings))
 
 
-def diagnose(trace, *, path: str | None = None) -> Diagnosis:
+def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True) -> Diagnosis:
     """The diagnosis of ``trace`` (module doc). ``path``: how the trace is named in the command that
-    shows more (default: its first file). Never raises for traces without GPU events, stacks or
-    steps: a trace without steps is judged as one window, with a warning."""
+    shows more (default: its first file). ``kernel_fix``: a GPU-bound verdict's fix is the leading
+    ``kernels`` finding, which reads the ops' shapes from the trace file (seconds on millions of
+    events); False keeps the generic fix (the verdict is the same). Never raises for traces without
+    GPU events, stacks or steps: a trace without steps is judged as one window, with a warning."""
     result = cpu_bound(trace)
     full = result.steps[result.steps["verdict"] != PARTIAL_STEP]
     o = overall_numbers(full if len(full) else result.steps, result.launches)
@@ -121,19 +124,34 @@ def diagnose(trace, *, path: str | None = None) -> Diagnosis:
     outside = outside_steps(trace, sync)
     if outside["syncs"]["count"] or outside["host_busy_us"] > 0:
         warnings.append(outside_note(outside))
-    fix = verdict_finding.fix
+    fix, title = verdict_finding.fix, verdict_finding.title
     numbers = _numbers(result.verdict, e, o, result)
-    if result.verdict == "GPU-bound":
+    if result.verdict == "host-compute-bound" and numbers[0]["label"].startswith("Python"):
+        where = _top_python(trace)
+        if where:
+            numbers[0] = dict(numbers[0], text=f"{numbers[0]['text']}; most in {where}")
+            title = f"{title}; most in {where}"
+    if result.verdict == "GPU-bound" and kernel_fix:
         lead, note = _kernel_lead(trace)
         warnings += note
         if lead is not None:
             fix = f"{lead.title}: {lead.fix}"
             numbers[-1] = {"label": "leading kernel finding", "value": None, "unit": "", "text": lead.title}
     return Diagnosis(
-        verdict=result.verdict, title=verdict_finding.title, numbers=tuple(numbers), fix=fix, steps=_step_rows(full), warm_up=result.warmup.reset_index(drop=True),
+        verdict=result.verdict, title=title, numbers=tuple(numbers), fix=fix, steps=_step_rows(full), warm_up=result.warmup.reset_index(drop=True),
         outside_steps=outside, command=MORE.get(result.verdict, "perfkit summary {trace}").format(trace=name),
         findings=(verdict_finding,) + tuple(f for f in result.findings if f is not verdict_finding),
         warnings=tuple(dict.fromkeys(warnings)))
+
+
+def _top_python(trace) -> str:
+    """"function (file:line)" of the main thread's Python function with the most self time in the
+    steps (``hotspots``, waiting primitives left out), "" when there is none."""
+    rows = hotspots(trace).top(1, waiting=False)
+    if rows.empty:
+        return ""
+    r = rows.iloc[0]
+    return f"{r['function']} ({r['file']}:{r['line']})" if r["file"] else str(r["function"])
 
 
 def _kernel_lead(trace) -> tuple:

@@ -42,7 +42,7 @@ def summarize(trace: Trace) -> dict:
     """
     ev = trace.events
     points = sync_analysis(trace)
-    diagnosis = diagnose(trace, path=trace.files[0].path if trace.files else None)
+    diagnosis = diagnose(trace, path=trace.files[0].path if trace.files else None, kernel_fix=False)
     complete = ev[ev["ph"] == "X"]
     kernels = complete[complete["cat"] == "kernel"]
     gpu = complete[complete["cat"].isin(["kernel", "gpu_memcpy", "gpu_memset"])]
@@ -71,8 +71,7 @@ def summarize(trace: Trace) -> dict:
         "syncs": {"count": int(len(syncs)), "blocked_us": float(syncs["dur_us"].sum())},
         "sync_points": _sync_points(points.total),
         "compile": compile_facts(trace),
-        "diagnosis": {"verdict": diagnosis.verdict, "title": diagnosis.title, "fix": diagnosis.fix,
-                      "command": diagnosis.command},
+        "diagnosis": {"verdict": diagnosis.verdict, "title": diagnosis.title, "command": diagnosis.command},
         "warnings": list(trace.warnings),
     }
 
