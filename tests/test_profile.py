@@ -77,8 +77,44 @@ def test_script_without_torch_gets_a_clear_message(tmp_path, capsys):
 
 def test_bad_step_function_is_a_parameter_error(tmp_path, capsys):
     (tmp_path / "s.py").write_text("pass\n")
-    assert main(["profile", "--step", "nope", str(tmp_path / "s.py")]) == 2
+    assert main(["profile", "--step", "not a name", str(tmp_path / "s.py")]) == 2
     assert "module:function" in capsys.readouterr().err
+    assert main(["profile", "--step", "nope:", str(tmp_path / "s.py")]) == 2
+
+
+SCRIPT_STEPS = """
+from perfkit.workloads.registry import make_workload
+
+class Planner:
+    def __init__(self):
+        self.w = make_workload("mppi", "cpu", samples=16, horizon=2, iterations=1)
+
+    def act(self):
+        self.w.step()
+
+
+def plan(p):
+    p.act()
+
+
+def main():
+    p = Planner()
+    for _ in range(8):
+        plan(p)
+
+
+main()
+"""
+
+
+@pytest.mark.parametrize("step", ["plan", "Planner.act"])
+def test_step_function_defined_in_the_script(tmp_path, capsys, step):
+    """--step names a function the script itself defines: it does not exist before the script runs."""
+    code, r, _ = _profile(capsys, tmp_path, SCRIPT_STEPS, "--step", step)
+    assert code == 0 and r["step_source"] == "function" and r["steps_recorded"] == 2, r
+    assert _profiler_steps(r["trace"]) == ["ProfilerStep#4", "ProfilerStep#5"]
+    code, r, _ = _profile(capsys, tmp_path, SCRIPT_STEPS, "--step", "never_defined")
+    assert r["trace"] is None and "never_defined was never called" in r["warnings"][0]
 
 
 def test_notebook_context_manager(tmp_path):

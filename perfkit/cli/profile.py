@@ -4,7 +4,8 @@ PyTorch profiler, write the trace into the workbook's traces/ and print the diag
 perfkit's options go before the script, the script's own after ``--``:
 ``perfkit profile --memory train.py -- --epochs 1``.
 A step is one ``optimizer.step()`` (PyTorch's global optimizer hook); a loop without an optimizer
-names its step function with ``--step module:function``, or records a time window with ``--seconds``.
+names its step function with ``--step`` (``plan`` or ``Planner.step`` defined in the script, or
+``module:function``), or records a time window with ``--seconds``.
 The script's exit status is perfkit's (1 for an exception, 130 for Ctrl-C), after what was recorded.
 """
 from __future__ import annotations
@@ -27,7 +28,8 @@ def register(subparsers) -> None:
     p.add_argument("--active", type=int, default=3, help="steps recorded (default 3)")
     p.add_argument("--repeat", type=int, default=1, help="schedule cycles, one trace each (default 1)")
     p.add_argument("--step", default=None, metavar="FUNCTION",
-                   help="module:function whose calls are the steps (loops without an optimizer)")
+                   help="the function whose calls are the steps (loops without an optimizer): one the script "
+                        "defines (plan, Planner.step) or module:function")
     p.add_argument("--seconds", type=float, default=None, help="record a window of this many seconds, no steps")
     p.add_argument("--memory", action="store_true", help="profile_memory=True: record [memory] events")
     p.add_argument("--out", default=None, help="folder for the trace (default: the workbook's traces/)")

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -45,15 +47,19 @@ class Recorder:
 
     def __init__(self, path, *, wait: int = 5, warmup: int = 2, active: int = 3, repeat: int = 1,
                  step: str | None = None, seconds: float | None = None, memory: bool = False,
-                 metadata: dict | None = None, clock=time.perf_counter):
+                 metadata: dict | None = None, clock=time.perf_counter, script: str | None = None):
         for name, value, low in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1), ("repeat", repeat, 1)):
             check_int(name, value, low)
         if seconds is not None and not (isinstance(seconds, (int, float)) and seconds > 0):
             raise ParameterError(f"seconds={seconds!r}: must be a number > 0")
         if step is not None and seconds is not None:
             raise ParameterError("pass --step or --seconds, not both: a window has no steps")
-        if step is not None:
+        if step is not None and ":" in str(step):
             _split(step)
+        elif step is not None and not _QUALNAME.match(str(step)):
+            raise ParameterError(f"--step {step!r}: name a function the script defines (plan, Planner.step) or "
+                                 "one of a module as module:function (mymod:plan)")
+        self.script = str(Path(script).resolve()) if script else None
         self.path = Path(path)
         self.schedule = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
         self.step, self.seconds, self.memory = step, seconds, memory
@@ -74,8 +80,11 @@ class Recorder:
     def __enter__(self) -> "Recorder":
         torch = _import_torch()
         self._prof = self._make_profiler(torch)
-        if self.step_source == "function":
-            self._undo.append(_wrap_function(self.step, self._on_step))
+        if self.step_source == "function" and ":" not in self.step and self.script:
+            self._undo.append(_wrap_when_defined(self.step, self.script, self._on_step))
+        elif self.step_source == "function":
+            spec = self.step if ":" in self.step else f"__main__:{self.step}"
+            self._undo.append(_wrap_function(spec, self._on_step))
         elif self.step_source == "optimizer":
             from torch.optim.optimizer import register_optimizer_step_post_hook  # heavy, optional: torch
 
@@ -181,6 +190,12 @@ def _wrap_function(spec: str, on_step):
     """Replace the function named ``module:qualname`` by a wrapper that calls ``on_step`` after each
     call returns; returns the function that puts the original back."""
     owner, attr, original = resolve_function(spec)
+    return _wrap_attr(owner, attr, original, on_step)
+
+
+def _wrap_attr(owner, attr: str, original, on_step):
+    """Replace ``owner.attr`` (a module's function or a class's method) by a wrapper that calls
+    ``on_step`` after each call; returns the undo."""
 
     def step_wrapper(*args, **kwargs):
         result = original(*args, **kwargs)
@@ -199,6 +214,62 @@ def _wrap_function(spec: str, on_step):
     else:
         setattr(owner, attr, staticmethod(step_wrapper) if isinstance(raw, staticmethod) else step_wrapper)
     return lambda: setattr(owner, attr, raw) if own else delattr(owner, attr)
+
+
+_QUALNAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def _wrap_when_defined(qualname: str, script: str, on_step):
+    """Wrap a function the script itself defines (``plan``, ``Planner.step``): it does not exist
+    until the script's ``def`` runs, so a profile hook watches the script's own calls until the name
+    is bound in its globals, wraps it there (``_wrap_function``'s wrapper) and removes itself. Calls
+    from other files cost one comparison each meanwhile. Returns the undo."""
+    state: dict = {"undo": None}
+    top, *path = qualname.split(".")
+    previous = sys.getprofile()
+
+    def hook(frame, event, arg):
+        if event != "call" or frame.f_code.co_filename != script or state["undo"] is not None:
+            return
+        owner = frame.f_globals
+        if top not in owner:
+            return
+        target = owner[top]
+        for part in path:
+            target = getattr(target, part, None)
+        if callable(target):
+            state["undo"] = _wrap_in(owner, top, path, on_step)
+            if sys.getprofile() is hook:
+                sys.setprofile(previous)
+
+    sys.setprofile(hook)
+
+    def undo():
+        if sys.getprofile() is hook:
+            sys.setprofile(previous)
+        if state["undo"] is not None:
+            state["undo"]()
+
+    return undo
+
+
+def _wrap_in(module_globals: dict, top: str, path: list, on_step):
+    """Wrap ``top.path...`` found in a module's globals dict; returns the undo."""
+    if path:
+        owner = module_globals[top]
+        for part in path[:-1]:
+            owner = getattr(owner, part)
+        return _wrap_attr(owner, path[-1], getattr(owner, path[-1]), on_step)
+    original = module_globals[top]
+
+    def step_wrapper(*args, **kwargs):
+        result = original(*args, **kwargs)
+        on_step()
+        return result
+
+    step_wrapper.__wrapped__ = original
+    module_globals[top] = step_wrapper
+    return lambda: module_globals.__setitem__(top, original)
 
 
 def resolve_function(spec: str):

@@ -91,8 +91,9 @@ def profile_script(target, args=(), *, module: bool = False, wait: int = 5, warm
     ``scan``: also run ``perfkit scan`` on the script. Raises ParameterError for a missing script or
     bad schedule, PerfkitError when torch is missing; the script's own failure is in ``error``."""
     name = str(target).rsplit(".", 1)[-1] if module else Path(target).name
+    script = None if module else str(target)
     recorder = Recorder(trace_path(name, out), wait=wait, warmup=warmup, active=active, repeat=repeat,
-                        step=step, seconds=seconds, memory=memory,
+                        step=step, seconds=seconds, memory=memory, script=script,
                         metadata={"script": str(target), "args": list(map(str, args)), "module": module})
     error, status = run_as_main(target, args, recorder, module=module, command="perfkit profile",
                                 found="the steps recorded until then are kept")
