@@ -149,8 +149,8 @@ def gpu_gaps(trace) -> GapsResult:
 
 def gaps_over(trace, windows: pd.DataFrame, timelines: dict) -> GapsResult:
     """:func:`gpu_gaps` of a trace with GPU events, with its step windows and timelines already built."""
-    pieces = pd.concat([_rank_pieces(tl, windows[windows["rank"] == rank], rank) for rank, tl in timelines.items()],
-                       ignore_index=True)
+    parts = [_rank_pieces(tl, windows[windows["rank"] == rank], rank) for rank, tl in timelines.items()]
+    pieces = pd.concat(parts, ignore_index=True) if parts else _empty_pieces()
     frames, keys = frame_table(trace)
     pieces = _host_cover(trace, frames, keys, timelines, pieces)
     pieces["class"] = _classify(pieces)

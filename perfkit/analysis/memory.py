@@ -99,6 +99,8 @@ def _memory_events(trace) -> pd.DataFrame:
 
 
 def _steps(windows: pd.DataFrame, events: pd.DataFrame) -> np.ndarray:
+    if windows.empty:  # no host event spans a window (a trace of [memory] events only)
+        return np.full(len(events), -1, dtype=np.int64)
     where = window_index(windows, events["ts_us"], events["rank"])
     numbers = windows["step"].to_numpy()
     return np.where(where >= 0, numbers[np.clip(where, 0, None)], -1)
