@@ -63,7 +63,8 @@ MAX_INT = 2**31 - 1  # no size or count a workload takes is larger (torch sizes 
 
 
 def check_int(name: str, value: Any, low: int = 1, high: int = MAX_INT) -> None:
-    """Raise ParameterError unless ``value`` is an int in ``[low, high]``."""
+    """Raise ParameterError unless ``value`` is an int in ``[low, high]`` (``high``: by default the
+    largest size or count a workload takes, ``MAX_INT``)."""
     if not (isinstance(value, int) and not isinstance(value, bool) and low <= value <= high):
         raise ParameterError(f"{name}={value!r:.60}: must be an integer >= {low} and <= {high:,}")
 
