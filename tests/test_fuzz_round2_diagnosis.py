@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -67,3 +68,32 @@ def test_new_commands_answer_generated_traces_cleanly(tmp_path, events):
         outcome.assert_clean(json_out=outcome.rc == 0, codes=(0, 2))
         if outcome.rc == 2:
             assert len(outcome.err.strip().splitlines()) == 1, outcome.why()
+
+
+PROFILE_CASES = [  # (perfkit profile arguments before the script, what the one-line refusal says)
+    (["--wait", "-1"], "wait=-1"), (["--active", "0"], "active=0"), (["--repeat", "0"], "repeat=0"),
+    (["--seconds", "-1"], "seconds=-1"), (["--seconds", "nan"], "seconds=nan"),
+    (["--step", "not a name"], "module:function"), (["--step", "mod:"], "module:function"),
+    (["--step", "plan", "--seconds", "1"], "not both"), (["--step", "no_such_module_xyz:f"], "does not import"),
+]
+
+
+@pytest.mark.parametrize("options, needle", PROFILE_CASES, ids=[" ".join(c[0]) for c in PROFILE_CASES])
+def test_profile_refuses_bad_options_in_one_line(tmp_path, options, needle):
+    script = tmp_path / "train.py"
+    script.write_text("print('ran')\n")
+    outcome = run_main("profile", *options, str(script))
+    outcome.assert_clean(codes=(2,))
+    assert len(outcome.err.strip().splitlines()) == 1 and needle in outcome.err, outcome.why()
+    assert "ran" not in outcome.out  # refused before the script ran
+
+
+def test_profile_of_a_missing_or_failing_script(tmp_path):
+    missing = run_main("profile", str(tmp_path / "nope.py"))
+    missing.assert_clean(codes=(2,))
+    assert "nope.py" in missing.err and "not found" in missing.err
+    failing = tmp_path / "boom.py"
+    failing.write_text("raise RuntimeError('boom')\n")
+    outcome = run_main("profile", "--out", str(tmp_path / "t"), str(failing))
+    outcome.assert_clean(codes=(1,))
+    assert "boom" in outcome.err

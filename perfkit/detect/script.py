@@ -9,6 +9,7 @@ one report, from the original process, with the script's exit status.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import runpy
@@ -99,13 +100,20 @@ def _unwinding_exit(parent: int, real_exit):
 
 
 def _run(context, path: Path, module: str | None, found: str) -> tuple[str, int]:
-    """(error text, exit status) of running the script (or module) inside ``context``."""
+    """(error text, exit status) of running the script (or module) inside ``context``. An error
+    entering ``context`` (perfkit's own set-up: a --step that names nothing) propagates: it is not
+    the script's failure."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(context)
+        return _run_inside(path, module, found)
+
+
+def _run_inside(path: Path, module: str | None, found: str) -> tuple[str, int]:
     try:
-        with context:
-            if module is None:
-                runpy.run_path(str(path), run_name="__main__")
-            else:
-                runpy.run_module(module, run_name="__main__", alter_sys=True)
+        if module is None:
+            runpy.run_path(str(path), run_name="__main__")
+        else:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         return _exit_reason(exc.code, "script exited with status")
     except _ScriptExit as exc:
