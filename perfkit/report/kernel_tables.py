@@ -66,7 +66,8 @@ def totals_table(result) -> pd.DataFrame:
     (and the peak it divides by), communication, copies and unmodeled time; "n/a" where undefined."""
     t = result.totals
     rows = [("GPU busy", _ms(t["busy_us"])), ("GEMM kernel time", _ms(t["gemm_us"])),
-            ("GEMM FLOPs (ops with shapes)", f"{t['gemm_flops'] / 1e9:,.3f} GFLOP"),
+            ("GEMM FLOPs (ops with shapes)", f"{t['gemm_flops'] / 1e9:,.3f} GFLOP" if t["gemm_flops"] > 0
+             else "n/a (no GEMM op has recorded shapes: record_shapes=True)"),
             ("GEMM throughput", _unit(t["gemm_tflops_per_s"], "TFLOP/s", 1.0, 2)),
             ("GEMM time on Tensor Cores", _unit(t["tensor_core_share"], "%", 100.0, 1)),
             ("model FLOP/s utilisation (MFU)", _unit(t["mfu"], "%", 100.0, 3)),
