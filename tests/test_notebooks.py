@@ -386,8 +386,12 @@ def test_site_labels_and_summary_table():
     assert tables.site_labels(sites) == ["item: step @ train.py:12",
                                          "stream_sync: fetch @ train.py:40 via modeling.py:1421",
                                          "stream_sync: cudaStreamSynchronize", "memcpy_dtoh: aten::to (via aten::copy_)"]
-    table = tables.summary_table({"speedup": 1.23456, "verdict": "faster", "n": 1200, "x": None, "b": 4.465e12})
-    assert table["value"].tolist() == ["1.235", "faster", "1,200", "n/a", "4,465,000,000,000"]
+    table = tables.summary_table({"speedup": 1.23456, "verdict": "faster", "n": 1200, "x": None, "b": 4.465e12,
+                                  "scaler": False, "fp32_median_s": 0.06979, "peak_bytes_fp32": 266_240,
+                                  "syncs_per_step": float("nan")})
+    assert table["value"].tolist() == ["1.235", "faster", "1,200", "n/a", "4,465,000,000,000", "no", "69.79 ms",
+                                       "260 KiB", "n/a"]
+    assert table["metric"].tolist()[5:7] == ["scaler", "fp32 median"]
 
 
 def test_prose_escapes_names():

@@ -119,8 +119,31 @@ def _finite(value) -> bool:
 
 
 def summary_table(summary: dict) -> pd.DataFrame:
-    """A result's ``summary()`` dict as metric/value rows (numbers to 4 significant digits)."""
-    return pd.DataFrame([{"metric": k, "value": _cell(v)} for k, v in summary.items()], columns=["metric", "value"])
+    """A result's ``summary()`` dict as metric/value rows in people's units: a key ending ``_s`` is a
+    time shown in ms, one with a ``bytes`` word in B/KiB/MiB/GiB, a bool is yes/no, None or NaN "n/a", other numbers
+    to 4 significant digits; the key's unit suffix leaves its name."""
+    rows = [{"metric": _metric_name(k), "value": _human(k, v)} for k, v in summary.items()]
+    return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def _metric_name(key: str) -> str:
+    name = key[:-2] if key.endswith("_s") and len(key) > 2 else key
+    return name.replace("_", " ")
+
+
+def _human(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)) and not _finite(value):
+        return "n/a"
+    if key.endswith("_s") and isinstance(value, (int, float)):
+        return f"{format_number(value * 1e3)} ms"
+    if "bytes" in key.split("_") and isinstance(value, (int, float)):
+        for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+            if abs(value) >= size:
+                return f"{format_number(value / size)} {unit}"
+        return f"{int(value):,} B"
+    return _cell(value)
 
 
 def summary_pair(before, after) -> pd.DataFrame:
