@@ -47,7 +47,6 @@ def raw_facts(path) -> dict:
         steps = [(min(a for a, _ in host), max(b for _, b in host))]
     gpu = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in GPU]
     kernels = [e for e in events if e.get("cat") in ("kernel", "Kernel")]
-    comm = [(e["ts"], e["ts"] + e["dur"]) for e in kernels if COMM.search(str(e.get("name", "")))]
     other = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in GPU
              and not COMM.search(str(e.get("name", "")))]
     loader = [(e["ts"], e["ts"] + e["dur"]) for e in events if str(e.get("name", "")).startswith("enumerate(DataLoader)")]

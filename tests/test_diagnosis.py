@@ -3,7 +3,6 @@ verdict (host compute sent to CUDA graphs, a cold first launch, a sync after the
 unrecorded GPU), its surfaces agreeing, and the CLI."""
 import json
 
-import pytest
 
 import perfkit.cli
 from perfkit.analysis.diagnosis import diagnose
