@@ -3,7 +3,7 @@ verdict (host compute sent to CUDA graphs, a cold first launch, a sync after the
 unrecorded GPU), its surfaces agreeing, and the CLI."""
 import json
 
-
+import perfkit
 import perfkit.cli
 from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.gaps import gpu_gaps
