@@ -11,7 +11,7 @@ import pytest
 
 import perfkit
 from perfkit.cli import main
-from perfkit.profiling.session import overhead_pct
+from perfkit.profiling.session import overhead_pct, overhead_warnings
 from perfkit.report.perflog import PerfLog
 
 PPO = """
@@ -219,3 +219,10 @@ def test_report_writes_a_dated_report_set_and_perf_log_rows(tmp_path, capsys, mo
     log = PerfLog(tmp_path / "home" / "reports" / "perf_log.csv").read()
     assert set(log["investigation"]) == {"step_anatomy", "cpu_bound"} and log["value"].notna().all()
     assert log["subject"].str.contains(traces[0].name, regex=False).all()
+
+
+def test_overhead_warnings_say_what_the_figure_means():
+    assert overhead_warnings(None, 5) == [] and overhead_warnings(4.0, 5) == []
+    assert "made steps 32% slower" in overhead_warnings(32.0, 5)[0]
+    noise = overhead_warnings(-85.0, 5)[0]
+    assert "could not be measured (-85%" in noise and "over 4 of them" in noise and "--wait" in noise

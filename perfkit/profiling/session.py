@@ -106,9 +106,7 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     warnings = _schedule_warnings(recorder, error)
     s = recorder.schedule
     pct = overhead_pct(recorder.step_times_s, s["wait"], s["warmup"])
-    if pct is not None and pct > OVERHEAD_WARN_PCT:
-        warnings.append(f"the profiler made steps {pct:.0f}% slower (over {OVERHEAD_WARN_PCT:.0f}%): times in the "
-                        "trace overstate host work; Python-heavy steps pay most for with_stack")
+    warnings += overhead_warnings(pct, s["wait"])
     if not recorder.traces:
         return ProfileResult(None, 0, recorder.step_source, pct, {}, "no trace was recorded", tuple(warnings),
                              error, exit_status, scan)
@@ -123,6 +121,21 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
 def _window_steps(trace) -> int:
     """Steps found in a window's trace: the loader's one-step "whole trace" fallback is not a step."""
     return int((trace.steps["source"] != "whole trace").sum()) if len(trace.steps) else 0
+
+
+def overhead_warnings(pct: float | None, wait: int) -> list[str]:
+    """What the measured profiler overhead (``overhead_pct``) means: a cost over
+    ``OVERHEAD_WARN_PCT`` overstates host work; a figure that far below zero is noise (the steps
+    without the profiler varied more than its cost), not a speed-up."""
+    if pct is None:
+        return []
+    if pct > OVERHEAD_WARN_PCT:
+        return [f"the profiler made steps {pct:.0f}% slower (over {OVERHEAD_WARN_PCT:.0f}%): times in the "
+                "trace overstate host work; Python-heavy steps pay most for with_stack"]
+    if pct < -OVERHEAD_WARN_PCT:
+        return [f"the profiler's overhead could not be measured ({pct:.0f}%: steps without the profiler varied more "
+                f"than its cost over {max(wait - 1, 0)} of them); raise --wait for a steadier baseline"]
+    return []
 
 
 def _schedule_warnings(recorder: Recorder, error: str) -> list[str]:
