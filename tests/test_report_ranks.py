@@ -98,6 +98,7 @@ def test_rank_files_table_shows_file_names_in_ms(job):
     table = tables.rank_files_table(job.ranks)
     assert table["file"].tolist() == [f"rank{r}.pt.trace.json.gz" for r in range(4)]
     assert "device" not in table and "median_step (ms)" in table
+    assert not [c for c in table.select_dtypes("number") if c != "rank" and (table[c] == 0).all()]  # nothing empty
     assert table["median_step (ms)"].tolist() == pytest.approx((job.ranks["median_step_us"] / 1e3).round(3).tolist())
 
 

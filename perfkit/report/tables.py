@@ -214,14 +214,17 @@ def in_ms(frame: pd.DataFrame, *, keep: tuple = ("start_us", "end_us")) -> pd.Da
 
 def rank_files_table(frame: pd.DataFrame) -> pd.DataFrame:
     """A ``ranks`` table (per rank or per step) as shown: the ``file`` column as the file's name
-    (a report must not carry local paths), times in ms (``in_ms``), and no ``device`` column when
-    every rank has the same device (the report's card names it)."""
+    (a report must not carry local paths), times in ms (``in_ms``), no ``device`` column when
+    every rank has the same device (the report's card names it), and no column that is zero in every
+    row (no overlap, no late arrivals: the prose says so), so the table fits the page."""
     out = in_ms(frame)
     if "file" in out:
         out["file"] = [Path(str(f)).name for f in out["file"]]
     if "device" in out and out["device"].nunique() <= 1:
         out = out.drop(columns="device")
-    return out
+    numeric = out.select_dtypes("number").columns.difference(["rank", "step", "steps"])
+    empty = [c for c in numeric if len(out) and (out[c].fillna(0) == 0).all()]
+    return out.drop(columns=empty)
 
 
 def with_source(frame: pd.DataFrame, *, file: str = "file", line: str = "line") -> pd.DataFrame:
