@@ -29,9 +29,9 @@ DEFAULT_SOURCE = Path(os.environ.get("PERFKIT_SHARED", ROOT.parent / "shared")) 
 GOAL_S = 10.0
 COMMANDS = {
     "cached load (baseline)": "n = len(t.events)",
-    "hotspots": "from perfkit.analysis.hotspots import hotspots; n = len(hotspots(t).table)",
-    "critical path": "from perfkit.analysis.critical_path import critical_path; n = len(critical_path(t).segments)",
-    "GPU gaps": "from perfkit.analysis.gaps import gpu_gaps; n = len(gpu_gaps(t).gaps)",
+    "hotspots": "from perfkit.analysis.step.hotspots import hotspots; n = len(hotspots(t).table)",
+    "critical path": "from perfkit.analysis.step.critical_path import critical_path; n = len(critical_path(t).segments)",
+    "GPU gaps": "from perfkit.analysis.step.gaps import gpu_gaps; n = len(gpu_gaps(t).gaps)",
     "annotate (.json.gz)": "from perfkit.export.annotate import annotate; n = annotate(PATH, OUT).total_added",
 }
 
@@ -42,7 +42,7 @@ def measure(label: str, path: Path, out: Path, env: dict) -> dict:
         "import json, os, resource, time",
         "if hasattr(os, 'sched_setaffinity'): os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])",
         f"PATH, OUT = {str(path)!r}, {str(out)!r}",
-        "import perfkit.analysis.hotspots, perfkit.analysis.critical_path, perfkit.analysis.gaps, perfkit.export.annotate",
+        "import perfkit.analysis.step.hotspots, perfkit.analysis.step.critical_path, perfkit.analysis.step.gaps, perfkit.export.annotate",
         "from perfkit.trace import load_trace",
         "def cpu():",
         "    r = resource.getrusage(resource.RUSAGE_SELF)",

@@ -80,8 +80,9 @@ def main(argv=None) -> int:
         return 2
     work = Path(tempfile.mkdtemp(prefix="perfkit-bench-syncs-"))
     os.environ["PERFKIT_CACHE_DIR"] = str(work / "cache")
-    from perfkit.analysis.ops import host_events, nest
-    from perfkit.analysis.syncs import syncs
+    from perfkit.analysis.host_ops import host_events
+    from perfkit.trace.ancestry import nest
+    from perfkit.analysis.syncs.analyze import syncs
     from perfkit.trace import load_trace
     from perfkit.trace.nesting import add_nesting
 

@@ -66,7 +66,7 @@ def run_hta(python: str, path: Path, annotation: str, instance: int) -> dict:
 def run_perfkit(path: Path, annotation: str, instance: int) -> dict:
     import time
 
-    from perfkit.analysis.critical_path import KINDS, critical_path
+    from perfkit.analysis.step.critical_path import KINDS, critical_path
     from perfkit.trace import load_trace
 
     trace = load_trace(path)

@@ -60,22 +60,32 @@ def printable_data(value):
     return value
 
 
-def finite_data(value):
-    """A copy of a JSON-like value with NaN and +-inf floats replaced by None (JSON ``null``)."""
+def jsonable(value):
+    """A copy of a JSON-like value fit for strict JSON: numpy scalars made plain Python, NaN, +-inf
+    and ``pd.NA`` made None (JSON ``null``), tuples made lists, keys made strings."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        value = value.item()  # numpy scalar -> bool, int or float (numpy stays unimported here)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_data(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_data(v) for v in value]
+    if type(value).__name__ == "NAType":  # pandas.NA
+        return None
     return value
+
+
+def us_text(value: float) -> str:
+    """Microseconds as "49 us" or "1.204 ms"."""
+    return f"{value / 1e3:,.3f} ms" if abs(value) >= 1e3 else f"{value:,.0f} us"
 
 
 def json_text(value, **dumps_kwargs) -> str:
     """Strict JSON of ``value``: non-finite floats become null (a NaN that reached output is a bug
     upstream, but the output must still parse), and every non-ASCII or control character is
     ``\\u``-escaped, so the text is printable as it stands."""
-    return json.dumps(finite_data(value), allow_nan=False, ensure_ascii=True, **dumps_kwargs)
+    return json.dumps(jsonable(value), allow_nan=False, ensure_ascii=True, **dumps_kwargs)
 
 
 class PrintableStream:

@@ -2,7 +2,7 @@
 real ones (GPU, CPU-only, no stacks)."""
 import pytest
 
-from perfkit.analysis.anatomy import step_anatomy
+from perfkit.analysis.step.anatomy import step_anatomy
 from perfkit.trace import load_trace
 
 from conftest import ROOT, shared_trace

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from perfkit.analysis.cpu_bound import VERDICTS, cpu_bound
+from perfkit.analysis.step.cpu_bound import VERDICTS, cpu_bound
 from perfkit.trace import load_trace
 
 import compile_traces

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import perfkit.cli
-from perfkit.analysis.critical_path import KINDS, critical_path
+from perfkit.analysis.step.critical_path import KINDS, critical_path
 from perfkit.errors import ParameterError
 from perfkit.trace import load_trace
 

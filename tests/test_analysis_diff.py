@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from perfkit.analysis.diff import compare_steps, diff
+from perfkit.analysis.diff.analyze import compare_steps, diff
 from perfkit.cli import diff as diff_cli
 from perfkit.errors import ParameterError
 from perfkit.trace import load_trace
@@ -313,7 +313,7 @@ def test_cli_prints_waits_and_annotations(tmp_path, pinned_pair, capsys):
 def test_a_stub_is_short_against_every_other_step_not_their_median(durations, stubs):
     import pandas as pd
 
-    from perfkit.analysis.ops import stub_steps
+    from perfkit.trace.steps import stub_steps
 
     starts = np.concatenate(([0.0], np.cumsum(durations)[:-1]))
     windows = pd.DataFrame({"rank": 0, "step": range(len(durations)), "start_us": starts,

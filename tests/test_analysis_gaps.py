@@ -6,7 +6,7 @@ import json
 import pytest
 
 import perfkit.cli
-from perfkit.analysis.gaps import CLASSES, gpu_gaps
+from perfkit.analysis.step.gaps import CLASSES, gpu_gaps
 from perfkit.trace import load_trace
 
 from conftest import shared_trace

@@ -10,7 +10,7 @@ import pytest
 
 import perfkit.cli
 from perfkit.analysis.frames import normalize
-from perfkit.analysis.hotspots import HOTSPOT_COLUMNS, hotspots
+from perfkit.analysis.step.hotspots import HOTSPOT_COLUMNS, hotspots
 from perfkit.errors import ParameterError
 from perfkit.trace import load_trace
 

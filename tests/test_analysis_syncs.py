@@ -9,7 +9,7 @@ import pytest
 
 import perfkit.cli
 from perfkit.analysis.stacks import is_library, parse_frame
-from perfkit.analysis.syncs import syncs
+from perfkit.analysis.syncs.analyze import syncs
 from perfkit.cli import syncs as syncs_cli
 from perfkit.trace import load_trace
 
@@ -368,12 +368,12 @@ def test_all_dlrm_ranks_in_one_trace_keep_each_item_once_per_rank():
 def test_a_partial_step_at_the_window_edge_is_left_out_of_per_step_figures():
     """MI250 minitoy: ProfilerStep#2 lasts 49 us beside a 4.7 ms step (the profiler stopped). Per
     step means per full step: 3 syncs over 1 step, not 1.5 over 2; the other per-step analyses agree."""
-    from perfkit.analysis.anatomy import step_anatomy
-    from perfkit.analysis.cpu_bound import cpu_bound
-    from perfkit.analysis.critical_path import critical_path
-    from perfkit.analysis.gaps import gpu_gaps
-    from perfkit.analysis.hotspots import hotspots
-    from perfkit.analysis.htod import htod
+    from perfkit.analysis.step.anatomy import step_anatomy
+    from perfkit.analysis.step.cpu_bound import cpu_bound
+    from perfkit.analysis.step.critical_path import critical_path
+    from perfkit.analysis.step.gaps import gpu_gaps
+    from perfkit.analysis.step.hotspots import hotspots
+    from perfkit.analysis.copies import htod
 
     path = shared_trace("hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz")
     with gzip.open(path, "rt") as f:

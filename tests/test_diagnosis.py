@@ -5,8 +5,8 @@ import json
 
 import perfkit
 import perfkit.cli
-from perfkit.analysis.diagnosis import diagnose
-from perfkit.analysis.gaps import gpu_gaps
+from perfkit.analysis.step.diagnosis import diagnose
+from perfkit.analysis.step.gaps import gpu_gaps
 from perfkit.analysis.summary import summarize
 from perfkit.trace import load_trace
 

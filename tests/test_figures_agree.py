@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import perfkit
-from perfkit.analysis.gaps import CLASSES
+from perfkit.analysis.step.gaps import CLASSES
 from perfkit.analysis.summary import summarize
 from perfkit.trace import load_trace
 

@@ -339,7 +339,7 @@ def test_summary_frame_reads_back_summarize():
 
 
 def test_cpu_bound_rows_carry_a_ci_over_steps():
-    from perfkit.analysis.cpu_bound import cpu_bound
+    from perfkit.analysis.step.cpu_bound import cpu_bound
 
     result = cpu_bound(inputs.load_source("trace", "ppo_item_logging.json.gz").trace)
     out = rows.cpu_bound_rows(result, "trace x", "cpu")

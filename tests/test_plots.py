@@ -75,7 +75,7 @@ def test_step_timeline_gpu_trace_has_stream_lanes():
 
 
 def test_breakdown_bars_follow_the_table(cpu_trace):
-    from perfkit.analysis.cpu_bound import cpu_bound
+    from perfkit.analysis.step.cpu_bound import cpu_bound
 
     result = cpu_bound(cpu_trace)
     table = result.top_ops(5)
@@ -97,7 +97,7 @@ def test_breakdown_bars_follow_the_table(cpu_trace):
 def test_step_breakdown_stacks_compile_time_so_host_bars_add_up(tmp_path):
     """A compiling step's host bars (DataLoader, compile, syncs, other) end at host_busy_us."""
     from compile_traces import COMPILE_US, compile_dominated
-    from perfkit.analysis.cpu_bound import cpu_bound
+    from perfkit.analysis.step.cpu_bound import cpu_bound
 
     result = cpu_bound(load_trace(compile_dominated().write(tmp_path / "c.json")))
     assert result.verdict == "compiling"
@@ -113,7 +113,7 @@ def test_step_breakdown_stacks_compile_time_so_host_bars_add_up(tmp_path):
 
 
 def test_queue_delay_histogram_marks_median_threshold_and_step():
-    from perfkit.analysis.cpu_bound import cpu_bound
+    from perfkit.analysis.step.cpu_bound import cpu_bound
 
     result = cpu_bound(load_trace(shared_trace("tracelens_mi300x_vllm_piecewise_graph_exec.json.gz")))
     assert result.verdict == "GPU-bound (host ahead)"
@@ -130,7 +130,7 @@ def test_queue_delay_histogram_marks_median_threshold_and_step():
 
 
 def test_queue_delay_on_a_cpu_only_trace_says_no_gpu(cpu_trace):
-    from perfkit.analysis.cpu_bound import cpu_bound
+    from perfkit.analysis.step.cpu_bound import cpu_bound
 
     assert "no GPU" in _texts(plots.queue_delay(cpu_bound(cpu_trace)))
 
@@ -176,7 +176,7 @@ def test_monitor_timeline_without_gpu_says_why():
 
 
 def test_copy_figures_without_gpu_say_no_gpu(cpu_trace):
-    from perfkit.analysis.htod import htod
+    from perfkit.analysis.copies import htod
     from perfkit.bench.htod import htod_sweep
 
     sweep = htod_sweep(sizes_bytes=[4096], repeats=1, device="auto")
@@ -189,7 +189,7 @@ def test_copy_figures_without_gpu_say_no_gpu(cpu_trace):
 
 
 def test_copy_kinds_on_a_gpu_trace():
-    from perfkit.analysis.htod import htod
+    from perfkit.analysis.copies import htod
 
     result = htod(load_trace(shared_trace("param_v100_dlrm_rank0.pt.trace.json.gz")))
     left, right = plots.copy_kinds(result).axes
@@ -199,7 +199,7 @@ def test_copy_kinds_on_a_gpu_trace():
 
 
 def test_diff_breakdown_and_loss_curves():
-    from perfkit.analysis.diff import diff
+    from perfkit.analysis.diff.analyze import diff
     from perfkit.bench.amp_ab import amp_ab
     from perfkit.workloads.mlp import mlp_problem
 

@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from perfkit.analysis.cpu_bound import cpu_bound
-from perfkit.analysis.rank_tables import reduce_trace
-from perfkit.analysis.ranks import ranks
+from perfkit.analysis.step.cpu_bound import cpu_bound
+from perfkit.analysis.ranks.tables import reduce_trace
+from perfkit.analysis.ranks.analyze import ranks
 from perfkit.analysis.summary import summarize
 from perfkit.cli import main
 from perfkit.errors import ParameterError, TraceError

@@ -3,8 +3,8 @@ errors from workers reach the caller, and a missing or unreachable scheduler is 
 import distributed
 import pytest
 
-from perfkit.analysis import engines
-from perfkit.analysis.ranks import ranks
+from perfkit.analysis.ranks import engines
+from perfkit.analysis.ranks.analyze import ranks
 from perfkit.errors import ParameterError, TraceError
 
 from rankjobs import dlrm_dir, sync_job

@@ -6,8 +6,10 @@ import pickle
 import pytest
 
 from conftest import shared_memory
-from perfkit.bench.snapshot import (TIMELINE_CATEGORIES, frame_site, load_memory_snapshot,
-                                    load_profiler_memory_timeline)
+from perfkit.analysis.snapshots.memory_snapshot import (TIMELINE_CATEGORIES,
+    frame_site,
+    load_memory_snapshot,
+    load_profiler_memory_timeline)
 from perfkit.errors import TraceError
 
 BALANCED = ["cs336_magma27_memsnap_bench.pickle.gz", "cs336_silmont_memsnap_fwd_bf16_ctx128.pickle.gz",

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import perfkit
-from perfkit.analysis.sync_result import CONFIRM, FIXES
+from perfkit.analysis.syncs.result import CONFIRM, FIXES
 from perfkit.report import prose
 from perfkit.report.card import verdict_card
 

@@ -4,8 +4,8 @@ inference run and its MI300X (ROCm) twin, and a 20 MiB pageable host-to-device c
 pinned counterpart), whose blocking time cpu_bound must see too."""
 import pytest
 
-from perfkit.analysis.cpu_bound import cpu_bound
-from perfkit.analysis.syncs import syncs
+from perfkit.analysis.step.cpu_bound import cpu_bound
+from perfkit.analysis.syncs.analyze import syncs
 from perfkit.trace import load_trace
 
 from tracebuilder import TraceBuilder

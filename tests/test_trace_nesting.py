@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from perfkit.analysis.ops import nest
+from perfkit.trace.ancestry import nest
 from perfkit.trace import load_trace
 from perfkit.trace.schema import NESTING_COLUMNS, SCHEMA_VERSION
 

@@ -140,7 +140,7 @@ def test_replay_batches_match_across_pipelines(stack):
 
 @pytest.mark.parametrize("variant", ["host_normalize", "device_normalize"])
 def test_replay_trace_shows_the_sample_and_update_annotations_once_per_step(tmp_path, variant):
-    from perfkit.analysis.cpu_bound import cpu_bound
+    from perfkit.analysis.step.cpu_bound import cpu_bound
     from perfkit.trace import load_trace
 
     path = record_trace(make_workload("replay", device="cpu", variant=variant), tmp_path / "r.json.gz",

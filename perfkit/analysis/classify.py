@@ -1,5 +1,5 @@
 """Shared classifications of trace events: copy direction and memory kind, blocking runtime
-calls, launch calls, and interval unions. Every analysis uses these, so a rule changes in one place.
+calls, launch calls, and GPU busy time. Every analysis uses these, so a rule changes in one place.
 """
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import re
 
 import numpy as np
 import pandas as pd
+
+from ..trace import intervals
 
 # "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)", ROCm "Memcpy HtoD (Host -> Device)".
 _COPY = re.compile(r"Memcpy\s+(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA)\b(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.I)
@@ -72,24 +74,11 @@ def is_launch(name: str) -> bool:
     return name.startswith(LAUNCH_PREFIXES)
 
 
-def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Total length covered by the union of [start, end) intervals."""
-    if len(starts) == 0:
-        return 0.0
-    order = np.argsort(starts, kind="stable")
-    s, e = np.asarray(starts, dtype=np.float64)[order], np.asarray(ends, dtype=np.float64)[order]
-    running_end = np.maximum.accumulate(e)
-    gap_start = np.concatenate(([False], s[1:] > running_end[:-1]))
-    block_id = np.cumsum(gap_start)
-    block_start = pd.Series(s).groupby(block_id).min().to_numpy()
-    block_end = pd.Series(running_end).groupby(block_id).max().to_numpy()
-    return float((block_end - block_start).sum())
-
 
 def busy_us(gpu: pd.DataFrame) -> float:
     """Union of GPU activity intervals per (file, device), summed over devices."""
     total = 0.0
     for _, grp in gpu.groupby(["file_id", "device"], observed=True, sort=False):
         start = grp["ts_us"].to_numpy()
-        total += union_length(start, start + grp["dur_us"].to_numpy())
+        total += intervals.length(start, start + grp["dur_us"].to_numpy())
     return total

@@ -37,7 +37,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .ops import merge_intervals
+from ..trace.intervals import union
 
 DYNAMO_TIMED_SUFFIX = " (dynamo_timed)"
 # dynamo_timed keys that run on every call of compiled code, not while compiling.
@@ -90,7 +90,7 @@ def compile_us(spans: pd.DataFrame) -> float:
     total = 0.0
     for _, grp in spans.groupby("rank", observed=True, sort=False):
         start = grp["ts_us"].to_numpy(dtype=np.float64)
-        bs, be = merge_intervals(start, start + grp["dur_us"].to_numpy(dtype=np.float64))
+        bs, be = union(start, start + grp["dur_us"].to_numpy(dtype=np.float64))
         total += float((be - bs).sum())
     return total
 

@@ -25,9 +25,12 @@ import re
 import numpy as np
 import pandas as pd
 
-from .ops import DATALOADER_PREFIX, HOST_CATEGORIES, STEP_PREFIX, starts_with
+from ..trace.names import starts_with
+from ..trace.steps import STEP_PREFIX
+from ..trace.threads import thread_codes
+from .host_ops import DATALOADER_PREFIX, HOST_CATEGORIES
 from .stacks import parse_frame
-from .timeline import host_parents, thread_codes
+from .timeline import host_parents
 
 _METHOD = re.compile(r"^<built-in method (?P<meth>\S*) of (?P<cls>.+?) object at 0x[0-9a-fA-F]+>$")
 # Classes whose name says nothing about the method: ``torch.conv2d`` is "<built-in method conv2d of

@@ -15,9 +15,10 @@ import pandas as pd
 from scipy import stats
 
 from ..results import html_section, html_table, html_warnings
+from ..text import jsonable
+from ..trace.ancestry import enclosing
 from ..trace.memory_events import memory_args
-from ..trace.steps import window_index
-from .ops import enclosing, jsonable, step_windows
+from ..trace.steps import step_windows, window_index
 from .stacks import user_frames
 
 EVENT_COLUMNS = ["rank", "device", "ts_us", "step", "bytes", "allocated", "reserved", "op", "function"]

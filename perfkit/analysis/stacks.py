@@ -36,7 +36,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from .ops import enclosing
+from ..trace.ancestry import enclosing
 
 _FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$")
 _STDLIB_DIR = re.compile(r"/lib/python\d[\d.]*/")

@@ -21,8 +21,8 @@ from ..trace import Trace
 from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import DIRECTIONS, SYNC_RUNTIME, busy_us, copies_frame
 from .compile import compile_facts
-from .diagnosis import diagnose
-from .syncs import syncs as sync_analysis
+from .step.diagnosis import diagnose
+from .syncs.analyze import syncs as sync_analysis
 
 # Why ``syncs`` (runtime synchronize calls, the raw count anyone can check) and ``sync_points``
 # (``perfkit syncs``) differ.

@@ -8,12 +8,14 @@ tell threads apart.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
-from .ops import HOST_CATEGORIES, STEP_PREFIX, merge_intervals, starts_with
+from ..trace.intervals import union
+from ..trace.names import starts_with
+from ..trace.steps import STEP_PREFIX
+from ..trace.threads import thread_codes
+from .host_ops import HOST_CATEGORIES
 
 THREAD_COLUMNS = ["thread", "file_id", "rank", "pid", "tid", "label", "steps", "root_frame", "launches", "python_us",
                   "host_us", "main"]
@@ -21,14 +23,6 @@ THREAD_COLUMNS = ["thread", "file_id", "rank", "pid", "tid", "label", "steps", "
 # The outermost frame of a Python program ("train.py(184): <module>"): the thread that runs it is main.
 _ROOT_FRAME = ": <module>"
 
-
-def thread_codes(events: pd.DataFrame) -> np.ndarray:
-    """One int64 per row: the (file, pid, tid) thread of the event, equal across subsets of one table."""
-    pid = np.asarray(events["pid"].cat.codes, dtype=np.int64) if hasattr(events["pid"], "cat") else \
-        pd.factorize(events["pid"].astype(str))[0].astype(np.int64)
-    tid = np.asarray(events["tid"].cat.codes, dtype=np.int64) if hasattr(events["tid"], "cat") else \
-        pd.factorize(events["tid"].astype(str))[0].astype(np.int64)
-    return (events["file_id"].to_numpy(dtype=np.int64) << 42) | (pid << 21) | tid
 
 
 def positions(events: pd.DataFrame, labels) -> np.ndarray:
@@ -117,7 +111,7 @@ def _union_by(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pd.Ser
     codes, starts, ends = codes[order], starts[order], ends[order]
     uniques, bounds = np.unique(codes, return_index=True)
     bounds = np.append(bounds, len(codes))
-    out = [float(np.subtract(*merge_intervals(starts[a:b], ends[a:b])[::-1]).sum())
+    out = [float(np.subtract(*union(starts[a:b], ends[a:b])[::-1]).sum())
            for a, b in zip(bounds[:-1], bounds[1:])]
     return pd.Series(out, index=uniques, dtype=np.float64)
 
@@ -130,31 +124,3 @@ def _labels(table: pd.DataFrame) -> list[str]:
     if table["file_id"].nunique() > 1:
         labels = "rank" + table["rank"].astype(str) + ":" + labels
     return labels.tolist()
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """Disjoint sorted blocks of one interval union with their prefix lengths, for O(log n) queries."""
-
-    starts: np.ndarray
-    ends: np.ndarray
-    prefix: np.ndarray
-
-    @classmethod
-    def of(cls, starts, ends) -> "Coverage":
-        bs, be = merge_intervals(starts, ends)
-        return cls(bs, be, np.concatenate(([0.0], np.cumsum(be - bs))))
-
-    def before(self, t) -> np.ndarray:
-        """Covered length in (-inf, t) for each t."""
-        t = np.asarray(t, dtype=np.float64)
-        if len(self.starts) == 0:
-            return np.zeros_like(t)
-        k = np.searchsorted(self.starts, t, side="right")
-        last = np.clip(k - 1, 0, None)
-        partial = np.where(k > 0, np.clip(np.minimum(t, self.ends[last]) - self.starts[last], 0.0, None), 0.0)
-        return np.where(k > 0, self.prefix[last], 0.0) + partial
-
-    def within(self, a, b) -> np.ndarray:
-        """Covered length of each [a, b)."""
-        return np.maximum(self.before(b) - self.before(a), 0.0)

@@ -1,8 +1,8 @@
 """``perfkit critical-path TRACE [--json] [--annotation NAME]``: what bounds each step, by kind."""
 from __future__ import annotations
 
-from . import trace_arg
 from ..text import json_text
+from . import trace_arg
 
 
 def register(subparsers) -> None:
@@ -16,8 +16,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..analysis.critical_path import critical_path
-    from ..analysis.diagnosis import diagnose
+    from ..analysis.step.critical_path import critical_path
+    from ..analysis.step.diagnosis import diagnose
     from ..trace import load_trace
 
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)

@@ -1,8 +1,8 @@
 """``perfkit diagnose TRACE [--json]``: one screen: the verdict, the three numbers behind it, the fix."""
 from __future__ import annotations
 
-from . import trace_arg
 from ..text import json_text
+from . import trace_arg
 
 
 def register(subparsers) -> None:
@@ -15,7 +15,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..analysis.diagnosis import diagnose
+    from ..analysis.step.diagnosis import diagnose
     from ..trace import load_trace
 
     result = diagnose(load_trace(trace_arg(args.trace), use_cache=not args.no_cache), path=args.trace)

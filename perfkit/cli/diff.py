@@ -1,8 +1,8 @@
 """``perfkit diff A B [--json]``: what changed from trace A (baseline) to trace B."""
 from __future__ import annotations
 
-from . import trace_arg
 from ..text import clip, json_text, printable_data
+from . import trace_arg
 
 
 def register(subparsers) -> None:
@@ -16,7 +16,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..analysis.diff import diff
+    from ..analysis.diff.analyze import diff
     from ..trace import load_trace
 
     a = load_trace(trace_arg(args.a), use_cache=not args.no_cache)

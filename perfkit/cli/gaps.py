@@ -1,8 +1,8 @@
 """``perfkit gaps TRACE [--json]``: every GPU idle interval, why it happened and in which function."""
 from __future__ import annotations
 
-from . import trace_arg
 from ..text import json_text
+from . import trace_arg
 
 
 def register(subparsers) -> None:
@@ -16,7 +16,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..analysis.gaps import gpu_gaps
+    from ..analysis.step.gaps import gpu_gaps
     from ..trace import load_trace
 
     result = gpu_gaps(load_trace(trace_arg(args.trace), use_cache=not args.no_cache))

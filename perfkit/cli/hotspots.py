@@ -1,8 +1,8 @@
 """``perfkit hotspots TRACE [--json] [--thread main|all|TID] [--collapsed FILE]``: host time by Python function."""
 from __future__ import annotations
 
-from . import trace_arg
 from ..text import json_text
+from . import trace_arg
 
 
 def register(subparsers) -> None:
@@ -20,7 +20,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..analysis.hotspots import hotspots
+    from ..analysis.step.hotspots import hotspots
     from ..trace import load_trace
 
     result = hotspots(load_trace(trace_arg(args.trace), use_cache=not args.no_cache), thread=args.thread)

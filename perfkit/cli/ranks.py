@@ -24,7 +24,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..analysis.ranks import ranks
+    from ..analysis.ranks.analyze import ranks
 
     source = args.traces[0] if len(args.traces) == 1 else args.traces
     result = ranks(source, engine=args.engine, scheduler=args.scheduler, workers=args.workers,

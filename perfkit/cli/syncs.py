@@ -2,8 +2,8 @@
 scalar reads that did not wait (listed apart, not counted)."""
 from __future__ import annotations
 
-from . import trace_arg
 from ..text import clip, json_text, printable_data
+from . import trace_arg
 
 
 def register(subparsers) -> None:
@@ -17,7 +17,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..analysis.syncs import syncs
+    from ..analysis.syncs.analyze import syncs
     from ..trace import load_trace
 
     result = syncs(load_trace(trace_arg(args.trace), use_cache=not args.no_cache))
@@ -27,7 +27,7 @@ def run(args) -> int:
 
 def format_syncs(d: dict, top: int = 20) -> str:
     """Human-readable table of a ``SyncResult.to_json()`` dict."""
-    from ..analysis.sync_result import reads_line
+    from ..analysis.syncs.result import reads_line
 
     t = d["total"]
     what = "possible sync points (CPU-only trace)" if t.get("cpu_only") else "sync points"
@@ -50,7 +50,7 @@ def format_syncs(d: dict, top: int = 20) -> str:
 
 
 def _sites(sites: list, top: int, time_key: str = "blocked_us") -> list[str]:
-    from ..analysis.sync_result import where
+    from ..analysis.syncs.result import where
 
     lines = []
     for s in sites[:top]:

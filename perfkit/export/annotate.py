@@ -33,15 +33,15 @@ try:  # ISA-L's deflate: several times zlib's at a similar size, same gzip forma
 except ImportError:  # pragma: no cover - a platform without isal wheels
     import gzip
 
-from ..analysis.critical_path import KINDS, path_over
-from ..analysis.gaps import CLASSES, gaps_over, gpu_gaps
-from ..analysis.lanes import rank_timelines
-from ..analysis.ops import step_windows
-from ..analysis.timeline import Coverage
+from ..analysis.step.critical_path import KINDS, path_over
+from ..analysis.step.gaps import CLASSES, gaps_over, gpu_gaps
+from ..analysis.step.lanes import rank_timelines
 from ..atomic import atomic_write
 from ..errors import ParameterError, TraceError
 from ..trace import load_trace
+from ..trace.intervals import Coverage
 from ..trace.load import resolve_paths
+from ..trace.steps import step_windows
 from ..trace.stream import read_text
 
 CATEGORY = "perfkit"

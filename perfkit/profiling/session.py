@@ -2,7 +2,7 @@
 
 Both record with :class:`perfkit.profiling.recorder.Recorder` into the workbook's ``traces/`` folder
 (``<name>-<YYYY-MM-DD>-<HHMMSS>.pt.trace.json.gz``, the workbook root of ``perfkit run``), load the
-trace and diagnose it (:func:`perfkit.analysis.diagnosis.diagnose`). The script runs the way
+trace and diagnose it (:func:`perfkit.analysis.step.diagnosis.diagnose`). The script runs the way
 ``perfkit detect`` runs it (:func:`perfkit.detect.script.run_as_main`): its ``__main__``, argv,
 working directory and exit status are its own, and an early exit, exception or Ctrl-C keeps what was
 recorded until then.
@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..analysis.diagnosis import diagnose
+from ..analysis.step.diagnosis import diagnose
 from ..detect.script import run_as_main
 from ..errors import ParameterError
 from ..report.workbook import workbook_root

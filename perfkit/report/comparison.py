@@ -29,7 +29,7 @@ class TraceComparison:
 def compare_traces(investigation: str, mode: str, before_path: str, after_path: str) -> TraceComparison:
     """Load ``before_path`` and ``after_path`` (``inputs.load_source`` in ``mode``, "trace") and
     compare them for ``investigation``. Raises ParameterError / TraceError for a bad path or trace."""
-    from ..analysis.diff import diff
+    from ..analysis.diff.analyze import diff
 
     before, after = load_source(mode, before_path), load_source(mode, after_path)
     result = diff(before.trace, after.trace)

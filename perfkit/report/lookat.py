@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..analysis.host_ops import HOST_CATEGORIES
+from ..analysis.step.gaps import MOST
 from ..results import findings_frame, html_table, html_text, rank_findings
-from ..analysis.gaps import MOST
-from ..analysis.ops import HOST_CATEGORIES
 from .workbook import relative_name
 
 TOP = 10
@@ -52,7 +52,7 @@ def hotspot_table(spots, n: int = 15) -> pd.DataFrame:
 def gap_classes(gaps) -> pd.DataFrame:
     """Per gap class with idle time: gaps, idle time (ms, % of all idle, ms per step), the longest
     gap (ms) and the fix (``gaps.FIXES``), most idle first. Empty without a GPU timeline."""
-    from ..analysis.gaps import FIXES
+    from ..analysis.step.gaps import FIXES
 
     columns = ["class", "gaps", "idle (ms)", "% of idle", "ms per step", "longest (ms)", "fix"]
     if not gaps.has_gpu or gaps.gaps.empty:

@@ -4,7 +4,7 @@ range's time per step and its change between two traces, and the host/GPU split 
 Each is read from a ``cpu_bound`` result or a ``Trace`` (``perfkit.load_trace``) and divides by
 the trace's profiler steps, so a write-up's "62,700 ``aten::linear`` per action" compares with
 ours per planning step, and "``## train/sample ##`` 529 -> 358 ms" with our range's median time
-per step before and after, with a bootstrap CI on the ratio (``perfkit.analysis.diff.compare_steps``).
+per step before and after, with a bootstrap CI on the ratio (``perfkit.analysis.diff.analyze.compare_steps``).
 """
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def range_change(before, after, name: str) -> dict:
     """The range ``name`` in two traces: ``compare_steps`` of its per-step times (``ratio`` =
     median after / median before, ``low``/``high`` its 95% bootstrap CI, ``verdict``), plus
     ``before_ms`` and ``after_ms`` (medians per step), ``after_steps_ms`` (each step's) and ``name``."""
-    from ..analysis.diff import compare_steps
+    from ..analysis.diff.analyze import compare_steps
 
     a, b = range_per_step(before, name), range_per_step(after, name)
     out = compare_steps(a, b)
@@ -115,7 +115,7 @@ def sync_change(before, after) -> dict:
     """Sync points per step of two traces (``perfkit.syncs``): ``before_per_step``,
     ``after_per_step``, ``cpu_only`` (no GPU events in the before trace: the points are where a
     GPU would wait, their cost is not in the trace) and both ``SyncResult`` objects."""
-    from ..analysis.syncs import syncs
+    from ..analysis.syncs.analyze import syncs
 
     a, b = syncs(before), syncs(after)
     return {"before_per_step": a.total["per_step"], "after_per_step": b.total["per_step"],

@@ -66,7 +66,7 @@ def _step_name(row: dict, ranks: int) -> str:
 
 def host_ahead_text(result) -> str:
     """The median launch-to-kernel delay against the mean step, and what it means."""
-    from ..analysis.cpu_bound_rules import HOST_AHEAD_MIN_US
+    from ..analysis.step.rules import HOST_AHEAD_MIN_US
 
     o, e = result.overall, result.evidence
     step_us = o["wall_us"] / max(o["steps"], 1)
@@ -125,7 +125,7 @@ def sync_text(result, detected=None, detected_steps: int = 0) -> str:
     """The sync analysis (and runtime detector, if run) read back: the sync points (host waits
     on the GPU) by kind first, host scalar reads that did not wait apart, and what a site's
     source line means."""
-    from ..analysis.sync_result import SOURCE_NOTE
+    from ..analysis.syncs.result import SOURCE_NOTE
 
     t = result.total
     kinds = ", ".join(f"{r['kind']} x{int(r['count'])}" for r in result.by_kind.to_dict("records")) or "none"

@@ -102,7 +102,7 @@ def trace_step_rows(investigation: str, trace, subject: str, device: str) -> lis
     """Median step time (ms) of a trace with its CI over its full steps (partial steps at the
     profiler window's edges left out, as ``diff`` does: an 18 us stub beside 2 ms steps would
     stretch the CI down to 0.018 ms); none without steps."""
-    from ..analysis.ops import stub_steps
+    from ..trace.steps import stub_steps
 
     steps = trace.steps
     ms = steps.loc[~stub_steps(steps), "dur_us"] / 1e3 if len(steps) else pd.Series(dtype=float)
@@ -312,7 +312,7 @@ def step_anatomy_rows(path, gaps, subject: str, device: str) -> list[dict]:
 
 
 def _gap_classes(steps: pd.DataFrame) -> list[str]:
-    from ..analysis.gaps import CLASSES
+    from ..analysis.step.gaps import CLASSES
 
     return [c for c in CLASSES if f"{c}_us" in steps]
 

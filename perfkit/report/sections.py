@@ -109,7 +109,7 @@ def show_sync_sites(result) -> None:
               html_table(sync_site_table(sites)))
     reads = result.host_read_sites()
     if len(reads):
-        from ..analysis.sync_result import reads_line
+        from ..analysis.syncs.result import reads_line
 
         _show(f"<h4>{html_text(reads_line(result.total))}</h4>",
               html_table(sync_site_table(reads, time_label="host_ms")))

@@ -55,8 +55,8 @@ def load_snapshots(paths) -> Snapshots:
     then the workbook). One snapshot is kept as it is; several are compared with
     ``snapshot_growth``. Raises ParameterError for no path or a missing file, TraceError for a
     file that is not a CUDA memory snapshot."""
-    from ..bench.snapshot import load_memory_snapshot
-    from ..bench.snapshot_growth import snapshot_growth
+    from ..analysis.snapshots.memory_snapshot import load_memory_snapshot
+    from ..analysis.snapshots.growth import snapshot_growth
 
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths or [])
     if not paths:

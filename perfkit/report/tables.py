@@ -71,7 +71,7 @@ def cpu_bound_evidence(result) -> pd.DataFrame:
     """What a ``cpu_bound`` verdict rests on: one row per rule of ``cpu_bound_rules.decide``, in
     the order it applies them: the evidence (a share of the step's wall time, "n/a" where the
     trace cannot tell), the rule's threshold, the verdict it gives, and which row decided."""
-    from ..analysis.cpu_bound_rules import COMM_SHARE, HOST_AHEAD_MIN_US, LAUNCH_MIN_PER_STEP, WARMUP_SHARE
+    from ..analysis.step.rules import COMM_SHARE, HOST_AHEAD_MIN_US, LAUNCH_MIN_PER_STEP, WARMUP_SHARE
 
     e = result.evidence
     t = {k.removeprefix("threshold_"): v for k, v in e.items() if k.startswith("threshold_")}

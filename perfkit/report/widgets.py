@@ -46,9 +46,10 @@ def filter_ops(table: pd.DataFrame, pattern: str = "", column: str = "name") -> 
 
 
 def op_table(trace) -> pd.DataFrame:
-    """The host-op table of ``trace`` (``perfkit.analysis.ops.op_table`` columns: name, cat,
+    """The host-op table of ``trace`` (``perfkit.analysis.host_ops.op_table`` columns: name, cat,
     count, total_us, self_us, mean_us, self_pct, total_pct), sorted by self time."""
-    from ..analysis.ops import host_events, nest, op_table as _op_table
+    from ..analysis.host_ops import host_events, op_table as _op_table
+    from ..trace.ancestry import nest
 
     events = host_events(trace)
     return _op_table(events, nest(events))

@@ -15,6 +15,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..text import us_text
+from .names import starts_with
+from .schema import GPU_CATEGORIES, NESTED_CATEGORIES
+
+STEP_PREFIX = "ProfilerStep#"
 STEP_COLUMNS = ["rank", "step", "start_us", "end_us", "dur_us", "source"]
 _HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function")
 
@@ -23,7 +28,7 @@ def file_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """Steps of one rank's events (columns STEP_COLUMNS without ``rank``) and a fallback warning."""
     complete = (ev["ph"] == "X").to_numpy()
     ts, end = ev["ts_us"].to_numpy(), (ev["ts_us"] + ev["dur_us"]).to_numpy()
-    marked = complete & _name_startswith(ev, "ProfilerStep#") & ev["cat"].isin(["cpu_op", "user_annotation"]).to_numpy()
+    marked = complete & starts_with(ev["name"], "ProfilerStep#") & ev["cat"].isin(["cpu_op", "user_annotation"]).to_numpy()
     if marked.any():
         numbers = ev["name"][marked].astype(str).str.slice(len("ProfilerStep#")).map(_step_number)
         return _table(numbers, ts[marked], end[marked], "ProfilerStep"), ""
@@ -31,13 +36,13 @@ def file_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if not host.any():
         return _empty(), "no host events, so no steps"
     first, last = ts[host].min(), end[host].max()
-    loader = host & _name_startswith(ev, "enumerate(DataLoader)")
+    loader = host & starts_with(ev["name"], "enumerate(DataLoader)")
     if loader.sum() >= 2:
         starts = np.sort(ts[loader])
         return _table(range(len(starts)), starts, np.append(starts[1:], last), "dataloader"), (
             "no ProfilerStep# events: steps start at each enumerate(DataLoader) annotation; "
             "record with a torch.profiler schedule and prof.step() for exact steps")
-    optim = host & _name_startswith(ev, "Optimizer.step#")
+    optim = host & starts_with(ev["name"], "Optimizer.step#")
     if optim.sum() >= 2:
         ends = np.sort(end[optim])
         return _table(range(len(ends)), np.insert(ends[:-1], 0, first), ends, "optimizer"), (
@@ -46,16 +51,6 @@ def file_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return _table([0], [first], [last], "whole trace"), (
         "no ProfilerStep# events and no DataLoader/Optimizer.step annotations: the whole trace is one step; "
         "call prof.step() once per training step when profiling")
-
-
-def _name_startswith(frame: pd.DataFrame, prefix: str) -> np.ndarray:
-    """Prefix test on the categories of the name column: one string test per distinct name."""
-    names = frame["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        codes = names.cat.codes.to_numpy()
-        hits = np.asarray(names.cat.categories.str.startswith(prefix), dtype=bool)
-        return hits[codes] & (codes >= 0)
-    return names.astype(str).str.startswith(prefix).to_numpy()
 
 
 def _step_number(text: str) -> int:
@@ -110,3 +105,97 @@ def window_index(windows: pd.DataFrame, ts_us: pd.Series, rank: pd.Series) -> np
             where = locate(grp["start_us"].to_numpy(), grp["end_us"].to_numpy(), t_all[mask])
             out[np.flatnonzero(mask)] = np.where(where >= 0, grp.index.to_numpy()[np.clip(where, 0, None)], -1)
     return out
+
+
+def step_windows(trace) -> pd.DataFrame:
+    """Step windows (rank, step, start_us, end_us, dur_us) to compute per-step numbers over.
+
+    ``trace.steps``, except that a "whole trace" fallback step (which spans host events only) is
+    widened to the rank's GPU activity too, so GPU work that ends after the last host call counts.
+    A trace with no steps at all gets one window per rank spanning its events (step -1).
+    """
+    steps = trace.steps
+    if len(steps):
+        windows = steps[["rank", "step", "start_us", "end_us"]].reset_index(drop=True)
+        whole = (steps["source"] == "whole trace").to_numpy()
+        span = _activity_span(trace) if whole.any() else None
+        if whole.any() and len(span):
+            bounds = span.set_index("rank").reindex(windows["rank"])
+            windows.loc[whole, "start_us"] = np.fmin(windows["start_us"], bounds["start_us"].to_numpy())[whole]
+            windows.loc[whole, "end_us"] = np.fmax(windows["end_us"], bounds["end_us"].to_numpy())[whole]
+    else:
+        windows = _activity_span(trace).assign(step=-1)[["rank", "step", "start_us", "end_us"]]
+    return windows.assign(dur_us=windows["end_us"] - windows["start_us"]).reset_index(drop=True)
+
+# A first or last step shorter than this share of the shortest of its rank's other steps is a stub
+# (perfkit rule: a profiler window cut a step short; real steps of one loop vary far less).
+STUB_SHARE = 0.10
+
+
+def stub_steps(windows: pd.DataFrame, share: float = STUB_SHARE) -> np.ndarray:
+    """Boolean per row of ``windows`` (``step_windows``): is it a **stub**, a partial step at the
+    edge of the profiler window? ``prof.step()`` opens ``ProfilerStep#N`` and the profiler stops
+    microseconds later (an 18 us step beside 5 ms ones), or the first step starts mid-way; counted
+    as a step, it halves every per-step number of a two-step trace. A step is a stub when it is the
+    first or last step of its rank, the rank has other steps, and it lasts less than ``share`` of
+    the shortest of those (not their median: a step that compiles for 26 s beside 245 ms steps must
+    not make a 245 ms step look partial)."""
+    out = np.zeros(len(windows), dtype=bool)
+    for _, grp in windows.groupby("rank", sort=False):
+        if len(grp) < 2:
+            continue
+        order = grp.sort_values("start_us").index.to_numpy()
+        for edge in {order[0], order[-1]}:
+            others = grp["dur_us"].drop(edge)
+            out[windows.index.get_loc(edge)] = grp.at[edge, "dur_us"] < share * float(others.min())
+    return out
+
+
+def listed_steps(windows: pd.DataFrame) -> str:
+    """Rows of ``step_windows`` as "step 2 (49 us), step 9 (1.204 ms)"."""
+    return ", ".join(f"step {int(s)} ({us_text(d)})" for s, d in zip(windows["step"], windows["dur_us"]))
+
+
+def stub_note(stubs: pd.DataFrame, n_full: int) -> str:
+    """One line naming the stub windows left out of per-step figures (``stubs``: rows of
+    ``step_windows``), or "" when there are none."""
+    if stubs.empty:
+        return ""
+    return (f"dropped {len(stubs)} partial step(s) at the edge of the profiler window: {listed_steps(stubs)}, "
+            f"each under {STUB_SHARE:.0%} of the shortest other step of its rank; per-step numbers use the "
+            f"{n_full} full step(s)")
+
+
+def full_step_windows(trace) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """``step_windows(trace)`` without its stubs (see :func:`stub_steps`), index reset: the windows
+    to divide per-step figures by; and the warnings to add, the :func:`stub_note` naming what was
+    left out (none when nothing was)."""
+    windows = step_windows(trace)
+    stub = stub_steps(windows)
+    full = windows[~stub].reset_index(drop=True)
+    note = stub_note(windows[stub], len(full))
+    return full, (note,) if note else ()
+
+
+def step_rows(windows: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
+    """Row label of ``windows`` (from ``step_windows``) holding each host event, from the events'
+    ``rank`` and ``step`` columns (a trace without steps has one window per rank, step -1); -1 outside
+    every window. GPU-side events have no step: use ``trace.steps.window_index`` for them."""
+    keys = windows[["rank", "step"]].astype(np.int64).reset_index(names="window").drop_duplicates(["rank", "step"])
+    left = pd.DataFrame({"rank": host["rank"].to_numpy(dtype=np.int64), "step": host["step"].to_numpy(dtype=np.int64)})
+    return left.merge(keys, on=["rank", "step"], how="left")["window"].fillna(-1).to_numpy(dtype=np.int64)
+
+
+def _activity_span(trace) -> pd.DataFrame:
+    """First start and last end of host and GPU events per rank."""
+    ev = trace.events
+    rows = np.flatnonzero((ev["ph"] == "X").to_numpy()
+                          & ev["cat"].isin([*NESTED_CATEGORIES, "python_function", *GPU_CATEGORIES]).to_numpy())
+    if len(rows) == 0:
+        return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=float),
+                             "end_us": pd.Series(dtype=float)})
+    # Three columns of the matching rows, not the whole table: this runs on every per-step analysis.
+    start = ev["ts_us"].to_numpy()[rows]
+    span = pd.DataFrame({"rank": ev["rank"].to_numpy()[rows], "start_us": start,
+                         "end_us": start + ev["dur_us"].to_numpy()[rows]})
+    return span.groupby("rank").agg(start_us=("start_us", "min"), end_us=("end_us", "max")).reset_index()

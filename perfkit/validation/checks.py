@@ -173,7 +173,7 @@ def trace_syncs(device: str, sizes: Sizes) -> Check:
 def confirmed_syncs_by_step(device: str, variant: str, steps: int) -> tuple[list[int], int]:
     """Record ``steps`` profiled steps of the PPO ``variant`` and count the GPU-confirmed sync
     points (a blocking CUDA runtime call seen inside) in each; also returns metrics_every."""
-    from ..analysis.syncs import syncs
+    from ..analysis.syncs.analyze import syncs
     from ..trace.load import load_trace
     from ..workloads.record import record_trace
     from ..workloads.registry import make_workload

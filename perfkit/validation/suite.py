@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..analysis.ops import jsonable
 from ..device import is_cuda, resolve_device
 from ..errors import ParameterError
 from ..results import html_section, html_table, html_text, md_escape
-from .checks import CHECKS, PRESETS, Check
+from ..text import jsonable
+from .checks import CHECKS, Check, PRESETS
 
 STATUSES = ("pass", "fail", "error", "inconclusive", "skipped", "measured")
 COLUMNS = ["check", "status", "measured", "expected", "claim", "command"]

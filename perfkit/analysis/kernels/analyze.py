@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...trace.intervals import union
 from ...trace.shapes import op_shapes
-from ..ops import full_step_windows, merge_intervals, step_rows
+from ...trace.steps import full_step_windows, step_rows
 from .attribute import kernel_links
 from .devices import device_for
 from .findings import build_findings
@@ -67,7 +68,7 @@ def busy_us(links: pd.DataFrame) -> float:
     """GPU busy time: the union of GPU event intervals per (rank, device), summed."""
     total = 0.0
     for _, g in links.groupby(["rank", "device"], sort=False):
-        s, e = merge_intervals(g["ts_us"].to_numpy(), (g["ts_us"] + g["dur_us"]).to_numpy())
+        s, e = union(g["ts_us"].to_numpy(), (g["ts_us"] + g["dur_us"]).to_numpy())
         total += float(np.sum(e - s))
     return total
 

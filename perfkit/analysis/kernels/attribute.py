@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace.schema import GPU_CATEGORIES
-from ..ops import STEP_PREFIX
+from ...trace.steps import STEP_PREFIX
 from .classify import kernel_class, name_dtype, tensor_core
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...results import findings_frame, html_section, html_table, html_text, html_warnings
-from ..ops import jsonable
+from ...text import jsonable
 from .opmodel import INSTANCE_COLUMNS, OP_COLUMNS
 
 KERNEL_COLUMNS = ["name", "cat", "calls", "total_us", "share", "class", "tensor_core", "dtype"]

@@ -24,15 +24,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..results import html_section, html_text, html_warnings
+from ...results import html_section, html_text, html_warnings
+from ...text import jsonable
+from ...trace.steps import full_step_windows
+from ..syncs.analyze import syncs
+from ..syncs.result import site_table
 from .critical_path import KINDS, path_over
 from .diagnosis import diagnose
 from .gaps import gaps_over, gpu_gaps
 from .hotspots import hotspots
 from .lanes import rank_timelines
-from .ops import full_step_windows, jsonable
-from .sync_result import site_table
-from .syncs import syncs
 
 
 @dataclass(frozen=True, eq=False, repr=False)

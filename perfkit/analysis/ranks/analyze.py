@@ -21,15 +21,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError
-from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
-from ..trace import Trace
-from ..trace.load import resolve_paths
+from ...errors import ParameterError
+from ...results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from ...text import jsonable
+from ...trace import Trace
+from ...trace.load import resolve_paths
 from .collectives import arrivals, clock_warning, collective_table
 from .engines import map_paths
-from .ops import jsonable
-from .rank_tables import RankTables, reduce_file
 from .stragglers import FIXES, MIN_NOISE_STEPS, STRAGGLER_PCT, by_rank, find_stragglers
+from .tables import RankTables, reduce_file
 
 STEP_COLUMNS = ["rank", "file", "step", "start_us", "wall_us", "own_us", "wait_us", "gpu_busy_us", "gpu_busy_pct",
                 "compute_us", "comm_us", "overlap_us", "overlap_pct", "dataloader_us", "sync_us", "host_other_us",
@@ -111,7 +111,7 @@ def ranks(source, *, engine: str = "local", scheduler: str | None = None, worker
           use_cache: bool = True, progress: bool = False, straggler_pct: float = STRAGGLER_PCT) -> RanksResult:
     """Cross-rank analysis of a directory of per-rank traces or a list of trace files.
 
-    Each file is loaded and reduced by ``engine`` (see ``perfkit.analysis.engines``): "local"
+    Each file is loaded and reduced by ``engine`` (see ``perfkit.analysis.ranks.engines``): "local"
     (``workers`` processes, default one per core; 1 = in this process) or "dask" (``scheduler``
     address, default ``$DASK_SCHEDULER_ADDRESS``); both give the same result. ``straggler_pct``:
     excess over the median rank's own step time (fraction) from which a rank is a straggler.

@@ -27,13 +27,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace import intervals
-from ..trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
-from .classify import is_comm, is_launch
-from .compile import compile_spans
-from .timeline import thread_codes
-from .ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, STEP_PREFIX, starts_with, window_cover, with_ancestors
-from .syncs import blocking_calls
+from ...trace import intervals
+from ...trace.ancestry import with_ancestors
+from ...trace.intervals import window_cover
+from ...trace.names import starts_with
+from ...trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from ...trace.steps import STEP_PREFIX
+from ...trace.threads import thread_codes
+from ..classify import is_comm, is_launch
+from ..compile import compile_spans
+from ..host_ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES
+from ..syncs.analyze import blocking_calls
 
 LAYER_COLUMNS = ["warmup_us", "gpu_busy_us", "comm_us", "comm_exposed_us", "dataloader_us", "compile_us", "sync_us",
                  "sync_blocked_us", "launch_side_us", "host_compute_us", "host_other_us", "host_busy_us",

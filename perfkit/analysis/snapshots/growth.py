@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError
-from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
-from .snapshot import MemorySnapshot, load_memory_snapshot
+from ...errors import ParameterError
+from ...results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from .memory_snapshot import MemorySnapshot, load_memory_snapshot
 
 MIN_GROWTH_BYTES = 2**20
 VERDICTS = ("leak", "first-step growth", "growth between two snapshots", "no steady growth", "no growth")

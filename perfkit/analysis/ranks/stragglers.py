@@ -4,7 +4,7 @@ In a synchronous job the collectives make every rank's step as long as the slowe
 ranks that arrive early wait inside the collective, so their *raw* step time is the longest and
 comparing raw step times names the victims. perfkit compares each rank's **own step time**,
 ``own_us = wall_us - wait_us`` (the step less the time its collectives waited for a peer, see
-``perfkit.analysis.collectives``), with the median rank's in the same step.
+``perfkit.analysis.ranks.collectives``), with the median rank's in the same step.
 
 Rule: rank r is a straggler in step s when both hold
 

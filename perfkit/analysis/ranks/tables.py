@@ -12,7 +12,7 @@
   ``overlap_us``: time both run at once (comm + compute - their union);
 * one row per communication kernel (``collectives``): its step, name, ``occurrence`` (0 for the
   first kernel of that name in the step, 1 for the second...), ``ts_us``, ``dur_us``. Ranks are
-  matched on (step, name, occurrence) by ``perfkit.analysis.collectives``.
+  matched on (step, name, occurrence) by ``perfkit.analysis.ranks.collectives``.
 """
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError, TraceError
-from ..trace import Trace, load_trace
-from ..trace.steps import window_index
-from .classify import is_comm
-from .cpu_bound import step_table
-from .ops import step_windows, window_cover
+from ...errors import ParameterError, TraceError
+from ...trace import Trace, load_trace
+from ...trace.intervals import window_cover
+from ...trace.steps import step_windows, window_index
+from ..classify import is_comm
+from ..step.cpu_bound import step_table
 
 STEP_COLUMNS = ["step", "start_us", "end_us", "wall_us", "gpu_busy_us", "compute_us", "comm_us", "overlap_us",
                 "dataloader_us", "sync_us", "host_other_us", "kernels"]

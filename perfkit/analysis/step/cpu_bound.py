@@ -26,17 +26,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..results import findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
-from ..trace.schema import LAUNCH_CATEGORIES
-from ..trace.steps import window_index
-from .classify import is_launch
-from .compile import compile_facts
-from .cpu_bound_findings import findings as _findings
-from .cpu_bound_rules import (COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS,
-                              decide)
-from .ops import (COPY_OPS, HOST_CATEGORIES, STEP_PREFIX, host_events, jsonable, listed_steps, nest, op_table,
-                  starts_with, step_rows, step_windows, stub_steps)
-from .step_layers import LAYER_COLUMNS, host_compute_ops, step_layers
+from ...results import findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from ...text import jsonable
+from ...trace.ancestry import nest
+from ...trace.names import starts_with
+from ...trace.schema import LAUNCH_CATEGORIES
+from ...trace.steps import STEP_PREFIX, listed_steps, step_rows, step_windows, stub_steps, window_index
+from ..classify import is_launch
+from ..compile import compile_facts
+from ..host_ops import COPY_OPS, HOST_CATEGORIES, host_events, op_table
+from .findings import findings as _findings
+from .layers import LAYER_COLUMNS, host_compute_ops, step_layers
+from .rules import COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS, decide
 from .warmup import warmup_events
 
 __all__ = ["CPUBoundResult", "VERDICTS", "cpu_bound", "decide", "overall_numbers"]

@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.schema import LAUNCH_CATEGORIES
-from .classify import SYNC_RUNTIME
-from .ops import SYNC_OPS, host_events, with_ancestors
+from ...trace.ancestry import with_ancestors
+from ...trace.schema import LAUNCH_CATEGORIES
+from ..classify import SYNC_RUNTIME
+from ..host_ops import SYNC_OPS, host_events
 
 # Among the first calls of a name: lazy initialization happens on first use, cuDNN's benchmark
 # mode tries algorithms on the first call of each new shape (a few calls of one op name).

@@ -19,9 +19,13 @@ import numpy as np
 import pandas as pd
 
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
+from ..text import jsonable
+from ..trace.ancestry import nest
+from ..trace.intervals import Coverage
 from ..trace.schema import LAUNCH_CATEGORIES
+from ..trace.steps import full_step_windows
 from .classify import SYNC_RUNTIME, copies_frame
-from .ops import covered, full_step_windows, host_events, jsonable, merge_intervals, nest
+from .host_ops import host_events
 from .stacks import user_frames
 
 # A blocking copy (non_blocking=False) issues its cudaStreamSynchronize within microseconds of the
@@ -171,9 +175,9 @@ def _overlap_other_streams(trace, copies: pd.DataFrame) -> np.ndarray:
         mask = ((copies["file_id"] == file_id) & (copies["device"] == device) & (copies["stream"] == stream)).to_numpy()
         other = kernels[(kernels["file_id"] == file_id) & (kernels["device"] == device) & (kernels["stream"] != stream)]
         start = other["ts_us"].to_numpy()
-        bs, be = merge_intervals(start, start + other["dur_us"].to_numpy())
+        cover = Coverage.of(start, start + other["dur_us"].to_numpy())
         cs = copies["ts_us"].to_numpy()[mask]
-        out[mask] = covered(bs, be, cs, cs + copies["dur_us"].to_numpy()[mask])
+        out[mask] = cover.within(cs, cs + copies["dur_us"].to_numpy()[mask])
     return out
 
 

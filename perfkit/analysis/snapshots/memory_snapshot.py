@@ -20,10 +20,10 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ..errors import TraceError
-from ..limits import SNAPSHOT_MAX_ITEMS
-from .snapshot_read import SnapshotReader, describe, frame_site, is_optimizer_site, read_bytes, unpickle
-from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from ...errors import TraceError
+from ...limits import SNAPSHOT_MAX_ITEMS
+from ...results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from .reader import SnapshotReader, describe, frame_site, is_optimizer_site, read_bytes, unpickle
 
 # torch/profiler/_memory_profiler.py: Action enum values and _CATEGORY_TO_INDEX order.
 TIMELINE_ACTIONS = {1: "preexisting", 2: "create", 3: "increment_version", 4: "destroy"}
@@ -129,14 +129,14 @@ def load_memory_snapshot(path) -> MemorySnapshot:
     Raises TraceError when the file is missing or unreadable, is not a pickle (a profiler memory
     timeline export gets a message naming ``load_profiler_memory_timeline``), tries to construct
     any object, expands past ``PERFKIT_SNAPSHOT_MAX_ITEMS`` or ``PERFKIT_MAX_DECOMPRESSED_BYTES``,
-    or does not have the snapshot's structure and types (see :mod:`perfkit.bench.snapshot_read`).
+    or does not have the snapshot's structure and types (see :mod:`perfkit.analysis.snapshots.reader`).
     """
     path = Path(path)
     data = read_bytes(path)
     if data[:1] in (b"[", b"{"):
         raise TraceError(path, "this is JSON, not a CUDA memory snapshot pickle: it looks like a "
                          "torch.profiler memory timeline export (export_memory_timeline)",
-                         "read it with perfkit.bench.snapshot.load_profiler_memory_timeline(path)")
+                         "read it with perfkit.analysis.snapshots.memory_snapshot.load_profiler_memory_timeline(path)")
     return _build_snapshot(path, unpickle(path, data))
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import TraceError
-from ..limits import INT64_RANGE, MAX_DECOMPRESSED_BYTES, SNAPSHOT_MAX_ITEMS
+from ...errors import TraceError
+from ...limits import INT64_RANGE, MAX_DECOMPRESSED_BYTES, SNAPSHOT_MAX_ITEMS
 
 _NOT_USER = ("/torch/", "\\torch\\", "/site-packages/", "\\site-packages\\", "/dist-packages/")
 _OPTIM = ("/torch/optim/", "\\torch\\optim\\")

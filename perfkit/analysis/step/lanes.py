@@ -1,6 +1,6 @@
 """Per-rank index of a trace's lanes (host threads and GPU streams) for walking the timeline.
 
-Host thread: interval unions (``timeline.Coverage``) of its work, of its launch and blocking
+Host thread: interval unions (``trace.intervals.Coverage``) of its work, of its launch and blocking
 calls, and of its blocking calls alone, plus the blocking calls in time order. Host work is
 cpu_op, runtime and driver calls, python_function frames and DataLoader ``__next__`` ranges (input
 loading on the thread); other record_function ranges and ``ProfilerStep#`` windows mark regions,
@@ -18,12 +18,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from ..trace import intervals
-from ..trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
-from .ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, contains, host_events, starts_with
-from .classify import is_comm
-from .syncs import blocking_calls
-from .timeline import Coverage, thread_codes, thread_table
+from ...trace import intervals
+from ...trace.intervals import Coverage
+from ...trace.names import contains, starts_with
+from ...trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from ...trace.threads import thread_codes
+from ..classify import is_comm
+from ..host_ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, host_events
+from ..syncs.analyze import blocking_calls
+from ..timeline import thread_table
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,14 @@ import re
 import numpy as np
 import pandas as pd
 
-from .classify import SYNC_RUNTIME, copies_frame
-from .cpu_bound import cpu_bound, overall_numbers
-from .htod import htod
-from ..trace.steps import window_index
-from .ops import STEP_PREFIX, host_events, nest, op_table, starts_with, step_rows, step_windows, stub_steps
-from .syncs import blocking_calls, syncs
+from ...trace.ancestry import nest
+from ...trace.names import starts_with
+from ...trace.steps import STEP_PREFIX, step_rows, step_windows, stub_steps, window_index
+from ..classify import SYNC_RUNTIME, copies_frame
+from ..copies import htod
+from ..host_ops import host_events, op_table
+from ..step.cpu_bound import cpu_bound, overall_numbers
+from ..syncs.analyze import blocking_calls, syncs
 
 # Inductor's annotation names carry a graph hash that differs between runs of the same model.
 _GRAPH_HASH = re.compile(r"^(## Call CompiledFxGraph )\w+( ##)$")

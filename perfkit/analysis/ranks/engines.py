@@ -17,7 +17,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Sequence
 
-from ..errors import MissingDependencyError, ParameterError
+from ...errors import MissingDependencyError, ParameterError
 
 ENGINES = ("local", "dask")
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"

@@ -27,12 +27,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
-from .frames import dominant_frames, frame_table, innermost_segments, subset
+from ...results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from ...text import jsonable
+from ...trace import intervals
+from ...trace.intervals import Coverage
+from ...trace.names import starts_with
+from ...trace.steps import full_step_windows
+from ...trace.threads import thread_codes
+from ..frames import dominant_frames, frame_table, innermost_segments, subset
+from ..host_ops import DATALOADER_PREFIX
+from ..stacks import TORCH_PACKAGES, is_library
 from .lanes import rank_timelines
-from .ops import DATALOADER_PREFIX, full_step_windows, jsonable, starts_with
-from .stacks import TORCH_PACKAGES, is_library
-from .timeline import Coverage, thread_codes
 
 CLASSES = ("input", "launch", "sync_wait", "host_python", "compile", "other_stream", "tail")
 # A host activity explains a gap when it covers at least half of it (perfkit rule: "most of").
@@ -186,9 +191,9 @@ def _busiest_lane(g: dict, rows: np.ndarray) -> int:
 
 
 def _window_pieces(tl, g, rows, starts, busy_c, busy_d, win, rank: int, device: int) -> pd.DataFrame:
-    cs, ce = _complement(busy_c, win.start_us, win.end_us)
-    ds, de = _complement(busy_d, win.start_us, win.end_us)
-    os_, oe = _difference(cs, ce, ds, de)
+    cs, ce = busy_c.gaps(win.start_us, win.end_us)
+    ds, de = busy_d.gaps(win.start_us, win.end_us)
+    os_, oe = intervals.subtract(cs, ce, ds, de)
     a, b = np.concatenate([ds, os_]), np.concatenate([de, oe])
     other = np.concatenate([np.zeros(len(ds), bool), np.ones(len(os_), bool)])
     order = np.argsort(a, kind="stable")
@@ -208,36 +213,7 @@ def _empty_pieces() -> pd.DataFrame:
         ("other", bool), ("tail", bool), ("thread_code", np.int64))})
 
 
-def _complement(cov: Coverage, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
-    """Sub-intervals of [start, end) not covered by ``cov``."""
-    lo = np.searchsorted(cov.ends, start, side="right")
-    hi = np.searchsorted(cov.starts, end, side="left")
-    bs, be = cov.starts[lo:hi], cov.ends[lo:hi]
-    gs = np.concatenate(([start], np.minimum(be, end)))
-    ge = np.concatenate((np.maximum(bs, start), [end]))
-    keep = ge > gs
-    return gs[keep], ge[keep]
 
-
-def _difference(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
-    """Parts of the disjoint sorted intervals ``a`` outside the disjoint sorted intervals ``b``."""
-    cuts = np.unique(np.concatenate([a_s, a_e, b_s, b_e]))
-    if len(cuts) < 2:
-        return np.zeros(0), np.zeros(0)
-    mids = (cuts[:-1] + cuts[1:]) / 2
-    keep = _inside(a_s, a_e, mids) & ~_inside(b_s, b_e, mids)
-    lo, hi = cuts[:-1][keep], cuts[1:][keep]
-    if len(lo) == 0:
-        return lo, hi
-    join = np.concatenate(([False], lo[1:] == hi[:-1]))
-    first = np.flatnonzero(~join)
-    last = np.append(first[1:] - 1, len(lo) - 1)
-    return lo[first], hi[last]
-
-
-def _inside(starts, ends, t) -> np.ndarray:
-    k = np.searchsorted(starts, t, side="right") - 1
-    return (k >= 0) & (t < ends[np.clip(k, 0, None)]) if len(starts) else np.zeros(len(t), dtype=bool)
 
 
 # --- host activity during each piece -------------------------------------------------------------

@@ -18,14 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..bench.stats import bootstrap_median_ratio
-from ..errors import ParameterError
-from ..results import findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
-from .diff_findings import findings as _findings
-from .diff_findings import warnings as _warnings
-from .diff_side import side as _side
-from .htod import summarize_copies
-from .ops import jsonable
+from ...bench.stats import bootstrap_median_ratio
+from ...errors import ParameterError
+from ...results import findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from ...text import jsonable
+from ..copies import summarize_copies
+from .findings import findings as _findings, warnings as _warnings
+from .side import side as _side
 
 MIN_STEPS = 3
 CONFIDENCE = 0.95

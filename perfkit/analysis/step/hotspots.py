@@ -23,12 +23,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import write_text_atomic
-from ..errors import ParameterError
-from ..results import html_section, html_table, html_text, html_warnings
-from .frames import frame_table, subset
-from .ops import full_step_windows, jsonable
-from .timeline import Coverage, thread_table
+from ...atomic import write_text_atomic
+from ...errors import ParameterError
+from ...results import html_section, html_table, html_text, html_warnings
+from ...text import jsonable
+from ...trace.intervals import Coverage
+from ...trace.steps import full_step_windows
+from ..frames import frame_table, subset
+from ..timeline import thread_table
 
 HOTSPOT_COLUMNS = ["function", "file", "line", "thread", "self_us", "total_us", "calls", "per_step_us", "waiting"]
 # Also in ``HotspotsResult.table``: self_per_step_us (self time inside steps per step), self_pct.

@@ -37,10 +37,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError
-from ..results import html_section, html_table, html_text, html_warnings
+from ...errors import ParameterError
+from ...results import html_section, html_table, html_text, html_warnings
+from ...text import jsonable
+from ...trace.steps import full_step_windows
 from .lanes import GPU_COMM, GPU_COPY, GPU_KERNEL, lane_name, rank_timelines
-from .ops import full_step_windows, jsonable
 
 KINDS = ("host", "launch", "kernel", "comm", "memcpy", "sync_wait", "idle")
 # Host and GPU clocks disagree by up to a microsecond in whole-microsecond traces: a kernel may
@@ -313,17 +314,13 @@ def _emit_host(segs: list, lane, a: float, b: float, name: str) -> None:
     cuts = np.unique(np.clip(np.concatenate(points), a, b))
     mids = (cuts[:-1] + cuts[1:]) / 2
     code = {k: i for i, k in enumerate(KINDS)}
-    kind = np.select([_inside(lane.blocking, mids), _inside(lane.calls, mids), _inside(lane.work, mids)],
+    kind = np.select([lane.blocking.covers(mids), lane.calls.covers(mids), lane.work.covers(mids)],
                      [code["sync_wait"], code["launch"], code["host"]], default=code["idle"])
     change = np.flatnonzero(np.concatenate(([True], kind[1:] != kind[:-1])))
     bounds = np.append(change, len(kind))
     for i in range(len(change) - 1, -1, -1):
         _emit(segs, KINDS[kind[change[i]]], cuts[bounds[i]], cuts[bounds[i + 1]], name, -1)
 
-
-def _inside(cov, t: np.ndarray) -> np.ndarray:
-    k = np.searchsorted(cov.starts, t, side="right") - 1
-    return (k >= 0) & (t < cov.ends[np.clip(k, 0, None)]) if len(cov.starts) else np.zeros(len(t), dtype=bool)
 
 
 def _step_row(win, segs: list) -> list:

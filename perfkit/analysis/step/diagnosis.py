@@ -21,15 +21,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import PerfkitError
-from ..results import html_section, html_table, html_text, html_warnings
-from ..trace import intervals
+from ...errors import PerfkitError
+from ...results import html_section, html_table, html_text, html_warnings
+from ...text import jsonable
+from ...trace import intervals
+from ...trace.steps import step_windows
+from ..host_ops import HOST_WORK_CATEGORIES
+from ..kernels import gpu_bound_findings
+from ..syncs.analyze import syncs
 from .cpu_bound import PARTIAL_STEP, cpu_bound, overall_numbers
-from .cpu_bound_findings import top_host_work
+from .findings import top_host_work
 from .hotspots import hotspots
-from .kernels import gpu_bound_findings
-from .ops import HOST_WORK_CATEGORIES, jsonable, step_windows
-from .syncs import syncs
 from .warmup import warmup_text
 
 MAX_STEP_ROWS = 8

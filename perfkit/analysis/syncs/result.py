@@ -1,4 +1,4 @@
-"""The result of :func:`perfkit.analysis.syncs.syncs`: sync points and host scalar reads, grouped
+"""The result of :func:`perfkit.analysis.syncs.analyze.syncs`: sync points and host scalar reads, grouped
 into sites (kind, op, source line), the findings with their fixes, and the JSON, repr and HTML views."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
-from .ops import jsonable
+from ...results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from ...text import jsonable
 
 # Severity of a sync site by its blocked time as a share of step wall time: "high" from 10% (the
 # sync-bound threshold of cpu_bound), "medium" from 2%, else "low" (perfkit rule).

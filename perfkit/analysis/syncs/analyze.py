@@ -49,11 +49,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.schema import LAUNCH_CATEGORIES
-from .classify import SYNC_RUNTIME, copies_frame
-from .ops import REQUIRED_COLUMNS, STEP_PREFIX, SYNC_OPS, full_step_windows, starts_with
-from .stacks import user_frames
-from .sync_result import EPISODE_COLUMNS, SyncResult, sync_findings
+from ...trace.ancestry import Ancestors
+from ...trace.names import starts_with
+from ...trace.schema import LAUNCH_CATEGORIES
+from ...trace.steps import STEP_PREFIX, full_step_windows
+from ..classify import SYNC_RUNTIME, copies_frame
+from ..host_ops import REQUIRED_COLUMNS, SYNC_OPS
+from ..stacks import user_frames
+from .result import EPISODE_COLUMNS, SyncResult, sync_findings
 
 # The GPU-side events syncs links to their launch: copies (direction, memory) and cuda_sync waits.
 _LINKED = ("gpu_memcpy", "cuda_sync")
@@ -138,38 +141,23 @@ def _candidates(trace, copies: pd.DataFrame) -> pd.DataFrame:
 
 
 class _Tree:
-    """The loader's host-event tree as position arrays over ``Trace.events``, walked upward for a few
-    rows at a time (all rows of a walk move one level per pass)."""
+    """The host-event tree of ``Trace.events`` with the marks a sync walk needs: ops (cpu_op,
+    ``ProfilerStep#`` excluded) and sync ops (:data:`SYNC_OPS`)."""
 
     def __init__(self, ev: pd.DataFrame):
+        self.up = Ancestors(ev)
         self.index, self.names = ev.index, ev["name"]
-        parent = ev["parent"].to_numpy()
-        self.parent = parent if isinstance(ev.index, pd.RangeIndex) and ev.index.start == 0 and \
-            ev.index.step == 1 else np.where(parent >= 0, ev.index.get_indexer(parent), -1)
         self.is_op = _complete(ev, ("cpu_op",)) & ~starts_with(ev["name"], STEP_PREFIX)
         self.is_sync_op = self.is_op & ev["name"].isin(list(SYNC_OPS)).to_numpy()
 
     def positions(self, labels) -> np.ndarray:
-        return self.index.get_indexer(np.asarray(labels, dtype=np.int64))
+        return self.up.positions(labels)
 
     def walk(self, start: np.ndarray) -> dict[str, np.ndarray]:
         """Positions, per start position: ``op`` (innermost cpu_op strictly above, -1), ``top``
-        (outermost cpu_op among itself and its ancestors, ProfilerStep# excluded, -1) and ``sync_op``
-        (outermost sync op among itself and its ancestors, -1)."""
-        out = {k: np.full(len(start), -1, dtype=np.int64) for k in ("op", "top", "sync_op")}
-        cur, first = np.asarray(start, dtype=np.int64), True
-        while (cur >= 0).any():
-            live = cur >= 0
-            at = np.clip(cur, 0, None)
-            op_here = live & self.is_op[at]
-            if not first:
-                fill = op_here & (out["op"] < 0)
-                out["op"][fill] = cur[fill]
-            out["top"][op_here] = cur[op_here]
-            sync_here = live & self.is_sync_op[at]
-            out["sync_op"][sync_here] = cur[sync_here]
-            cur, first = np.where(live, self.parent[at], -1), False
-        return out
+        (outermost cpu_op among itself and its ancestors, -1) and ``sync_op`` (outermost sync op
+        among itself and its ancestors, -1)."""
+        return self.up.walk(start, inner={"op": self.is_op}, outer={"top": self.is_op, "sync_op": self.is_sync_op})
 
 
 def _anchors(candidates: pd.DataFrame, tree: _Tree, copies: pd.DataFrame) -> pd.DataFrame:

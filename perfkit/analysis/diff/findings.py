@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..results import Finding
-from .cpu_bound import PARTIAL_NOTE
-from .ops import stub_note, us_text
+from ...results import Finding
+from ...text import us_text
+from ...trace.steps import stub_note
+from ..step.cpu_bound import PARTIAL_NOTE
 
 # An op, kernel, range, copy or wait change is reported when it moves the per-step time by at least
 # this share of A's median step (perfkit rule: smaller moves are within step-to-step noise of most runs).

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..results import Finding
-from .cpu_bound_rules import (COMPILE_NOTE_SHARE, COMPILE_SHARE, COPY_OPS_SHARE, DATALOADER_NOTE_SHARE,
-                              HOST_AHEAD_MIN_US, LOW_UTILIZATION, TINY_KERNEL_MIN_COUNT, TINY_KERNEL_SHARE)
-from .ops import COPY_OPS
+from ...results import Finding
+from ..host_ops import COPY_OPS
+from .rules import (COMPILE_NOTE_SHARE, COMPILE_SHARE, COPY_OPS_SHARE, DATALOADER_NOTE_SHARE, HOST_AHEAD_MIN_US,
+    LOW_UTILIZATION, TINY_KERNEL_MIN_COUNT, TINY_KERNEL_SHARE)
 from .warmup import warmup_text
 
 FIXES = {

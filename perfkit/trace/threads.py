@@ -1,0 +1,27 @@
+"""Host threads of a trace, identified by (file, pid, tid).
+
+``thread_codes`` numbers the threads of ``Trace.events`` (categorical pid/tid), so codes are equal
+across subsets of one table; ``thread_key`` numbers the threads of any frame (pid/tid of any dtype),
+equal only within that frame.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def thread_codes(events: pd.DataFrame) -> np.ndarray:
+    """One int64 per row: the (file, pid, tid) thread of the event, equal across subsets of one table."""
+    pid = np.asarray(events["pid"].cat.codes, dtype=np.int64) if hasattr(events["pid"], "cat") else \
+        pd.factorize(events["pid"].astype(str))[0].astype(np.int64)
+    tid = np.asarray(events["tid"].cat.codes, dtype=np.int64) if hasattr(events["tid"], "cat") else \
+        pd.factorize(events["tid"].astype(str))[0].astype(np.int64)
+    return (events["file_id"].to_numpy(dtype=np.int64) << 42) | (pid << 21) | tid
+
+
+def thread_key(frame: pd.DataFrame) -> np.ndarray:
+    """One integer per (file, pid, tid) thread of ``frame``'s rows."""
+    if frame.empty:
+        return np.zeros(0, dtype=np.int64)
+    keys = frame[["file_id", "pid", "tid"]].astype({"pid": str, "tid": str})
+    return keys.groupby(["file_id", "pid", "tid"], sort=False).ngroup().to_numpy()
