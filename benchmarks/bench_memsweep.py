@@ -75,7 +75,7 @@ def by_rss_subprocess(size) -> int:
 
 def main() -> int:
     from perfkit.bench.memsweep import memory_sweep
-    from perfkit.bench.stats import fit_slope
+    from perfkit.stats import fit_slope
 
     analytic = 4 * HORIZON * DIM
     sweep = memory_sweep(planted, SIZES, device="cpu", budget_bytes=GIB, python_heap=False)

@@ -35,20 +35,23 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, kernel_tables, lookat, plots, prose, rows, sections, tables
+from perfkit.report import gpu_kernels as kernel_tables, step_anatomy as lookat, plots, prose, rows, sections, tables
 from perfkit.report.card import verdict_card
-from perfkit.report.comparison import compare_traces
+from perfkit.report.trace_diff import compare_traces
 from perfkit.results import html_table
 from perfkit.workloads.mlp import mlp_problem
+from perfkit.bench import live
+from perfkit.report import amp_regression
+from perfkit.report import trace_diff
 
-inputs.check_mode(mode)
+live.check_mode(mode)
 ab = pairing = None
 if mode == "live":
     problem = mlp_problem(batch=batch, features=features, hidden=hidden, layers=layers)
     result = ab = perfkit.amp_ab(problem.make_model, problem.make_batch, problem.loss_fn, steps=train_steps,
                                  device=device, dtype=dtype, optimizer=optimizer, repeats=ab_repeats)
     subject = f"mlp b{batch} f{features} h{hidden} l{layers} {dtype} {optimizer} steps={train_steps}x{ab_repeats}"
-    metrics, recorded = rows.amp_rows(ab, subject), ab.device
+    metrics, recorded = amp_regression.amp_rows(ab, subject), ab.device
     verdict = prose.ab_verdict(f"autocast ({dtype})", ab)
 else:
     pairing = compare_traces("amp_regression", mode, trace_path, trace_path_b)
@@ -64,7 +67,7 @@ verdict_card("amp_regression", result, logged, subject=subject, device=recorded,
 
 # %%
 if ab is not None:
-    display(HTML(prose.prose(prose.amp_text(ab))))
+    display(HTML(prose.prose(amp_regression.amp_text(ab))))
     display(plots.ab_distribution(ab.timing))
     display(plots.loss_curves(ab))
     display(HTML(html_table(tables.summary_table(ab.summary()))))
@@ -77,7 +80,7 @@ if ab is not None:
 # where the after trace was recorded.
 
 # %%
-sections.show_diff(pairing)
+trace_diff.show_diff(pairing)
 
 # %% [markdown]
 # ## GEMMs in each arm: dtype and Tensor Cores (trace mode)
@@ -115,4 +118,4 @@ sections.show_log(logged, perf_log_path, "amp_regression", subject)
 # Live figures were measured here; traces were recorded wherever "The traces" says.
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

@@ -47,20 +47,22 @@ import pandas as pd
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import caserows, pair, perstep, plots, prose, rows, sections, tables
+from perfkit.report import caserows, pair, plots, prose, rows, sections, tables
+from perfkit.analysis import per_step as perstep
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only, measured_ci
-from perfkit.report.ladder import Arm, variant_ab
+from perfkit.bench.ladder import Arm, variant_ab
 from perfkit.report.perflog import new_run_id
 from perfkit.results import html_table
+from perfkit.bench import live
 
 NAME = "case_mpc_planner"
 ARMS = (Arm("FloatTensor per sample", "float_tensor"), Arm("from_numpy + inference_mode", "from_numpy"))
 LABELS = tuple(a.label for a in ARMS)
 run_id = run_label or new_run_id()
-pair.use_threads(threads)
-pair.quiet_profiler_log()
-before, after = pair.load_pair(mode, (trace_path, trace_path_b), workload="mppi", arms=ARMS, device=device,
+live.use_threads(threads)
+live.quiet_profiler_log()
+before, after = live.load_pair(mode, (trace_path, trace_path_b), workload="mppi", arms=ARMS, device=device,
                                steps=steps, overrides=overrides)
 subject = pair.pair_subject(mode, before, after, "mppi", LABELS)
 cpu_before, cpu_after = perfkit.cpu_bound(before.trace), perfkit.cpu_bound(after.trace)
@@ -159,7 +161,7 @@ display(HTML(html_table(recompiled[None].to_frame())))
 # sample count per horizon before the plan runs out.
 
 # %%
-from perfkit.report.planning import planning_memory
+from perfkit.bench.planning import planning_memory
 
 budget = memory_budget_gib * 2**30 if memory_budget_gib else None
 memory = planning_memory(memory_samples, memory_horizons, variant="from_numpy", device=device, overrides=overrides,
@@ -221,4 +223,4 @@ display(HTML(html_table(closing_table([
 # Live figures and the harnesses ran here; trace figures come from where the traces were recorded.
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

@@ -46,20 +46,22 @@ import pandas as pd
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import caserows, inputs, pair, perstep, plots, prose, rows, sections, tables
+from perfkit.report import caserows, pair, plots, prose, rows, sections, tables
+from perfkit.analysis import per_step as perstep
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, measured_ci
-from perfkit.report.ladder import Arm, variant_ab
+from perfkit.bench.ladder import Arm, variant_ab
 from perfkit.report.perflog import new_run_id
 from perfkit.results import html_table
+from perfkit.bench import live
 
 NAME = "case_nan_checks"
 ARMS = (Arm("NaN checks + tensor branch", "sync_checks"), Arm("no checks, clamp", "batched_metrics"))
 LABELS = tuple(a.label for a in ARMS)
 run_id = run_label or new_run_id()
-pair.use_threads(threads)
-pair.quiet_profiler_log()
-before, after = pair.load_pair(mode, (trace_path, trace_path_b), workload="ppo", arms=ARMS, device=device,
+live.use_threads(threads)
+live.quiet_profiler_log()
+before, after = live.load_pair(mode, (trace_path, trace_path_b), workload="ppo", arms=ARMS, device=device,
                                steps=steps, overrides=overrides)
 subject = pair.pair_subject(mode, before, after, "ppo", LABELS)
 syncs = perstep.sync_change(before.trace, after.trace)
@@ -93,7 +95,7 @@ display(HTML(html_table(perstep.ops_table(cpu_before, cpu_after, CHECK_OPS))))
 # %%
 DETECT = {"NaN checks + tensor branch": ("sync_checks", {}), "no checks, clamp": ("batched_metrics", {}),
           "one-argument torch.where reset": ("batched_metrics", {"nonzero_reset": True})}
-detected = {label: inputs.detect_workload_syncs("ppo", variant, device=device, steps=detect_steps,
+detected = {label: live.detect_workload_syncs("ppo", variant, device=device, steps=detect_steps,
                                                 overrides={**overrides, **extra})
             for label, (variant, extra) in DETECT.items()}
 display(HTML(html_table(tables.summary_table({f"{k}: syncs per step": r.total / detect_steps
@@ -111,6 +113,7 @@ for label, report in detected.items():
 
 # %%
 from perfkit.workloads import ppo
+from perfkit.report import memory_leak
 
 scan_report = perfkit.scan(ppo.__file__)
 display(HTML(html_table(tables.with_source(scan_report.to_frame())[["line", "rule", "severity", "code", "fix"]])))
@@ -153,7 +156,7 @@ for variant in ("unbounded_history", "clean"):
     with perfkit.make_workload("leaky", device, variant=variant) as trainer:
         hunts[variant] = perfkit.hunt_leak(trainer.step, steps=leak_steps, warmup=leak_warmup,
                                            sample_every=leak_every, device=device)
-display(HTML(prose.prose(*(f"{v}: " + prose.leak_text(h) for v, h in hunts.items()))))
+display(HTML(prose.prose(*(f"{v}: " + memory_leak.leak_text(h) for v, h in hunts.items()))))
 display(plots.memory_growth(hunts["unbounded_history"]))
 display(HTML(html_table(hunts["unbounded_history"].lines_frame(), max_rows=5)))
 
@@ -166,7 +169,7 @@ display(HTML(html_table(hunts["unbounded_history"].lines_frame(), max_rows=5)))
 more = evidence.rows(NAME, subject, ("sync_checks_step_ms", "batched_metrics_step_ms"))
 more += caserows.count_rows(NAME, {k: r.total / detect_steps for k, r in detected.items()}, "syncs",
                             subject=f"live ppo detect_syncs on {device}", device=device, suffix="_detected_per_step")
-more += caserows.relabel(rows.leak_rows(hunts["unbounded_history"], "live leaky unbounded_history"), NAME)
+more += caserows.relabel(memory_leak.leak_rows(hunts["unbounded_history"], "live leaky unbounded_history"), NAME)
 logged = pd.concat([logged, rows.log_rows(perf_log_path, more, change=change, run_id=run_id)], ignore_index=True)
 sections.show_log(logged, perf_log_path, NAME, subject)
 
@@ -203,4 +206,4 @@ display(HTML(html_table(closing_table([
 # Live figures and the detector ran here; trace figures come from where the traces were recorded.
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

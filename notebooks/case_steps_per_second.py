@@ -46,20 +46,22 @@ import pandas as pd
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import caserows, inputs, pair, perstep, plots, prose, rows, sections, tables
+from perfkit.report import caserows, pair, plots, prose, rows, sections, tables
+from perfkit.analysis import per_step as perstep
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only, measured_ci
-from perfkit.report.ladder import Arm, first_step_cost, ppo_env_steps, speed_ladder
+from perfkit.bench.ladder import Arm, first_step_cost, ppo_env_steps, speed_ladder
 from perfkit.report.perflog import new_run_id
 from perfkit.results import html_table
+from perfkit.bench import live
 
 NAME = "case_steps_per_second"
 RUNGS = (Arm(".item() logging", "item_logging", {"fused_adam": False}),
          Arm("batched metrics", "batched_metrics", {"fused_adam": False}),
          Arm("fused Adam", "batched_metrics"), Arm("bf16 autocast", "batched_metrics", {"amp": True}))
 run_id = run_label or new_run_id()
-pair.use_threads(threads)
-pair.quiet_profiler_log()
+live.use_threads(threads)
+live.quiet_profiler_log()
 ladder = speed_ladder("ppo", RUNGS, device=device, overrides=overrides, units=ppo_env_steps, unit="env steps/s",
                       min_time_s=ab_min_time_s, repeats=ab_repeats)
 logged = rows.log_rows(perf_log_path, caserows.ladder_rows(NAME, ladder, subject="live ppo ladder"), change=change,
@@ -85,13 +87,13 @@ display(HTML(html_table(ladder.to_frame().head(1)[["label", "rate", "rate_ci_low
 
 # %%
 PAIR = (Arm(".item() logging", "item_logging"), Arm("batched metrics", "batched_metrics"))
-before, after = pair.load_pair(mode, (trace_path, trace_path_b), workload="ppo", arms=PAIR, device=device,
+before, after = live.load_pair(mode, (trace_path, trace_path_b), workload="ppo", arms=PAIR, device=device,
                                steps=steps, overrides=overrides)
 subject = pair.pair_subject(mode, before, after, "ppo", tuple(a.label for a in PAIR))
 syncs = perstep.sync_change(before.trace, after.trace)
 display(HTML(prose.prose(perstep.sync_text(syncs))))
 display(HTML(html_table(syncs["before"].to_frame()[["kind", "op", "file", "line", "count", "per_step"]])))
-detected = {a.label: inputs.detect_workload_syncs("ppo", a.variant, device=device, steps=detect_steps,
+detected = {a.label: live.detect_workload_syncs("ppo", a.variant, device=device, steps=detect_steps,
                                                   overrides=overrides) for a in PAIR}
 for label, report in detected.items():
     display(HTML(prose.prose(f"{label}: {report.total / detect_steps:g} syncing calls per step ({report.mode})")))
@@ -130,7 +132,7 @@ display(ladder)
 # step on the device. Counted by the run-time detector (on a CPU: where a GPU would wait).
 
 # %%
-from perfkit.report.scaler import gradscaler_syncs
+from perfkit.bench.gradscaler import gradscaler_syncs
 
 scaler = gradscaler_syncs(steps=detect_steps, device=device)
 display(HTML(html_table(scaler)))
@@ -143,11 +145,14 @@ display(HTML(html_table(scaler)))
 
 # %%
 from perfkit.workloads.mlp import mlp_problem
+from perfkit.bench import live
+from perfkit.report import amp_regression
+from perfkit.report import cpu_bound
 
 problem = mlp_problem(batch=64, features=32, hidden=128, layers=2)
 amp = perfkit.amp_ab(problem.make_model, problem.make_batch, problem.loss_fn, steps=4, device=device,
                      compare_fused=False, min_time_s=ab_min_time_s, repeats=ab_repeats)
-display(HTML(prose.prose(prose.amp_text(amp))))
+display(HTML(prose.prose(amp_regression.amp_text(amp))))
 
 # %% [markdown]
 # ## 6. A Python branch on a tensor breaks the compiled graph
@@ -167,7 +172,7 @@ def compiled(variant: str):
 compiles = {v: compiled(v) for v in ("tensor_branch", "flag_flip", "compiled")}
 display(HTML(html_table(pd.DataFrame([{"variant": v, "graph breaks": r.graph_break_count,
                                        "recompiles": r.recompile_count} for v, r in compiles.items()]))))
-display(HTML(html_table(tables.compile_sites(compiles["tensor_branch"]))))
+display(HTML(html_table(cpu_bound.compile_sites(compiles["tensor_branch"]))))
 
 # %% [markdown]
 # ## 7. A Python flag that flips between calls recompiles
@@ -176,7 +181,7 @@ display(HTML(html_table(tables.compile_sites(compiles["tensor_branch"]))))
 # often hits the recompile limit and falls back to eager).
 
 # %%
-display(HTML(html_table(tables.compile_sites(compiles["flag_flip"]))))
+display(HTML(html_table(cpu_bound.compile_sites(compiles["flag_flip"]))))
 sections.show_findings(compiles["flag_flip"])
 
 # %% [markdown]
@@ -186,7 +191,7 @@ sections.show_findings(compiles["flag_flip"])
 
 # %%
 for name in compiled_traces:
-    regions = perstep.compiled_regions(inputs.load_source("trace", name).trace)
+    regions = perstep.compiled_regions(live.load_source("trace", name).trace)
     display(HTML(prose.prose(f"{name}: {regions['frame'].nunique()} frame(s), {len(regions)} graph(s)")
                  + html_table(regions)))
 
@@ -257,4 +262,4 @@ display(HTML(html_table(closing_table([
 # recorded.
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

@@ -42,21 +42,24 @@ import pandas as pd
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import caserows, pair, perstep, plots, prose, rows, sections
+from perfkit.report import caserows, pair, plots, prose, rows, sections
+from perfkit.analysis import per_step as perstep
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only, measured_ci
-from perfkit.report.ladder import Arm, arm_facts, variant_ab
+from perfkit.bench.ladder import Arm, arm_facts, variant_ab
 from perfkit.report.perflog import new_run_id
 from perfkit.results import html_table
 from perfkit.workloads.replay import SAMPLE_ANNOTATION
+from perfkit.bench import live
+from perfkit.report import htod
 
 NAME = "case_world_model"
 ARMS = (Arm("host normalize + torch.stack", "host_normalize"), Arm("preallocated uint8 staging", "device_normalize"))
 LABELS = tuple(a.label for a in ARMS)
 run_id = run_label or new_run_id()
-pair.use_threads(threads)
-pair.quiet_profiler_log()
-before, after = pair.load_pair(mode, (trace_path, trace_path_b), workload="replay", arms=ARMS, device=device,
+live.use_threads(threads)
+live.quiet_profiler_log()
+before, after = live.load_pair(mode, (trace_path, trace_path_b), workload="replay", arms=ARMS, device=device,
                                steps=steps, overrides=overrides)
 subject = pair.pair_subject(mode, before, after, "replay", LABELS)
 sample = perstep.range_change(before.trace, after.trace, SAMPLE_ANNOTATION)
@@ -86,7 +89,7 @@ display(plots.step_timeline(before.trace))
 
 # %%
 copies = perfkit.htod(before.trace)
-display(HTML(prose.prose(prose.htod_text(copies))))
+display(HTML(prose.prose(htod.htod_text(copies))))
 if len(copies.to_frame()):
     display(HTML(html_table(copies.to_frame())))
 facts = {a.label: arm_facts("replay", a, ("bytes_per_batch",), device=device, overrides=overrides) for a in ARMS}
@@ -187,4 +190,4 @@ display(HTML(html_table(closing_table([
 # Live figures ran here; trace figures come from where the traces were recorded.
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

@@ -34,20 +34,23 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, sections, tables
+from perfkit.report import plots, prose, rows, sections, tables
 from perfkit.report.card import verdict_card
-from perfkit.report.comparison import compare_traces
+from perfkit.report.trace_diff import compare_traces
 from perfkit.results import html_table
 from perfkit.workloads.mlp import mlp_problem
+from perfkit.bench import live
+from perfkit.report import compile_ab
+from perfkit.report import trace_diff
 
-inputs.check_mode(mode)
+live.check_mode(mode)
 ab = pairing = None
 if mode == "live":
     problem = mlp_problem(batch=batch, features=features, hidden=hidden, layers=layers)
     result = ab = perfkit.compile_ab(problem.make_model(), problem.example_inputs, backend=backend,
                                      mode=compile_mode, steps=ab_steps, device=device)
     subject = f"mlp b{batch} f{features} h{hidden} l{layers} {backend}/{compile_mode} steps={ab_steps}"
-    metrics, recorded = rows.compile_rows(ab, subject), ab.device
+    metrics, recorded = compile_ab.compile_rows(ab, subject), ab.device
     verdict = prose.ab_verdict(f"torch.compile ({backend})", ab)
 else:
     pairing = compare_traces("compile_ab", mode, trace_path, trace_path_b)
@@ -63,7 +66,7 @@ verdict_card("compile_ab", result, logged, subject=subject, device=recorded, ver
 
 # %%
 if ab is not None:
-    display(HTML(prose.prose(prose.compile_text(ab))))
+    display(HTML(prose.prose(compile_ab.compile_text(ab))))
     display(plots.ab_distribution(ab.timing))
     display(HTML(html_table(tables.summary_table(ab.summary()))))
     display(HTML(html_table(ab.to_frame())))
@@ -76,7 +79,7 @@ if ab is not None:
 # where the after trace was recorded.
 
 # %%
-sections.show_diff(pairing)
+trace_diff.show_diff(pairing)
 
 # %% [markdown]
 # ## Findings
@@ -102,4 +105,4 @@ sections.show_log(logged, perf_log_path, "compile_ab", subject)
 # Live figures were measured here; traces were recorded wherever "The traces" says.
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

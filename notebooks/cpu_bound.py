@@ -38,16 +38,18 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, sections, tables
+from perfkit.report import plots, prose, rows, sections
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table
+from perfkit.bench import live
+from perfkit.report import cpu_bound
 
-source = inputs.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
+source = live.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
                             warmup=warmup, overrides=overrides)
 trace = source.trace
 result = perfkit.cpu_bound(trace)
 diagnosis = perfkit.diagnose(trace)
-logged = rows.log_rows(perf_log_path, rows.cpu_bound_rows(result, source.subject, source.device), change=change,
+logged = rows.log_rows(perf_log_path, cpu_bound.cpu_bound_rows(result, source.subject, source.device), change=change,
                        run_id=run_label)
 verdict_card("cpu_bound", result, logged, subject=source.subject, device=source.device, verdict=diagnosis.verdict,
              fix=diagnosis.fix)
@@ -58,9 +60,9 @@ verdict_card("cpu_bound", result, logged, subject=source.subject, device=source.
 # wall time. A trace without GPU events gets host bars only.
 
 # %%
-display(HTML(prose.prose(prose.cpu_bound_text(result))))
+display(HTML(prose.prose(cpu_bound.cpu_bound_text(result))))
 display(plots.step_breakdown(result))
-display(HTML(html_table(tables.cpu_bound_steps(result))))
+display(HTML(html_table(cpu_bound.cpu_bound_steps(result))))
 
 # %% [markdown]
 # ## What the verdict rests on
@@ -69,7 +71,7 @@ display(HTML(html_table(tables.cpu_bound_steps(result))))
 # against the step when the host runs ahead.
 
 # %%
-sections.show_verdict_evidence(result)
+cpu_bound.show_verdict_evidence(result)
 
 # %% [markdown]
 # ## Findings
@@ -133,4 +135,4 @@ sections.show_log(logged, perf_log_path, "cpu_bound", source.subject)
 # Not necessarily the machine that recorded the trace (see "The trace" above).
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

@@ -27,12 +27,13 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, kernel_tables, plots, rows, sections
+from perfkit.report import gpu_kernels as kernel_tables, plots, rows, sections
 from perfkit.report.card import verdict_card
-from perfkit.report.kernel_rows import kernel_rows
-from perfkit.results import html_table, html_text, html_warnings
+from perfkit.report.gpu_kernels import kernel_rows
+from perfkit.results import html_table, html_text
+from perfkit.bench import live
 
-source = inputs.load_source("trace", trace_path)
+source = live.load_source("trace", trace_path)
 # "auto" (and the live notebooks' "cpu"/"cuda", which name no GPU model) use the trace's deviceProperties.
 result = perfkit.kernels(source.trace, device=None if device in ("auto", "cpu", "cuda", "") else device)
 logged = rows.log_rows(perf_log_path, kernel_rows(result, source.subject, source.device), change=change,
@@ -110,4 +111,4 @@ sections.show_log(logged, perf_log_path, "gpu_kernels", source.subject)
 # Not necessarily the machine that recorded the trace (see "The trace" above).
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

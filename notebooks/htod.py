@@ -32,16 +32,18 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, sections
+from perfkit.report import plots, prose, rows, sections
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table
+from perfkit.bench import live
+from perfkit.report import htod
 
-source = inputs.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
+source = live.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
                             warmup=warmup, overrides=overrides)
 trace = source.trace
 result = perfkit.htod(trace)
 sweep = perfkit.htod_sweep(sizes_bytes=sweep_sizes, repeats=sweep_repeats, device=device)
-logged = rows.log_rows(perf_log_path, rows.htod_rows(result, trace, source.subject, source.device, sweep),
+logged = rows.log_rows(perf_log_path, htod.htod_rows(result, trace, source.subject, source.device, sweep),
                        change=change, run_id=run_label)
 verdict_card("htod", result, logged, subject=source.subject, device=source.device,
              verdict=None if len(result.to_frame()) else "no host-device copies in this trace (no GPU events)")
@@ -51,7 +53,7 @@ verdict_card("htod", result, logged, subject=source.subject, device=source.devic
 # Per direction and host-memory kind (time in us, GB/s), then per issuing op and source line.
 
 # %%
-display(HTML(prose.prose(prose.htod_text(result, sweep, perfkit.syncs(trace)))))
+display(HTML(prose.prose(htod.htod_text(result, sweep, perfkit.syncs(trace)))))
 display(plots.copy_kinds(result))
 display(HTML(html_table(result.to_frame())))
 display(HTML(html_table(result.sites)))
@@ -94,4 +96,4 @@ sections.show_log(logged, perf_log_path, "htod", source.subject)
 # Live figures were measured here; a trace was recorded wherever "The trace" says.
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

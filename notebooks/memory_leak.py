@@ -44,24 +44,27 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, sections, snapshots
+from perfkit.report import plots, prose, rows, sections, memory_leak as snapshots
 from perfkit.report.card import verdict_card
-from perfkit.report.comparison import compare_traces
+from perfkit.report.trace_diff import compare_traces
 from perfkit.results import html_table
+from perfkit.bench import live
+from perfkit.report import trace_diff
+from perfkit.report import memory_leak
 
 snapshots.check_mode(mode)
 hunt = pairing = snaps = None
 if mode == "snapshot":
     snaps = snapshots.load_snapshots(snapshot_paths)
     result, subject, recorded = snaps.result, snaps.subject, snaps.device
-    metrics, verdict = rows.snapshot_rows(snaps), snapshots.snapshot_verdict(snaps)
+    metrics, verdict = memory_leak.snapshot_rows(snaps), snapshots.snapshot_verdict(snaps)
 elif mode == "live":
-    with inputs.live_workload(workload, variant, device, overrides) as trainer:
+    with live.live_workload(workload, variant, device, overrides) as trainer:
         with perfkit.SystemMonitor(interval_s=monitor_interval_s) as monitor:
             result = hunt = perfkit.hunt_leak(trainer.step, steps=leak_steps, warmup=leak_warmup,
                                               sample_every=sample_every, device=device)
-    subject = inputs.live_subject(workload)
-    metrics, recorded, verdict = rows.leak_rows(hunt, subject), hunt.device, None
+    subject = live.live_subject(workload)
+    metrics, recorded, verdict = memory_leak.leak_rows(hunt, subject), hunt.device, None
 else:
     pairing = compare_traces("memory_leak", mode, trace_path, trace_path_b)
     result = pairing.diff
@@ -77,7 +80,7 @@ verdict_card("memory_leak", result, logged, subject=subject, device=recorded, ve
 
 # %%
 if hunt is not None:
-    display(HTML(prose.prose(prose.leak_text(hunt))))
+    display(HTML(prose.prose(memory_leak.leak_text(hunt))))
     display(plots.memory_growth(hunt))
     display(HTML(html_table(hunt.growth_frame())))
     display(HTML(html_table(hunt.types_frame())))
@@ -102,7 +105,7 @@ if snaps is not None:
 # where the after trace was recorded.
 
 # %%
-sections.show_diff(pairing)
+trace_diff.show_diff(pairing)
 
 # %% [markdown]
 # ## Memory timeline (trace mode)
@@ -142,4 +145,4 @@ sections.show_log(logged, perf_log_path, "memory_leak", subject)
 # Live figures were measured here; traces and snapshots were recorded elsewhere.
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

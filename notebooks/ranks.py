@@ -31,15 +31,17 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, sections, tables
+from perfkit.report import plots, prose, rows, sections
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table
+from perfkit.report import ranks
+from perfkit import workbook
 
-files = inputs.find_rank_traces(trace_path)
+files = workbook.find_rank_traces(trace_path)
 result = perfkit.ranks(list(files.paths), engine=engine, scheduler=scheduler or None, workers=workers,
                        straggler_pct=straggler_pct, use_cache=use_cache)
-logged = rows.log_rows(perf_log_path, rows.ranks_rows(result, files.subject), change=change, run_id=run_label)
-verdict_card("ranks", result, logged, subject=files.subject, device=inputs.ranks_recorded_on(result))
+logged = rows.log_rows(perf_log_path, ranks.ranks_rows(result, files.subject), change=change, run_id=run_label)
+verdict_card("ranks", result, logged, subject=files.subject, device=ranks.ranks_recorded_on(result))
 
 # %% [markdown]
 # ## Each rank's step
@@ -48,9 +50,9 @@ verdict_card("ranks", result, logged, subject=files.subject, device=inputs.ranks
 # that wait have the longest raw steps: the straggler is the rank with the most *own* work.
 
 # %%
-display(HTML(prose.prose(prose.ranks_text(result))))
+display(HTML(prose.prose(ranks.ranks_text(result))))
 display(plots.own_vs_wait(result))
-display(HTML(html_table(tables.rank_files_table(result.ranks), max_rows=64)))
+display(HTML(html_table(ranks.rank_files_table(result.ranks), max_rows=64)))
 
 # %% [markdown]
 # ## Every rank and step
@@ -60,7 +62,7 @@ display(HTML(html_table(tables.rank_files_table(result.ranks), max_rows=64)))
 
 # %%
 display(plots.own_step_heatmap(result))
-display(HTML(html_table(tables.rank_files_table(result.steps).drop(columns=["start_us"]), max_rows=64)))
+display(HTML(html_table(ranks.rank_files_table(result.steps).drop(columns=["start_us"]), max_rows=64)))
 
 # %% [markdown]
 # ## Arrival at each collective
@@ -70,7 +72,7 @@ display(HTML(html_table(tables.rank_files_table(result.steps).drop(columns=["sta
 
 # %%
 display(plots.arrival_skew(result))
-display(HTML(html_table(tables.rank_files_table(result.collectives.sort_values("skew_us", ascending=False).head(top)))))
+display(HTML(html_table(ranks.rank_files_table(result.collectives.sort_values("skew_us", ascending=False).head(top)))))
 
 # %% [markdown]
 # ## Stragglers
@@ -80,8 +82,8 @@ display(HTML(html_table(tables.rank_files_table(result.collectives.sort_values("
 # First per rank, then per step.
 
 # %%
-display(HTML(html_table(tables.rank_files_table(result.straggling_ranks))))
-display(HTML(html_table(tables.rank_files_table(result.stragglers), max_rows=64)))
+display(HTML(html_table(ranks.rank_files_table(result.straggling_ranks))))
+display(HTML(html_table(ranks.rank_files_table(result.stragglers), max_rows=64)))
 
 # %% [markdown]
 # ## Findings
@@ -102,4 +104,4 @@ sections.show_log(logged, perf_log_path, "ranks", files.subject)
 # Not the machines that recorded the traces (see the device column of the per-rank table).
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

@@ -36,18 +36,20 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, lookat, plots, rows, sections, tables
+from perfkit.report import step_anatomy as lookat, plots, rows, sections, tables
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table, html_warnings
+from perfkit.bench import live
+from perfkit.report import step_anatomy
 
-source = inputs.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
+source = live.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
                             warmup=warmup, overrides=overrides)
 trace = source.trace
 anatomy = perfkit.step_anatomy(trace)
 path = perfkit.critical_path(trace)
 gaps = perfkit.gpu_gaps(trace)
 spots = perfkit.hotspots(trace, thread=thread)
-logged = rows.log_rows(perf_log_path, rows.step_anatomy_rows(path, gaps, source.subject, source.device),
+logged = rows.log_rows(perf_log_path, step_anatomy.step_anatomy_rows(path, gaps, source.subject, source.device),
                        change=change, run_id=run_label)
 verdict_card("step_anatomy", gaps, logged, subject=source.subject, device=source.device, verdict=anatomy.sentence,
              fix=anatomy.fix)
@@ -103,7 +105,7 @@ display(HTML(html_warnings(tuple(dict.fromkeys(anatomy.warnings + spots.warnings
 # memory per device, the peak and the op that allocated at it, and the growth per step (a leak).
 
 # %%
-sections.show_memory_timeline(trace)
+step_anatomy.show_memory_timeline(trace)
 
 # %% [markdown]
 # ## Open it in Perfetto
@@ -136,4 +138,4 @@ sections.show_log(logged, perf_log_path, "step_anatomy", source.subject)
 # Not necessarily the machine that recorded the trace (see "The trace" above).
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

@@ -34,21 +34,23 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import inputs, plots, prose, rows, sections
+from perfkit.report import plots, prose, rows, sections
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table, html_warnings
+from perfkit.bench import live
+from perfkit.report import sync_points
 
-source = inputs.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
+source = live.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
                             warmup=warmup, overrides=overrides)
 trace = source.trace
 result = perfkit.syncs(trace)
 detected = None
 if mode == "live":
-    detected = inputs.detect_workload_syncs(workload, variant, device=device, steps=detect_steps, overrides=overrides)
-logged = rows.log_rows(perf_log_path, rows.sync_rows(result, trace, source.subject, source.device, detected=detected,
+    detected = live.detect_workload_syncs(workload, variant, device=device, steps=detect_steps, overrides=overrides)
+logged = rows.log_rows(perf_log_path, sync_points.sync_rows(result, trace, source.subject, source.device, detected=detected,
                                                      detected_steps=detect_steps), change=change, run_id=run_label)
 verdict_card("sync_points", result, logged, subject=source.subject, device=source.device,
-             verdict=prose.sync_verdict(result))
+             verdict=sync_points.sync_verdict(result))
 
 # %% [markdown]
 # ## Sync points in the trace
@@ -57,8 +59,8 @@ verdict_card("sync_points", result, logged, subject=source.subject, device=sourc
 # the innermost frame when it is library code. Host scalar reads that did not wait come last.
 
 # %%
-display(HTML(prose.prose(prose.sync_text(result, detected, detect_steps))))
-sections.show_sync_sites(result)
+display(HTML(prose.prose(sync_points.sync_text(result, detected, detect_steps))))
+sync_points.show_sync_sites(result)
 
 # %% [markdown]
 # ## Findings
@@ -106,4 +108,4 @@ sections.show_log(logged, perf_log_path, "sync_points", source.subject)
 # Live figures were measured here; a trace was recorded wherever "The trace" says.
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

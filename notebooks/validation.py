@@ -28,9 +28,10 @@ import perfkit
 from perfkit.report import prose, rows, sections
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table
+from perfkit.report import validation
 
 report = perfkit.validate(device, preset=preset, only=only)
-logged = rows.log_rows(perf_log_path, rows.validation_rows(report), change=change, run_id=run_label)
+logged = rows.log_rows(perf_log_path, validation.validation_rows(report), change=change, run_id=run_label)
 failed = ", ".join(c.name for c in report.failed)
 verdict_card("validation", report, logged, subject=f"validate preset={report.preset}",
              device=report.environment["gpu"], verdict=f"{len(report.checks)} checks: {report.counts_text()}",
@@ -42,7 +43,7 @@ verdict_card("validation", report, logged, subject=f"validate preset={report.pre
 # the call that produced each figure.
 
 # %%
-display(HTML(prose.prose(prose.validation_text(report))))
+display(HTML(prose.prose(validation.validation_text(report))))
 display(HTML(html_table(report.to_frame()[["check", "status", "measured", "expected", "claim"]], max_rows=50)))
 display(HTML(html_table(report.to_frame()[["check", "command"]], max_rows=50)))
 
@@ -57,4 +58,4 @@ sections.show_log(logged, perf_log_path, "validation", f"validate preset={report
 # ## Machine that ran this notebook
 
 # %%
-sections.show_machine()
+sections.show_machine(perfkit.environment_report())

@@ -36,7 +36,7 @@ class KernelSession:
         from nbclient.exceptions import CellExecutionError
         from papermill.parameterize import parameterize_notebook
 
-        from perfkit.report.registry import read_notebook
+        from perfkit.registry import read_notebook
 
         nb = read_notebook(path)
         nb.metadata["papermill"] = {"parameters": {}}

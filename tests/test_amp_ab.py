@@ -6,7 +6,7 @@ torch = pytest.importorskip("torch")
 
 from perfkit.bench.amp_ab import AMPResult, amp_ab, make_optimizer  # noqa: E402
 from perfkit.bench.compare import ABResult  # noqa: E402
-from perfkit.bench.stats import VERDICTS  # noqa: E402
+from perfkit.stats import VERDICTS
 from perfkit.errors import ParameterError  # noqa: E402
 
 FAST = dict(steps=6, repeats=20, warmup=1)

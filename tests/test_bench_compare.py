@@ -5,7 +5,7 @@ import pytest
 from perfkit.bench import compare as compare_mod
 from perfkit.bench import timing
 from perfkit.bench.compare import ABResult, compare
-from perfkit.bench.stats import VERDICTS
+from perfkit.stats import VERDICTS
 from perfkit.errors import ParameterError
 
 

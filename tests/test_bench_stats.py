@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from perfkit.bench import stats
+from perfkit import stats
 from perfkit.errors import ParameterError
 
 

@@ -15,13 +15,16 @@ import pytest
 import perfkit
 from conftest import shared_trace
 from perfkit.errors import ParameterError
-from perfkit.report import caserows, guide, pair, perstep, tables
+from perfkit.report import caserows, guide, pair, tables
+from perfkit.analysis import per_step as perstep
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only, measured_ci
-from perfkit.report.inputs import load_source
-from perfkit.report.ladder import Arm, arm_facts, first_step_cost, ppo_env_steps, speed_ladder, variant_ab
-from perfkit.report.planning import planning_memory
-from perfkit.report.scaler import gradscaler_syncs
+from perfkit.bench.live import load_source
+from perfkit.bench.ladder import Arm, arm_facts, first_step_cost, ppo_env_steps, speed_ladder, variant_ab
+from perfkit.bench.planning import planning_memory
+from perfkit.bench.gradscaler import gradscaler_syncs
 from perfkit.workloads.replay import SAMPLE_ANNOTATION
+from perfkit.bench import live
+from perfkit.report import cpu_bound
 
 TINY_PPO = {"envs": 4, "rollout": 4, "epochs": 1, "minibatch": 16, "channels": 8, "hidden": 32}
 RESNET = "kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz"
@@ -134,24 +137,24 @@ def test_use_threads_sets_and_reports_torch_threads():
 
     before = torch.get_num_threads()
     try:
-        assert pair.use_threads(0) == before
-        assert pair.use_threads(1) == 1 == torch.get_num_threads()
+        assert live.use_threads(0) == before
+        assert live.use_threads(1) == 1 == torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
     for bad in (-1, 1.5, True):
         with pytest.raises(ParameterError, match="threads="):
-            pair.use_threads(bad)
+            live.use_threads(bad)
 
 
 def test_quiet_profiler_log_keeps_a_level_the_user_set(monkeypatch):
     monkeypatch.delenv("KINETO_LOG_LEVEL", raising=False)
-    assert pair.quiet_profiler_log() == "6"
+    assert live.quiet_profiler_log() == "6"
     monkeypatch.setenv("KINETO_LOG_LEVEL", "2")
-    assert pair.quiet_profiler_log() == "2"
+    assert live.quiet_profiler_log() == "2"
 
 
 def test_evidence_from_a_trace_pair_uses_the_diff_ci():
-    before, after = pair.load_pair("trace", ("mppi_float_tensor.json.gz", "mppi_from_numpy.json.gz"),
+    before, after = live.load_pair("trace", ("mppi_float_tensor.json.gz", "mppi_from_numpy.json.gz"),
                                    workload="mppi", arms=(Arm("a", "float_tensor"), Arm("b", "from_numpy")))
     comparison = perfkit.diff(before.trace, after.trace)
     ev = pair.from_diff(comparison, before, after, ("a", "b"))
@@ -248,7 +251,7 @@ def test_case_rows_carry_exact_counts_and_harness_cis():
 
 def test_ladder_and_planning_rows():
     steps = (_fake_ab([0.01] * 4, [0.005] * 4, ("a", "b")), _fake_ab([0.005] * 4, [0.004] * 4, ("b", "c")))
-    ladder = perfkit.report.ladder.LadderResult("ppo", "cpu", ("a", "b", "c"), steps,
+    ladder = perfkit.bench.ladder.LadderResult("ppo", "cpu", ("a", "b", "c"), steps,
                                                 _fake_ab([0.01] * 4, [0.004] * 4, ("a", "c")), (16.0,) * 3, "env/s")
     out = caserows.ladder_rows("c", ladder, subject="s")
     assert [r["metric"] for r in out] == ["a_rate", "c_rate", "speedup", "b_rate"]
@@ -306,4 +309,4 @@ def test_source_and_compile_site_tables(tmp_path):
     result = SimpleNamespace(graph_breaks=(SimpleNamespace(reason="Data-dependent branching", location="p.py:146",
                                                            code="if h.any():"),),
                              recompiles=(SimpleNamespace(reason="flag == False", location="p.py:150", code="if f:"),))
-    assert tables.compile_sites(result)["kind"].tolist() == ["graph break", "recompile"]
+    assert cpu_bound.compile_sites(result)["kind"].tolist() == ["graph break", "recompile"]

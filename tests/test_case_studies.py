@@ -19,12 +19,12 @@ from perfkit.report.card import MIME
 from perfkit.report.casestudy import COLUMNS
 from perfkit.report.perflog import PerfLog
 from perfkit.report.publish.runner import _select, notebook_parameters
-from perfkit.report.registry import CASE_STUDIES, INVESTIGATIONS, NOTEBOOK_SETS, expand_sets
+from perfkit.registry import CASE_STUDIES, INVESTIGATIONS, NOTEBOOK_SETS, expand_sets
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 TINY_PPO = {"envs": 4, "rollout": 4, "epochs": 1, "minibatch": 16, "channels": 8, "hidden": 32}
-# One intra-op thread: stable CPU timings on a shared 2-core machine (pair.use_threads).
+# One intra-op thread: stable CPU timings on a shared 2-core machine (live.use_threads).
 FAST_AB = {"ab_min_time_s": 0.05, "ab_repeats": 6, "threads": 1}
 TINY = {
     "case_mpc_planner": {"overrides": {"samples": 32, "horizon": 4, "iterations": 2, "hidden": 32}, "steps": 3,

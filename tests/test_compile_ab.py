@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 
 from perfkit.bench.compare import compare  # noqa: E402
 from perfkit.bench.compile_ab import CompileABResult, GraphBreak, Recompile, compile_ab  # noqa: E402
-from perfkit.bench.stats import VERDICTS  # noqa: E402
+from perfkit.stats import VERDICTS
 from perfkit.errors import ParameterError  # noqa: E402
 
 FAST = dict(steps=20, warmup=2)

@@ -1,6 +1,6 @@
 """Fuzz, round 2, new category: the investigation notebooks' parameters (`perfkit run NAME -p KEY
 VALUE`). Each notebook's first cell hands mode, trace_path, workload, variant, device, steps, warmup
-and overrides to ``inputs.load_source``; hostile values must be a ParameterError there (the run then
+and overrides to ``live.load_source``; hostile values must be a ParameterError there (the run then
 names the cell), before any workload is built or profiled: a trace_path that is a number or too long
 was a TypeError/OSError, overrides that are not a dict a TypeError, and steps/warmup/samples of 10**30
 ran until killed."""
@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from fuzzkit import run_main
 from perfkit.errors import ParameterError, TraceError
-from perfkit.report.inputs import find_trace, load_source
+from perfkit.workbook import find_trace
+from perfkit.bench.live import load_source
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 NOT_TEXT = st.one_of(st.integers(), st.none(), st.booleans(), st.floats(allow_nan=True),

@@ -15,9 +15,9 @@ import perfkit
 from conftest import shared_trace
 from nbsession import KernelSession, html_text, outputs
 from perfkit.analysis.kernels.result import KernelsResult
-from perfkit.report import kernel_tables, plots
+from perfkit.report import gpu_kernels as kernel_tables, plots
 from perfkit.report.card import MIME
-from perfkit.report.kernel_rows import kernel_rows
+from perfkit.report.gpu_kernels import kernel_rows
 from perfkit.report.perflog import PerfLog
 from perfkit.report.publish.runner import notebook_parameters
 

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from perfkit.bench import memsweep  # noqa: E402
 from perfkit.bench.memsweep import MemoryPoint, MemorySweep, memory_sweep, workload_memory_sweep  # noqa: E402
-from perfkit.bench.stats import fit_slope  # noqa: E402
+from perfkit.stats import fit_slope
 from perfkit.errors import ParameterError, PerfkitError  # noqa: E402
 
 HORIZON, DIM = 16, 32

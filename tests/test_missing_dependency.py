@@ -41,9 +41,9 @@ def test_cli_detect_without_torch_is_one_line_naming_the_extra(tmp_path):
 
 
 def test_live_mode_first_cell_without_torch_names_the_extra(tmp_path):
-    code = ("from perfkit.report import inputs, snapshots\nfor m in (inputs, snapshots):\n"
+    code = ("from perfkit import workbook\nfrom perfkit.report import memory_leak\nfor m in (workbook, memory_leak):\n"
             "    try:\n        m.check_mode('live')\n    except Exception as e:\n        print(type(e).__name__, e)\n"
-            "print(inputs.check_mode('trace'))")
+            "print(workbook.check_mode('trace'))")
     lines = _without_torch(code, tmp_path).stdout.splitlines()
     assert len(lines) == 3 and lines[2] == "trace"
     for line in lines[:2]:

@@ -18,11 +18,15 @@ import pytest
 from conftest import SHARED_TRACES
 from nbsession import KernelSession, html_text, outputs
 from perfkit.errors import ParameterError
-from perfkit.report import inputs, rows, tables
+from perfkit.report import rows, tables
 from perfkit.report.card import MIME
 from perfkit.report.perflog import PerfLog
 from perfkit.report.publish.runner import notebook_parameters
-from perfkit.report.registry import CASE_STUDIES, INVESTIGATIONS, read_notebook
+from perfkit.registry import CASE_STUDIES, INVESTIGATIONS, read_notebook
+from perfkit.bench import live
+from perfkit.report import sync_points
+from perfkit import stats
+from perfkit import workbook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -308,32 +312,32 @@ def test_every_notebook_in_the_folder_is_registered():
 def test_find_trace_resolves_cwd_workbook_and_shipped_names(tmp_path, monkeypatch):
     shipped = (ROOT / "data/traces/cpu/leaky_clean.json.gz").resolve()
     monkeypatch.chdir(tmp_path)
-    assert inputs.find_trace("data/traces/cpu/leaky_clean.json.gz") != shipped or True
-    assert inputs.find_trace("leaky_clean.json.gz") == shipped
+    assert workbook.find_trace("data/traces/cpu/leaky_clean.json.gz") != shipped or True
+    assert workbook.find_trace("leaky_clean.json.gz") == shipped
     (tmp_path / "mine.json.gz").write_bytes(shipped.read_bytes())
-    assert inputs.find_trace("mine.json.gz") == tmp_path / "mine.json.gz"  # the caller's cwd first
+    assert workbook.find_trace("mine.json.gz") == tmp_path / "mine.json.gz"  # the caller's cwd first
     with pytest.raises(ParameterError, match="shipped traces: .*leaky_clean.json.gz"):
-        inputs.find_trace("nope.json.gz")
+        workbook.find_trace("nope.json.gz")
     with pytest.raises(ParameterError):
-        inputs.find_trace("")
+        workbook.find_trace("")
 
 
 def test_check_mode_rejects_unknown_modes():
-    assert inputs.check_mode("live") == "live"
+    assert live.check_mode("live") == "live"
     with pytest.raises(ParameterError, match="'trace'.*'live'"):
-        inputs.check_mode("replay")
+        live.check_mode("replay")
     with pytest.raises(ParameterError):
-        inputs.load_source("both", "leaky_clean.json.gz")
+        live.load_source("both", "leaky_clean.json.gz")
 
 
 def test_summary_frame_reads_back_summarize():
     from perfkit.analysis.summary import summarize
 
-    source = inputs.load_source("trace", "leaky_clean.json.gz")
+    source = live.load_source("trace", "leaky_clean.json.gz")
     frame = tables.summary_frame(summarize(source.trace)).set_index("metric")["value"]
     assert frame["steps"] == "3" and frame["kernels"] == "0" and frame["HtoD_copies"] == "0"
     assert "compile_s" not in frame  # compile rows only for a torch.compile trace
-    compiled = tables.summary_frame(summarize(inputs.load_source("trace", "ppo_compiled.json.gz").trace))
+    compiled = tables.summary_frame(summarize(live.load_source("trace", "ppo_compiled.json.gz").trace))
     assert compiled.set_index("metric").at["compiled_regions", "value"] == "2"
     assert source.device == "cpu" and source.subject == "trace leaky_clean.json.gz"
 
@@ -341,8 +345,8 @@ def test_summary_frame_reads_back_summarize():
 def test_cpu_bound_rows_carry_a_ci_over_steps():
     from perfkit.analysis.step.cpu_bound import cpu_bound
 
-    result = cpu_bound(inputs.load_source("trace", "ppo_item_logging.json.gz").trace)
-    out = rows.cpu_bound_rows(result, "trace x", "cpu")
+    result = cpu_bound(live.load_source("trace", "ppo_item_logging.json.gz").trace)
+    out = cpu_bound.cpu_bound_rows(result, "trace x", "cpu")
     assert [r["metric"] for r in out] == ["median_step_ms", "host_busy_ms_per_step"]
     walls = result.steps["wall_us"] / 1e3
     assert out[0]["value"] == pytest.approx(walls.median())
@@ -351,9 +355,9 @@ def test_cpu_bound_rows_carry_a_ci_over_steps():
 
 
 def test_step_ci_is_deterministic_and_exact_for_constant_values():
-    assert rows.step_ci([5, 5, 5]) == (5.0, 5.0)
-    assert rows.step_ci([1.0]) is None
-    assert rows.step_ci([1, 2, 3, 4, 10]) == rows.step_ci([1, 2, 3, 4, 10])
+    assert stats.step_ci([5, 5, 5]) == (5.0, 5.0)
+    assert stats.step_ci([1.0]) is None
+    assert stats.step_ci([1, 2, 3, 4, 10]) == stats.step_ci([1, 2, 3, 4, 10])
 
 
 class _FakeAB:
@@ -383,7 +387,7 @@ def test_site_labels_and_summary_table():
          "func": "fetch", "inner_file": "/env/transformers/modeling.py", "inner_line": 1421, "inner_func": "box"},
         {"kind": "stream_sync", "op": "", "top_op": "", "call": "cudaStreamSynchronize", "file": None, "line": -1},
         {"kind": "memcpy_dtoh", "op": "aten::copy_", "top_op": "aten::to", "file": "", "line": -1}])
-    assert tables.site_labels(sites) == ["item: step @ train.py:12",
+    assert sync_points.site_labels(sites) == ["item: step @ train.py:12",
                                          "stream_sync: fetch @ train.py:40 via modeling.py:1421",
                                          "stream_sync: cudaStreamSynchronize", "memcpy_dtoh: aten::to (via aten::copy_)"]
     table = tables.summary_table({"speedup": 1.23456, "verdict": "faster", "n": 1200, "x": None, "b": 4.465e12,

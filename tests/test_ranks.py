@@ -80,7 +80,7 @@ def test_straggler_pct_is_a_knob(tmp_path):
 
 
 def test_ranks_rows_are_accepted_by_the_perf_log(slow_loader, tmp_path):
-    from perfkit.report.rows import ranks_rows
+    from perfkit.report.ranks import ranks_rows
 
     rows = {r["metric"]: r for r in ranks_rows(slow_loader, "trace job")}
     steps = slow_loader.steps

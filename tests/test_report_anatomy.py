@@ -10,9 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from perfkit.report import step_anatomy
 import perfkit
 from perfkit.errors import ParameterError
-from perfkit.report import lookat, prose, rows, tables
+from perfkit.report import step_anatomy as lookat, tables
 from perfkit.report.plots import anatomy as plots
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,7 +183,7 @@ def test_in_ms_converts_durations_and_keeps_timestamps():
 
 def test_step_anatomy_rows_with_a_gpu(gpu):
     trace, path, gaps = gpu
-    out = {r["metric"]: r for r in rows.step_anatomy_rows(path, gaps, "trace r0", "A100")}
+    out = {r["metric"]: r for r in step_anatomy.step_anatomy_rows(path, gaps, "trace r0", "A100")}
     assert list(out)[:3] == ["mean_step_ms", "gpu_busy_ms_per_step", "gpu_idle_ms_per_step"]
     assert out["mean_step_ms"]["value"] == pytest.approx(perfkit.step_anatomy(trace).wall_us / 1e3)
     assert out["idle_input_ms_per_step"]["value"] == pytest.approx(gaps.steps["input_us"].mean() / 1e3)
@@ -192,7 +193,7 @@ def test_step_anatomy_rows_with_a_gpu(gpu):
 
 def test_step_anatomy_rows_and_fix_without_a_gpu(cpu):
     trace, _, path, gaps = cpu
-    out = rows.step_anatomy_rows(path, gaps, "trace mppi", "cpu")
+    out = step_anatomy.step_anatomy_rows(path, gaps, "trace mppi", "cpu")
     assert [r["metric"] for r in out] == ["mean_step_ms"]
     anatomy = perfkit.step_anatomy(trace)
     # one diagnosis: the card's fix is perfkit diagnose's, and on a CPU-only trace it says what to record

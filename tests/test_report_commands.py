@@ -9,8 +9,8 @@ import shlex
 import pytest
 
 from perfkit.cli import main
-from perfkit.report import lookat
-from perfkit.report.inputs import find_trace
+from perfkit.report import step_anatomy as lookat
+from perfkit.workbook import find_trace
 from perfkit.trace import load_trace
 
 SHIPPED = "mppi_float_tensor.json.gz"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from perfkit.errors import ParameterError
-from perfkit.report.comparison import compare_traces
+from perfkit.report.trace_diff import compare_traces
 
 
 def test_two_shipped_traces_give_rows_verdict_and_subject():

@@ -9,6 +9,7 @@ import nbformat
 
 from perfkit.report.card import MIME, VerdictCard
 from perfkit.report.publish.html import notebook_html
+from perfkit.report import cpu_bound
 
 
 def _notebook(*outputs) -> nbformat.NotebookNode:
@@ -45,11 +46,10 @@ def test_cpu_bound_step_table_fits_a_page():
     from pathlib import Path
 
     import perfkit
-    from perfkit.report import tables
 
     trace = Path(__file__).resolve().parents[1] / "data" / "traces" / "cpu" / "ppo_item_logging.json.gz"
     result = perfkit.cpu_bound(perfkit.load_trace(trace))
-    table = tables.cpu_bound_steps(result)
+    table = cpu_bound.cpu_bound_steps(result)
     full = result.to_frame()
     assert list(table.columns) == ["step", "verdict", "wall (ms)", "host busy (ms)"]  # CPU-only: no GPU, no zeros
     assert table["wall (ms)"].tolist() == (full["wall_us"] / 1e3).tolist()

@@ -12,8 +12,9 @@ import pytest
 
 import perfkit
 from perfkit.errors import ParameterError, TraceError
-from perfkit.report import inputs, prose, tables
 from perfkit.report.plots import ranks as plots
+from perfkit.report import ranks
+from perfkit import workbook
 
 ROOT = Path(__file__).resolve().parents[1]
 SETS = ROOT / "data" / "traces" / "ranks"
@@ -68,7 +69,7 @@ def test_the_wheel_ships_the_rank_sets():
 # -- finding the files ------------------------------------------------------------------------------
 
 def test_find_rank_traces_by_name_folder_and_glob(tmp_path, monkeypatch):
-    by_name = inputs.find_rank_traces("ddp4_slow_dataloader")
+    by_name = workbook.find_rank_traces("ddp4_slow_dataloader")
     assert [p.name for p in by_name.paths] == [f"rank{r}.pt.trace.json.gz" for r in range(4)]
     assert by_name.subject == "trace ddp4_slow_dataloader"
     run = tmp_path / "run" / "traces"
@@ -77,25 +78,25 @@ def test_find_rank_traces_by_name_folder_and_glob(tmp_path, monkeypatch):
         (run / p.name).write_bytes(p.read_bytes())
     (run / "notes.txt").write_text("not a trace")
     monkeypatch.chdir(tmp_path)
-    found = inputs.find_rank_traces("run/traces/rank*")
+    found = workbook.find_rank_traces("run/traces/rank*")
     assert [p.name for p in found.paths] == ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz",
                                              "rank2.pt.trace.json.gz"]
-    assert inputs.find_rank_traces(str(run / "rank[12]*.json.gz")).paths == found.paths[1:]
-    assert inputs.find_rank_traces("run/traces").paths == found.paths
+    assert workbook.find_rank_traces(str(run / "rank[12]*.json.gz")).paths == found.paths[1:]
+    assert workbook.find_rank_traces("run/traces").paths == found.paths
     with pytest.raises(ParameterError, match="matches no .json/.json.gz file.*ddp4_slow_dataloader"):
-        inputs.find_rank_traces("run/*.pt.trace.json")
+        workbook.find_rank_traces("run/*.pt.trace.json")
     with pytest.raises(TraceError, match="no trace files"):
-        inputs.find_rank_traces(str(tmp_path / "run"))
+        workbook.find_rank_traces(str(tmp_path / "run"))
 
 
 def test_ranks_recorded_on_names_the_devices(job):
-    assert inputs.ranks_recorded_on(job) == "NVIDIA A100-SXM4-80GB"
+    assert ranks.ranks_recorded_on(job) == "NVIDIA A100-SXM4-80GB"
 
 
 # -- tables and prose -------------------------------------------------------------------------------
 
 def test_rank_files_table_shows_file_names_in_ms(job):
-    table = tables.rank_files_table(job.ranks)
+    table = ranks.rank_files_table(job.ranks)
     assert table["file"].tolist() == [f"rank{r}.pt.trace.json.gz" for r in range(4)]
     assert "device" not in table and "median_step (ms)" in table
     assert not [c for c in table.select_dtypes("number") if c != "rank" and (table[c] == 0).all()]  # nothing empty
@@ -103,7 +104,7 @@ def test_rank_files_table_shows_file_names_in_ms(job):
 
 
 def test_ranks_text_reads_the_result_back(job):
-    text = prose.ranks_text(job)
+    text = ranks.ranks_text(job)
     assert text.startswith("4 rank file(s), 6 profiled step(s).")
     assert "rank 2 (+17% in 6 of 6 steps, cause: input)" in text and "rank 2 last" in text
 

@@ -20,10 +20,14 @@ from perfkit.analysis.step.cpu_bound import cpu_bound
 from perfkit.analysis.diff.analyze import diff
 from perfkit.analysis.syncs.analyze import syncs
 from perfkit.errors import ParameterError
-from perfkit.report import prose, rows, snapshots, tables
+from perfkit.report import rows, memory_leak as snapshots
 from perfkit.report.card import MIME
 from perfkit.report.perflog import PerfLog
 from perfkit.trace import load_trace
+from perfkit.report import cpu_bound as cpu_bound_report
+from perfkit.report import sync_points
+from perfkit.report import trace_diff
+from perfkit.report import memory_leak
 from tracebuilder import TraceBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,29 +83,29 @@ def snapshot_file(path, blocks_mib, history=()):
 def test_compiling_text_gives_compile_seconds_and_the_steps_that_compiled(compiling_path):
     result = cpu_bound(load_trace(compiling_path))
     assert result.verdict == "compiling"
-    text = prose.verdict_text(result)
+    text = cpu_bound_report.verdict_text(result)
     assert f"compiled for {COMPILE_US / 1e6:.2f} s" in text and "1 of 1 step(s) compiled (step 0)" in text
     assert "profile after warm-up" in text
-    assert f"torch.compile compiling {COMPILE_US / 1e3:,.2f} ms" in prose.cpu_bound_text(result)
-    facts = tables.compile_table(result.compile).set_index("metric")["value"]
+    assert f"torch.compile compiling {COMPILE_US / 1e3:,.2f} ms" in cpu_bound_report.cpu_bound_text(result)
+    facts = cpu_bound_report.compile_table(result.compile).set_index("metric")["value"]
     assert facts.iloc[0] == "1.42" and facts["Triton kernels (triton_*)"] == "20"
-    evidence = tables.cpu_bound_evidence(result).set_index("gives")
+    evidence = cpu_bound_report.cpu_bound_evidence(result).set_index("gives")
     assert evidence.at["compiling", "decided"] == "yes" and evidence["decided"].eq("yes").sum() == 1
     assert evidence.at["compiling", "share of step"] == f"{COMPILE_US / 1_730_000:.1%}"
 
 
 def test_compile_time_in_the_text_only_when_there_was_some():
     result = cpu_bound(load_trace(CPU / "ppo_item_logging.json.gz"))
-    assert "compiling" not in prose.cpu_bound_text(result) and result.compile is None
+    assert "compiling" not in cpu_bound_report.cpu_bound_text(result) and result.compile is None
 
 
 def test_cpu_bound_rows_log_compile_seconds_second_when_compiling(compiling_path):
     result = cpu_bound(load_trace(compiling_path))
-    out = rows.cpu_bound_rows(result, "trace c", "NVIDIA Test GPU")
+    out = cpu_bound_report.cpu_bound_rows(result, "trace c", "NVIDIA Test GPU")
     assert [r["metric"] for r in out][:3] == ["median_step_ms", "compile_s", "host_busy_ms_per_step"]
     assert out[1]["value"] == pytest.approx(COMPILE_US / 1e6) and out[1]["ci_low"] == out[1]["ci_high"]
     compiled_not_compiling = cpu_bound(load_trace(CPU / "ppo_compiled.json.gz"))
-    out = rows.cpu_bound_rows(compiled_not_compiling, "trace p", "cpu")
+    out = cpu_bound_report.cpu_bound_rows(compiled_not_compiling, "trace p", "cpu")
     assert [r["metric"] for r in out] == ["median_step_ms", "host_busy_ms_per_step", "compile_s"]
     assert out[-1]["value"] == 0.0
 
@@ -109,10 +113,10 @@ def test_cpu_bound_rows_log_compile_seconds_second_when_compiling(compiling_path
 def test_host_ahead_text_reads_the_delay_against_the_step():
     result = cpu_bound(load_trace(shared_trace(HOST_AHEAD)))
     assert result.verdict == "GPU-bound (host ahead)"
-    text = prose.verdict_text(result)
+    text = cpu_bound_report.verdict_text(result)
     delay = result.evidence["queue_delay_us"] / 1e3
     assert f"starts {delay:,.3g} ms after its launch call" in text and "Make the GPU work itself faster" in text
-    row = tables.cpu_bound_evidence(result).set_index("gives").loc["GPU-bound (host ahead)"]
+    row = cpu_bound_report.cpu_bound_evidence(result).set_index("gives").loc["GPU-bound (host ahead)"]
     assert row["decided"] == "yes" and f"median {delay:,.3g} ms" in row["evidence"]
 
 
@@ -120,13 +124,13 @@ def test_host_ahead_text_reads_the_delay_against_the_step():
 
 def test_sync_text_heads_with_sync_points_and_keeps_host_reads_apart():
     result = syncs(load_trace(shared_trace(DLRM)))
-    text = prose.sync_text(result)
+    text = sync_points.sync_text(result)
     assert text.startswith("11 sync points (the host waited on the GPU)")
     assert "57 host scalar reads with no GPU wait" in text and "confirmed" not in text
     # 10 of the 11 inside the one profiled step; the 11th (a sync after it) is named apart
-    assert prose.sync_verdict(result).startswith("10 sync points per step, 2.17 ms blocked per step "
+    assert sync_points.sync_verdict(result).startswith("10 sync points per step, 2.17 ms blocked per step "
                                                  "(1 more outside the profiled steps)")
-    logged = {r["metric"]: r["value"] for r in rows.sync_rows(result, load_trace(shared_trace(DLRM)), "t", "d")}
+    logged = {r["metric"]: r["value"] for r in sync_points.sync_rows(result, load_trace(shared_trace(DLRM)), "t", "d")}
     assert logged == {"sync_points_per_step": 10.0, "sync_blocked_ms_per_step": pytest.approx(2.171),
                       "host_scalar_reads_per_step": 57.0}
 
@@ -134,19 +138,19 @@ def test_sync_text_heads_with_sync_points_and_keeps_host_reads_apart():
 def test_sync_site_labels_and_table_show_user_and_inner_frames():
     result = syncs(load_trace(shared_trace(TIMESFORMER)))
     sites = result.to_frame()
-    labels = tables.site_labels(sites)
+    labels = sync_points.site_labels(sites)
     assert labels[0] == "memcpy_dtoh: run_on_input @ model.py:40 via _device.py:100"
-    table = tables.sync_site_table(sites)
+    table = sync_points.sync_site_table(sites)
     assert list(table.columns[:4]) == ["kind", "count", "per_step", "blocked_ms"]
     first = table.iloc[0]
     assert first["user frame (function start)"].endswith("pipeline/model.py:40 (run_on_input)")
     assert first["inner frame"] == "torch/utils/_device.py:100 (__torch_function__)"
-    assert "where the enclosing function starts" in prose.sync_text(result)
-    assert "perfkit detect SCRIPT" in prose.sync_text(result)
+    assert "where the enclosing function starts" in sync_points.sync_text(result)
+    assert "perfkit detect SCRIPT" in sync_points.sync_text(result)
 
 
 def test_sync_site_table_without_stacks_has_no_empty_frame_columns():
-    table = tables.sync_site_table(syncs(load_trace(shared_trace(DLRM))).to_frame())
+    table = sync_points.sync_site_table(syncs(load_trace(shared_trace(DLRM))).to_frame())
     assert "user frame (function start)" not in table and table["op"].iloc[0] == "aten::index (via aten::copy_)"
 
 
@@ -160,10 +164,10 @@ def pinned_pair(tmp_path_factory):
 
 def test_diff_text_counts_improvements_apart_and_names_dropped_steps(pinned_pair):
     result = diff(*(load_trace(p) for p in pinned_pair))
-    text = prose.diff_text(result)
+    text = trace_diff.diff_text(result)
     assert "over 3 and 3 full step(s) (A and B: partial steps at the window's edge dropped" in text
     assert "0 regression(s) and " in text
-    assert prose.diff_fix(result) == ""  # an improvement's note is not the report's fix
+    assert trace_diff.diff_fix(result) == ""  # an improvement's note is not the report's fix
 
 
 def test_trace_step_rows_leave_out_the_stub_step(pinned_pair):
@@ -172,7 +176,7 @@ def test_trace_step_rows_leave_out_the_stub_step(pinned_pair):
 
 
 def test_summary_pair_matches_rows_by_metric(compiling_path):
-    pair = tables.summary_pair(load_trace(CPU / "ppo_item_logging.json.gz"), load_trace(compiling_path))
+    pair = trace_diff.summary_pair(load_trace(CPU / "ppo_item_logging.json.gz"), load_trace(compiling_path))
     compiled = pair.set_index("metric").loc["compile_s"]
     assert (compiled["before"], compiled["after"]) == ("n/a", "1.42")
     assert pair.set_index("metric").at["steps", "before"] == "3"
@@ -187,7 +191,7 @@ def test_one_snapshot_is_growth_within_its_window_never_a_leak(tmp_path):
     verdict = snapshots.snapshot_verdict(source)
     assert verdict == "one snapshot: live memory grew 30.0 MiB within its window (not a leak test)"
     assert "leak" not in verdict.replace("not a leak test", "")
-    assert {r["metric"]: r["value"] for r in rows.snapshot_rows(source)} == {"window_growth_mib": 30.0,
+    assert {r["metric"]: r["value"] for r in memory_leak.snapshot_rows(source)} == {"window_growth_mib": 30.0,
                                                                              "window_peak_mib": 35.0}
     assert "three or more later steps" in snapshots.snapshot_text(source)
 
@@ -197,7 +201,7 @@ def test_several_snapshots_are_judged_by_snapshot_growth(tmp_path):
              enumerate([[100], [100, 10], [100, 10, 10], [100, 10, 10, 10]])]
     source = snapshots.load_snapshots(paths)
     assert snapshots.snapshot_verdict(source) == "leak across 4 snapshots"
-    assert {r["metric"]: r["value"] for r in rows.snapshot_rows(source)} == {"snapshot_leak": 1.0,
+    assert {r["metric"]: r["value"] for r in memory_leak.snapshot_rows(source)} == {"snapshot_leak": 1.0,
                                                                              "growth_mib_per_interval": 10.0}
     assert source.subject == "snapshots s0.pickle.gz .. s3.pickle.gz (4)" and source.device == "cuda:0"
     shown = snapshots.in_mib(source.result.to_frame())
@@ -327,7 +331,7 @@ def test_htod_text_reports_the_host_wait_of_pageable_copies():
     from perfkit.analysis.copies import htod
 
     trace = load_trace(shared_trace(DLRM))
-    text = prose.htod_text(htod(trace), None, syncs(trace))
+    text = htod.htod_text(htod(trace), None, syncs(trace))
     assert "The host waited 1.25 ms in pageable host-to-device copy calls and 0.92 ms in device-to-host" in text
     assert "against 0.01 ms of GPU copy time" in text
-    assert "The host waited" not in prose.htod_text(htod(trace))  # without the syncs result: copies only
+    assert "The host waited" not in htod.htod_text(htod(trace))  # without the syncs result: copies only

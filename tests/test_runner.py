@@ -14,7 +14,7 @@ from perfkit.errors import ParameterError
 from perfkit.report.perflog import PerfLog
 from perfkit.report.publish import kernel, runner
 from perfkit.report.publish.runner import NotebookRun, find_notebook, run_all, run_notebook, source_index
-from perfkit.report.registry import INVESTIGATIONS
+from perfkit.registry import INVESTIGATIONS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
 HOSTILE = "<script>alert(1)</script>"

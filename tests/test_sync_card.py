@@ -8,8 +8,8 @@ from pathlib import Path
 
 import perfkit
 from perfkit.analysis.syncs.result import CONFIRM, FIXES
-from perfkit.report import prose
 from perfkit.report.card import verdict_card
+from perfkit.report import sync_points
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "traces" / "cpu" / "ppo_sync_checks.json.gz"
 
@@ -30,6 +30,6 @@ def test_cpu_only_possible_sync_points_get_a_confirm_then_fix():
     assert sum(f.evidence["count"] for f in nonzero) == _is_nonzero_in_steps() == 375
     for f in nonzero:
         assert f.fix == f"{CONFIRM} If it waits: {FIXES['is_nonzero']}"
-    card = verdict_card("sync_points", result, None, subject="trace", device="cpu", verdict=prose.sync_verdict(result))
+    card = verdict_card("sync_points", result, None, subject="trace", device="cpu", verdict=sync_points.sync_verdict(result))
     assert card.verdict.startswith("125 possible sync points per step")
     assert card.fix.startswith("Confirm it on a GPU") and "No fix needed" not in card._repr_html_()

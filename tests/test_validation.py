@@ -167,7 +167,7 @@ def test_cli_writes_the_table_and_exits_nonzero_on_failure(tmp_path, monkeypatch
 
 
 def test_validation_rows_flag_passes_and_skip_checks_without_expectation(cpu_report):
-    from perfkit.report.rows import validation_rows
+    from perfkit.report.validation import validation_rows
 
     rows = validation_rows(cpu_report)
     logged = {r["metric"]: r["value"] for r in rows}

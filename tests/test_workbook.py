@@ -12,10 +12,10 @@ import pytest
 
 from nbsession import KernelSession
 from perfkit.cli import main
-from perfkit.report import workbook
+from perfkit import workbook
 from perfkit.report.perflog import PerfLog
 from perfkit.report.publish.runner import run_all
-from perfkit.report.registry import shipped_notebooks
+from perfkit.registry import shipped_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "data" / "traces" / "cpu" / "leaky_clean.json.gz"

@@ -465,7 +465,7 @@ def test_committed_cpu_traces_cover_every_variant_and_stay_small():
 
 
 def test_ppo_nonzero_reset_is_the_same_math_with_a_sync_per_env_step():
-    from perfkit.report.inputs import detect_workload_syncs
+    from perfkit.bench.live import detect_workload_syncs
 
     small = {"envs": 8, "rollout": 4, "epochs": 1, "minibatch": 16, "metrics_every": 1}
     plain = ppo.make(device="cpu", **small)

@@ -4,7 +4,7 @@
 per-round random order (seeded), synchronizing the device around every timed call, and keeps
 every raw sample. Interleaving spreads drift (thermal throttling, turbo, other processes)
 over both sides instead of letting it land on whichever ran second. The verdict comes from
-``perfkit.bench.stats.ratio_test``: "faster" means B takes less time than A.
+``perfkit.stats.ratio_test``: "faster" means B takes less time than A.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..errors import ParameterError
 from ..results import html_section, html_table, html_text, html_warnings
-from .stats import RatioTest, check_knobs, ratio_test, robust_cv
+from ..stats import RatioTest, check_knobs, ratio_test, robust_cv
 from .timing import Clock, check_counts, collect, resolve_timing_device, sample_warnings, time_call
 
 # A drift between the first and second half of a run larger than this is reported (the

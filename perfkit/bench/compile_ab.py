@@ -24,7 +24,7 @@ from ..errors import ParameterError
 from ..results import (Finding, findings_frame, html_section, html_table, html_warnings,
                        rank_findings)
 from .compare import ABResult, compare
-from .stats import check_knobs
+from ..stats import check_knobs
 from .timing import Clock, check_counts, resolve_timing_device, time_call
 
 _COMPILE_ID = re.compile(r"^\[?(\d+)/(\d+)")

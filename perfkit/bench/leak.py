@@ -41,7 +41,7 @@ import pandas as pd
 from ..device import is_cuda, resolve_device, synchronize
 from ..errors import ParameterError
 from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
-from .stats import fit_slope
+from ..stats import fit_slope
 
 COLUMNS = ("step", "rss_bytes", "tracemalloc_bytes", "cuda_allocated_bytes", "cuda_reserved_bytes", "objects")
 PRIMARY = ("tracemalloc_bytes", "cuda_allocated_bytes", "objects")

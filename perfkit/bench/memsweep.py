@@ -20,7 +20,7 @@ start-up, ~66 MB on the first CPU session) would otherwise be billed to the firs
   (misses calls shorter than the interval); RSS in a fresh subprocess per size 2,048.0, but at
   ~2 s per size and only for code importable in a child.
 
-Growth: ``perfkit.bench.stats.fit_slope`` (the least-squares line with a t-based slope CI
+Growth: ``perfkit.stats.fit_slope`` (the least-squares line with a t-based slope CI
 that the leak hunt's growth rates also come from) of peak bytes on ``size ** power``. The budget
 runs out at ``((budget - intercept) / slope) ** (1 / power)``, with a range from the slope's CI.
 """
@@ -38,7 +38,7 @@ import pandas as pd
 from ..device import is_cuda, resolve_device, synchronize
 from ..errors import ParameterError, PerfkitError
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
-from .stats import SlopeFit, fit_slope
+from ..stats import SlopeFit, fit_slope
 
 # Below this r2 the line does not describe the growth and the prediction is not to be trusted.
 MIN_R2 = 0.98

@@ -33,7 +33,7 @@ import pandas as pd
 from ..errors import ParameterError
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
 from .compare import ABResult, compare, environment
-from .stats import bootstrap_median_ratio, ratio_test
+from ..stats import bootstrap_median_ratio, ratio_test
 from .timing import sample_warnings, time_call, time_callable
 
 
@@ -151,7 +151,7 @@ class OpTiming:
 
     @property
     def ci_s(self) -> tuple[float, float]:
-        """Percentile-bootstrap CI of the median (the bootstrap of ``perfkit.bench.stats``,
+        """Percentile-bootstrap CI of the median (the bootstrap of ``perfkit.stats``,
         applied to the ratio samples / 1)."""
         ones = np.ones(len(self.samples))
         return bootstrap_median_ratio(ones, self.samples, confidence=self.confidence, paired=True)

@@ -19,7 +19,7 @@ import pandas as pd
 from ..device import synchronize
 from ..errors import MissingDependencyError, ParameterError
 from ..results import html_section, html_table, html_warnings
-from .stats import robust_cv
+from ..stats import robust_cv
 
 Clock = Callable[[], float]
 

@@ -64,7 +64,7 @@ def trace_arg(path: str) -> str:
     """A trace argument as given when it exists, else found like a notebook's ``trace_path`` (from the
     workbook root, then among the shipped traces by name), so a command a report prints runs from
     the workbook root; a path found nowhere is passed on unchanged for the loader's own error."""
-    from ..report.inputs import find_trace
+    from ..workbook import find_trace
 
     if os.path.exists(path):
         return path

@@ -3,7 +3,7 @@
 PERFKIT_HOME=DIR) then write their reports and perf log there."""
 from __future__ import annotations
 
-from ..report.workbook import init_workbook
+from ..report.workbook_init import init_workbook
 
 
 def register(subparsers) -> None:

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from ..errors import ParameterError
-from ..report.registry import INVESTIGATIONS, NOTEBOOK_SETS
+from ..registry import INVESTIGATIONS, NOTEBOOK_SETS
 
 __all__ = ["register", "run", "parse_value"]
 

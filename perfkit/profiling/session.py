@@ -17,7 +17,7 @@ from pathlib import Path
 from ..analysis.step.diagnosis import diagnose
 from ..detect.script import run_as_main
 from ..errors import ParameterError
-from ..report.workbook import workbook_root
+from ..workbook import workbook_root
 from ..trace import load_trace
 from .recorder import Recorder
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import re
 
-from .rows import exact, finite_rows, load_note, row, step_ci
+from ..stats import exact, step_ci
+from .rows import finite_rows, load_note, row
 
 
 def metric_name(text: str) -> str:

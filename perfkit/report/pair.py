@@ -13,48 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .inputs import Source, check_mode, load_source
-
-
-def load_pair(mode: str, paths: tuple[str, str], *, workload: str, arms: tuple, device: str = "auto",
-              steps: int = 3, warmup: int = 1, overrides: dict | None = None) -> tuple[Source, Source]:
-    """(before, after): ``load_source`` of each of ``paths`` (trace mode) or of each of ``arms``
-    (``ladder.Arm``: variant and overrides on top of ``overrides``) recorded for ``steps`` steps
-    on ``device`` (live mode). Raises ParameterError for a bad mode, path, variant or field."""
-    out = []
-    for path, arm in zip(paths, arms):
-        extra = {**dict(overrides or {}), **arm.overrides}
-        out.append(load_source(check_mode(mode), path, workload=workload, variant=arm.variant, device=device,
-                               steps=steps, warmup=warmup, overrides=extra))
-    return out[0], out[1]
-
-
-def use_threads(threads: int) -> int:
-    """Set torch's intra-op thread count for the live runs and harnesses of a case study and return
-    the count in effect; 0 leaves it as it is. One thread gives stable CPU timings on a shared
-    machine (small ops on two busy cores measured 8 ms to 650 ms per PPO step with 2 threads, a
-    steady 8 ms with 1; the traces in data/traces were recorded with 1). Raises ParameterError
-    for a negative or non-integer count."""
-    import torch
-
-    from ..errors import ParameterError
-
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
-        raise ParameterError(f"threads={threads!r}: pass 0 (leave torch's default) or a positive int")
-    if threads:
-        torch.set_num_threads(threads)
-    return torch.get_num_threads()
-
-
-def quiet_profiler_log() -> str:
-    """Set ``KINETO_LOG_LEVEL=6`` unless it is set, and return the level in effect. Kineto (the
-    profiler's engine) prints "profiler_start"/"profiler_stop" lines to stderr on every profiling
-    session: 20 lines for one memory sweep, which a report shows as console output. It reads the
-    level when the process first profiles, so call this before. Its errors go with them; a
-    recording that lost its GPU events is still named by perfkit's own warnings ("no GPU events")."""
-    import os
-
-    return os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+from ..workbook import Source, check_mode
+from ..stats import step_ci
+from .rows import ab_rows, row
 
 
 def pair_subject(mode: str, before: Source, after: Source, workload: str, labels: tuple[str, str]) -> str:
@@ -124,8 +85,6 @@ class Evidence:
         ``names[0]``, CI over their samples or profiled steps) and the comparison: the speedup
         with its CI for an interleaved A/B (``rows.ab_rows``), the step ratio after/before with
         its bootstrap CI for a trace pair."""
-        from .rows import ab_rows, row, step_ci
-
         if self.ab is not None:
             return ab_rows(investigation, self.ab, names, subject, self.device)
         base = dict(subject=subject, device=self.device)

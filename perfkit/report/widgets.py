@@ -16,9 +16,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..analysis.host_ops import host_events, op_table as _op_table
 from ..errors import MissingDependencyError, ParameterError
 from ..results import html_section, html_table, html_text
-from .workbook import SHIPPED_TRACES
+from ..trace import load_trace
+from ..trace.ancestry import nest
+from ..workbook import SHIPPED_TRACES
+from .plots.figure import figure_png
+from .plots.steps import breakdown, step_timeline
 
 DATA_TRACES = SHIPPED_TRACES.parent.resolve()
 TRACE_GLOBS = ("*.json.gz", "*.json", "*.pt.trace.json.gz")
@@ -48,9 +53,6 @@ def filter_ops(table: pd.DataFrame, pattern: str = "", column: str = "name") -> 
 def op_table(trace) -> pd.DataFrame:
     """The host-op table of ``trace`` (``perfkit.analysis.host_ops.op_table`` columns: name, cat,
     count, total_us, self_us, mean_us, self_pct, total_pct), sorted by self time."""
-    from ..analysis.host_ops import host_events, op_table as _op_table
-    from ..trace.ancestry import nest
-
     events = host_events(trace)
     return _op_table(events, nest(events))
 
@@ -81,8 +83,6 @@ def explore_view(trace, step: int | None = None, pattern: str = "", *, top: int 
                  table: pd.DataFrame | None = None) -> ExplorerView:
     """Timeline of ``step`` (default the first) and the ops whose name contains ``pattern``
     (``table`` reuses an op table computed before; the explorer passes it to skip recomputing)."""
-    from .plots.steps import breakdown, step_timeline
-
     ops = filter_ops(op_table(trace) if table is None else table, pattern)
     title = f"Top ops by self time (filter: {pattern})" if pattern else "Top ops by self time"
     return ExplorerView(step_timeline(trace, step), breakdown(ops, value="self_us", top=top, title=title),
@@ -142,8 +142,6 @@ class TraceExplorer:
         display(self.widget)
 
     def load(self) -> None:
-        from ..trace import load_trace
-
         self.trace = load_trace(self.file_box.value)
         self.table = op_table(self.trace)
         steps = steps_of(self.trace)
@@ -159,8 +157,6 @@ class TraceExplorer:
         if self.trace is None or self._loading:
             return
         from IPython.display import HTML, Image
-
-        from .plots.figure import figure_png
 
         self.view = explore_view(self.trace, self.step_box.value, self.filter_box.value, top=self.top,
                                  table=self.table)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...bench.stats import bootstrap_median_ratio
+from ...stats import bootstrap_median_ratio
 from ...errors import ParameterError
 from ...results import findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
 from ...text import jsonable

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ...errors import ParameterError
 from ...results import format_number, html_table, md_escape
-from ..workbook import perf_log_path, workbook_root
+from ...workbook import perf_log_path, workbook_root
 from .judge import Baselines, Measurement, infer_higher_is_better, isnan, judge, key_of
 from .store import COLUMNS, FORMAT_VERSION, PerfLogError, check_writable, locked, log_frame, read_rows, write_rows
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...analysis.frames import is_waiting
+from ...analysis.stacks import is_library
 from .figure import label, message_figure, new_figure, no_gpu_figure
 
 KIND_COLORS = {"host": "#4c72b0", "launch": "#dd8452", "kernel": "#55a868", "comm": "#da8bc3", "memcpy": "#c44e52",
@@ -79,9 +81,6 @@ def _place(tree: dict, depth: int, start: float, rows: list, max_depth: int, min
 def frame_kind(frame: str) -> str:
     """``user`` or ``library`` for a Python frame label "func (file:line)" (``stacks.is_library``),
     ``waiting`` for a waiting primitive (``frames.is_waiting``), ``op`` for a host op."""
-    from ...analysis.frames import is_waiting
-    from ...analysis.stacks import is_library
-
     function, file = _split(frame)
     if is_waiting(function, file):
         return "waiting"

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ...analysis.host_ops import HOST_CATEGORIES
+from ...analysis.step.rules import HOST_AHEAD_MIN_US
 from ...errors import ParameterError
 from .figure import label, message_figure, new_figure
 
@@ -165,8 +166,6 @@ def queue_delay(result, *, bins: int = 40, title: str = "Launch-to-kernel delay"
     "host ahead" threshold (``host_ahead_share`` of the median step) and the median step itself
     as vertical lines: delays near the step length mean the host runs that far ahead of the GPU.
     A trace without GPU events, or without linked launches, gets a figure that says so."""
-    from ...analysis.step.rules import HOST_AHEAD_MIN_US
-
     if not result.has_gpu:
         return message_figure(title, "no GPU: the trace has no GPU events, so no launch reaches a kernel")
     delays = result.launches["queue_delay_us"].dropna().to_numpy(dtype=float) / 1e3

@@ -60,7 +60,7 @@ def local_prefixes() -> list[tuple[str, str]]:
     """(absolute path, placeholder) pairs, longest first: the workbook root ("."), perfkit's own
     source folder ("[perfkit]", e.g. an editable install's clone), the Python installation
     ("[python]"), the home folder ("~") and the temporary folder ("[tmp]")."""
-    from ..workbook import workbook_root
+    from ...workbook import workbook_root
 
     source = str(Path(__file__).resolve().parents[3])
     pairs = [(str(workbook_root()), "."), (source, "[perfkit]"), (sys.prefix, "[python]"), (sys.base_prefix, "[python]"),

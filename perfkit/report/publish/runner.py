@@ -1,6 +1,6 @@
 """Run investigation notebooks with papermill into dated, shareable reports.
 
-``run_all()`` runs every registered investigation (``perfkit.report.registry``) as one run:
+``run_all()`` runs every registered investigation (``perfkit.registry``) as one run:
 ``reports/<date>/<HHMMSS>/<name>.ipynb`` (executed, code kept), ``.html`` (the shareable report:
 no code cells, no local paths) and ``.run.json`` (status, failing cell, duration, the verdict
 card), then rebuilds ``reports/index.html``. Each run gets its own time folder, so runs on one
@@ -34,8 +34,8 @@ from ...atomic import output_error, write_text_atomic
 from ...errors import MissingDependencyError, ParameterError, missing_dependency
 from ...results import html_section, html_table, html_text, html_warnings
 from ..card import read_card
-from ..registry import NOTEBOOK_SUFFIXES, expand_sets, notebook_names, read_notebook, write_ipynb_text
-from ..workbook import notebook_dirs, reports_dir
+from ...registry import NOTEBOOK_SUFFIXES, expand_sets, notebook_names, read_notebook, write_ipynb_text
+from ...workbook import notebook_dirs, reports_dir
 from ..perflog import PerfLog
 from .html import notebook_html
 from .index import build_index

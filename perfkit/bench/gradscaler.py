@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..detect.runtime import detect_syncs
+from ..device import resolve_device
 from ..errors import ParameterError
+from ..workloads.mlp import mlp_problem
 
 SETUPS = (("fp32, Adam (default)", False, False), ("fp16 + GradScaler, Adam (default)", True, False),
           ("fp16 + GradScaler, Adam (fused)", True, True))
@@ -23,10 +26,6 @@ def scaler_step_syncs(*, scaler: bool, fused: bool, steps: int = 3, device: str 
     (default: a small ``mlp_problem``) with Adam (``fused``) and, with ``scaler``, float16
     autocast and ``torch.amp.GradScaler``. Raises ParameterError for steps < 1."""
     import torch
-
-    from ..detect.runtime import detect_syncs
-    from ..device import resolve_device
-    from ..workloads.mlp import mlp_problem
 
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ParameterError(f"steps={steps!r}: pass an int >= 1")

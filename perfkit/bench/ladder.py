@@ -21,6 +21,9 @@ import pandas as pd
 
 from ..errors import ParameterError
 from ..results import html_section, html_table, html_warnings
+from ..stats import step_ci
+from ..workloads.registry import make_workload
+from .compare import compare
 
 
 @dataclass(frozen=True)
@@ -44,16 +47,12 @@ def variant_ab(workload: str, a: Arm, b: Arm, *, device: str = "auto", overrides
     labelled with the arms' labels. ``overrides`` apply to both arms (then each arm's own);
     ``timing`` goes to ``compare`` (repeats, warmup, min_time_s, seed...). Raises
     ParameterError for an unknown workload, variant or field."""
-    from ..bench.compare import compare
-
     with ExitStack() as stack:
         wa, wb = (stack.enter_context(_build(workload, arm, device, overrides)) for arm in (a, b))
         return compare(wa.step, wb.step, labels=(a.label, b.label), device=wa.device, **timing)
 
 
 def _build(workload: str, arm: Arm, device: str, overrides: dict | None):
-    from ..workloads.registry import make_workload
-
     if not isinstance(arm, Arm):
         raise ParameterError(f"expected an Arm(label, variant, overrides), got {type(arm).__name__}")
     return make_workload(workload, device, variant=arm.variant, **{**dict(overrides or {}), **arm.overrides})
@@ -96,9 +95,7 @@ class LadderResult:
 
     def rate(self, i: int) -> tuple[float, float, float]:
         """(median rate, CI low, CI high) of rung ``i`` in ``unit``: a 95% bootstrap CI over its
-        samples (``rows.step_ci``)."""
-        from .rows import step_ci
-
+        samples (``step_ci``)."""
         seconds = np.asarray(self.rung_samples(i), dtype=float)
         rates = self.units[i] / seconds[seconds > 0]
         ci = step_ci(rates) or (math.nan, math.nan)
@@ -139,8 +136,6 @@ def speed_ladder(workload: str, arms: Sequence[Arm], *, device: str = "auto", ov
     for the whole ladder. ``units``: a number, or a function of the built workload
     (``ppo_env_steps``), giving the units one ``step()`` does. Raises ParameterError for fewer
     than two arms, repeated labels, or an unknown workload, variant or field."""
-    from ..bench.compare import compare
-
     arms = list(arms)
     labels = [a.label for a in arms if isinstance(a, Arm)]
     if len(arms) < 2 or len(set(labels)) != len(arms):
@@ -199,8 +194,6 @@ def first_step_cost(workload: str, arm: Arm, *, steps: int = 5, device: str = "a
     step) and compare its first step with the rest. The first step pays one-time costs
     (allocator growth, lazy init, cuDNN autotuning, compilation): a benchmark that times it
     measures set-up, not training. Raises ParameterError for fewer than 3 steps."""
-    from .rows import step_ci
-
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 3:
         raise ParameterError(f"steps={steps!r}: need an int >= 3 (the first step and at least two after it)")
     with _build(workload, arm, device, overrides) as w:

@@ -8,6 +8,8 @@ holds it (what chrome://tracing and Perfetto's "raw" timestamp format show).
 """
 from __future__ import annotations
 
+import numpy as np
+
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +17,16 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.host_ops import HOST_CATEGORIES
-from ..analysis.step.gaps import MOST
-from ..results import findings_frame, html_table, html_text, rank_findings
-from .workbook import relative_name
+from ..analysis.memory import memory_timeline
+from ..analysis.step.gaps import CLASSES, FIXES, MOST
+from ..errors import ParameterError
+from ..export.annotate import annotate
+from ..results import findings_frame, html_table, html_text, html_warnings, rank_findings
+from ..stats import step_ci
+from ..workbook import relative_name
+from .plots import memory_over_time
+from .rows import _live, finite_rows, row
+from .sections import _show
 
 TOP = 10
 
@@ -52,8 +61,6 @@ def hotspot_table(spots, n: int = 15) -> pd.DataFrame:
 def gap_classes(gaps) -> pd.DataFrame:
     """Per gap class with idle time: gaps, idle time (ms, % of all idle, ms per step), the longest
     gap (ms) and the fix (``gaps.FIXES``), most idle first. Empty without a GPU timeline."""
-    from ..analysis.step.gaps import FIXES
-
     columns = ["class", "gaps", "idle (ms)", "% of idle", "ms per step", "longest (ms)", "fix"]
     if not gaps.has_gpu or gaps.gaps.empty:
         return pd.DataFrame(columns=columns)
@@ -177,9 +184,6 @@ def annotated_trace(trace, mode: str, annotated_path: str | os.PathLike = "") ->
     (trace mode, one file) and say how to open it; without a path, the commands that write it.
     Raises ParameterError when a path is given for a live run (its trace file is gone) or a
     multi-file trace (annotate takes one file)."""
-    from ..errors import ParameterError
-    from ..export.annotate import annotate
-
     files = [Path(f.path) for f in trace.files]
     if mode == "live":
         if annotated_path:
@@ -208,3 +212,52 @@ def _annotated_name(path: Path) -> str:
 def table_or_note(frame: pd.DataFrame, note: str, max_rows: int = 20) -> str:
     """``frame`` as an HTML table, or ``note`` as a paragraph when it has no rows."""
     return html_table(frame, max_rows=max_rows) if len(frame) else f"<p><i>{html_text(note)}</i></p>"
+
+
+def step_anatomy_rows(path, gaps, subject: str, device: str) -> list[dict]:
+    """Mean step wall time (ms, the step of ``step_anatomy``'s sentence) of a ``critical_path``
+    result and, with a GPU timeline (``gpu_gaps`` result), GPU busy (any stream) and idle time per
+    step and the compute stream's idle time in each gap class that has any
+    (``idle_<class>_ms_per_step``; ``other_stream`` idle overlaps the GPU's busy time, so the classes
+    need not sum to the GPU's idle time). Means over the step windows, CIs over them. (Without a
+    GPU the path is the main thread's host time, the step itself.)"""
+    steps = path.steps
+    if steps.empty:
+        return []
+    base = dict(subject=subject, device=device, quality=_live(subject))
+    rows = [_mean_row("step_anatomy", "mean_step_ms", steps["wall_us"] / 1e3, **base)]
+    if not gaps.has_gpu:
+        return finite_rows(rows)
+    g = gaps.steps
+    idle = g["wall_us"] - g["gpu_busy_us"]
+    rows += [_mean_row("step_anatomy", "gpu_busy_ms_per_step", g["gpu_busy_us"] / 1e3, **base),
+             _mean_row("step_anatomy", "gpu_idle_ms_per_step", idle / 1e3, **base)]
+    # Only classes with idle time: a class absent from both runs says nothing, and one that
+    # appears is new ("no baseline"), not a regression from zero.
+    rows += [_mean_row("step_anatomy", f"idle_{c}_ms_per_step", g[f"{c}_us"] / 1e3, **base)
+             for c in _gap_classes(g) if g[f"{c}_us"].sum() > 0]
+    return finite_rows(rows)
+
+
+def _gap_classes(steps: pd.DataFrame) -> list[str]:
+    return [c for c in CLASSES if f"{c}_us" in steps]
+
+
+def _mean_row(investigation: str, metric: str, values: pd.Series, unit: str = "ms", **base) -> dict:
+    """The mean of per-step ``values`` with its CI over the steps."""
+    return row(investigation, metric, float(values.mean()), unit, ci=step_ci(values, np.mean), **base)
+
+
+def show_memory_timeline(trace) -> None:
+    """Allocated and reserved memory over time per device, with the peak, growth per step and top
+    allocating ops (``memory_timeline``), for a trace recorded with ``profile_memory=True``; else
+    one line saying how to record it."""
+    timeline = memory_timeline(trace)
+    if not timeline.devices:
+        _show(html_text("No [memory] events in this trace: record with profile_memory=True "
+                        "(perfkit profile --memory) to see memory over time."))
+        return
+    rows = [{"device": d["device"], "peak": f"{d['peak_bytes'] / 2**20:,.1f} MiB", "peak step": d["peak_step"],
+             "peak op": d["peak_op"] or "-", "growth per step": f"{d['growth_per_step_bytes'] / 2**10:,.1f} KiB"
+             if d["growth_per_step_bytes"] is not None else "-"} for d in timeline.devices]
+    _show(memory_over_time(timeline), html_table(pd.DataFrame(rows)), html_warnings(timeline.warnings))

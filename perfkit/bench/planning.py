@@ -22,8 +22,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ..device import resolve_device
 from ..errors import ParameterError
 from ..results import html_section, html_table, html_warnings
+from ..stats import fit_slope
+from .memsweep import default_budget, workload_memory_sweep
 
 # Predictions further than this beyond the largest sample count measured get a warning (as in
 # perfkit.bench.memsweep).
@@ -91,10 +94,6 @@ def planning_memory(samples: Sequence[int], horizons: Sequence[int], *, workload
     planning steps per point) and fit the model of the module docstring. ``budget_bytes``
     default: the memory free on the device now. Raises ParameterError for fewer than 3 horizons
     or 3 sample counts (a line needs 3 points), and for bad workload fields."""
-    from ..bench.memsweep import default_budget, workload_memory_sweep
-    from ..bench.stats import fit_slope
-    from ..device import resolve_device
-
     horizons = sorted({int(h) for h in horizons})
     if len(horizons) < 3 or len(set(samples)) < 3:
         raise ParameterError(f"planning_memory: need 3 or more distinct horizons and sample counts, got "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import MissingDependencyError, ParameterError
+from .errors import MissingDependencyError, ParameterError
 
 # name -> one line on what it answers. `perfkit run` without names runs these, in this order.
 INVESTIGATIONS = {

@@ -10,15 +10,24 @@ in the order taken. What they can show depends on how many there are:
   ``snapshot_growth``: a leak is growth in every interval after the first.
 
 ``show_snapshots`` displays either, ``snapshot_verdict`` is the card's verdict line and
-``rows.snapshot_rows`` logs the figures.
+``snapshot_rows`` logs the figures.
 """
 from __future__ import annotations
+
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..analysis.snapshots.growth import snapshot_growth
+from ..analysis.snapshots.memory_snapshot import load_memory_snapshot
 from ..errors import ParameterError, require
+from ..results import html_table
+from ..stats import exact
+from ..workbook import find_trace
+from . import plots
+from .prose import prose
+from .rows import finite_rows, row
 
 MODES = ("trace", "live", "snapshot")
 _MIB = 2**20
@@ -55,9 +64,6 @@ def load_snapshots(paths) -> Snapshots:
     then the workbook). One snapshot is kept as it is; several are compared with
     ``snapshot_growth``. Raises ParameterError for no path or a missing file, TraceError for a
     file that is not a CUDA memory snapshot."""
-    from ..analysis.snapshots.memory_snapshot import load_memory_snapshot
-    from ..analysis.snapshots.growth import snapshot_growth
-
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths or [])
     if not paths:
         raise ParameterError("mode='snapshot' needs snapshot_paths: one or more torch.cuda.memory._dump_snapshot() "
@@ -71,8 +77,6 @@ def load_snapshots(paths) -> Snapshots:
 
 
 def _resolve(path, index: int) -> Path:
-    from .inputs import find_trace
-
     try:
         return find_trace(path)
     except ParameterError:
@@ -115,10 +119,6 @@ def show_snapshots(source: Snapshots) -> None:
     growing sites of several), sizes in MiB and files by name (no local paths in a shared report)."""
     from IPython.display import HTML, display
 
-    from ..results import html_table
-    from . import plots
-    from .prose import prose
-
     display(HTML(prose(snapshot_text(source))))
     if source.single:
         display(plots.snapshot_history(source.result))
@@ -136,3 +136,42 @@ def in_mib(frame):
     columns = {c: c.removesuffix("_bytes") + "_mib" if c.endswith("_bytes") else "mib_" + c.removeprefix("bytes_")
                for c in frame.columns if c.endswith("_bytes") or c.startswith("bytes_")}
     return frame.assign(**{c: frame[c] / _MIB for c in columns}).rename(columns=columns)
+
+
+def leak_rows(result, subject: str) -> list[dict]:
+    """1/0 for a "leak" verdict (exact) and the growth per 1,000 steps of the series that
+    decided it, with the fit's CI."""
+    d = result.decision
+    leak = 1.0 if result.verdict == "leak" else 0.0
+    rows = [row("memory_leak", "leak", leak, "flag", subject=subject, device=result.device, ci=exact(leak))]
+    if d is not None:
+        rows.append(row("memory_leak", f"{d.series}_per_1000_steps", d.per_1000, d.unit, subject=subject,
+                        device=result.device, ci=(d.ci_low, d.ci_high)))
+    return finite_rows(rows)
+
+
+def snapshot_rows(source) -> list[dict]:
+    """CUDA memory snapshots (``snapshots.load_snapshots``) as rows, exact (fixed by the files).
+    One snapshot: its growth within the window and its history's peak (MiB), never a leak flag.
+    Several: ``snapshot_leak`` (1/0 for a "leak" verdict of ``snapshot_growth``) and the median
+    growth per interval after the first (MiB; the one interval of two snapshots)."""
+    base = dict(subject=source.subject, device=source.device)
+    if source.single:
+        s = source.result
+        growth, peak = s.net_growth_bytes / 2**20, s.peak_bytes / 2**20
+        return finite_rows([row("memory_leak", "window_growth_mib", growth, "MiB", ci=exact(growth), **base),
+                            row("memory_leak", "window_peak_mib", peak, "MiB", ci=exact(peak), **base)])
+    g = source.result
+    leak = 1.0 if g.verdict == "leak" else 0.0
+    later = g.table["growth_bytes"].iloc[2:] if len(g.table) > 2 else g.table["growth_bytes"].iloc[1:]
+    per = float(later.median()) / 2**20
+    return finite_rows([row("memory_leak", "snapshot_leak", leak, "flag", ci=exact(leak), **base),
+                        row("memory_leak", "growth_mib_per_interval", per, "MiB", ci=exact(per), **base)])
+
+
+def leak_text(result) -> str:
+    lo, hi = result.ci
+    d = result.decision
+    unit = d.unit if d else ""
+    return (f"Verdict: {result.verdict} after {result.steps} steps on {result.device} (decided by {result.decided_by}: "
+            f"{result.per_1000:,.4g} {unit} per 1,000 steps, CI {lo:,.4g} to {hi:,.4g}).")

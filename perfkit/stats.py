@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError
-from ..results import html_section, html_table
+from .errors import ParameterError
+from .results import html_section, html_table
 
 VERDICTS = ("faster", "slower", "no change", "insufficient data")
 
@@ -251,3 +251,25 @@ def _check_fit_input(x: np.ndarray, y: np.ndarray) -> None:
         raise ParameterError("fit_slope: x or y contains NaN or infinite values; drop them first")
     if np.ptp(x) == 0:
         raise ParameterError("fit_slope: every x is the same, so no slope can be fitted; vary x (e.g. the step)")
+
+
+def exact(value: float) -> tuple[float, float]:
+    """The CI of a figure without measurement noise (a count from a fixed input, a seeded loss)."""
+    return (float(value), float(value))
+
+
+def step_ci(values, statistic=np.median) -> tuple[float, float] | None:
+    """95% percentile-bootstrap CI of ``statistic`` over per-step (or per-sample) values
+    (``scipy.stats.bootstrap``, fixed seed so the same input gives the same CI); a zero-width
+    CI when every value is equal; None with fewer than 2 finite values."""
+    from scipy.stats import bootstrap
+
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    if arr.size < 2:
+        return None
+    if np.ptp(arr) == 0:
+        return exact(arr[0])
+    res = bootstrap((arr,), statistic, confidence_level=0.95, n_resamples=2000, method="percentile",
+                    rng=np.random.default_rng(0))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)

@@ -14,6 +14,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ParameterError
+from .compile import compiled_regions as region_names
+from .diff.analyze import compare_steps
+from .syncs.analyze import syncs
 
 # Categories of record_function ranges on the host: ``user_annotation``, and ``cpu_op`` in traces
 # from before Kineto named them (2021: "Operator"). ``gpu_user_annotation`` is their GPU mirror
@@ -83,8 +86,6 @@ def range_change(before, after, name: str) -> dict:
     """The range ``name`` in two traces: ``compare_steps`` of its per-step times (``ratio`` =
     median after / median before, ``low``/``high`` its 95% bootstrap CI, ``verdict``), plus
     ``before_ms`` and ``after_ms`` (medians per step), ``after_steps_ms`` (each step's) and ``name``."""
-    from ..analysis.diff.analyze import compare_steps
-
     a, b = range_per_step(before, name), range_per_step(after, name)
     out = compare_steps(a, b)
     return {**out, "name": name, "before_ms": out["median_a_us"] / 1e3, "after_ms": out["median_b_us"] / 1e3,
@@ -115,8 +116,6 @@ def sync_change(before, after) -> dict:
     """Sync points per step of two traces (``perfkit.syncs``): ``before_per_step``,
     ``after_per_step``, ``cpu_only`` (no GPU events in the before trace: the points are where a
     GPU would wait, their cost is not in the trace) and both ``SyncResult`` objects."""
-    from ..analysis.syncs.analyze import syncs
-
     a, b = syncs(before), syncs(after)
     return {"before_per_step": a.total["per_step"], "after_per_step": b.total["per_step"],
             "cpu_only": bool(a.total["cpu_only"]), "before": a, "after": b}
@@ -135,8 +134,6 @@ def compiled_regions(trace) -> pd.DataFrame:
     calls: one row per region with ``frame`` (F: dynamo's frame id; a forward pass split into two
     frames is a graph break), ``compile`` (C: that frame's compile count; one more than the fix
     has is a recompile), ``calls`` and ``per_step``. Empty for an eager trace."""
-    from ..analysis.compile import compiled_regions as region_names
-
     names = region_names(trace)
     columns = ["region", "frame", "compile", "calls", "per_step"]
     if not names:

@@ -1,0 +1,25 @@
+"""The amp_regression investigation as a report shows it: perf-log rows and the prose of an AMP A/B."""
+from __future__ import annotations
+
+from .prose import _bytes
+from .rows import ab_rows
+from ..stats import exact
+from .rows import finite_rows
+from .rows import row
+
+
+def amp_rows(result, subject: str) -> list[dict]:
+    """autocast and fp32 step time and speedup (``ab_rows``), and the largest relative loss
+    difference between the two training curves (exact: seeded)."""
+    rows = ab_rows("amp_regression", result.timing, ("fp32_step_ms", "amp_step_ms"), subject, result.device)
+    rows.append(row("amp_regression", "loss_max_rel_diff", result.loss_max_rel_diff, "ratio", subject=subject,
+                    device=result.device, ci=exact(result.loss_max_rel_diff)))
+    return finite_rows(rows)
+
+
+def amp_text(result) -> str:
+    s = result.summary()
+    return (f"Autocast ({s['dtype']}) on {s['device']}: {s['verdict']}, speedup {s['speedup']:.3g}x "
+            f"(CI {s['ci_low']:.3g}-{s['ci_high']:.3g}) over fp32. The loss curves differ by at most "
+            f"{s['loss_max_rel_diff']:.3g} (relative). Saved activations: fp32 {_bytes(s['saved_bytes_fp32'])}, "
+            f"autocast {_bytes(s['saved_bytes_amp'])}.")

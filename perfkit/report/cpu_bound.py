@@ -1,0 +1,204 @@
+"""The cpu_bound investigation as a report shows it: perf-log rows, the verdict's prose (compiling,
+host ahead, CPU-only), the evidence and per-step tables, and the section that shows them."""
+from __future__ import annotations
+
+
+import numpy as np
+import pandas as pd
+from ..analysis.compile import regions_note
+from ..analysis.step.rules import COMM_SHARE, HOST_AHEAD_MIN_US, LAUNCH_MIN_PER_STEP, WARMUP_SHARE
+from ..results import html_table, html_text
+from ..stats import step_ci
+from . import plots
+from .htod import _trace_ci
+from .prose import finite, ms_text, prose
+from .rows import _live, finite_rows, row
+from .sections import _show
+from .step_anatomy import _mean_row
+from .tables import _STEP_COLUMNS, cell_text, pct_text
+
+
+def cpu_bound_rows(result, subject: str, device: str) -> list[dict]:
+    """Median step wall time (ms), host busy time per step (ms), GPU busy share (%, only with
+    GPU events) and kernel launches per step of a ``cpu_bound`` result, CIs over its steps (all
+    of them, as its step table shows them); for a torch.compile trace (``result.compile``) also
+    ``compile_s``, the compile seconds of the whole trace (exact for a trace file), second when
+    the verdict is "compiling" (the verdict card shows the first three rows), else last."""
+    steps = result.steps
+    if steps.empty:
+        return []
+    base = dict(subject=subject, device=device, quality=_live(subject))
+    ms = steps["wall_us"] / 1e3
+    host = steps["host_busy_us"] / 1e3
+    rows = [row("cpu_bound", "median_step_ms", ms.median(), "ms", ci=step_ci(ms), **base),
+            _mean_row("cpu_bound", "host_busy_ms_per_step", host, **base)]
+    if result.has_gpu:
+        rows += [row("cpu_bound", "gpu_busy_pct", result.overall["gpu_busy_pct"], "%", higher_is_better=True,
+                     ci=step_ci(steps["gpu_busy_pct"], np.mean), **base),
+                 _mean_row("cpu_bound", "launches_per_step", steps["launches"], "launches", **base)]
+    if result.compile is not None:
+        seconds = result.compile["compile_s"]
+        compiled = row("cpu_bound", "compile_s", seconds, "s", ci=_trace_ci(subject, seconds), **base)
+        rows.insert(1 if result.verdict == "compiling" else len(rows), compiled)
+    return finite_rows(rows)
+
+
+def cpu_bound_text(result) -> str:
+    """The verdict of a ``cpu_bound`` result read back in one paragraph: wall time, GPU busy
+    share and the host's time by layer (DataLoader, compiling when there was any, blocking syncs,
+    other host work)."""
+    o = result.overall
+    if result.steps.empty:
+        return f"Verdict: {result.verdict}. The trace has no profiler steps, so no step could be split."
+    gpu = (f"the GPU was busy {o['gpu_busy_pct']:.1f}% of it" if result.has_gpu
+           else "the trace has no GPU events, so only host time is known")
+    host = o["host_busy_us"] / max(o["wall_us"], 1e-12) * 100
+    layers = [("DataLoader", o["dataloader_us"]), ("torch.compile compiling", o["compile_us"]),
+              ("blocking syncs", o["sync_us"]), ("other host work", o["host_other_us"])]
+    listed = ", ".join(f"{name} {ms_text(us)}" for name, us in layers if us > 0 or name != "torch.compile compiling")
+    return (f"Verdict: {result.verdict}. Over {o['steps']} step(s) and {o['wall_us'] / 1e3:,.1f} ms of wall time, "
+            f"{gpu}; the host was busy {host:.1f}% of it ({listed}). "
+            f"{len(result.findings)} finding(s) below, most severe first.")
+
+
+def verdict_text(result) -> str:
+    """What a ``cpu_bound`` verdict rests on, in words: compile seconds and the steps that
+    compiled ("compiling"), the launch-to-kernel delay against the step ("GPU-bound (host
+    ahead)"), why GPU figures are left out ("CPU-only trace"), else the rule that fired."""
+    if result.verdict == "compiling":
+        return compiling_text(result)
+    if result.verdict == "GPU-bound (host ahead)":
+        return host_ahead_text(result)
+    if result.verdict == "CPU-only trace":
+        return cpu_only_text(result)
+    return f"Rule that decided it: {result.evidence['rule']}."
+
+
+def compiling_text(result) -> str:
+    """Compile seconds (union of compile spans in the whole trace and in its steps) and which
+    steps compiled; a fix that follows from how many did."""
+    o, steps = result.overall, result.steps
+    total_s = (result.compile or {}).get("compile_s", o["compile_us"] / 1e6)
+    compiled = steps[steps["compile_us"] > 0]
+    names = ", ".join(_step_name(r, len(set(steps["rank"]))) for r in compiled.head(5).to_dict("records"))
+    more = f" and {len(compiled) - 5} more" if len(compiled) > 5 else ""
+    text = (f"torch.compile compiled for {total_s:,.2f} s in this trace (the union of Dynamo, AOTAutograd, Inductor "
+            f"and Triton compile spans); inside the profiled steps {o['compile_us'] / 1e6:,.2f} s, "
+            f"{o['compile_us'] / max(o['wall_us'], 1e-12):.0%} of their wall time. {len(compiled)} of {len(steps)} "
+            f"step(s) compiled ({names}{more}).")
+    if len(compiled) > 1:
+        return text + (" Compiling in more than one step means recompiles: run with TORCH_LOGS=recompiles to see "
+                       "which guard fails.")
+    return text + (" Compile work runs once per graph: profile after warm-up (torch.profiler.schedule(wait=1, "
+                   "warmup=3, active=5)) so the window measures the training loop, not the compiler.")
+
+
+def _step_name(row: dict, ranks: int) -> str:
+    return f"rank {row['rank']} step {row['step']}" if ranks > 1 else f"step {row['step']}"
+
+
+def host_ahead_text(result) -> str:
+    """The median launch-to-kernel delay against the mean step, and what it means."""
+    o, e = result.overall, result.evidence
+    step_us = o["wall_us"] / max(o["steps"], 1)
+    return (f"The median kernel starts {e['queue_delay_us'] / 1e3:,.3g} ms after its launch call, "
+            f"{e['queue_delay_share']:.0%} of the mean step ({step_us / 1e3:,.3g} ms): the host runs that far ahead of "
+            f"the GPU, so work is queued and the GPU's idle {o['gpu_idle_pct']:.0f}% of this window is not the host's "
+            f"doing (rule: >= {e['threshold_host_ahead_share']:.0%} of the step and >= {HOST_AHEAD_MIN_US:g} us). "
+            "Make the GPU work itself faster; removing syncs or launch overhead would not shorten the step.")
+
+
+def cpu_only_text(result) -> str:
+    """Why a CPU-only trace's report has no GPU figures, and where its time is."""
+    o = result.overall
+    return (f"The trace has no GPU events and no kernel launches: all {o['wall_us'] / 1e3:,.1f} ms of step time is "
+            "host time, so the GPU figures (GPU busy bars, launch delays) are left out. The host ops by self time "
+            "and the record_function ranges below show where it goes.")
+
+
+def _table_or(frame, nothing: str) -> str:
+    return html_table(frame) if len(frame) else f"<p>{html_text(nothing)} in either trace.</p>"
+
+
+def show_verdict_evidence(result) -> None:
+    """What a ``cpu_bound`` verdict rests on: each cause against its threshold, the verdict read
+    back, and what the verdict calls for: compile facts (any torch.compile trace), the launch
+    delay histogram ("GPU-bound (host ahead)")."""
+    _show(prose(verdict_text(result)), html_table(cpu_bound_evidence(result)))
+    if result.compile is not None:
+        _show("<h4>torch.compile in this trace</h4>", html_table(compile_table(result.compile)),
+              prose(_sentence(regions_note(result.compile["compiled_regions"]))))
+    if result.verdict == "GPU-bound (host ahead)":
+        _show(plots.queue_delay(result))
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def cpu_bound_evidence(result) -> pd.DataFrame:
+    """What a ``cpu_bound`` verdict rests on: one row per rule of ``cpu_bound_rules.decide``, in
+    the order it applies them: the evidence (a share of the step's wall time, "n/a" where the
+    trace cannot tell), the rule's threshold, the verdict it gives, and which row decided."""
+    e = result.evidence
+    t = {k.removeprefix("threshold_"): v for k, v in e.items() if k.startswith("threshold_")}
+    delay = f" (median {e['queue_delay_us'] / 1e3:,.3g} ms)" if finite(e["queue_delay_us"]) else ""
+    gpu = "GPU events recorded" if result.has_gpu else f"no GPU events, {int(e['launches'])} launches in steps"
+    issuing = (f"{pct_text(e['issuing_idle_share'])} ({e['launches_per_step']:,.0f} launches per step; the host's own "
+               f"work {pct_text(e['own_work_idle_share'])}, untraced {pct_text(e['untraced_share'])})")
+    rows = [("GPU activity", gpu, "launches but no GPU events", "GPU activity not recorded"),
+            ("warm-up calls", pct_text(e["warmup_share"]), f">= {WARMUP_SHARE:.0%} of the step", "warm-up"),
+            ("compile spans", pct_text(e["compile_share"]), f">= {t['compile_share']:.0%} and the largest cause",
+             "compiling"),
+            ("GPU busy", pct_text(e["gpu_busy_share"]), f">= {t['gpu_bound_busy']:.0%}", "GPU-bound"),
+            ("collectives not under compute", pct_text(e["comm_exposed_share"]),
+             f"GPU-bound and >= {COMM_SHARE:.0%} of GPU busy", "communication-bound"),
+            ("DataLoader", pct_text(e["dataloader_share"]), f">= {t['input_share']:.0%} and >= syncs", "input-bound"),
+            ("GPU activity", gpu, "no GPU events and no kernel launches", "CPU-only trace"),
+            (f"launch-to-kernel delay{delay}", pct_text(e["queue_delay_share"]),
+             f">= {t['host_ahead_share']:.0%} and >= {HOST_AHEAD_MIN_US:g} us", "GPU-bound (host ahead)"),
+            ("blocking syncs", pct_text(e["sync_share"]), f">= {t['sync_share']:.0%}", "sync-bound"),
+            ("host issuing GPU work while the GPU idles", issuing,
+             f">= {LAUNCH_MIN_PER_STEP} launches per step and >= the host's own work", "launch-bound"),
+            ("host working on its own while the GPU idles", pct_text(e["own_work_idle_share"]),
+             "GPU idle, no rule above met", "host-compute-bound")]
+    return pd.DataFrame([{"evidence": name, "share of step": value, "rule": rule, "gives": verdict,
+                          "decided": "yes" if verdict == result.verdict else ""}
+                         for name, value, rule, verdict in rows])
+
+
+def compile_table(facts: dict) -> pd.DataFrame:
+    """``result.compile`` / ``summarize(trace)["compile"]`` as metric/value rows a person reads."""
+    share = facts.get("triton_time_share")
+    rows = [("compile time (s; union of Dynamo/Inductor/Triton compile spans)", cell_text(facts["compile_s"])),
+            ("compiled regions (distinct Torch-Compiled Region N/M)", cell_text(facts["compiled_regions"])),
+            ("kernels", cell_text(facts["kernels"])), ("Triton kernels (triton_*)", cell_text(facts["triton_kernels"])),
+            ("Triton share of kernel time", "n/a" if share is None else f"{share:.1%}")]
+    return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def compile_sites(result) -> pd.DataFrame:
+    """The graph breaks and recompiles of a ``compile_ab`` result with the source each names:
+    ``kind``, ``reason`` (dynamo's), ``location`` ("file:line"; a recompile on an input shape has
+    none) and ``code`` (that line, as dynamo read it)."""
+    rows = [("graph break", b.reason, b.location, b.code) for b in result.graph_breaks]
+    rows += [("recompile", r.reason, r.location, r.code) for r in result.recompiles]
+    return pd.DataFrame(rows, columns=["kind", "reason", "location", "code"])
+
+
+def cpu_bound_steps(result) -> pd.DataFrame:
+    """One row per step of a ``cpu_bound`` result that fits a page: step (rank too when several),
+    its verdict, then wall and host time in ms and GPU busy %, and only those of DataLoader,
+    compiling, sync and launch columns that are non-zero somewhere; no timestamps, no empty column.
+    ``result.to_frame()`` keeps every column."""
+    frame = result.to_frame()
+    out = pd.DataFrame({"step": frame["step"]})
+    if frame["rank"].nunique() > 1:
+        out.insert(0, "rank", frame["rank"])
+    out["verdict"] = frame["verdict"]
+    for column, heading, scale in _STEP_COLUMNS:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        values = values * scale if scale != 1.0 else values
+        if column in ("wall_us", "host_busy_us") or (values.notna().any() and values.fillna(0).ne(0).any()):
+            out[heading] = values
+    return out

@@ -1,0 +1,88 @@
+"""The htod investigation as a report shows it: perf-log rows of the copies and of a copy sweep,
+and the prose that reads them back (pageable copies and the syncs they cause)."""
+from __future__ import annotations
+
+
+import numpy as np
+from ..stats import exact
+from .rows import finite_rows
+from .rows import load_note
+from .rows import row
+from ..stats import step_ci
+from .rows import trace_step_rows
+from .prose import ms_text
+
+
+def htod_rows(result, trace, subject: str, device: str, sweep=None) -> list[dict]:
+    """Median step (ms), HtoD copy time per step (ms) and pageable HtoD copies per step of a
+    trace's ``htod`` result (when it has copies); with a GPU ``htod_sweep`` result, the best GB/s
+    per mode at the largest size swept, with its CI over the timed copies."""
+    rows = trace_step_rows("htod", trace, subject, device)
+    frame = result.to_frame()
+    h = frame[frame["direction"] == "HtoD"] if len(frame) else frame
+    if len(h) and result.n_steps:
+        pageable = h.loc[h["memory"] == "pageable", "count"].sum() / result.n_steps
+        rows += [row("htod", "htod_ms_per_step", h["time_us"].sum() / result.n_steps / 1e3, "ms", subject=subject,
+                     device=device, ci=_trace_ci(subject, h["time_us"].sum() / result.n_steps / 1e3)),
+                 row("htod", "pageable_htod_per_step", pageable, "copies", subject=subject, device=device,
+                     ci=_trace_ci(subject, pageable))]
+    if sweep is not None and sweep.available:
+        rows += sweep_rows(sweep)
+    return finite_rows(rows)
+
+
+def _trace_ci(subject: str, value: float) -> tuple[float, float] | None:
+    # Totals over a trace file are fixed by the file: exact; from a live recording they vary by run.
+    return exact(value) if subject.startswith("trace ") else None
+
+
+def sweep_rows(sweep) -> list[dict]:
+    """GB/s per mode at the largest size of a GPU ``htod_sweep``, CI over the timed copies."""
+    table = sweep.to_frame()
+    top = table[table["size_bytes"] == table["size_bytes"].max()]
+    size = int(top["size_bytes"].iloc[0])
+    subject = f"htod_sweep {size} B"
+    raw = {mode: np.asarray(s, dtype=float) for n, mode, s in sweep.samples if n == size}
+    out = []
+    for rec in top.to_dict("records"):
+        seconds = raw.get(rec["mode"], np.array([]))
+        ci = step_ci(size / seconds[seconds > 0] / 1e9) if seconds.size else None
+        out.append(row("htod", f"{rec['mode']}_gbps", rec["gbps"], "GB/s", higher_is_better=True, ci=ci,
+                       subject=subject, device=sweep.device, quality=load_note()))
+    return out
+
+
+def htod_text(result, sweep=None, syncs=None) -> str:
+    """The copy analysis (and sweep, if any) read back in one paragraph; with the trace's
+    ``syncs`` result, the host time blocked in pageable copy calls (a pageable cudaMemcpyAsync
+    returns only after the copy: often far more than the copy's GPU time)."""
+    frame = result.to_frame()
+    if frame.empty:
+        text = "The trace has no GPU copies (no GPU events), so no host-device copy could be analyzed."
+    else:
+        h = frame[frame["direction"] == "HtoD"]
+        text = (f"{int(frame['count'].sum())} copies in {result.n_steps} step(s): "
+                f"{int(h['count'].sum())} host-to-device, "
+                f"{int(h.loc[h['memory'] == 'pageable', 'count'].sum())} of them from pageable memory, "
+                f"{int(frame['followed_by_sync'].sum())} copies followed by a blocking sync.")
+        text += _pageable_block_text(frame, syncs)
+    if sweep is None:
+        return text
+    if not sweep.available:
+        return text + f" Bandwidth sweep: {sweep.reason}; the host memcpy baseline is host memory bandwidth only."
+    best = sweep.to_frame().groupby("mode")["gbps"].max()
+    return text + " Best measured bandwidth: " + ", ".join(f"{m} {v:.1f} GB/s" for m, v in best.items()) + "."
+
+
+def _pageable_block_text(frame, syncs) -> str:
+    if syncs is None:
+        return ""
+    kinds = syncs.by_kind.set_index("kind")
+    blocked = {k: float(kinds.at[k, "blocked_us"]) for k in ("memcpy_htod_pageable", "memcpy_dtoh") if k in kinds.index}
+    if not blocked:
+        return ""
+    gpu_us = float(frame.loc[frame["memory"] == "pageable", "time_us"].sum())
+    parts = " and ".join(f"{ms_text(us)} in {'pageable host-to-device' if k.endswith('pageable') else 'device-to-host'} "
+                         "copy calls" for k, us in blocked.items())
+    return (f" The host waited {parts} (the call returns only once the copy is done), against {ms_text(gpu_us)} of GPU "
+            "copy time for the pageable copies: pinning saves the host wait.")

@@ -1,0 +1,48 @@
+"""``perfkit init``: a workbook in a user's project: the notebooks (as ``.ipynb``), a ``reports/``
+folder and a README stub."""
+from __future__ import annotations
+
+from pathlib import Path
+import os
+from ..errors import ParameterError
+from ..workbook import PACKAGED_NOTEBOOKS, REPORTS
+from .atomic import write_text_atomic
+from ..registry import shipped_notebooks
+from .report.registry import read_notebook, write_ipynb_text
+
+
+README_STUB = """# perfkit workbook
+
+Made by `perfkit init`. Open the notebooks in `notebooks/` with JupyterLab, set the parameters
+cell, and run them; or run them all into dated HTML reports:
+
+    perfkit run                      # every investigation -> reports/<date>/<time>/*.html
+    perfkit run cpu_bound -p trace_path my_trace.json.gz
+    perfkit run case_studies         # the five worked case studies (case_*.ipynb)
+    perfkit log                      # the performance log, regressions flagged
+
+Reports and the performance log (`reports/perf_log.csv`) land in this folder whatever the working
+directory, as long as you work inside it (or set PERFKIT_HOME to it).
+"""
+
+
+def init_workbook(folder: str | os.PathLike, *, force: bool = False) -> list[Path]:
+    """Copy every packaged notebook (investigations and case studies) into ``folder/notebooks`` as
+    ``.ipynb``, create ``folder/reports`` and a ``README.md`` stub; returns the files written. Existing files are
+    kept unless ``force``. Raises ParameterError when ``folder`` is a file."""
+    root = Path(folder).expanduser().resolve()
+    if root.exists() and not root.is_dir():
+        raise ParameterError(f"perfkit init {folder}: a file is in the way; give a folder")
+    (root / "notebooks").mkdir(parents=True, exist_ok=True)
+    (root / REPORTS).mkdir(exist_ok=True)
+    written = []
+    targets = {root / "README.md": README_STUB}
+    for name in shipped_notebooks():
+        source = PACKAGED_NOTEBOOKS / f"{name}.py"
+        if source.is_file():
+            targets[root / "notebooks" / f"{name}.ipynb"] = write_ipynb_text(read_notebook(source))
+    for target, text in targets.items():
+        if force or not target.exists():
+            write_text_atomic(target, text)
+            written.append(target)
+    return written
