@@ -30,8 +30,8 @@ import pandas as pd
 from ..detect.syncdebug import SYNC_DEBUG_MESSAGE
 from ..errors import ParameterError
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
-from .compare import ABResult, compare
 from ..stats import check_knobs
+from .compare import ABResult, compare
 from .timing import Clock, check_counts, resolve_timing_device
 
 OPTIMIZERS = ("adam", "adamw", "sgd")

@@ -21,10 +21,9 @@ from typing import Any, Sequence
 import pandas as pd
 
 from ..errors import ParameterError
-from ..results import (Finding, findings_frame, html_section, html_table, html_warnings,
-                       rank_findings)
-from .compare import ABResult, compare
+from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
 from ..stats import check_knobs
+from .compare import ABResult, compare
 from .timing import Clock, check_counts, resolve_timing_device, time_call
 
 _COMPILE_ID = re.compile(r"^\[?(\d+)/(\d+)")

@@ -12,7 +12,6 @@ and the thread count live here, where tests reach them.
 """
 from __future__ import annotations
 
-
 import os
 import tempfile
 from pathlib import Path

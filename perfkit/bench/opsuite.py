@@ -32,8 +32,8 @@ import pandas as pd
 
 from ..errors import ParameterError
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
-from .compare import ABResult, compare, environment
 from ..stats import bootstrap_median_ratio, ratio_test
+from .compare import ABResult, compare, environment
 from .timing import sample_warnings, time_call, time_callable
 
 

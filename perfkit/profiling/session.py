@@ -17,8 +17,8 @@ from pathlib import Path
 from ..analysis.step.diagnosis import diagnose
 from ..detect.script import run_as_main
 from ..errors import ParameterError
-from ..workbook import workbook_root
 from ..trace import load_trace
+from ..workbook import workbook_root
 from .recorder import Recorder
 
 TRACE_SUFFIX = ".pt.trace.json.gz"

@@ -1,9 +1,9 @@
 """The amp_regression investigation as a report shows it: perf-log rows and the prose of an AMP A/B."""
 from __future__ import annotations
 
+from ..stats import exact
 from .prose import _bytes
 from .rows import ab_rows
-from ..stats import exact
 from .rows import finite_rows
 from .rows import row
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import math
-from .rows import ab_rows
+
 from ..stats import exact
+from .rows import ab_rows
 from .rows import finite_rows
 from .rows import load_note
 from .rows import row

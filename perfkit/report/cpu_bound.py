@@ -2,9 +2,9 @@
 host ahead, CPU-only), the evidence and per-step tables, and the section that shows them."""
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
+
 from ..analysis.compile import regions_note
 from ..analysis.step.rules import COMM_SHARE, HOST_AHEAD_MIN_US, LAUNCH_MIN_PER_STEP, WARMUP_SHARE
 from ..results import html_table, html_text

@@ -3,10 +3,10 @@ result: the card's verdict, the totals, the kernel table, the per-op roofline ta
 per dtype, each as a person reads it (ms, %, TFLOP/s; names shortened to fit a report column)."""
 from __future__ import annotations
 
-
 import math
 
 import pandas as pd
+
 from ..stats import exact
 from .rows import finite_rows
 from .rows import row

@@ -2,15 +2,15 @@
 and the prose that reads them back (pageable copies and the syncs they cause)."""
 from __future__ import annotations
 
-
 import numpy as np
+
 from ..stats import exact
+from ..stats import step_ci
+from .prose import ms_text
 from .rows import finite_rows
 from .rows import load_note
 from .rows import row
-from ..stats import step_ci
 from .rows import trace_step_rows
-from .prose import ms_text
 
 
 def htod_rows(result, trace, subject: str, device: str, sweep=None) -> list[dict]:

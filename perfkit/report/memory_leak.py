@@ -14,7 +14,6 @@ in the order taken. What they can show depends on how many there are:
 """
 from __future__ import annotations
 
-
 import os
 from dataclasses import dataclass
 from pathlib import Path

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..workbook import Source, check_mode
 from ..stats import step_ci
+from ..workbook import Source, check_mode
 from .rows import ab_rows, row
 
 

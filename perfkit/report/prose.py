@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import numbers
+
 from ..results import html_text
 
 

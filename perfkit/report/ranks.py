@@ -3,8 +3,10 @@ the table of rank files and the devices they were recorded on."""
 from __future__ import annotations
 
 from pathlib import Path
+
 import numpy as np
 import pandas as pd
+
 from ..stats import exact, step_ci
 from .rows import finite_rows, row
 from .step_anatomy import _mean_row

@@ -10,13 +10,13 @@ compares each metric with the previous run of the same investigation, subject an
 """
 from __future__ import annotations
 
-
 import math
 import os
 from typing import Iterable
 
 import numpy as np
 import pandas as pd
+
 from ..results import format_number
 from ..stats import step_ci
 from ..trace.steps import stub_steps

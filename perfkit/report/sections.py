@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 
-
 from ..analysis.summary import summarize
 from ..results import findings_frame, html_table, html_text, html_warnings, rank_findings
 from ..workbook import find_trace

@@ -8,12 +8,11 @@ holds it (what chrome://tracing and Perfetto's "raw" timestamp format show).
 """
 from __future__ import annotations
 
-import numpy as np
-
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..analysis.host_ops import HOST_CATEGORIES

@@ -2,10 +2,11 @@
 the table of sync sites and the section that shows them."""
 from __future__ import annotations
 
-
 from pathlib import Path
+
 import numpy as np
 import pandas as pd
+
 from ..analysis.syncs.result import SOURCE_NOTE, reads_line
 from ..results import html_table, html_text
 from ..stats import exact, step_ci

@@ -4,7 +4,6 @@ on, torch.compile facts, and where a trace was recorded.
 """
 from __future__ import annotations
 
-
 from typing import Any
 
 import pandas as pd

@@ -4,10 +4,9 @@ them: subject, recording device, perf-log rows, verdict and fix.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import pandas as pd
-
-from dataclasses import dataclass
 
 from ..analysis.diff.analyze import diff
 from ..results import html_table

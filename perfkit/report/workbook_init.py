@@ -2,13 +2,13 @@
 folder and a README stub."""
 from __future__ import annotations
 
-from pathlib import Path
 import os
+from pathlib import Path
+
+from ..atomic import write_text_atomic
 from ..errors import ParameterError
+from ..registry import read_notebook, shipped_notebooks, write_ipynb_text
 from ..workbook import PACKAGED_NOTEBOOKS, REPORTS
-from .atomic import write_text_atomic
-from ..registry import shipped_notebooks
-from .report.registry import read_notebook, write_ipynb_text
 
 
 README_STUB = """# perfkit workbook

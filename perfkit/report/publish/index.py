@@ -18,9 +18,9 @@ import pandas as pd
 
 from ...atomic import write_text_atomic
 from ...errors import PerfkitError
+from ...workbook import reports_dir as default_reports
 from ..card import card_line
 from ..perflog import MIN_EFFECT, PerfLog, Z, display_frame, empty_log
-from ...workbook import reports_dir as default_reports
 from .records import load_run_record
 
 _DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -32,10 +32,10 @@ import pandas as pd
 
 from ...atomic import output_error, write_text_atomic
 from ...errors import MissingDependencyError, ParameterError, missing_dependency
-from ...results import html_section, html_table, html_text, html_warnings
-from ..card import read_card
 from ...registry import NOTEBOOK_SUFFIXES, expand_sets, notebook_names, read_notebook, write_ipynb_text
+from ...results import html_section, html_table, html_text, html_warnings
 from ...workbook import notebook_dirs, reports_dir
+from ..card import read_card
 from ..perflog import PerfLog
 from .html import notebook_html
 from .index import build_index
