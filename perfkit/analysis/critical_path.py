@@ -182,7 +182,11 @@ def _gpu_step(tl, row: int, t: float, floor: float, segs: list):
     if start <= floor:
         return None
     prev, thread = int(g["prev"][row]), int(g["launch_thread"][row])
-    ready = max(g["end"][prev] if prev >= 0 else -np.inf, g["launch_end"][row] if thread >= 0 else -np.inf)
+    # An event that starts inside its launch call (a blocking copy) could start from the call's start:
+    # a late start then waited for the previous work on its stream or for another stream, not for the call.
+    launched = (g["launch_start"][row] if g["launch_end"][row] > start else g["launch_end"][row]) \
+        if thread >= 0 else -np.inf
+    ready = max(g["end"][prev] if prev >= 0 else -np.inf, launched)
     other = _other_stream(tl, row, ready) if start - ready > QUEUE_SLACK_US else -1
     if other >= 0:
         return _to_gpu(tl, other, start, floor, segs, lane)
