@@ -10,7 +10,11 @@ For each case (a trace and the annotation window HTA's own tests use) it prints 
 and its breakdown (``bound_by``: cpu_bound, gpu_compute_bound, gpu_kernel_launch_overhead,
 gpu_kernel_kernel_overhead), perfkit's path over the same window by kind, and the ratios. HTA's
 path skips time that no operator covers (zero-weight dependency edges); perfkit counts that time
-as ``idle``, so HTA's length is compared with perfkit's path minus idle.
+as ``idle``, so HTA's length is compared with perfkit's path minus idle. HTA runs on the rank the trace
+records (``distributedInfo.rank``). Then HTA's path stretch by stretch (runs on one host thread or GPU
+stream) beside perfkit's path on the same lane over the same span, and how much of HTA's kernel-kernel
+overhead is a stream waiting for a collective on another stream. ``--only NAME`` runs the cases whose
+trace name contains NAME. The README's agreement tables come from this output.
 """
 from __future__ import annotations
 
