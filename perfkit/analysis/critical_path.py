@@ -9,6 +9,9 @@ time following the dependency that was satisfied last (the one that held the wor
 
 * on a GPU stream, from a kernel's start to the previous work on the stream when that ended after
   the kernel was launched (the kernel was queued), else to its launch call (the launch held it);
+  one that starts more than ``QUEUE_SLACK_US`` after both (for a copy that starts inside its blocking
+  call: after the call began) goes to the work on another stream that ended last before it
+  (``cudaStreamWaitEvent``, e.g. on a collective);
 * on a host thread, back along the thread until a blocking call, then to the latest GPU work that
   ended inside the call (the work the call waited for), or through the call when none did;
 * the main thread (``timeline.thread_table``: the one that marks the steps) hands the path to
