@@ -9,6 +9,9 @@ time following the dependency that was satisfied last (the one that held the wor
 
 * on a GPU stream, from a kernel's start to the previous work on the stream when that ended after
   the kernel was launched (the kernel was queued), else to its launch call (the launch held it);
+  one that starts more than ``QUEUE_SLACK_US`` after both (for a copy that starts inside its blocking
+  call: after the call began) goes to the work on another stream that ended last before it
+  (``cudaStreamWaitEvent``, e.g. on a collective);
 * on a host thread, back along the thread until a blocking call, then to the latest GPU work that
   ended inside the call (the work the call waited for), or through the call when none did;
 * the main thread (``timeline.thread_table``: the one that marks the steps) hands the path to
@@ -183,7 +186,11 @@ def _gpu_step(tl, row: int, t: float, floor: float, segs: list):
     if start <= floor:
         return None
     prev, thread = int(g["prev"][row]), int(g["launch_thread"][row])
-    ready = max(g["end"][prev] if prev >= 0 else -np.inf, g["launch_end"][row] if thread >= 0 else -np.inf)
+    # An event that starts inside its launch call (a blocking copy) could start from the call's start:
+    # a late start then waited for the previous work on its stream or for another stream, not for the call.
+    launched = (g["launch_start"][row] if g["launch_end"][row] > start else g["launch_end"][row]) \
+        if thread >= 0 else -np.inf
+    ready = max(g["end"][prev] if prev >= 0 else -np.inf, launched)
     other = _other_stream(tl, row, ready) if start - ready > QUEUE_SLACK_US else -1
     if other >= 0:
         return _to_gpu(tl, other, start, floor, segs, lane)
