@@ -21,7 +21,7 @@ from perfkit.errors import ParameterError
 from perfkit.report import inputs, rows, tables
 from perfkit.report.card import MIME
 from perfkit.report.perflog import PerfLog
-from perfkit.report.publish.runner import notebook_parameters
+from perfkit.report.publish.params import notebook_parameters
 from perfkit.report.registry import CASE_STUDIES, INVESTIGATIONS, read_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
