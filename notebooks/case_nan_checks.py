@@ -50,18 +50,14 @@ from perfkit.report import caserows, inputs, pair, perstep, plots, prose, rows, 
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, measured_ci
 from perfkit.report.ladder import Arm, variant_ab
-from perfkit.report.perflog import new_run_id
+from perfkit.report.setup import open_case
 from perfkit.results import html_table
 
 NAME = "case_nan_checks"
 ARMS = (Arm("NaN checks + tensor branch", "sync_checks"), Arm("no checks, clamp", "batched_metrics"))
-LABELS = tuple(a.label for a in ARMS)
-run_id = run_label or new_run_id()
-pair.use_threads(threads)
-pair.quiet_profiler_log()
-before, after = pair.load_pair(mode, (trace_path, trace_path_b), workload="ppo", arms=ARMS, device=device,
-                               steps=steps, overrides=overrides)
-subject = pair.pair_subject(mode, before, after, "ppo", LABELS)
+before, after, subject, run_id, LABELS = open_case(mode, (trace_path, trace_path_b), workload="ppo", arms=ARMS,
+                                                   device=device, threads=threads, steps=steps, overrides=overrides,
+                                                   run_label=run_label)
 syncs = perstep.sync_change(before.trace, after.trace)
 logged = rows.log_rows(perf_log_path, caserows.count_rows(
     NAME, {"sync_points_before": syncs["before_per_step"], "sync_points_after": syncs["after_per_step"]}, "syncs",
