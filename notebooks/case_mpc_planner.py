@@ -52,19 +52,14 @@ from perfkit.analysis import per_step as perstep
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only, measured_ci
 from perfkit.bench.ladder import Arm, variant_ab
-from perfkit.report.perflog import new_run_id
+from perfkit.notebook_setup import open_case
 from perfkit.results import html_table
-from perfkit.bench import live
 
 NAME = "case_mpc_planner"
 ARMS = (Arm("FloatTensor per sample", "float_tensor"), Arm("from_numpy + inference_mode", "from_numpy"))
-LABELS = tuple(a.label for a in ARMS)
-run_id = run_label or new_run_id()
-live.use_threads(threads)
-live.quiet_profiler_log()
-before, after = live.load_pair(mode, (trace_path, trace_path_b), workload="mppi", arms=ARMS, device=device,
-                               steps=steps, overrides=overrides)
-subject = pair.pair_subject(mode, before, after, "mppi", LABELS)
+before, after, subject, run_id, LABELS = open_case(mode, (trace_path, trace_path_b), workload="mppi", arms=ARMS,
+                                                   device=device, threads=threads, steps=steps, overrides=overrides,
+                                                   run_label=run_label)
 cpu_before, cpu_after = perfkit.cpu_bound(before.trace), perfkit.cpu_bound(after.trace)
 comparison = perfkit.diff(before.trace, after.trace)
 if mode == "live":

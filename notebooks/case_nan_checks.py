@@ -46,24 +46,21 @@ import pandas as pd
 from IPython.display import HTML, display
 
 import perfkit
+from perfkit.bench import live
+from perfkit.report import memory_leak
 from perfkit.report import caserows, pair, plots, prose, rows, sections, tables
 from perfkit.analysis import per_step as perstep
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, measured_ci
 from perfkit.bench.ladder import Arm, variant_ab
-from perfkit.report.perflog import new_run_id
+from perfkit.notebook_setup import open_case
 from perfkit.results import html_table
-from perfkit.bench import live
 
 NAME = "case_nan_checks"
 ARMS = (Arm("NaN checks + tensor branch", "sync_checks"), Arm("no checks, clamp", "batched_metrics"))
-LABELS = tuple(a.label for a in ARMS)
-run_id = run_label or new_run_id()
-live.use_threads(threads)
-live.quiet_profiler_log()
-before, after = live.load_pair(mode, (trace_path, trace_path_b), workload="ppo", arms=ARMS, device=device,
-                               steps=steps, overrides=overrides)
-subject = pair.pair_subject(mode, before, after, "ppo", LABELS)
+before, after, subject, run_id, LABELS = open_case(mode, (trace_path, trace_path_b), workload="ppo", arms=ARMS,
+                                                   device=device, threads=threads, steps=steps, overrides=overrides,
+                                                   run_label=run_label)
 syncs = perstep.sync_change(before.trace, after.trace)
 logged = rows.log_rows(perf_log_path, caserows.count_rows(
     NAME, {"sync_points_before": syncs["before_per_step"], "sync_points_after": syncs["after_per_step"]}, "syncs",
@@ -113,7 +110,6 @@ for label, report in detected.items():
 
 # %%
 from perfkit.workloads import ppo
-from perfkit.report import memory_leak
 
 scan_report = perfkit.scan(ppo.__file__)
 display(HTML(html_table(tables.with_source(scan_report.to_frame())[["line", "rule", "severity", "code", "fix"]])))

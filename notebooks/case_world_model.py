@@ -42,26 +42,21 @@ import pandas as pd
 from IPython.display import HTML, display
 
 import perfkit
+from perfkit.report import htod
 from perfkit.report import caserows, pair, plots, prose, rows, sections
 from perfkit.analysis import per_step as perstep
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only, measured_ci
 from perfkit.bench.ladder import Arm, arm_facts, variant_ab
-from perfkit.report.perflog import new_run_id
+from perfkit.notebook_setup import open_case
 from perfkit.results import html_table
 from perfkit.workloads.replay import SAMPLE_ANNOTATION
-from perfkit.bench import live
-from perfkit.report import htod
 
 NAME = "case_world_model"
 ARMS = (Arm("host normalize + torch.stack", "host_normalize"), Arm("preallocated uint8 staging", "device_normalize"))
-LABELS = tuple(a.label for a in ARMS)
-run_id = run_label or new_run_id()
-live.use_threads(threads)
-live.quiet_profiler_log()
-before, after = live.load_pair(mode, (trace_path, trace_path_b), workload="replay", arms=ARMS, device=device,
-                               steps=steps, overrides=overrides)
-subject = pair.pair_subject(mode, before, after, "replay", LABELS)
+before, after, subject, run_id, LABELS = open_case(mode, (trace_path, trace_path_b), workload="replay", arms=ARMS,
+                                                   device=device, threads=threads, steps=steps, overrides=overrides,
+                                                   run_label=run_label)
 sample = perstep.range_change(before.trace, after.trace, SAMPLE_ANNOTATION)
 logged = rows.log_rows(perf_log_path, caserows.range_rows(NAME, sample, subject=subject, device=after.device),
                        change=change, run_id=run_id)

@@ -104,7 +104,3 @@ class OutputError(PerfkitError, OSError):
 
     def __reduce__(self):
         return type(self), (self.path, self.reason, self.fix)
-
-
-class NotebookError(PerfkitError):
-    """A notebook failed while perfkit ran it; names the notebook and the failing cell."""

@@ -4,7 +4,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perfkit.bench.amp_ab import AMPResult, amp_ab, make_optimizer  # noqa: E402
+from perfkit.bench.amp_ab import amp_ab, make_optimizer  # noqa: E402
+from perfkit.bench.amp_result import AMPResult  # noqa: E402
 from perfkit.bench.compare import ABResult  # noqa: E402
 from perfkit.stats import VERDICTS
 from perfkit.errors import ParameterError  # noqa: E402

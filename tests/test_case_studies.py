@@ -18,7 +18,8 @@ from nbsession import KernelSession, html_text, outputs
 from perfkit.report.card import MIME
 from perfkit.report.casestudy import COLUMNS
 from perfkit.report.perflog import PerfLog
-from perfkit.report.publish.runner import _select, notebook_parameters
+from perfkit.report.publish.params import notebook_parameters
+from perfkit.report.publish.selection import select_notebooks
 from perfkit.registry import CASE_STUDIES, INVESTIGATIONS, NOTEBOOK_SETS, expand_sets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,9 +112,9 @@ def test_case_studies_are_a_named_set_outside_the_default_run():
     assert not set(CASE_STUDIES) & set(INVESTIGATIONS)
     assert NOTEBOOK_SETS["case_studies"] == tuple(CASE_STUDIES)
     assert expand_sets(["cpu_bound", "case_studies", "case_nan_checks"]) == ["cpu_bound", *CASE_STUDIES]
-    paths = _select(["case_studies"], NOTEBOOKS)
+    paths = select_notebooks(["case_studies"], NOTEBOOKS)
     assert [p.name for p in paths] == [f"{n}.py" for n in CASE_STUDIES]
-    assert all(p.name.startswith("case_") is False for p in _select(None, NOTEBOOKS))
+    assert all(p.name.startswith("case_") is False for p in select_notebooks(None, NOTEBOOKS))
 
 
 @pytest.mark.parametrize("name", list(CASE_STUDIES))

@@ -9,7 +9,7 @@ import pytest
 
 from perfkit.cli import main
 from perfkit.cli.diff import _merged_warnings, _num, format_diff
-from perfkit.report.publish.runner import STAGING, _remove_stale_staging
+from perfkit.report.publish.staging import STAGING, remove_stale_staging
 from perfkit.text import clip
 
 
@@ -52,8 +52,8 @@ def test_export_on_an_existing_folder_names_the_cli_flag(tmp_path, capsys):
 def test_no_empty_staging_folder_is_left(tmp_path):
     dead = tmp_path / STAGING / "999999999"
     dead.mkdir(parents=True)
-    _remove_stale_staging(tmp_path)
+    remove_stale_staging(tmp_path)
     assert not (tmp_path / STAGING).exists()
     (tmp_path / STAGING / str(os.getpid())).mkdir(parents=True)  # a live run's staging stays
-    _remove_stale_staging(tmp_path)
+    remove_stale_staging(tmp_path)
     assert (tmp_path / STAGING / str(os.getpid())).is_dir()

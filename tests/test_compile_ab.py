@@ -6,7 +6,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from perfkit.bench.compare import compare  # noqa: E402
-from perfkit.bench.compile_ab import CompileABResult, GraphBreak, Recompile, compile_ab  # noqa: E402
+from perfkit.bench.compile_ab import compile_ab  # noqa: E402
+from perfkit.bench.compile_ab_result import CompileABResult, GraphBreak, Recompile  # noqa: E402
 from perfkit.stats import VERDICTS
 from perfkit.errors import ParameterError  # noqa: E402
 
@@ -133,11 +134,11 @@ def test_break_even_is_compile_time_over_saving():
     assert result.compile_time_s == pytest.approx(2.0)
     saving = timing.median_a - timing.median_b
     assert result.break_even_steps == math.ceil(2.0 / saving)
-    from perfkit.bench.compile_ab import _with_findings
+    from perfkit.bench.compile_ab_result import with_findings
 
-    findings = _with_findings(result).findings
+    findings = with_findings(result).findings
     assert any("pays off only after" in f.title for f in findings)
-    assert not any("pays off" in f.title for f in _with_findings(
+    assert not any("pays off" in f.title for f in with_findings(
         CompileABResult(timing, 0.02, 2.0, (), (), planned_steps=10**6)).findings)
 
 
@@ -208,7 +209,7 @@ def test_flag_recompile_and_bare_any_branch_each_have_reason_and_line():
 
 
 def test_guard_failure_text_is_split_into_guard_line_code_and_hint():
-    from perfkit.bench.compile_ab import _recompile
+    from perfkit.bench.dynamo_watch import _recompile
 
     text = (" self.scale == 1        # return h * self.scale  # wt/m.py:10 in forward (HINT: make it a tensor.)\n"
             "User stack trace:\n  File \"/abs/m.py\", line 9, in forward\n    y = helper(h)\n"
@@ -224,9 +225,9 @@ def test_guard_failure_text_is_split_into_guard_line_code_and_hint():
     assert shape.on_shape and shape.location == "" and shape.reason.startswith("tensor 'x' size mismatch")
     result = CompileABResult(_fake_timing(0.01, 0.01), 0.0, 0.0, (), (shape, r))
     assert result.to_frame()["location"].tolist() == ["forward (/abs/m.py:3)", "/abs/helper.py:10"]
-    from perfkit.bench.compile_ab import _with_findings
+    from perfkit.bench.compile_ab_result import with_findings
 
-    fix = next(f for f in _with_findings(result).findings if "recompile" in f.title).fix
+    fix = next(f for f in with_findings(result).findings if "recompile" in f.title).fix
     assert "mark_dynamic" in fix and "Keep such values fixed" in fix and "dynamo: make it a tensor." in fix
 
 
@@ -234,7 +235,7 @@ def test_a_recompile_in_torchs_wrapper_names_the_users_model():
     """Issue 23: a shape recompile's frame was torch/_dynamo/external_utils.py:67 (inner)."""
     import torch
 
-    from perfkit.bench.compile_ab import _user_code
+    from perfkit.bench.dynamo_watch import user_code
 
     class Net(torch.nn.Module):
         def forward(self, x):
@@ -243,9 +244,9 @@ def test_a_recompile_in_torchs_wrapper_names_the_users_model():
     def step(x):
         return x + 1
 
-    assert _user_code(Net()) == f"forward ({__file__}:{Net.forward.__code__.co_firstlineno})"
-    assert _user_code(step).startswith("step (") and "/torch/" not in _user_code(step)
-    assert _user_code(torch.nn.Sequential(torch.nn.Linear(2, 2))) == "Sequential.forward"
+    assert user_code(Net()) == f"forward ({__file__}:{Net.forward.__code__.co_firstlineno})"
+    assert user_code(step).startswith("step (") and "/torch/" not in user_code(step)
+    assert user_code(torch.nn.Sequential(torch.nn.Linear(2, 2))) == "Sequential.forward"
     seq = torch.nn.Sequential(torch.nn.Linear(4, 4))
     result = compile_ab(seq, (torch.randn(8, 4),), shape_variants=[torch.randn(16, 4)], backend="eager",
                         device="cpu", steps=3, warmup=1, min_time_s=0.001)

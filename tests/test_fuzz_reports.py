@@ -19,7 +19,7 @@ import pytest
 import perfkit.cli
 from perfkit.errors import ParameterError, PerfkitError
 from perfkit.report.perflog import PerfLog, PerfLogError
-from perfkit.report.publish import runner
+from perfkit.report.publish import runner, staging
 
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
 
@@ -76,7 +76,7 @@ def test_a_log_under_a_file_is_refused(tmp_path):
 ])
 def test_run_out_that_cannot_hold_reports_fails_before_running(tmp_path, monkeypatch, make, match):
     called = []
-    monkeypatch.setattr(runner, "_execute", lambda *a, **k: called.append(a))
+    monkeypatch.setattr(runner, "execute_notebook", lambda *a, **k: called.append(a))
     target = make(tmp_path / "out")
     rc, out, err = _cli(["run", "tiny_ok", "--out", "" if target is None else str(target),
                          "--notebook-dir", str(FIXTURES), "--no-progress"])
@@ -100,7 +100,7 @@ def test_run_out_read_only_is_checked_with_access(tmp_path, monkeypatch):
 
 def test_a_corrupt_perf_log_fails_the_run_before_any_notebook(tmp_path, monkeypatch):
     called = []
-    monkeypatch.setattr(runner, "_execute", lambda *a, **k: called.append(a))
+    monkeypatch.setattr(runner, "execute_notebook", lambda *a, **k: called.append(a))
     (tmp_path / "perf_log.csv").write_bytes(b"format_version,date\n\xff\n")
     rc, out, err = _cli(["run", "tiny_ok", "--out", str(tmp_path), "--notebook-dir", str(FIXTURES), "--no-progress"])
     assert rc == 2 and "not UTF-8" in err and called == []
@@ -118,7 +118,7 @@ def test_staging_left_by_a_killed_run_is_removed_by_the_next(tmp_path):
     child.wait()
     live = tmp_path / ".staging" / str(os.getpid())
     live.mkdir()
-    runner._remove_stale_staging(tmp_path)
+    staging.remove_stale_staging(tmp_path)
     assert not stale.exists() and live.exists()
 
 

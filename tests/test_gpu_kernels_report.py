@@ -19,7 +19,7 @@ from perfkit.report import gpu_kernels as kernel_tables, plots
 from perfkit.report.card import MIME
 from perfkit.report.gpu_kernels import kernel_rows
 from perfkit.report.perflog import PerfLog
-from perfkit.report.publish.runner import notebook_parameters
+from perfkit.report.publish.params import notebook_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "gpu_kernels.py"

@@ -6,7 +6,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from perfkit.bench.leak import COLUMNS, SeriesGrowth, _verdict, growth_per_1000, hunt_leak
+from perfkit.bench.leak import _verdict, growth_per_1000, hunt_leak
+from perfkit.bench.leak_result import COLUMNS, SeriesGrowth
 from perfkit.errors import ParameterError
 from perfkit.workloads import leaky
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from perfkit.errors import MissingDependencyError, missing_dependency
-from perfkit.report.publish.runner import _cell_error
+from perfkit.report.publish.execute import cell_error
 
 ROOT = Path(__file__).resolve().parents[1]
 # Runs perfkit with `import torch` failing as it does where torch is not installed.
@@ -57,12 +57,12 @@ def test_validate_without_torch_names_the_extra(tmp_path):
 
 
 def test_notebook_cell_error_names_the_extra():
-    assert _cell_error("ModuleNotFoundError", "No module named 'torch'") == (
+    assert cell_error("ModuleNotFoundError", "No module named 'torch'") == (
         "MissingDependencyError: this notebook needs the 'torch' package, which is not installed: "
         'pip install "perfkit[workbook]"')
     # a module perfkit does not know stays the cell's own error
-    assert _cell_error("ModuleNotFoundError", "No module named 'mylib'") == "ModuleNotFoundError: No module named 'mylib'"
-    assert _cell_error("ValueError", "bad") == "ValueError: bad"
+    assert cell_error("ModuleNotFoundError", "No module named 'mylib'") == "ModuleNotFoundError: No module named 'mylib'"
+    assert cell_error("ValueError", "bad") == "ValueError: bad"
 
 
 @pytest.mark.parametrize("module, extra", [("torch", "workbook"), ("duckdb", "sql"), ("distributed", "dask"),

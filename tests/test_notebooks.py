@@ -18,15 +18,16 @@ import pytest
 from conftest import SHARED_TRACES
 from nbsession import KernelSession, html_text, outputs
 from perfkit.errors import ParameterError
-from perfkit.report import rows, tables
-from perfkit.report.card import MIME
-from perfkit.report.perflog import PerfLog
-from perfkit.report.publish.runner import notebook_parameters
-from perfkit.registry import CASE_STUDIES, INVESTIGATIONS, read_notebook
 from perfkit.bench import live
+from perfkit.report import cpu_bound as cpu_bound_report
 from perfkit.report import sync_points
 from perfkit import stats
 from perfkit import workbook
+from perfkit.report import rows, tables
+from perfkit.report.card import MIME
+from perfkit.report.perflog import PerfLog
+from perfkit.report.publish.params import notebook_parameters
+from perfkit.registry import CASE_STUDIES, INVESTIGATIONS, read_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -323,9 +324,9 @@ def test_find_trace_resolves_cwd_workbook_and_shipped_names(tmp_path, monkeypatc
 
 
 def test_check_mode_rejects_unknown_modes():
-    assert live.check_mode("live") == "live"
+    assert workbook.check_mode("live") == "live"
     with pytest.raises(ParameterError, match="'trace'.*'live'"):
-        live.check_mode("replay")
+        workbook.check_mode("replay")
     with pytest.raises(ParameterError):
         live.load_source("both", "leaky_clean.json.gz")
 
@@ -346,7 +347,7 @@ def test_cpu_bound_rows_carry_a_ci_over_steps():
     from perfkit.analysis.step.cpu_bound import cpu_bound
 
     result = cpu_bound(live.load_source("trace", "ppo_item_logging.json.gz").trace)
-    out = cpu_bound.cpu_bound_rows(result, "trace x", "cpu")
+    out = cpu_bound_report.cpu_bound_rows(result, "trace x", "cpu")
     assert [r["metric"] for r in out] == ["median_step_ms", "host_busy_ms_per_step"]
     walls = result.steps["wall_us"] / 1e3
     assert out[0]["value"] == pytest.approx(walls.median())

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perfkit.bench import opsuite  # noqa: E402
+from perfkit.bench import opsuite_result  # noqa: E402
 from perfkit.bench.environment import environment_report  # noqa: E402
 from perfkit.bench.opsuite import OPS, OpSpec, Preset, op_suite  # noqa: E402
 from perfkit.errors import ParameterError  # noqa: E402
@@ -45,8 +45,8 @@ def test_cpu_suite_times_every_op_and_compares_dtypes_and_threads(env, restore_t
 
 
 def test_throughput_is_work_over_the_median():
-    s = opsuite.Setting("cpu", "float32", 1)
-    timing = opsuite.OpTiming("matmul", s, (0.002, 0.001, 0.003), 2.0 * 64**3, "GFLOP/s")
+    s = opsuite_result.Setting("cpu", "float32", 1)
+    timing = opsuite_result.OpTiming("matmul", s, (0.002, 0.001, 0.003), 2.0 * 64**3, "GFLOP/s")
     assert timing.median_s == 0.002 and timing.throughput == pytest.approx(2 * 64**3 / 0.002 / 1e9)
     low, high = timing.ci_s
     assert 0.001 <= low <= 0.002 <= high <= 0.003

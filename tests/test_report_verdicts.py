@@ -25,6 +25,7 @@ from perfkit.report.card import MIME
 from perfkit.report.perflog import PerfLog
 from perfkit.trace import load_trace
 from perfkit.report import cpu_bound as cpu_bound_report
+from perfkit.report import htod as htod_report
 from perfkit.report import sync_points
 from perfkit.report import trace_diff
 from perfkit.report import memory_leak
@@ -331,7 +332,7 @@ def test_htod_text_reports_the_host_wait_of_pageable_copies():
     from perfkit.analysis.copies import htod
 
     trace = load_trace(shared_trace(DLRM))
-    text = htod.htod_text(htod(trace), None, syncs(trace))
+    text = htod_report.htod_text(htod(trace), None, syncs(trace))
     assert "The host waited 1.25 ms in pageable host-to-device copy calls and 0.92 ms in device-to-host" in text
     assert "against 0.01 ms of GPU copy time" in text
-    assert "The host waited" not in htod.htod_text(htod(trace))  # without the syncs result: copies only
+    assert "The host waited" not in htod_report.htod_text(htod(trace))  # without the syncs result: copies only

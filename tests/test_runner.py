@@ -13,7 +13,11 @@ from perfkit.cli.run import parse_value
 from perfkit.errors import ParameterError
 from perfkit.report.perflog import PerfLog
 from perfkit.report.publish import kernel, runner
-from perfkit.report.publish.runner import NotebookRun, find_notebook, run_all, run_notebook, source_index
+from perfkit.report.publish.execute import source_index
+from perfkit.report.publish.params import type_warnings
+from perfkit.report.publish.records import NotebookRun
+from perfkit.report.publish.runner import run_all, run_notebook
+from perfkit.report.publish.selection import find_notebook
 from perfkit.registry import INVESTIGATIONS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
@@ -225,7 +229,7 @@ def test_foreign_python3_kernelspec_is_reported_as_a_warning(monkeypatch):
 
 def test_type_mismatch_becomes_a_warning_on_the_run():
     declared = {"steps": {"inferred_type_name": "int"}, "lr": {"inferred_type_name": "float"}}
-    warnings = runner._type_warnings(declared, {"steps": "10x", "lr": 1})
+    warnings = type_warnings(declared, {"steps": "10x", "lr": 1})
     assert len(warnings) == 1 and "steps" in warnings[0] and "'10x'" in warnings[0]
 
 

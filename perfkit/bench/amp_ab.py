@@ -15,106 +15,29 @@
   for, so the result holds ``None`` and says so;
 * the fused-optimizer alternative: ``optimizer.step()`` alone, default implementation vs
   ``fused=True`` (Adam/AdamW; fused Adam runs on CPU and CUDA in torch >= 2.4).
+
+The result type and its findings are in ``amp_result``.
 """
 from __future__ import annotations
 
 import gc
-import math
 import warnings as pywarnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
-import numpy as np
-import pandas as pd
+import psutil
 
 from ..detect.syncdebug import SYNC_DEBUG_MESSAGE
 from ..errors import ParameterError
-from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
-from ..stats import check_knobs
+from .amp_result import ARMS, AMPResult, amp_findings
 from .compare import ABResult, compare
+from ..stats import check_knobs
 from .timing import Clock, check_counts, resolve_timing_device
 
+# torch is heavy and optional: the functions below import it when the A/B runs.
 OPTIMIZERS = ("adam", "adamw", "sgd")
-ARMS = ("fp32", "amp")
 # Syncs counted over this many steps per arm on CUDA.
 _SYNC_STEPS = 3
-
-
-@dataclass(frozen=True)
-class AMPResult:
-    """fp32 (A) vs autocast (B). Times in seconds, memory in bytes, losses as returned by loss_fn."""
-
-    timing: ABResult
-    losses_fp32: tuple[float, ...]
-    losses_amp: tuple[float, ...]
-    device: str
-    dtype: str
-    scaler: bool
-    optimizer: str
-    peak_bytes: dict
-    memory_method: str
-    saved_bytes: dict
-    syncs_per_step: dict | None = None
-    fused_timing: ABResult | None = None
-    findings: tuple[Finding, ...] = ()
-    warnings: tuple[str, ...] = ()
-    environment: dict = field(default_factory=dict)
-
-    @property
-    def verdict(self) -> str:
-        """"faster" means the autocast step is faster than fp32."""
-        return self.timing.verdict
-
-    @property
-    def speedup(self) -> float:
-        return self.timing.speedup
-
-    @property
-    def loss_abs_diff(self) -> np.ndarray:
-        return np.abs(np.asarray(self.losses_amp) - np.asarray(self.losses_fp32))
-
-    @property
-    def loss_max_abs_diff(self) -> float:
-        return float(np.max(self.loss_abs_diff)) if self.losses_fp32 else math.nan
-
-    @property
-    def loss_max_rel_diff(self) -> float:
-        """max |loss_amp - loss_fp32| / |loss_fp32| over the steps."""
-        if not self.losses_fp32:
-            return math.nan
-        ref = np.maximum(np.abs(np.asarray(self.losses_fp32)), 1e-12)
-        return float(np.max(self.loss_abs_diff / ref))
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per training step: ``step``, ``loss_fp32``, ``loss_amp``, ``abs_diff``, ``rel_diff``."""
-        ref = np.maximum(np.abs(np.asarray(self.losses_fp32, dtype=float)), 1e-12)
-        return pd.DataFrame({"step": range(len(self.losses_fp32)), "loss_fp32": self.losses_fp32,
-                             "loss_amp": self.losses_amp, "abs_diff": self.loss_abs_diff,
-                             "rel_diff": self.loss_abs_diff / ref})
-
-    def summary(self) -> dict:
-        out = {"device": self.device, "dtype": self.dtype, "scaler": self.scaler,
-               "fp32_median_s": self.timing.median_a, "amp_median_s": self.timing.median_b,
-               "speedup": self.speedup, "ci_low": self.timing.speedup_ci[0],
-               "ci_high": self.timing.speedup_ci[1], "verdict": self.verdict,
-               "loss_max_abs_diff": self.loss_max_abs_diff, "loss_max_rel_diff": self.loss_max_rel_diff}
-        for arm in ARMS:
-            out[f"peak_bytes_{arm}"] = self.peak_bytes.get(arm)
-            out[f"saved_bytes_{arm}"] = self.saved_bytes.get(arm)
-            out[f"syncs_per_step_{arm}"] = (self.syncs_per_step or {}).get(arm)
-        if self.fused_timing is not None:
-            out["fused_step_speedup"] = self.fused_timing.speedup
-            out["fused_verdict"] = self.fused_timing.verdict
-        return out
-
-    def __repr__(self) -> str:
-        return (f"AMPResult({self.dtype} on {self.device}: speedup={self.speedup:.3g}x {self.verdict}, "
-                f"loss max rel diff={self.loss_max_rel_diff:.3g}, findings={len(self.findings)})")
-
-    def _repr_html_(self) -> str:
-        frame = pd.DataFrame([self.summary()])
-        return html_section(f"AMP A/B ({self.dtype}, {self.device})", html_table(frame),
-                            html_table(findings_frame(self.findings)), html_warnings(self.warnings))
 
 
 def amp_ab(make_model: Callable[[], object], make_batch: Callable[[int], tuple], loss_fn: Callable, *,
@@ -154,7 +77,7 @@ def amp_ab(make_model: Callable[[], object], make_batch: Callable[[int], tuple],
                        {arm: _saved_bytes(arms[arm], batch) for arm in ARMS}, syncs, fused_timing,
                        warnings=tuple(notes + _device_notes(dev) + fused_notes + list(timing.warnings)),
                        environment=timing.environment)
-    return replace(result, findings=_findings(result, loss_rtol))
+    return replace(result, findings=amp_findings(result, loss_rtol))
 
 
 def _check(optimizer: str, steps: int, loss_rtol: float) -> None:
@@ -286,8 +209,6 @@ def _train_curve(cfg: _Config, arm: str, steps: int):
 
 
 def _rss() -> int:
-    import psutil
-
     return psutil.Process().memory_info().rss
 
 
@@ -341,64 +262,3 @@ def _fused_ab(cfg: _Config, batch, timing_kw: dict) -> tuple[ABResult | None, li
         return None, [f"fused {cfg.optimizer} is not available here ({exc}); comparison skipped"]
     labels = (f"{cfg.optimizer}({default})", f"{cfg.optimizer}(fused)")
     return compare(opts[0].step, opts[1].step, labels=labels, **timing_kw), []
-
-
-def _findings(r: AMPResult, loss_rtol: float) -> tuple[Finding, ...]:
-    found = [_speed_finding(r), _loss_finding(r, loss_rtol), _sync_finding(r), _fused_finding(r)]
-    return rank_findings(f for f in found if f is not None)
-
-
-def _speed_finding(r: AMPResult) -> Finding:
-    evidence = {"speedup": r.speedup, "ci_low": r.timing.speedup_ci[0], "ci_high": r.timing.speedup_ci[1],
-                "n": r.timing.n}
-    threshold = f"{r.timing.test.confidence:.0%} CI beyond a {r.timing.test.min_effect:.0%} minimum effect"
-    if r.verdict == "faster":
-        return Finding("medium", f"{r.dtype} autocast step is {r.speedup:.2f}x the fp32 speed on {r.device}",
-                       evidence, f"Train under torch.autocast('{r.device.split(':')[0]}', dtype=torch.{r.dtype})",
-                       threshold)
-    if r.verdict == "slower":
-        return Finding("medium", f"{r.dtype} autocast is slower than fp32 on {r.device}", evidence,
-                       "Keep fp32 on this device; if autocast must stay, profile for aten::_to_copy casts "
-                       "between fp32 and low-precision ops", threshold)
-    return Finding("low", f"no detectable step-time gain from {r.dtype} autocast on {r.device} ({r.verdict})",
-                   evidence, "AMP pays off on GPUs with tensor cores (or CPUs with AMX/AVX512-BF16); "
-                   "here keep fp32 unless activation memory is the limit", threshold)
-
-
-def _loss_finding(r: AMPResult, loss_rtol: float) -> Finding | None:
-    amp = np.asarray(r.losses_amp, dtype=float)
-    if np.all(np.isfinite(amp)) and r.loss_max_rel_diff <= loss_rtol:
-        return None
-    bad = int(np.argmax(~np.isfinite(amp))) if not np.all(np.isfinite(amp)) else None
-    title = (f"{r.dtype} loss became non-finite at step {bad}" if bad is not None else
-             f"{r.dtype} loss curve departs from fp32 by up to {r.loss_max_rel_diff:.1%}")
-    return Finding("high", title, {"max_abs_diff": r.loss_max_abs_diff, "max_rel_diff": r.loss_max_rel_diff,
-                                   "steps": len(r.losses_fp32)},
-                   "Keep sensitive ops in fp32 (autocast already does for losses, softmax and norms; check "
-                   "custom ops), lower the learning rate, or on CUDA compare fp16 with GradScaler",
-                   f"loss_rtol={loss_rtol:g} (relative to the fp32 loss)")
-
-
-def _sync_finding(r: AMPResult) -> Finding | None:
-    if not r.syncs_per_step or r.syncs_per_step["amp"] <= r.syncs_per_step["fp32"]:
-        return None
-    extra = r.syncs_per_step["amp"] - r.syncs_per_step["fp32"]
-    return Finding("medium", f"autocast step adds {extra:.3g} host sync(s) per step (GradScaler)",
-                   dict(r.syncs_per_step),
-                   "Use bfloat16 autocast, which needs no GradScaler, where the GPU supports it; otherwise "
-                   "accept the scaler's one sync and avoid adding more (.item() on the loss every step)",
-                   "syncs counted by torch.cuda.set_sync_debug_mode('warn')")
-
-
-def _fused_finding(r: AMPResult) -> Finding | None:
-    ft = r.fused_timing
-    if ft is None or ft.verdict != "faster":
-        return None
-    return Finding("low", f"fused {r.optimizer} step is {ft.speedup:.2f}x the {ft.labels[0]} speed",
-                   {"speedup": ft.speedup, "ci_low": ft.speedup_ci[0], "ci_high": ft.speedup_ci[1]},
-                   f"Construct the optimizer with fused=True: torch.optim.{_class_name(r.optimizer)}(..., fused=True)",
-                   "optimizer.step() A/B, same CI rule as the step time")
-
-
-def _class_name(optimizer: str) -> str:
-    return {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD"}[optimizer]

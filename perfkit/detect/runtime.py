@@ -11,8 +11,8 @@ perfkit and the standard library are skipped) and the operation::
     det.report.per_step(5)
 
 On a CUDA machine only device tensors are flagged, and ``torch.cuda.set_sync_debug_mode("warn")``
-also reports syncs the op table (``rules.sync_classifiers``) does not know (its warnings are captured, not
-shown; ``perfkit.detect.syncdebug``).
+also reports syncs the op table (``runtime_ops.sync_classifiers``) does not know (its warnings are
+captured, not shown; ``perfkit.detect.syncdebug``).
 Without a GPU, ``treat_cpu_as_device=True`` (the default there) treats CPU tensors as device
 tensors, so the same script shows where it *would* sync. Calls issued from ``torch.optim`` and
 ``torch.utils.data`` on CPU tensors are not counted: those tensors stay on the host by design
@@ -35,7 +35,7 @@ import pandas as pd
 from ..errors import ParameterError
 from ..results import html_section, html_table, html_text, html_warnings
 from . import syncdebug
-from .rules import sync_classifiers
+from .runtime_ops import sync_classifiers
 from .syncdebug import SYNC_DEBUG_MESSAGE  # noqa: F401  (re-exported)
 
 __all__ = ["SyncEvent", "SyncReport", "SyncDetector", "detect_syncs"]

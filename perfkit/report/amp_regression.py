@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..stats import exact
-from .prose import _bytes
+from .prose import mib_text
 from .rows import ab_rows
 from .rows import finite_rows
 from .rows import row
@@ -21,5 +21,5 @@ def amp_text(result) -> str:
     s = result.summary()
     return (f"Autocast ({s['dtype']}) on {s['device']}: {s['verdict']}, speedup {s['speedup']:.3g}x "
             f"(CI {s['ci_low']:.3g}-{s['ci_high']:.3g}) over fp32. The loss curves differ by at most "
-            f"{s['loss_max_rel_diff']:.3g} (relative). Saved activations: fp32 {_bytes(s['saved_bytes_fp32'])}, "
-            f"autocast {_bytes(s['saved_bytes_amp'])}.")
+            f"{s['loss_max_rel_diff']:.3g} (relative). Saved activations: fp32 {mib_text(s['saved_bytes_fp32'])}, "
+            f"autocast {mib_text(s['saved_bytes_amp'])}.")

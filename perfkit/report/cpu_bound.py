@@ -7,14 +7,14 @@ import pandas as pd
 
 from ..analysis.compile import regions_note
 from ..analysis.step.rules import COMM_SHARE, HOST_AHEAD_MIN_US, LAUNCH_MIN_PER_STEP, WARMUP_SHARE
-from ..results import html_table, html_text
+from ..results import html_table
 from ..stats import step_ci
 from . import plots
-from .htod import _trace_ci
+from .htod import trace_ci
 from .prose import finite, ms_text, prose
-from .rows import _live, finite_rows, row
-from .sections import _show
-from .step_anatomy import _mean_row
+from .rows import live_note, finite_rows, row
+from .sections import show
+from .step_anatomy import mean_row
 from .tables import _STEP_COLUMNS, cell_text, pct_text
 
 
@@ -27,18 +27,18 @@ def cpu_bound_rows(result, subject: str, device: str) -> list[dict]:
     steps = result.steps
     if steps.empty:
         return []
-    base = dict(subject=subject, device=device, quality=_live(subject))
+    base = dict(subject=subject, device=device, quality=live_note(subject))
     ms = steps["wall_us"] / 1e3
     host = steps["host_busy_us"] / 1e3
     rows = [row("cpu_bound", "median_step_ms", ms.median(), "ms", ci=step_ci(ms), **base),
-            _mean_row("cpu_bound", "host_busy_ms_per_step", host, **base)]
+            mean_row("cpu_bound", "host_busy_ms_per_step", host, **base)]
     if result.has_gpu:
         rows += [row("cpu_bound", "gpu_busy_pct", result.overall["gpu_busy_pct"], "%", higher_is_better=True,
                      ci=step_ci(steps["gpu_busy_pct"], np.mean), **base),
-                 _mean_row("cpu_bound", "launches_per_step", steps["launches"], "launches", **base)]
+                 mean_row("cpu_bound", "launches_per_step", steps["launches"], "launches", **base)]
     if result.compile is not None:
         seconds = result.compile["compile_s"]
-        compiled = row("cpu_bound", "compile_s", seconds, "s", ci=_trace_ci(subject, seconds), **base)
+        compiled = row("cpu_bound", "compile_s", seconds, "s", ci=trace_ci(subject, seconds), **base)
         rows.insert(1 if result.verdict == "compiling" else len(rows), compiled)
     return finite_rows(rows)
 
@@ -116,20 +116,16 @@ def cpu_only_text(result) -> str:
             "and the record_function ranges below show where it goes.")
 
 
-def _table_or(frame, nothing: str) -> str:
-    return html_table(frame) if len(frame) else f"<p>{html_text(nothing)} in either trace.</p>"
-
-
 def show_verdict_evidence(result) -> None:
     """What a ``cpu_bound`` verdict rests on: each cause against its threshold, the verdict read
     back, and what the verdict calls for: compile facts (any torch.compile trace), the launch
     delay histogram ("GPU-bound (host ahead)")."""
-    _show(prose(verdict_text(result)), html_table(cpu_bound_evidence(result)))
+    show(prose(verdict_text(result)), html_table(cpu_bound_evidence(result)))
     if result.compile is not None:
-        _show("<h4>torch.compile in this trace</h4>", html_table(compile_table(result.compile)),
+        show("<h4>torch.compile in this trace</h4>", html_table(compile_table(result.compile)),
               prose(_sentence(regions_note(result.compile["compiled_regions"]))))
     if result.verdict == "GPU-bound (host ahead)":
-        _show(plots.queue_delay(result))
+        show(plots.queue_delay(result))
 
 
 def _sentence(text: str) -> str:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats import exact
 from ..stats import step_ci
 from .prose import ms_text
 from .rows import finite_rows
 from .rows import load_note
 from .rows import row
+from .rows import trace_ci
 from .rows import trace_step_rows
 
 
@@ -23,17 +23,12 @@ def htod_rows(result, trace, subject: str, device: str, sweep=None) -> list[dict
     if len(h) and result.n_steps:
         pageable = h.loc[h["memory"] == "pageable", "count"].sum() / result.n_steps
         rows += [row("htod", "htod_ms_per_step", h["time_us"].sum() / result.n_steps / 1e3, "ms", subject=subject,
-                     device=device, ci=_trace_ci(subject, h["time_us"].sum() / result.n_steps / 1e3)),
+                     device=device, ci=trace_ci(subject, h["time_us"].sum() / result.n_steps / 1e3)),
                  row("htod", "pageable_htod_per_step", pageable, "copies", subject=subject, device=device,
-                     ci=_trace_ci(subject, pageable))]
+                     ci=trace_ci(subject, pageable))]
     if sweep is not None and sweep.available:
         rows += sweep_rows(sweep)
     return finite_rows(rows)
-
-
-def _trace_ci(subject: str, value: float) -> tuple[float, float] | None:
-    # Totals over a trace file are fixed by the file: exact; from a live recording they vary by run.
-    return exact(value) if subject.startswith("trace ") else None
 
 
 def sweep_rows(sweep) -> list[dict]:

@@ -13,7 +13,7 @@ def ms_text(us: float) -> str:
     return f"{us / 1e3:,.2f} ms"
 
 
-def _bytes(value) -> str:
+def mib_text(value) -> str:
     return "n/a" if value is None else f"{value / 2**20:,.2f} MiB"
 
 

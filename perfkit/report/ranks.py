@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..stats import exact, step_ci
 from .rows import finite_rows, row
-from .step_anatomy import _mean_row
+from .step_anatomy import mean_row
 from .tables import in_ms
 
 
@@ -39,7 +39,7 @@ def ranks_rows(result, subject: str) -> list[dict]:
     by_step = steps.groupby("step")
     wall, wait = median_rank(result, "wall_us") / 1e3, median_rank(result, "wait_us") / 1e3
     rows = [row("ranks", "median_step_ms", float(wall.median()), "ms", ci=step_ci(wall), **base),
-            _mean_row("ranks", "peer_wait_ms_per_step", wait, **base), _straggler_row(result, base),
+            mean_row("ranks", "peer_wait_ms_per_step", wait, **base), _straggler_row(result, base),
             row("ranks", "straggling_ranks", float(len(result.straggling_ranks)), "ranks",
                 ci=exact(len(result.straggling_ranks)), **base)]
     comm = by_step["comm_us"].sum()

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import format_number
+from ..stats import exact
 from ..stats import step_ci
 from ..trace.steps import stub_steps
 from .perflog import PerfLog, empty_log, format_delta, format_value
@@ -44,7 +45,7 @@ def load_note(load: float | None = None, cores: int | None = None) -> str:
     return f"load average {load:.1f} on {cores} cores while measuring" if load is not None and load > cores else ""
 
 
-def _live(subject: str) -> str:
+def live_note(subject: str) -> str:
     """The quality note of a live measurement; "" for a trace file (the analyzing machine's load
     does not change what the trace recorded)."""
     return load_note() if subject.startswith("live ") else ""
@@ -64,7 +65,7 @@ def trace_step_rows(investigation: str, trace, subject: str, device: str) -> lis
     if ms.empty:
         return []
     return finite_rows([row(investigation, "median_step_ms", ms.median(), "ms", ci=step_ci(ms), subject=subject,
-                            device=device, quality=_live(subject))])
+                            device=device, quality=live_note(subject))])
 
 
 def ab_rows(investigation: str, ab, names: tuple[str, str], subject: str, device: str) -> list[dict]:
@@ -123,3 +124,13 @@ def history(perf_log_path: str | os.PathLike, investigation: str, subject: str) 
     """Perf-log rows of one investigation and subject (empty when the log does not exist yet)."""
     log = PerfLog(perf_log_path or None).read(investigation, missing_ok=True)
     return log[log["subject"] == subject].reset_index(drop=True)
+
+
+def trace_ci(subject: str, value: float) -> tuple[float, float] | None:
+    # Totals over a trace file are fixed by the file: exact; from a live recording they vary by run.
+    return exact(value) if subject.startswith("trace ") else None
+
+
+def mean_row(investigation: str, metric: str, values: pd.Series, unit: str = "ms", **base) -> dict:
+    """The mean of per-step ``values`` with its CI over the steps."""
+    return row(investigation, metric, float(values.mean()), unit, ci=step_ci(values, np.mean), **base)

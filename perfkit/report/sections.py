@@ -16,7 +16,7 @@ from .tables import recorded_on_table, summary_frame
 from .widgets import explorer
 
 
-def _show(*items) -> None:
+def show(*items) -> None:
     from IPython.display import HTML, display
 
     for item in items:
@@ -31,10 +31,10 @@ def show_findings(result, *more_warnings: str, extra=(), info: str = "Notes (sev
     warnings = tuple(result.warnings) + tuple(w for r in extra for w in r.warnings) + tuple(more_warnings)
     problems, notes = split_findings(findings)
     nothing = "<p>No problem found (no finding above severity info).</p>"
-    _show(html_table(findings_frame(problems)) if problems else nothing)
+    show(html_table(findings_frame(problems)) if problems else nothing)
     if notes:
-        _show(f"<h4>{html_text(info)}</h4>", html_table(findings_frame(notes)))
-    _show(html_warnings(warnings))
+        show(f"<h4>{html_text(info)}</h4>", html_table(findings_frame(notes)))
+    show(html_warnings(warnings))
 
 
 def split_findings(findings) -> tuple[tuple, tuple]:
@@ -45,26 +45,30 @@ def split_findings(findings) -> tuple[tuple, tuple]:
 
 def show_trace(trace) -> None:
     """Where the trace was recorded (from the trace itself) and its whole-file counts."""
-    _show(html_table(recorded_on_table(trace)), html_table(summary_frame(summarize(trace)), max_rows=40))
+    show(html_table(recorded_on_table(trace)), html_table(summary_frame(summarize(trace)), max_rows=40))
 
 
 def show_log(logged, perf_log_path: str | os.PathLike, investigation: str, subject: str) -> None:
     """This run's perf-log rows as judged, and the trend of the subject's earlier runs when there
     are at least two."""
-    _show(html_table(logged_table(logged)))
+    show(html_table(logged_table(logged)))
     earlier = history(perf_log_path, investigation, subject)
     if earlier["run_id"].nunique() >= 2:
-        _show(plots.perf_log_trend(earlier))
+        show(plots.perf_log_trend(earlier))
 
 
 def show_explorer(interactive: bool, trace_path) -> None:
     """The trace explorer widget, in JupyterLab only (``interactive=True``): batch and HTML runs
     stay static."""
     if interactive:
-        _show(explorer(trace_path=find_trace(trace_path)))
+        show(explorer(trace_path=find_trace(trace_path)))
 
 
 def show_machine(env) -> None:
     """The machine that ran the notebook (``env``: ``perfkit.environment_report()``): versions,
     devices, CPU, performance-relevant settings."""
-    _show(html_table(env.to_frame(), max_rows=60), html_table(findings_frame(env.findings)))
+    show(html_table(env.to_frame(), max_rows=60), html_table(findings_frame(env.findings)))
+
+
+def table_or(frame, nothing: str) -> str:
+    return html_table(frame) if len(frame) else f"<p>{html_text(nothing)} in either trace.</p>"

@@ -12,7 +12,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from ..analysis.host_ops import HOST_CATEGORIES
@@ -21,11 +20,11 @@ from ..analysis.step.gaps import CLASSES, FIXES, MOST
 from ..errors import ParameterError
 from ..export.annotate import annotate
 from ..results import findings_frame, html_table, html_text, html_warnings, rank_findings
-from ..stats import step_ci
 from ..workbook import relative_name
 from .plots import memory_over_time
-from .rows import _live, finite_rows, row
-from .sections import _show
+from .rows import live_note, finite_rows
+from .rows import mean_row
+from .sections import show
 
 TOP = 10
 
@@ -223,17 +222,17 @@ def step_anatomy_rows(path, gaps, subject: str, device: str) -> list[dict]:
     steps = path.steps
     if steps.empty:
         return []
-    base = dict(subject=subject, device=device, quality=_live(subject))
-    rows = [_mean_row("step_anatomy", "mean_step_ms", steps["wall_us"] / 1e3, **base)]
+    base = dict(subject=subject, device=device, quality=live_note(subject))
+    rows = [mean_row("step_anatomy", "mean_step_ms", steps["wall_us"] / 1e3, **base)]
     if not gaps.has_gpu:
         return finite_rows(rows)
     g = gaps.steps
     idle = g["wall_us"] - g["gpu_busy_us"]
-    rows += [_mean_row("step_anatomy", "gpu_busy_ms_per_step", g["gpu_busy_us"] / 1e3, **base),
-             _mean_row("step_anatomy", "gpu_idle_ms_per_step", idle / 1e3, **base)]
+    rows += [mean_row("step_anatomy", "gpu_busy_ms_per_step", g["gpu_busy_us"] / 1e3, **base),
+             mean_row("step_anatomy", "gpu_idle_ms_per_step", idle / 1e3, **base)]
     # Only classes with idle time: a class absent from both runs says nothing, and one that
     # appears is new ("no baseline"), not a regression from zero.
-    rows += [_mean_row("step_anatomy", f"idle_{c}_ms_per_step", g[f"{c}_us"] / 1e3, **base)
+    rows += [mean_row("step_anatomy", f"idle_{c}_ms_per_step", g[f"{c}_us"] / 1e3, **base)
              for c in _gap_classes(g) if g[f"{c}_us"].sum() > 0]
     return finite_rows(rows)
 
@@ -242,21 +241,16 @@ def _gap_classes(steps: pd.DataFrame) -> list[str]:
     return [c for c in CLASSES if f"{c}_us" in steps]
 
 
-def _mean_row(investigation: str, metric: str, values: pd.Series, unit: str = "ms", **base) -> dict:
-    """The mean of per-step ``values`` with its CI over the steps."""
-    return row(investigation, metric, float(values.mean()), unit, ci=step_ci(values, np.mean), **base)
-
-
 def show_memory_timeline(trace) -> None:
     """Allocated and reserved memory over time per device, with the peak, growth per step and top
     allocating ops (``memory_timeline``), for a trace recorded with ``profile_memory=True``; else
     one line saying how to record it."""
     timeline = memory_timeline(trace)
     if not timeline.devices:
-        _show(html_text("No [memory] events in this trace: record with profile_memory=True "
+        show(html_text("No [memory] events in this trace: record with profile_memory=True "
                         "(perfkit profile --memory) to see memory over time."))
         return
     rows = [{"device": d["device"], "peak": f"{d['peak_bytes'] / 2**20:,.1f} MiB", "peak step": d["peak_step"],
              "peak op": d["peak_op"] or "-", "growth per step": f"{d['growth_per_step_bytes'] / 2**10:,.1f} KiB"
              if d["growth_per_step_bytes"] is not None else "-"} for d in timeline.devices]
-    _show(memory_over_time(timeline), html_table(pd.DataFrame(rows)), html_warnings(timeline.warnings))
+    show(memory_over_time(timeline), html_table(pd.DataFrame(rows)), html_warnings(timeline.warnings))

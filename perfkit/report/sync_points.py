@@ -12,8 +12,8 @@ from ..results import html_table, html_text
 from ..stats import exact, step_ci
 from . import plots
 from .prose import finite
-from .rows import _live, finite_rows, row
-from .sections import _show
+from .rows import live_note, finite_rows, row
+from .sections import show
 
 
 def sync_rows(result, trace, subject: str, device: str, *, detected=None, detected_steps: int = 0) -> list[dict]:
@@ -35,7 +35,7 @@ def sync_rows(result, trace, subject: str, device: str, *, detected=None, detect
         rows += [row("sync_points", "sync_points_per_step", t["per_step"], "syncs",
                      ci=step_ci(points["count"], np.mean), **base),
                  row("sync_points", "sync_blocked_ms_per_step", t["in_steps"]["blocked_us"] / t["steps"] / 1e3, "ms",
-                     ci=step_ci(points["blocked_us"] / 1e3, np.mean), quality=_live(subject), **base),
+                     ci=step_ci(points["blocked_us"] / 1e3, np.mean), quality=live_note(subject), **base),
                  row("sync_points", "host_scalar_reads_per_step", t["host_scalar_reads"] / t["steps"], "reads",
                      ci=step_ci(reads["count"], np.mean), **base)]
     if detected is not None and detected_steps:
@@ -102,15 +102,15 @@ def show_sync_sites(result) -> None:
     the host scalar reads that did not wait, on their own; a sentence where there are none."""
     sites = result.to_frame()
     if sites.empty:
-        _show("<p>No sync point: nothing in this trace waited on the GPU.</p>")
+        show("<p>No sync point: nothing in this trace waited on the GPU.</p>")
     else:
-        _show(html_table(result.by_kind),
+        show(html_table(result.by_kind),
               plots.breakdown(sites.assign(site=site_labels(sites)), name="site", value="blocked_us", top=15,
                               title="Sync sites by host time blocked", label_chars=80),
               html_table(sync_site_table(sites)))
     reads = result.host_read_sites()
     if len(reads):
-        _show(f"<h4>{html_text(reads_line(result.total))}</h4>",
+        show(f"<h4>{html_text(reads_line(result.total))}</h4>",
               html_table(sync_site_table(reads, time_label="host_ms")))
 
 

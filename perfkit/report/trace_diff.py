@@ -9,14 +9,16 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..analysis.diff.analyze import diff
+from ..analysis.summary import summarize
+from ..errors import ParameterError
 from ..results import html_table
-from ..workbook import trace_source
+from ..workbook import check_mode, trace_source
 from . import plots
-from .cpu_bound import _table_or
 from .prose import PARTIAL_STEPS, finite, prose
 from .rows import finite_rows, row, trace_step_rows
-from .sections import _show
-from .tables import _summarize, recorded_on_table, summary_frame
+from .sections import show
+from .sections import table_or
+from .tables import recorded_on_table, summary_frame
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,8 +37,11 @@ class TraceComparison:
 
 
 def compare_traces(investigation: str, mode: str, before_path: str, after_path: str) -> TraceComparison:
-    """Load ``before_path`` and ``after_path`` (``trace_source``) and
-    compare them for ``investigation``. Raises ParameterError / TraceError for a bad path or trace."""
+    """Load ``before_path`` and ``after_path`` (``trace_source``; ``mode`` must be
+    "trace") and compare them for ``investigation``. Raises ParameterError / TraceError for a bad path or trace."""
+    if check_mode(mode) != "trace":
+        raise ParameterError(f"mode={mode!r}: comparing two traces reads trace files; record them first "
+                             "(perfkit profile) and pass their paths with mode='trace'")
     before, after = trace_source(before_path, mode), trace_source(after_path, mode)
     result = diff(before.trace, after.trace)
     subject = f"{before.subject} -> {after.subject}"
@@ -101,15 +106,15 @@ def show_diff(pairing) -> None:
         return
 
     comparison, before, after = pairing.diff, pairing.before.trace, pairing.after.trace
-    _show(prose(diff_text(comparison)), plots.diff_breakdown(comparison), html_table(comparison.to_frame()),
-          "<h4>Host waits on the GPU, by kind (us per step)</h4>", _table_or(comparison.waits, "no host waits"),
-          "<h4>record_function ranges (us per step)</h4>", _table_or(comparison.annotations, "no ranges"),
+    show(prose(diff_text(comparison)), plots.diff_breakdown(comparison), html_table(comparison.to_frame()),
+          "<h4>Host waits on the GPU, by kind (us per step)</h4>", table_or(comparison.waits, "no host waits"),
+          "<h4>record_function ranges (us per step)</h4>", table_or(comparison.annotations, "no ranges"),
           html_table(summary_pair(before, after)), html_table(recorded_on_table(after)), plots.step_timeline(after))
 
 
 def summary_pair(before, after) -> pd.DataFrame:
     """``summary_frame`` of two traces side by side: metric, before, after."""
-    a, b = summary_frame(_summarize(before)), summary_frame(_summarize(after))
+    a, b = summary_frame(summarize(before)), summary_frame(summarize(after))
     # Matched by name: a compiled trace has rows the other may lack ("n/a" on that side).
     order = list(dict.fromkeys([*a["metric"], *b["metric"]]))
     pair = pd.DataFrame({"before": a.set_index("metric")["value"], "after": b.set_index("metric")["value"]})

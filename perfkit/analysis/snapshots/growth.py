@@ -48,12 +48,6 @@ class SnapshotGrowth:
     def to_frame(self) -> pd.DataFrame:
         return self.table.copy()
 
-    @property
-    def growth_per_interval_bytes(self) -> float:
-        """Median growth per interval after the first (NaN with two snapshots)."""
-        later = self.table["growth_bytes"].iloc[2:]
-        return float(later.median()) if len(later) else float("nan")
-
     def __repr__(self) -> str:
         return (f"<SnapshotGrowth {self.verdict}: {len(self.table)} snapshots, "
                 f"{self.table['allocated_bytes'].iloc[-1] / _MIB:,.1f} MiB allocated at the last>")

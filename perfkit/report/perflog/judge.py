@@ -34,6 +34,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from scipy.stats import norm
+
 VERDICTS = ("improved", "regressed", "within noise", "no baseline", "not enough data", "unchanged")
 ALPHA_RUN = 0.05
 RUN_METRICS = 20
@@ -48,8 +50,6 @@ _Z95 = 1.959964
 
 
 def _z(alpha_two_sided: float) -> float:
-    from scipy.stats import norm
-
     return float(norm.isf(alpha_two_sided / 2))
 
 

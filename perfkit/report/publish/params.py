@@ -3,10 +3,57 @@ what each notebook declares in its ``parameters`` cell, made before any kernel s
 from __future__ import annotations
 
 import ast
+import os
+from pathlib import Path
+from typing import Iterable
 
 from ...errors import ParameterError
+from ...registry import read_notebook
+from .execute import require_papermill
 
 SIMPLE_TYPES = ("int", "float", "bool", "str")
+# Filled in by the runner for the notebooks that declare them, and only for those: the perf log
+# the run appends to and the run's label ("DATE/HHMMSS/name"), in the order with_runner_parameters
+# gives their values.
+RUNNER_PARAMETERS = ("perf_log_path", "run_label")
+
+
+def notebook_parameters(path: str | os.PathLike) -> dict:
+    """The notebook's declared parameters: name -> {inferred_type_name, default, help}."""
+    require_papermill()
+    # papermill is heavy and optional (the workbook extra); inspect_notebook only takes .ipynb paths
+    from papermill.inspection import _infer_parameters
+
+    return {p.name: p._asdict() for p in _infer_parameters(read_notebook(path))}
+
+
+def check_parameters(name: str, declared: Iterable[str], given: Iterable[str]) -> None:
+    """Raise ParameterError naming unknown parameters and the valid ones."""
+    declared = list(declared)
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        valid = ", ".join(declared) or "none (no cell tagged 'parameters')"
+        raise ParameterError(f"{name}: unknown parameter(s) {', '.join(unknown)}; valid: {valid}")
+
+
+def with_runner_parameters(params: dict, declared: dict, log_path: Path, folder: Path, out: Path,
+                           name: str) -> dict:
+    """``params`` plus the RUNNER_PARAMETERS the notebook declares, for the run folder ``folder``
+    under the reports folder ``out``."""
+    run_label = f"{folder.relative_to(out).as_posix()}/{name}"
+    values = dict(zip(RUNNER_PARAMETERS, (str(log_path), run_label), strict=True))
+    return {**params, **{k: v for k, v in values.items() if k in declared}}
+
+
+def type_warnings(declared: dict, params: dict) -> tuple[str, ...]:
+    """A warning for each value whose type differs from the declared default's (an int for a
+    float is fine); the notebook still runs."""
+    out = []
+    for key, value in params.items():
+        expected, got = declared.get(key, {}).get("inferred_type_name"), type(value).__name__
+        if expected in SIMPLE_TYPES and value is not None and got != expected and (expected, got) != ("float", "int"):
+            out.append(f"parameter {key}: the notebook's default is {expected}, got {got} {value!r}; check the value")
+    return tuple(out)
 
 
 def refuse_impossible_values(declared: dict, params: dict) -> None:
