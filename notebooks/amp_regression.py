@@ -35,31 +35,25 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import gpu_kernels as kernel_tables, step_anatomy as lookat, plots, prose, rows, sections, tables
+from perfkit.report import amp_regression, gpu_kernels, plots, prose, sections, step_anatomy, tables, trace_diff
 from perfkit.report.card import verdict_card
-from perfkit.report.trace_diff import compare_traces
+from perfkit.notebook_setup import open_ab
 from perfkit.results import html_table
 from perfkit.workloads.mlp import mlp_problem
-from perfkit.bench import live
-from perfkit.report import amp_regression
-from perfkit.report import trace_diff
 
-live.check_mode(mode)
-ab = pairing = None
-if mode == "live":
+
+def run_live():
     problem = mlp_problem(batch=batch, features=features, hidden=hidden, layers=layers)
-    result = ab = perfkit.amp_ab(problem.make_model, problem.make_batch, problem.loss_fn, steps=train_steps,
-                                 device=device, dtype=dtype, optimizer=optimizer, repeats=ab_repeats)
-    subject = f"mlp b{batch} f{features} h{hidden} l{layers} {dtype} {optimizer} steps={train_steps}x{ab_repeats}"
-    metrics, recorded = amp_regression.amp_rows(ab, subject), ab.device
-    verdict = prose.ab_verdict(f"autocast ({dtype})", ab)
-else:
-    pairing = compare_traces("amp_regression", mode, trace_path, trace_path_b)
-    result = pairing.diff
-    subject, recorded, metrics, verdict = pairing.subject, pairing.device, pairing.metrics, pairing.verdict
-logged = rows.log_rows(perf_log_path, metrics, change=change, run_id=run_label)
-verdict_card("amp_regression", result, logged, subject=subject, device=recorded, verdict=verdict,
-             fix=pairing.fix if pairing else None)
+    ab = perfkit.amp_ab(problem.make_model, problem.make_batch, problem.loss_fn, steps=train_steps,
+                        device=device, dtype=dtype, optimizer=optimizer, repeats=ab_repeats)
+    return ab, f"mlp b{batch} f{features} h{hidden} l{layers} {dtype} {optimizer} steps={train_steps}x{ab_repeats}"
+
+
+case = open_ab("amp_regression", mode, (trace_path, trace_path_b), run_live, rows_of=amp_regression.amp_rows,
+               what=f"autocast ({dtype})", perf_log_path=perf_log_path, change=change, run_label=run_label)
+result, ab, pairing = case.result, case.ab, case.pairing
+verdict_card("amp_regression", result, case.logged, subject=case.subject, device=case.device, verdict=case.verdict,
+             fix=case.fix)
 
 # %% [markdown]
 # ## AMP A/B (live mode)
@@ -91,8 +85,8 @@ trace_diff.show_diff(pairing)
 # %%
 if pairing is not None:
     arms = {"before": perfkit.kernels(pairing.before.trace), "after": perfkit.kernels(pairing.after.trace)}
-    display(HTML(html_table(kernel_tables.arms_summary(arms))))
-    display(HTML(lookat.table_or_note(kernel_tables.arms_gemm_dtypes(arms), "Neither trace has GEMM kernels.")))
+    display(HTML(html_table(gpu_kernels.arms_summary(arms))))
+    display(HTML(step_anatomy.table_or_note(gpu_kernels.arms_gemm_dtypes(arms), "Neither trace has GEMM kernels.")))
 
 # %% [markdown]
 # ## Findings
@@ -111,7 +105,7 @@ sections.show_explorer(interactive and mode == "trace", trace_path_b)
 # This run's rows, each against the previous run of this investigation on the same subject and device.
 
 # %%
-sections.show_log(logged, perf_log_path, "amp_regression", subject)
+sections.show_log(case.logged, perf_log_path, "amp_regression", case.subject)
 
 # %% [markdown]
 # ## Machine that ran this notebook

@@ -42,10 +42,10 @@ from perfkit.report import caserows, guide, plots, prose, rows, sections, tables
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only
 from perfkit.results import findings_frame, html_table, html_warnings
-from perfkit.bench import live
+from perfkit.workbook import check_mode, trace_source
 
 NAME = "case_environment"
-live.check_mode(mode)
+check_mode(mode)
 env = perfkit.environment_report()
 with perfkit.SystemMonitor(monitor_interval_s) as monitor:
     suite = perfkit.op_suite(preset=preset, ops=ops, dtypes=dtypes, threads=suite_threads, environment=env)
@@ -70,7 +70,7 @@ verdict_card(NAME, suite, logged, subject=subject, device=env.devices[0]["name"]
 display(HTML(html_table(env.to_frame(), max_rows=60)))
 display(HTML(html_table(findings_frame(env.findings))))
 if mode == "trace":
-    recorded = live.load_source("trace", trace_path)
+    recorded = trace_source(trace_path)
     display(HTML(prose.prose(f"{recorded.subject} was recorded on {recorded.device}:")
                  + html_table(tables.recorded_on_table(recorded.trace))))
 

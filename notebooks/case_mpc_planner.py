@@ -48,7 +48,7 @@ from IPython.display import HTML, display
 
 import perfkit
 from perfkit.report import caserows, pair, plots, prose, rows, sections, tables
-from perfkit.analysis import per_step as perstep
+from perfkit.analysis import per_step
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only, measured_ci
 from perfkit.bench.ladder import Arm, variant_ab
@@ -89,10 +89,10 @@ display(plots.step_breakdown(cpu_before, title="Before: where each planning step
 # says "no GPU" rather than a number. Op counts per action are exact in any trace.
 
 # %%
-split = perstep.host_device_split(cpu_before)
-display(HTML(html_table(perstep.host_device_frame(cpu_before))))
+split = per_step.host_device_split(cpu_before)
+display(HTML(html_table(per_step.host_device_frame(cpu_before))))
 OPS = ("aten::linear", "aten::copy_", "aten::to", "aten::lift_fresh", "aten::stack")
-op_counts = perstep.ops_table(cpu_before, cpu_after, OPS)
+op_counts = per_step.ops_table(cpu_before, cpu_after, OPS)
 display(HTML(html_table(op_counts)))
 display(plots.breakdown(cpu_before.top_ops(12), value="self_us", top=12, title="Before: host ops by self time"))
 
@@ -171,7 +171,7 @@ display(memory)
 # study on the same subject and device.
 
 # %%
-more = caserows.count_rows(NAME, perstep.ops_per_step(cpu_after, OPS), "calls", subject=subject, device=after.device,
+more = caserows.count_rows(NAME, per_step.ops_per_step(cpu_after, OPS), "calls", subject=subject, device=after.device,
                            suffix="_per_step")
 more += caserows.planning_rows(NAME, memory, subject="live mppi from_numpy planning memory")
 more += caserows.count_rows(NAME, {"recompiles": recompiled[None].recompile_count}, "recompiles",

@@ -47,9 +47,8 @@ from IPython.display import HTML, display
 
 import perfkit
 from perfkit.bench import live
-from perfkit.report import memory_leak
-from perfkit.report import caserows, pair, plots, prose, rows, sections, tables
-from perfkit.analysis import per_step as perstep
+from perfkit.report import caserows, memory_leak, pair, plots, prose, rows, sections, tables
+from perfkit.analysis import per_step
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, measured_ci
 from perfkit.bench.ladder import Arm, variant_ab
@@ -61,11 +60,11 @@ ARMS = (Arm("NaN checks + tensor branch", "sync_checks"), Arm("no checks, clamp"
 before, after, subject, run_id, LABELS = open_case(mode, (trace_path, trace_path_b), workload="ppo", arms=ARMS,
                                                    device=device, threads=threads, steps=steps, overrides=overrides,
                                                    run_label=run_label)
-syncs = perstep.sync_change(before.trace, after.trace)
+syncs = per_step.sync_change(before.trace, after.trace)
 logged = rows.log_rows(perf_log_path, caserows.count_rows(
     NAME, {"sync_points_before": syncs["before_per_step"], "sync_points_after": syncs["after_per_step"]}, "syncs",
     subject=subject, device=after.device, suffix="_per_step"), change=change, run_id=run_id)
-verdict_card(NAME, syncs["before"], logged, subject=subject, device=after.device, verdict=perstep.sync_text(syncs),
+verdict_card(NAME, syncs["before"], logged, subject=subject, device=after.device, verdict=per_step.sync_text(syncs),
              fix="Take the checks off the hot path: torch.nan_to_num or an unconditional clamp, or accumulate "
                  "torch.isfinite(x).all() on the device and read it every N steps; three-argument torch.where")
 
@@ -76,11 +75,11 @@ verdict_card(NAME, syncs["before"], logged, subject=subject, device=after.device
 # `aten::isnan` and `aten::any`.
 
 # %%
-display(HTML(prose.prose(perstep.sync_text(syncs))))
+display(HTML(prose.prose(per_step.sync_text(syncs))))
 display(HTML(html_table(syncs["before"].by_kind)))
 CHECK_OPS = ("aten::isnan", "aten::any", "aten::is_nonzero", "aten::item", "aten::nonzero")
 cpu_before, cpu_after = perfkit.cpu_bound(before.trace), perfkit.cpu_bound(after.trace)
-display(HTML(html_table(perstep.ops_table(cpu_before, cpu_after, CHECK_OPS))))
+display(HTML(html_table(per_step.ops_table(cpu_before, cpu_after, CHECK_OPS))))
 
 # %% [markdown]
 # ## 2. Measurement: each syncing line, at run time
@@ -174,7 +173,7 @@ sections.show_log(logged, perf_log_path, NAME, subject)
 
 # %%
 leak = hunts["unbounded_history"].series("tracemalloc_bytes")
-counts = perstep.ops_table(cpu_before, cpu_after, CHECK_OPS).set_index("op")
+counts = per_step.ops_table(cpu_before, cpu_after, CHECK_OPS).set_index("op")
 display(HTML(html_table(closing_table([
     WriteupFigure("NaN checks per forward pass", "50+", scan_report.counts_by_rule.get("check-in-forward", 0),
                   "check sites", "the planted forward pass has 4 checks at one helper call site (scan counts the "

@@ -47,7 +47,7 @@ from IPython.display import HTML, display
 
 import perfkit
 from perfkit.report import caserows, pair, plots, prose, rows, sections, tables
-from perfkit.analysis import per_step as perstep
+from perfkit.analysis import per_step
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only, measured_ci
 from perfkit.bench.ladder import Arm, first_step_cost, ppo_env_steps, speed_ladder
@@ -90,8 +90,8 @@ PAIR = (Arm(".item() logging", "item_logging"), Arm("batched metrics", "batched_
 before, after = live.load_pair(mode, (trace_path, trace_path_b), workload="ppo", arms=PAIR, device=device,
                                steps=steps, overrides=overrides)
 subject = pair.pair_subject(mode, before, after, "ppo", tuple(a.label for a in PAIR))
-syncs = perstep.sync_change(before.trace, after.trace)
-display(HTML(prose.prose(perstep.sync_text(syncs))))
+syncs = per_step.sync_change(before.trace, after.trace)
+display(HTML(prose.prose(per_step.sync_text(syncs))))
 display(HTML(html_table(syncs["before"].to_frame()[["kind", "op", "file", "line", "count", "per_step"]])))
 detected = {a.label: live.detect_workload_syncs("ppo", a.variant, device=device, steps=detect_steps,
                                                   overrides=overrides) for a in PAIR}
@@ -191,7 +191,7 @@ sections.show_findings(compiles["flag_flip"])
 
 # %%
 for name in compiled_traces:
-    regions = perstep.compiled_regions(live.load_source("trace", name).trace)
+    regions = per_step.compiled_regions(live.load_source("trace", name).trace)
     display(HTML(prose.prose(f"{name}: {regions['frame'].nunique()} frame(s), {len(regions)} graph(s)")
                  + html_table(regions)))
 

@@ -42,9 +42,8 @@ import pandas as pd
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import htod
-from perfkit.report import caserows, pair, plots, prose, rows, sections
-from perfkit.analysis import per_step as perstep
+from perfkit.report import caserows, htod, pair, plots, prose, rows, sections
+from perfkit.analysis import per_step
 from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only, measured_ci
 from perfkit.bench.ladder import Arm, arm_facts, variant_ab
@@ -57,11 +56,11 @@ ARMS = (Arm("host normalize + torch.stack", "host_normalize"), Arm("preallocated
 before, after, subject, run_id, LABELS = open_case(mode, (trace_path, trace_path_b), workload="replay", arms=ARMS,
                                                    device=device, threads=threads, steps=steps, overrides=overrides,
                                                    run_label=run_label)
-sample = perstep.range_change(before.trace, after.trace, SAMPLE_ANNOTATION)
+sample = per_step.range_change(before.trace, after.trace, SAMPLE_ANNOTATION)
 logged = rows.log_rows(perf_log_path, caserows.range_rows(NAME, sample, subject=subject, device=after.device),
                        change=change, run_id=run_id)
 verdict_card(NAME, perfkit.cpu_bound(after.trace), logged, subject=subject, device=after.device,
-             verdict=perstep.range_text(sample),
+             verdict=per_step.range_text(sample),
              fix="Gather into preallocated (pinned, on CUDA) uint8 storage with index_select(out=...), copy with "
                  "non_blocking=True, convert to float on the device")
 
@@ -100,7 +99,7 @@ display(HTML(html_table(pd.DataFrame([{"variant": k, "bytes copied per step": v[
 
 # %%
 SAMPLE_OPS = ("aten::stack", "aten::index_select", "aten::div", "aten::div_", "aten::to", "aten::copy_")
-display(HTML(html_table(perstep.ops_table(cpu_before, cpu_after, SAMPLE_OPS))))
+display(HTML(html_table(per_step.ops_table(cpu_before, cpu_after, SAMPLE_OPS))))
 comparison = perfkit.diff(before.trace, after.trace)
 display(plots.diff_breakdown(comparison, title="Per-step time change, preallocated staging - host stacking"))
 
@@ -120,7 +119,7 @@ display(plots.diff_breakdown(comparison, title="Per-step time change, preallocat
 # 4x bytes and the blocking pageable copy cost time only on a GPU (a GPU trace shows them).
 
 # %%
-display(HTML(prose.prose(perstep.range_text(sample))))
+display(HTML(prose.prose(per_step.range_text(sample))))
 if mode == "live":
     evidence = pair.from_ab(variant_ab("replay", *ARMS, device=device, overrides=overrides, min_time_s=ab_min_time_s,
                                        repeats=ab_repeats))
@@ -163,7 +162,7 @@ no_copies = f"the trace was recorded on {before.device}: it has no host-to-devic
 bytes_before, bytes_after = (facts[a.label]["bytes_per_batch"] for a in ARMS)
 display(HTML(html_table(closing_table([
     WriteupFigure("pageable host-to-device copies per step", "large totals (count not given)",
-                  gpu_only(perstep.pageable_htod_per_step(copies), before.trace.has_gpu_events, no_copies), "copies",
+                  gpu_only(per_step.pageable_htod_per_step(copies), before.trace.has_gpu_events, no_copies), "copies",
                   "each sampled batch is one copy; the write-up's totals add up a whole training run"),
     WriteupFigure("bytes copied host-to-device per step", "not given", bytes_after, "bytes", before=bytes_before,
                   why="computed from the pipeline's sizes: float32 on the host is 4x the uint8 bytes"),
@@ -175,8 +174,8 @@ display(HTML(html_table(closing_table([
                   "the ratio's CI is a bootstrap over profiled steps", ci=measured_ci(sample["low"], sample["high"])),
     WriteupFigure("dated performance log", "kept by hand", float(history["run_id"].nunique()), "runs logged",
                   "runs of this case study on this subject in the perf log so far, each dated and judged"),
-    WriteupFigure("stacking into preallocated storage", "the fix", perstep.ops_per_step(cpu_after, ["aten::stack"])
-                  ["aten::stack"], "aten::stack per step", before=perstep.ops_per_step(cpu_before, ["aten::stack"])
+    WriteupFigure("stacking into preallocated storage", "the fix", per_step.ops_per_step(cpu_after, ["aten::stack"])
+                  ["aten::stack"], "aten::stack per step", before=per_step.ops_per_step(cpu_before, ["aten::stack"])
                   ["aten::stack"], why="torch.stack of a fresh list every step, replaced by index_select(out=...)"),
 ]))))
 

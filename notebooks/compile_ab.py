@@ -34,31 +34,25 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import plots, prose, rows, sections, tables
+from perfkit.report import compile_ab, plots, prose, sections, tables, trace_diff
 from perfkit.report.card import verdict_card
-from perfkit.report.trace_diff import compare_traces
+from perfkit.notebook_setup import open_ab
 from perfkit.results import html_table
 from perfkit.workloads.mlp import mlp_problem
-from perfkit.bench import live
-from perfkit.report import compile_ab
-from perfkit.report import trace_diff
 
-live.check_mode(mode)
-ab = pairing = None
-if mode == "live":
+
+def run_live():
     problem = mlp_problem(batch=batch, features=features, hidden=hidden, layers=layers)
-    result = ab = perfkit.compile_ab(problem.make_model(), problem.example_inputs, backend=backend,
-                                     mode=compile_mode, steps=ab_steps, device=device)
-    subject = f"mlp b{batch} f{features} h{hidden} l{layers} {backend}/{compile_mode} steps={ab_steps}"
-    metrics, recorded = compile_ab.compile_rows(ab, subject), ab.device
-    verdict = prose.ab_verdict(f"torch.compile ({backend})", ab)
-else:
-    pairing = compare_traces("compile_ab", mode, trace_path, trace_path_b)
-    result = pairing.diff
-    subject, recorded, metrics, verdict = pairing.subject, pairing.device, pairing.metrics, pairing.verdict
-logged = rows.log_rows(perf_log_path, metrics, change=change, run_id=run_label)
-verdict_card("compile_ab", result, logged, subject=subject, device=recorded, verdict=verdict,
-             fix=pairing.fix if pairing else None)
+    ab = perfkit.compile_ab(problem.make_model(), problem.example_inputs, backend=backend,
+                            mode=compile_mode, steps=ab_steps, device=device)
+    return ab, f"mlp b{batch} f{features} h{hidden} l{layers} {backend}/{compile_mode} steps={ab_steps}"
+
+
+case = open_ab("compile_ab", mode, (trace_path, trace_path_b), run_live, rows_of=compile_ab.compile_rows,
+               what=f"torch.compile ({backend})", perf_log_path=perf_log_path, change=change, run_label=run_label)
+result, ab, pairing = case.result, case.ab, case.pairing
+verdict_card("compile_ab", result, case.logged, subject=case.subject, device=case.device, verdict=case.verdict,
+             fix=case.fix)
 
 # %% [markdown]
 # ## Compile A/B (live mode)
@@ -98,7 +92,7 @@ sections.show_explorer(interactive and mode == "trace", trace_path_b)
 # This run's rows, each against the previous run of this investigation on the same subject and device.
 
 # %%
-sections.show_log(logged, perf_log_path, "compile_ab", subject)
+sections.show_log(case.logged, perf_log_path, "compile_ab", case.subject)
 
 # %% [markdown]
 # ## Machine that ran this notebook

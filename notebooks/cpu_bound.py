@@ -16,7 +16,7 @@
 # (host blocked in syncs), **launch-bound** (many short kernels: the host issuing them is the cost),
 # **host-compute-bound** (CPU ops or Python doing work that launches nothing), **communication-bound**,
 # **warm-up** (first calls hold the step) and **GPU activity not recorded**.
-# Every threshold and its source: `perfkit/analysis/cpu_bound_rules.py`.
+# Every threshold and its source: `perfkit/analysis/step/rules.py`.
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path; "live": record a reference workload now
@@ -38,11 +38,10 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import plots, prose, rows, sections
+from perfkit.report import cpu_bound, plots, prose, rows, sections
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table
 from perfkit.bench import live
-from perfkit.report import cpu_bound
 
 source = live.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
                             warmup=warmup, overrides=overrides)

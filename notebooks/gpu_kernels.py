@@ -27,7 +27,7 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import gpu_kernels as kernel_tables, plots, rows, sections
+from perfkit.report import gpu_kernels, plots, rows, sections
 from perfkit.report.card import verdict_card
 from perfkit.report.gpu_kernels import kernel_rows
 from perfkit.results import html_table, html_text
@@ -39,7 +39,7 @@ result = perfkit.kernels(source.trace, device=None if device in ("auto", "cpu", 
 logged = rows.log_rows(perf_log_path, kernel_rows(result, source.subject, source.device), change=change,
                        run_id=run_label)
 verdict_card("gpu_kernels", result, logged, subject=source.subject, device=source.device,
-             verdict=kernel_tables.kernel_verdict(result))
+             verdict=gpu_kernels.kernel_verdict(result))
 
 # %% [markdown]
 # ## Where the GPU time goes, by kernel
@@ -49,11 +49,11 @@ verdict_card("gpu_kernels", result, logged, subject=source.subject, device=sourc
 # dtype (from the name, else from the launching op's input types).
 
 # %%
-display(HTML(f"<p>{html_text(kernel_tables.device_line(result))}</p>"))
+display(HTML(f"<p>{html_text(gpu_kernels.device_line(result))}</p>"))
 if result.has_gpu:
-    display(HTML(html_table(kernel_tables.totals_table(result))))
-    display(HTML(html_table(kernel_tables.kernel_table(result, top), max_rows=top)))
-    display(HTML(html_table(kernel_tables.gemm_dtype_table(result))))
+    display(HTML(html_table(gpu_kernels.totals_table(result))))
+    display(HTML(html_table(gpu_kernels.kernel_table(result, top), max_rows=top)))
+    display(HTML(html_table(gpu_kernels.gemm_dtype_table(result))))
 else:
     display(HTML("<p>No GPU kernels in this trace: nothing ran on a GPU while it was profiled (or the profiler "
                  "recorded only CPU activity).</p>"))
@@ -68,7 +68,7 @@ else:
 
 # %%
 if result.has_gpu:
-    display(HTML(html_table(kernel_tables.op_table(result, top), max_rows=top)))
+    display(HTML(html_table(gpu_kernels.op_table(result, top), max_rows=top)))
 
 # %% [markdown]
 # ## Roofline

@@ -32,11 +32,10 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import plots, prose, rows, sections
+from perfkit.report import htod, plots, prose, rows, sections
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table
 from perfkit.bench import live
-from perfkit.report import htod
 
 source = live.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
                             warmup=warmup, overrides=overrides)

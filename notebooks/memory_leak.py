@@ -44,20 +44,18 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import plots, prose, rows, sections, memory_leak as snapshots
+from perfkit.report import memory_leak, plots, prose, rows, sections, trace_diff
 from perfkit.report.card import verdict_card
 from perfkit.report.trace_diff import compare_traces
 from perfkit.results import html_table
 from perfkit.bench import live
-from perfkit.report import trace_diff
-from perfkit.report import memory_leak
 
-snapshots.check_mode(mode)
+memory_leak.check_mode(mode)
 hunt = pairing = snaps = None
 if mode == "snapshot":
-    snaps = snapshots.load_snapshots(snapshot_paths)
+    snaps = memory_leak.load_snapshots(snapshot_paths)
     result, subject, recorded = snaps.result, snaps.subject, snaps.device
-    metrics, verdict = memory_leak.snapshot_rows(snaps), snapshots.snapshot_verdict(snaps)
+    metrics, verdict = memory_leak.snapshot_rows(snaps), memory_leak.snapshot_verdict(snaps)
 elif mode == "live":
     with live.live_workload(workload, variant, device, overrides) as trainer:
         with perfkit.SystemMonitor(interval_s=monitor_interval_s) as monitor:
@@ -95,7 +93,7 @@ if hunt is not None:
 
 # %%
 if snaps is not None:
-    snapshots.show_snapshots(snaps)
+    memory_leak.show_snapshots(snaps)
 
 # %% [markdown]
 # ## Trace diff (trace mode)

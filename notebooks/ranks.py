@@ -12,7 +12,7 @@
 # its collectives waited for the others, which rank is the straggler in which steps and why, and how
 # far apart the ranks reach each collective. The default input is a small synthetic 4-rank job
 # shipped with perfkit (`data/traces/README.md`: rank 2's DataLoader is 2 ms slower); point
-# `trace_path` at your `tensorboard_trace_handler` folder. Rules: `perfkit/analysis/stragglers.py`.
+# `trace_path` at your `tensorboard_trace_handler` folder. Rules: `perfkit/analysis/ranks/stragglers.py`.
 
 # %% tags=["parameters"]
 trace_path = "ddp4_slow_dataloader"  # a folder of per-rank traces, a glob ("run/*.pt.trace.json.gz"), a shipped set
@@ -31,10 +31,9 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import plots, prose, rows, sections
+from perfkit.report import plots, prose, ranks, rows, sections
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table
-from perfkit.report import ranks
 from perfkit import workbook
 
 files = workbook.find_rank_traces(trace_path)

@@ -11,7 +11,7 @@
 # One sentence for the mean step (Python hotspot, waiting for the GPU, GPU busy and idle, what bounds
 # it), then the evidence: host time by call stack, the critical path of each step, why the GPU sat
 # idle, and the time ranges to open in Perfetto. Record traces with `with_stack=True` for Python
-# frames. Models: `perfkit/analysis/anatomy.py`, `critical_path.py`, `gaps.py`, `hotspots.py`.
+# frames. Models: `perfkit/analysis/step/` (`anatomy.py`, `critical_path.py`, `gaps.py`, `hotspots.py`).
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path; "live": record a reference workload now
@@ -36,11 +36,10 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import step_anatomy as lookat, plots, rows, sections, tables
+from perfkit.report import plots, rows, sections, step_anatomy, tables
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table, html_warnings
 from perfkit.bench import live
-from perfkit.report import step_anatomy
 
 source = live.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
                             warmup=warmup, overrides=overrides)
@@ -64,7 +63,7 @@ verdict_card("step_anatomy", gaps, logged, subject=source.subject, device=source
 
 # %%
 display(plots.icicle(spots, max_depth=max_depth))
-display(HTML(html_table(lookat.hotspot_table(spots, top))))
+display(HTML(html_table(step_anatomy.hotspot_table(spots, top))))
 display(HTML(html_table(tables.in_ms(spots.threads))))
 
 # %% [markdown]
@@ -77,7 +76,8 @@ display(HTML(html_table(tables.in_ms(spots.threads))))
 # %%
 display(plots.critical_path_bars(path))
 display(HTML(html_table(tables.in_ms(path.to_frame()).drop(columns=["start_us", "end_us"]))))
-display(HTML(lookat.table_or_note(lookat.path_stretches(path, trace, top), "No host, sync or idle time on the path.")))
+stretches = step_anatomy.path_stretches(path, trace, top)
+display(HTML(step_anatomy.table_or_note(stretches, "No host, sync or idle time on the path.")))
 
 # %% [markdown]
 # ## Why the GPU sat idle
@@ -87,15 +87,15 @@ display(HTML(lookat.table_or_note(lookat.path_stretches(path, trace, top), "No h
 
 # %%
 display(plots.gpu_time_bars(gaps))
-display(HTML(lookat.table_or_note(lookat.gap_classes(gaps), lookat.gap_note(gaps))))
-display(HTML(lookat.table_or_note(lookat.top_gaps(gaps, trace, top), "")))
+display(HTML(step_anatomy.table_or_note(step_anatomy.gap_classes(gaps), step_anatomy.gap_note(gaps))))
+display(HTML(step_anatomy.table_or_note(step_anatomy.top_gaps(gaps, trace, top), "")))
 
 # %% [markdown]
 # ## Findings
 # Most severe first, each with the range to look at, its evidence, the fix and the threshold that fired.
 
 # %%
-display(HTML(lookat.table_or_note(lookat.findings_table(gaps.findings, trace),
+display(HTML(step_anatomy.table_or_note(step_anatomy.findings_table(gaps.findings, trace),
                                   "No GPU-gap findings; the card's fix above names where the step's time goes.")))
 display(HTML(html_warnings(tuple(dict.fromkeys(anatomy.warnings + spots.warnings + trace.warnings)))))
 
@@ -114,7 +114,7 @@ step_anatomy.show_memory_timeline(trace)
 # ui.perfetto.dev or chrome://tracing beside the original timeline.
 
 # %%
-display(lookat.annotated_trace(trace, mode, annotated_path))
+display(step_anatomy.annotated_trace(trace, mode, annotated_path))
 
 # %% [markdown]
 # ## The trace

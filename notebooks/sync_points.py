@@ -34,11 +34,10 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import plots, prose, rows, sections
+from perfkit.report import plots, prose, rows, sections, sync_points
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table, html_warnings
 from perfkit.bench import live
-from perfkit.report import sync_points
 
 source = live.load_source(mode, trace_path, workload=workload, variant=variant, device=device, steps=steps,
                             warmup=warmup, overrides=overrides)
@@ -47,8 +46,9 @@ result = perfkit.syncs(trace)
 detected = None
 if mode == "live":
     detected = live.detect_workload_syncs(workload, variant, device=device, steps=detect_steps, overrides=overrides)
-logged = rows.log_rows(perf_log_path, sync_points.sync_rows(result, trace, source.subject, source.device, detected=detected,
-                                                     detected_steps=detect_steps), change=change, run_id=run_label)
+metrics = sync_points.sync_rows(result, trace, source.subject, source.device, detected=detected,
+                                detected_steps=detect_steps)
+logged = rows.log_rows(perf_log_path, metrics, change=change, run_id=run_label)
 verdict_card("sync_points", result, logged, subject=source.subject, device=source.device,
              verdict=sync_points.sync_verdict(result))
 

@@ -25,10 +25,9 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import prose, rows, sections
+from perfkit.report import prose, rows, sections, validation
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table
-from perfkit.report import validation
 
 report = perfkit.validate(device, preset=preset, only=only)
 logged = rows.log_rows(perf_log_path, validation.validation_rows(report), change=change, run_id=run_label)

@@ -35,7 +35,7 @@ def count_rows(investigation: str, counts: dict, unit: str, *, subject: str, dev
 
 
 def range_rows(investigation: str, change: dict, *, subject: str, device: str) -> list[dict]:
-    """A record_function range before and after a fix (``perstep.range_change``): its median ms
+    """A record_function range before and after a fix (``analysis.per_step.range_change``): its median ms
     per step in the after trace (bootstrap CI over its steps) and the after/before ratio with its
     bootstrap CI."""
     key = metric_name(change["name"])

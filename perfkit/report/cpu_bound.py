@@ -133,7 +133,7 @@ def _sentence(text: str) -> str:
 
 
 def cpu_bound_evidence(result) -> pd.DataFrame:
-    """What a ``cpu_bound`` verdict rests on: one row per rule of ``cpu_bound_rules.decide``, in
+    """What a ``cpu_bound`` verdict rests on: one row per rule of ``analysis.step.rules.decide``, in
     the order it applies them: the evidence (a share of the step's wall time, "n/a" where the
     trace cannot tell), the rule's threshold, the verdict it gives, and which row decided."""
     e = result.evidence

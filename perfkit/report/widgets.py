@@ -4,7 +4,7 @@
     explorer()                      # the shipped traces (data/traces/)
 
 The explorer draws with the same functions the static notebooks use (``plots.step_timeline``,
-``plots.breakdown``) over the host-op table of ``perfkit.analysis.ops``; ``explore_view`` is that
+``plots.breakdown``) over the host-op table of ``perfkit.analysis.host_ops``; ``explore_view`` is that
 shared step without widgets, so it is tested directly. Notebooks call ``explorer`` only inside
 ``if interactive:`` so papermill and HTML runs stay static. ipywidgets is imported lazily.
 """

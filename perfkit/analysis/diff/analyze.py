@@ -1,6 +1,6 @@
 """``diff(a, b)``: what changed between trace A (baseline) and trace B (candidate)?
 
-Each side is read per *full* step (``diff_side``: partial or stub steps at the edge of the
+Each side is read per *full* step (``side``: partial or stub steps at the edge of the
 profiler window are dropped, with a warning). Per op, kernel and ``record_function`` range name:
 counts and times of both sides, normalized per step (each side divided by its own number of
 steps) so runs with different step counts compare; status ``new`` (only in B: e.g. Triton kernels
@@ -8,7 +8,7 @@ after torch.compile), ``vanished`` (only in A) or ``common``. Step time is compa
 median(B)/median(A) with a bootstrap confidence interval and one of four verdicts: faster,
 slower, no detectable change, not enough data (fewer than ``MIN_STEPS`` steps on a side). GPU
 idle, host-device copies, syncs and host waits come from ``cpu_bound``, ``htod``, ``syncs`` and
-``diff_side`` of each side. Findings (``diff_findings``) report regressions and improvements alike,
+``side`` of each side. Findings (``findings``) report regressions and improvements alike,
 and a host wait that moved between kinds as moved.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ class DiffResult:
     """A/B comparison. ``to_frame()``: one row per headline metric (per step where it says so) with
     A, B, delta and delta %. ``ops`` (every host op, nested ones too), ``top_ops`` (outermost ops only:
     the calls the user made, each counted once: aten::to, not also its _to_copy and copy_), ``kernels``, ``annotations`` (record_function ranges) and
-    ``waits`` (host waits on the device by kind, ``diff_side``): per-name tables (``NAME_COLUMNS``).
+    ``waits`` (host waits on the device by kind, ``side``): per-name tables (``NAME_COLUMNS``).
     ``copies``: per (direction, memory) count/bytes/time of each side; ``sync_kinds``: sync points
     per kind. ``step_change``: median step-time ratio B/A with its CI and verdict."""
 

@@ -5,7 +5,7 @@ collective arrival.
 
 Two halves, so an engine can run the first where the files are:
 
-1. ``rank_tables.reduce_file``: one file -> small per-step tables (numbers of ``cpu_bound``);
+1. ``tables.reduce_file``: one file -> small per-step tables (numbers of ``cpu_bound``);
 2. ``combine``: the per-rank tables -> :class:`RanksResult` (``collectives`` for arrival and
    waits, ``stragglers`` for the straggler rule and causes).
 

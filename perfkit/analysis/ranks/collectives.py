@@ -4,7 +4,7 @@ others waited for it.
 A communication kernel cannot finish on any rank before the last rank of the collective has
 started its own, so every rank's kernel ends at about the same time and starts when that rank
 arrives. Per collective (communication kernels matched across ranks on step, kernel name and
-occurrence in the step, see ``rank_tables``):
+occurrence in the step, see ``tables``):
 
 * ``skew_us``: last arrival minus first arrival (kernel start times);
 * per rank, ``wait_us``: the last arrival minus its own, at most its kernel's duration: the time
@@ -31,7 +31,7 @@ CLOCK_SKEW_US = 100.0
 
 def arrivals(kernels: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """``kernels``: communication kernels of all ranks (``file_id``, ``rank`` and the columns of
-    ``rank_tables.COLLECTIVE_COLUMNS``). Returns the kernels found on at least two ranks with
+    ``tables.COLLECTIVE_COLUMNS``). Returns the kernels found on at least two ranks with
     ``wait_us`` and ``last`` (True for the rank that arrived last) added, and warnings about
     kernels that could not be matched."""
     members = kernels.groupby(KEY, sort=False)["file_id"].transform("size")

@@ -16,8 +16,8 @@ the host did in it (all in microseconds):
   and their summed duration; ``queue_delay_us``: median launch-to-GPU-start delay of the step's
   kernels (small when the GPU waits for the host, large when work is queued ahead of it).
 
-The verdict (``cpu_bound_rules.decide``, where every threshold is defined with its source) compares
-these shares of the wall time; ``cpu_bound_findings`` turns it into a fix.
+The verdict (``rules.decide``, where every threshold is defined with its source) compares
+these shares of the wall time; ``findings`` turns it into a fix.
 """
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:
 # --- per-step table ------------------------------------------------------------------------------
 
 def _step_table(trace, host, nested, windows, launches, tiny_us, warmup) -> pd.DataFrame:
-    """The window's layers of time (``step_layers``) with its launch and kernel columns."""
+    """The window's layers of time (``layers.step_layers``) with its launch and kernel columns."""
     steps = windows.rename(columns={"dur_us": "wall_us"}).copy()
     layers = step_layers(trace, host, nested, windows, warmup)
     for column in LAYER_COLUMNS:

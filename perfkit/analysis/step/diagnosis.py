@@ -3,8 +3,8 @@
 Every surface that names what limits a step (``perfkit diagnose``, ``summary``, ``cpu_bound``,
 ``step_anatomy``, ``critical-path``, the report cards and the index line) reads it from here, so two
 reports of one trace cannot disagree. The verdict is ``cpu_bound``'s: per full step window, the
-rules of ``cpu_bound_rules.decide`` (taxonomy, thresholds and their sources are there) over the
-layers of ``step_layers``; the overall verdict applies the same rules to the sums over the full steps.
+rules of ``rules.decide`` (taxonomy, thresholds and their sources are there) over the
+layers of ``layers.step_layers``; the overall verdict applies the same rules to the sums over the full steps.
 
 Set apart from the verdict:
 

@@ -1,6 +1,6 @@
 """Findings of ``cpu_bound``: the verdict read back as a fix the user can act on, and the notes
 below it (compile time, tiny kernels, DataLoader share, copy ops). Each names its evidence and the
-threshold that fired (``cpu_bound_rules``)."""
+threshold that fired (``rules``)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -227,7 +227,7 @@ def _threshold_text(e: dict) -> str:
             f"and the largest cause, GPU-bound>={e['threshold_gpu_bound_busy']:.0%} busy, "
             f"input>={e['threshold_input_share']:.0%}, host ahead: median launch delay>="
             f"{e['threshold_host_ahead_share']:.0%} and >={HOST_AHEAD_MIN_US:g} us, sync>={e['threshold_sync_share']:.0%} (perfkit rules, see "
-            f"cpu_bound_rules.py); busy<{LOW_UTILIZATION:.0%} is 'low utilization' in torch-tb-profiler")
+            f"analysis/step/rules.py); busy<{LOW_UTILIZATION:.0%} is 'low utilization' in torch-tb-profiler")
 
 
 def _compile_finding(verdict: str, o: dict, steps: pd.DataFrame) -> list[Finding]:
