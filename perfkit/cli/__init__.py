@@ -21,7 +21,6 @@ import os
 import sys
 
 from ..errors import PerfkitError, missing_dependency
-from ..report.inputs import find_trace
 from ..text import PrintableStream, printable
 from .parsers import PARSERS
 
@@ -67,18 +66,6 @@ def main(argv=None) -> int:
         return EXIT_BROKEN_PIPE
     finally:
         sys.stdout = stdout
-
-
-def trace_arg(path: str) -> str:
-    """A trace argument as given when it exists, else found like a notebook's ``trace_path`` (from the
-    workbook root, then among the shipped traces by name), so a command a report prints runs from
-    the workbook root; a path found nowhere is passed on unchanged for the loader's own error."""
-    if os.path.exists(path):
-        return path
-    try:
-        return str(find_trace(path))
-    except PerfkitError:
-        return path
 
 
 def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:

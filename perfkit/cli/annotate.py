@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ..export.annotate import annotate
-from . import trace_arg
 from .parsers import add_annotate
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:

@@ -5,8 +5,8 @@ from ..analysis.step.critical_path import critical_path
 from ..analysis.step.diagnosis import diagnose
 from ..text import json_text
 from ..trace import load_trace
-from . import trace_arg
 from .parsers import add_critical_path
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:

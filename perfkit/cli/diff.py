@@ -4,8 +4,8 @@ from __future__ import annotations
 from ..analysis.diff.analyze import diff
 from ..text import clip, json_text, printable_data
 from ..trace import load_trace
-from . import trace_arg
 from .parsers import add_diff
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 from ..analysis.step.gaps import gpu_gaps
 from ..text import json_text
 from ..trace import load_trace
-from . import trace_arg
 from .parsers import add_gaps
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:

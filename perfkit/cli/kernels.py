@@ -5,8 +5,8 @@ from ..analysis.kernels import kernels
 from ..errors import ParameterError
 from ..text import json_text
 from ..trace import load_trace
-from . import trace_arg
 from .parsers import add_kernels
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:

@@ -8,8 +8,8 @@ import sys
 from ..analysis.memory import memory_timeline
 from ..text import json_text, printable_data
 from ..trace import load_trace
-from . import trace_arg
 from .parsers import add_memory
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:

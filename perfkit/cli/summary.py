@@ -7,8 +7,8 @@ from ..analysis.compile import regions_note
 from ..analysis.summary import summarize
 from ..text import json_text, printable_data
 from ..trace import load_trace
-from . import trace_arg
 from .parsers import add_summary
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:

@@ -6,8 +6,8 @@ from ..analysis.syncs.analyze import syncs
 from ..analysis.syncs.result import reads_line, where
 from ..text import clip, json_text, printable_data
 from ..trace import load_trace
-from . import trace_arg
 from .parsers import add_syncs
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:
