@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..device import resolve_device, synchronize
 from ..errors import ParameterError
 from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
 
@@ -118,15 +119,13 @@ def _gpu_device(device: str) -> tuple[str | None, str]:
     if str(device) == "cpu":
         return None, "no GPU: device='cpu' was requested"
     try:
-        import torch
+        import torch  # heavy, optional: without it there is no GPU to sweep
     except ImportError:
         return None, "no GPU: torch is not installed"
     if not torch.cuda.is_available():
         if str(device).split(":")[0] not in ("auto", "cuda"):
             raise ParameterError(f"htod_sweep: device={device!r}: use 'auto', 'cuda' or 'cuda:N'")
         return None, f"no GPU: torch.cuda.is_available() is False (torch {torch.__version__})"
-    from ..device import resolve_device
-
     return resolve_device(device), ""
 
 
@@ -159,9 +158,7 @@ def _host_rows(sizes, repeats, clock):
 
 
 def _time_mode(device: str, size: int, mode: str, repeats: int, clock) -> tuple[float, ...]:
-    import torch
-
-    from ..device import synchronize
+    import torch  # heavy, optional: only a GPU sweep needs it
 
     src = torch.ones(size, dtype=torch.uint8, pin_memory=(mode != "pageable"))
     dst = torch.empty(size, dtype=torch.uint8, device=device)

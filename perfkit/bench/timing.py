@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..device import synchronize
+from ..device import resolve_device, synchronize
 from ..errors import MissingDependencyError, ParameterError
 from ..results import html_section, html_table, html_warnings
 from ..stats import robust_cv
@@ -85,12 +85,11 @@ class TimingResult:
 def resolve_timing_device(device: str) -> str:
     """Like ``perfkit.device.resolve_device`` but lets CPU timing work without torch."""
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401  (heavy, optional: CPU timing works without it)
     except ImportError:
         if str(device) in ("auto", "cpu"):
             return "cpu"
         raise MissingDependencyError("torch", f"timing on device={device!r}") from None
-    from ..device import resolve_device
 
     return resolve_device(device)
 

@@ -1,9 +1,13 @@
 """The ``perfkit`` command. Thin: each subcommand parses arguments and calls one library
 function; errors become a one-line message and a non-zero exit code.
 
-Each subcommand lives in ``perfkit/cli/<name>.py`` and defines ``register(subparsers)``,
-which adds its parser and sets ``func`` to a callable ``(args) -> int`` (and may set
-``unknown_args_hint``, a sentence added when the command line has arguments it does not know).
+The arguments and help of every subcommand are in :mod:`perfkit.cli.parsers` (``add_<name>``, listed in
+``PARSERS``; a parser may set ``unknown_args_hint``, a sentence added when the command line has
+arguments it does not know), which imports nothing heavy, so ``perfkit --help`` is quick. The body of
+``perfkit <name>`` is ``run(args) -> int`` in ``perfkit/cli/<name>.py`` (``perfkit critical-path``:
+``critical_path.py``), with its imports (pandas and up) at the top; :func:`main` imports that one
+module once the arguments are parsed. Each body module also has ``register(subparsers)``, its parser
+bound to its ``run`` as ``func``, for a parser of your own.
 Everything a command prints to stdout passes through :class:`perfkit.text.PrintableStream`, so no
 escape sequence from a trace, script or file name reaches the terminal.
 Exit codes: 0 done, 1 the command's own failure verdict, 2 an error (bad input or usage),
@@ -18,6 +22,7 @@ import sys
 
 from ..errors import PerfkitError, missing_dependency
 from ..text import PrintableStream, printable
+from .parsers import PARSERS
 
 COMMANDS = ("profile", "diagnose", "summary", "syncs", "diff", "ranks", "sql", "detect", "scan", "run", "log",
             "validate", "hotspots", "critical_path", "gaps", "kernels", "memory", "annotate", "init", "export")
@@ -28,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="perfkit", description="PyTorch performance investigations.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        importlib.import_module(f"{__name__}.{name}").register(sub)
+        PARSERS[name](sub)
     return parser
 
 
@@ -38,7 +43,10 @@ def main(argv=None) -> int:
     stdout = sys.stdout
     sys.stdout = PrintableStream(stdout)
     try:
-        code = int(args.func(args) or 0)
+        # perfkit <command>'s body is perfkit/cli/<command>.py ("critical-path": critical_path.py), imported
+        # here, inside the try, so that a missing optional package becomes the one-line message below
+        command = importlib.import_module(f"{__name__}.{args.command.replace('-', '_')}")
+        code = int(command.run(args) or 0)
         sys.stdout.flush()
         return code
     except PerfkitError as exc:
@@ -58,20 +66,6 @@ def main(argv=None) -> int:
         return EXIT_BROKEN_PIPE
     finally:
         sys.stdout = stdout
-
-
-def trace_arg(path: str) -> str:
-    """A trace argument as given when it exists, else found like a notebook's ``trace_path`` (from the
-    workbook root, then among the shipped traces by name), so a command a report prints runs from
-    the workbook root; a path found nowhere is passed on unchanged for the loader's own error."""
-    from ..workbook import find_trace
-
-    if os.path.exists(path):
-        return path
-    try:
-        return str(find_trace(path))
-    except PerfkitError:
-        return path
 
 
 def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:

@@ -1,25 +1,19 @@
 """``perfkit critical-path TRACE [--json] [--annotation NAME]``: what bounds each step, by kind."""
 from __future__ import annotations
 
+from ..analysis.step.critical_path import critical_path
+from ..analysis.step.diagnosis import diagnose
 from ..text import json_text
-from . import trace_arg
+from ..trace import load_trace
+from .parsers import add_critical_path
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("critical-path", help="the chain of host work, launches, kernels, copies and sync "
-                                                    "waits that bounds each step, and its time by kind")
-    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
-    p.add_argument("--json", action="store_true", help="print one JSON object: a row per step and totals")
-    p.add_argument("--annotation", help="use each instance of this record_function label as a step instead")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
-    p.set_defaults(func=run)
+    add_critical_path(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..analysis.step.critical_path import critical_path
-    from ..analysis.step.diagnosis import diagnose
-    from ..trace import load_trace
-
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
     result = critical_path(trace, annotation=args.annotation)
     verdict = diagnose(trace, path=args.trace)

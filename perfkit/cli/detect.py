@@ -7,29 +7,18 @@ error, and exits with the script's status (1 for an exception, 130 for Ctrl-C).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
+from ..detect.runtime import SyncReport
+from ..detect.script import run_script
 from ..text import json_text, printable
-
-if TYPE_CHECKING:
-    from ..detect.runtime import SyncReport
+from .parsers import add_detect
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "detect", help="run a Python script and report the lines that force a host-device sync",
-        description=__doc__.split("\n\n", 1)[0])
-    p.add_argument("script", help="Python script to run as __main__")
-    p.add_argument("script_args", nargs="*", metavar="ARGS",
-                   help="arguments for the script (put options after `--`)")
-    p.add_argument("--json", action="store_true", help="print a JSON list of {file, line, op, count}")
-    p.set_defaults(func=run, unknown_args_hint="options of the script go after `--`: "
-                                                "perfkit detect SCRIPT [--json] -- --epochs 1")
+    add_detect(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..detect.script import run_script  # pandas: imported when the command runs, not by --help
-
     report = run_script(args.script, args.script_args)
     print(json_text(report.to_records(), indent=2) if args.json else format_table(report))
     if report.error:

@@ -1,24 +1,18 @@
 """``perfkit diff A B [--json]``: what changed from trace A (baseline) to trace B."""
 from __future__ import annotations
 
+from ..analysis.diff.analyze import diff
 from ..text import clip, json_text, printable_data
-from . import trace_arg
+from ..trace import load_trace
+from .parsers import add_diff
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("diff", help="compare two traces: step time, GPU idle, ops, kernels, ranges, copies, waits")
-    p.add_argument("a", help="baseline trace (file or tensorboard_trace_handler directory)")
-    p.add_argument("b", help="candidate trace")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.add_argument("--top", type=int, default=10, help="ops, kernels and ranges to list (default 10)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
-    p.set_defaults(func=run)
+    add_diff(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..analysis.diff.analyze import diff
-    from ..trace import load_trace
-
     a = load_trace(trace_arg(args.a), use_cache=not args.no_cache)
     b = load_trace(trace_arg(args.b), use_cache=not args.no_cache)
     result = diff(a, b)

@@ -1,24 +1,18 @@
 """``perfkit gaps TRACE [--json]``: every GPU idle interval, why it happened and in which function."""
 from __future__ import annotations
 
+from ..analysis.step.gaps import gpu_gaps
 from ..text import json_text
-from . import trace_arg
+from ..trace import load_trace
+from .parsers import add_gaps
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("gaps", help="GPU idle intervals per step, classified (input, launch, sync_wait, "
-                                           "host_python, compile, other_stream, tail) with the function behind each")
-    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
-    p.add_argument("--json", action="store_true", help="print one JSON object: every gap, totals per class, top gaps")
-    p.add_argument("--top", type=int, default=10, help="longest gaps to list (default 10)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
-    p.set_defaults(func=run)
+    add_gaps(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..analysis.step.gaps import gpu_gaps
-    from ..trace import load_trace
-
     result = gpu_gaps(load_trace(trace_arg(args.trace), use_cache=not args.no_cache))
     print(json_text(result.to_json()) if args.json else format_gaps(result, args.trace, args.top))
     return 0

@@ -1,28 +1,18 @@
 """``perfkit hotspots TRACE [--json] [--thread main|all|TID] [--collapsed FILE]``: host time by Python function."""
 from __future__ import annotations
 
+from ..analysis.step.hotspots import hotspots
 from ..text import json_text
-from . import trace_arg
+from ..trace import load_trace
+from .parsers import add_hotspots
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("hotspots", help="host time by Python function (self, total, calls, per step), "
-                                               "and folded stacks for flame graphs")
-    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.add_argument("--thread", default="main",
-                   help="'main' (the thread launching the most GPU work; default), 'all', or a thread id")
-    p.add_argument("--collapsed", metavar="FILE",
-                   help="also write folded stacks ('a;b;c 1234', microseconds) for speedscope, inferno, flamegraph.pl")
-    p.add_argument("--top", type=int, default=25, help="functions to list in the table (default 25)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
-    p.set_defaults(func=run)
+    add_hotspots(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..analysis.step.hotspots import hotspots
-    from ..trace import load_trace
-
     result = hotspots(load_trace(trace_arg(args.trace), use_cache=not args.no_cache), thread=args.thread)
     if args.collapsed:
         result.write_collapsed(args.collapsed)

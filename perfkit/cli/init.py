@@ -4,15 +4,11 @@ PERFKIT_HOME=DIR) then write their reports and perf log there."""
 from __future__ import annotations
 
 from ..report.workbook_init import init_workbook
+from .parsers import add_init
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("init", help="make a workbook folder (notebooks, reports/, README)",
-                              description="Copy perfkit's investigation notebooks, a reports/ folder and a "
-                                          "README stub into DIR for editing in JupyterLab.")
-    p.add_argument("folder", metavar="DIR", help="the workbook folder (created if missing)")
-    p.add_argument("--force", action="store_true", help="overwrite files that already exist")
-    p.set_defaults(func=run)
+    add_init(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -1,28 +1,19 @@
 """``perfkit kernels TRACE [--json] [--top N] [--device NAME]``: what the GPU does with its time."""
 from __future__ import annotations
 
-from . import trace_arg
+from ..analysis.kernels import kernels
+from ..errors import ParameterError
 from ..text import json_text
+from ..trace import load_trace
+from .parsers import add_kernels
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("kernels", help="GPU time by kernel (class, Tensor Cores, dtype), FLOPs and bytes per "
-                                              "op against the device's peaks, MFU, and findings with fixes")
-    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
-    p.add_argument("--json", action="store_true", help="print one JSON object: device, kernels, ops, totals, "
-                                                       "findings, warnings")
-    p.add_argument("--top", type=int, default=None, help="kernels and ops to list (default 15; --json: all unless given)")
-    p.add_argument("--device", help="GPU to compare against instead of the trace's deviceProperties (e.g. H100-SXM, "
-                                    "A100-80GB, MI300X)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar and shapes caches")
-    p.set_defaults(func=run)
+    add_kernels(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..analysis.kernels import kernels
-    from ..errors import ParameterError
-    from ..trace import load_trace
-
     if args.top is not None and args.top < 1:
         raise ParameterError(f"--top must be at least 1, got {args.top}")
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)

@@ -5,23 +5,18 @@ from __future__ import annotations
 
 import sys
 
-from . import trace_arg
+from ..analysis.memory import memory_timeline
 from ..text import json_text, printable_data
+from ..trace import load_trace
+from .parsers import add_memory
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("memory", help="memory timeline of a trace recorded with profile_memory=True",
-                              description=__doc__.split("\n\n", 1)[0])
-    p.add_argument("trace", help=".json / .json.gz trace file")
-    p.add_argument("--json", action="store_true", help="print {devices: [...], warnings}")
-    p.add_argument("--top", type=int, default=5, help="allocating ops listed per device (default 5)")
-    p.set_defaults(func=run)
+    add_memory(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..analysis.memory import memory_timeline
-    from ..trace import load_trace
-
     timeline = memory_timeline(load_trace(trace_arg(args.trace), progress=sys.stderr.isatty()), top=args.top)
     print(json_text(timeline.to_json(), indent=2) if args.json else format_timeline(printable_data(timeline.to_json())))
     return 0

@@ -12,39 +12,18 @@ from __future__ import annotations
 
 import sys
 
+from ..profiling.session import profile_script
+from ..report.publish.runner import run_all
 from ..text import json_text, printable
+from .parsers import add_profile
 from .scan import format_table as format_scan
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "profile", help="run a training script under the PyTorch profiler and diagnose the trace",
-        description=__doc__.split("\n\n", 1)[0])
-    p.add_argument("script", help="Python script to run as __main__ (with -m: a module name)")
-    p.add_argument("script_args", nargs="*", metavar="ARGS", help="arguments for the script (options after `--`)")
-    p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module: run it like python -m")
-    p.add_argument("--wait", type=int, default=5, help="steps run before profiling (start-up; the last 4 time the unprofiled step; default 5)")
-    p.add_argument("--warmup", type=int, default=2, help="profiler warm-up steps, not kept (default 2)")
-    p.add_argument("--active", type=int, default=3, help="steps recorded (default 3)")
-    p.add_argument("--repeat", type=int, default=1, help="schedule cycles, one trace each (default 1)")
-    p.add_argument("--step", default=None, metavar="FUNCTION",
-                   help="the function whose calls are the steps (loops without an optimizer): one the script "
-                        "defines (plan, Planner.step) or module:function")
-    p.add_argument("--seconds", type=float, default=None, help="record a window of this many seconds, no steps")
-    p.add_argument("--memory", action="store_true", help="profile_memory=True: record [memory] events")
-    p.add_argument("--out", default=None, help="folder for the trace (default: the workbook's traces/)")
-    p.add_argument("--scan", action="store_true", help="also print `perfkit scan` of the script")
-    p.add_argument("--report", action="store_true",
-                   help="run the step_anatomy and cpu_bound notebooks on the trace (dated reports, perf log)")
-    p.add_argument("--json", action="store_true",
-                   help="print {trace, steps_recorded, step_source, overhead_pct, diagnosis, warnings}")
-    p.set_defaults(func=run, unknown_args_hint="perfkit's options go before the script, the script's after "
-                                                "`--`: perfkit profile --json train.py -- --epochs 1")
+    add_profile(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..profiling.session import profile_script
-
     target = args.script
     result = profile_script(target, args.script_args, module=args.module, wait=args.wait, warmup=args.warmup,
                             active=args.active, repeat=args.repeat, step=args.step, seconds=args.seconds,
@@ -72,8 +51,6 @@ def format_result(r) -> str:
 
 
 def _report(trace, quiet: bool) -> None:
-    from ..report.publish.runner import run_all
-
     runs = run_all(["step_anatomy", "cpu_bound"], {"mode": "trace", "trace_path": str(trace)}, progress=False)
     for r in runs:
         line = f"report     {r.name}: {'ok' if r.ok else 'FAILED'} {r.html_path or r.error}"

@@ -6,26 +6,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..analysis.ranks.analyze import ranks
 from ..text import clip, json_text
+from .parsers import add_ranks
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("ranks", help="per-rank breakdown, stragglers and collective arrival skew of a "
-                                            "multi-rank run")
-    p.add_argument("traces", nargs="+", help="a tensorboard_trace_handler directory, or one trace file per rank")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.add_argument("--engine", choices=("local", "dask"), default="local",
-                   help="local: a process pool on this machine (default); dask: tasks on a dask.distributed cluster")
-    p.add_argument("--scheduler", default=None,
-                   help="Dask scheduler address (tcp://HOST:8786); default $DASK_SCHEDULER_ADDRESS")
-    p.add_argument("--workers", type=int, default=None, help="local engine: processes (default: one per core)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
-    p.set_defaults(func=run)
+    add_ranks(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..analysis.ranks.analyze import ranks
-
     source = args.traces[0] if len(args.traces) == 1 else args.traces
     result = ranks(source, engine=args.engine, scheduler=args.scheduler, workers=args.workers,
                    use_cache=not args.no_cache, progress=sys.stderr.isatty())

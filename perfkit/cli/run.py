@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 from ..errors import ParameterError
-from ..registry import INVESTIGATIONS, NOTEBOOK_SETS
+from ..report.publish.runner import run_all
+from .parsers import add_run
 
 __all__ = ["register", "run", "parse_value"]
 
@@ -16,24 +17,7 @@ _INT = re.compile(r"^[+-]?\d+$")
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "run", help="run investigation notebooks into dated HTML reports",
-        description="Execute notebooks with papermill into OUT/YYYY-MM-DD/HHMMSS/<name>.ipynb and .html, then "
-                    f"rebuild OUT/index.html. Without names: {', '.join(INVESTIGATIONS)}. 'case_studies' runs "
-                    "the worked case studies (" + ", ".join(NOTEBOOK_SETS["case_studies"]) + "). OUT defaults to the "
-                    "workbook's reports/ (the folder holding notebooks/ above the working directory, or "
-                    "$PERFKIT_HOME, or the working directory).")
-    p.add_argument("names", nargs="*", metavar="NAME", help="notebook names, a set name (case_studies) or .py/.ipynb paths")
-    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], dest="parameters",
-                   metavar=("KEY", "VALUE"),
-                   help="notebook parameter; VALUE is read as int, float, True/False, None, a JSON list or "
-                        "object ('{\"envs\": 8}'), else text; relative paths are from this directory")
-    p.add_argument("--out", default=None, help="reports folder (default: the workbook's reports/)")
-    p.add_argument("--date", default=None, help="report folder date YYYY-MM-DD (default: today)")
-    p.add_argument("--notebook-dir", default=None, help="where to find notebooks by name")
-    p.add_argument("--kernel", default=None, help="Jupyter kernel (default: python3 of this interpreter)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress lines")
-    p.set_defaults(func=run)
+    add_run(subparsers).set_defaults(func=run)
 
 
 def parse_value(text: str):
@@ -91,8 +75,6 @@ def _refuse_constant(text: str):
 
 
 def run(args) -> int:
-    from ..report.publish.runner import run_all  # pandas, jinja2: imported when the command runs
-
     params = {key: parse_value(value) for key, value in args.parameters}
     runs = run_all(args.names or None, params, out_dir=args.out, date=args.date, kernel_name=args.kernel,
                    progress=not args.no_progress, notebook_dir=args.notebook_dir)

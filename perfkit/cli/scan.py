@@ -5,28 +5,17 @@ Exits 0 even with findings unless ``--fail-on-findings`` is given (then 1 when a
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
+from ..detect.static import ScanReport, scan
 from ..text import json_text, printable
-
-if TYPE_CHECKING:
-    from ..detect.static import ScanReport
+from .parsers import add_scan
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "scan", help="find sync-point patterns (.item() in loops, tensor conditions, ...) in Python source",
-        description=__doc__.split("\n\n", 1)[0])
-    p.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
-    p.add_argument("--json", action="store_true", help="print a JSON list of findings")
-    p.add_argument("--rules", default=None, help="comma-separated rule ids to run (default: all)")
-    p.add_argument("--fail-on-findings", action="store_true", help="exit 1 when anything is found")
-    p.set_defaults(func=run)
+    add_scan(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..detect.static import scan  # pandas: imported when the command runs, not by --help
-
     rules = [r.strip() for r in args.rules.split(",") if r.strip()] if args.rules else None
     report = scan(args.paths, rules=rules)
     if args.json:

@@ -3,23 +3,19 @@ from __future__ import annotations
 
 import sys
 
-from . import trace_arg
+from ..analysis.compile import regions_note
+from ..analysis.summary import summarize
 from ..text import json_text, printable_data
+from ..trace import load_trace
+from .parsers import add_summary
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("summary", help="counts, GPU time, copies and syncs of each trace")
-    p.add_argument("traces", nargs="+", help=".json / .json.gz trace files or tensorboard_trace_handler directories")
-    p.add_argument("--json", action="store_true", help="one JSON object per trace, one per line")
-    p.add_argument("--salvage", action="store_true", help="recover the complete events of a file cut off mid-write")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
-    p.set_defaults(func=run)
+    add_summary(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..analysis.summary import summarize
-    from ..trace import load_trace
-
     for source in args.traces:
         trace = load_trace(trace_arg(source), use_cache=not args.no_cache, salvage=args.salvage, progress=sys.stderr.isatty())
         summary = summarize(trace)
@@ -65,8 +61,6 @@ def _compile_lines(c: dict | None) -> list[str]:
     """torch.compile facts (``compile`` key), or nothing for a trace without them."""
     if not c:
         return []
-    from ..analysis.compile import regions_note  # pandas: only for a trace with torch.compile facts
-
     share = "-" if c["triton_time_share"] is None else f"{c['triton_time_share']:.0%}"
     return [f"compile    {c['triton_kernels']:,} of {c['kernels']:,} kernels are Triton ({share} of kernel time); "
             f"compiling {c['compile_s']:.3f} s in the trace",

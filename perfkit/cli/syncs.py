@@ -2,24 +2,19 @@
 scalar reads that did not wait (listed apart, not counted)."""
 from __future__ import annotations
 
+from ..analysis.syncs.analyze import syncs
+from ..analysis.syncs.result import reads_line, where
 from ..text import clip, json_text, printable_data
-from . import trace_arg
+from ..trace import load_trace
+from .parsers import add_syncs
+from .paths import trace_arg
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("syncs", help="where the host waited on the GPU: sync points with the function "
-                                            "they ran in, count per step and time blocked")
-    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.add_argument("--top", type=int, default=20, help="sites to list in the table (default 20)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
-    p.set_defaults(func=run)
+    add_syncs(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..analysis.syncs.analyze import syncs
-    from ..trace import load_trace
-
     result = syncs(load_trace(trace_arg(args.trace), use_cache=not args.no_cache))
     print(json_text(result.to_json()) if args.json else format_syncs(printable_data(result.to_json()), args.top))
     return 0
@@ -27,8 +22,6 @@ def run(args) -> int:
 
 def format_syncs(d: dict, top: int = 20) -> str:
     """Human-readable table of a ``SyncResult.to_json()`` dict."""
-    from ..analysis.syncs.result import reads_line
-
     t = d["total"]
     what = "possible sync points (CPU-only trace)" if t.get("cpu_only") else "sync points"
     steps = f"{t['steps']} step{'s' if t['steps'] != 1 else ''}"
@@ -50,8 +43,6 @@ def format_syncs(d: dict, top: int = 20) -> str:
 
 
 def _sites(sites: list, top: int, time_key: str = "blocked_us") -> list[str]:
-    from ..analysis.syncs.result import where
-
     lines = []
     for s in sites[:top]:
         source = where(s) if s["file"] else "- (no Python stack)"

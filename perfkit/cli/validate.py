@@ -6,25 +6,15 @@ FILE. Exit code 1 when a check fails or errors."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from ..atomic import write_text_atomic
 from ..text import json_text
-from ..validation.checks import CHECKS, PRESETS
+from ..validation.suite import validate
+from .parsers import add_validate
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("validate", help="check perfkit's figures against reference workloads",
-                              description="Check that perfkit reports what this machine does, on reference "
-                                          "workloads with a known pathology and fix.")
-    p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda or cuda:N")
-    p.add_argument("--preset", default="auto", choices=["auto", *PRESETS],
-                   help="problem sizes: full (a few seconds of GPU work per check), quick (a CPU smoke run) "
-                        "or auto (default: full on CUDA, else quick)")
-    p.add_argument("--only", nargs="+", default=None, metavar="CHECK", help=f"checks to run: {', '.join(CHECKS)}")
-    p.add_argument("--out", type=Path, default=None, help="also write the markdown table to this file")
-    p.add_argument("--json", action="store_true", help="print the checks as JSON records instead of markdown")
-    p.set_defaults(func=run)
+    add_validate(subparsers).set_defaults(func=run)
 
 
 def _progress(check) -> None:
@@ -32,8 +22,6 @@ def _progress(check) -> None:
 
 
 def run(args) -> int:
-    from ..validation.suite import validate  # pandas, torch: imported when the command runs
-
     report = validate(args.device, preset=args.preset, only=args.only, on_check=_progress)
     markdown = report.to_markdown()
     if args.out is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..analysis.step.diagnosis import diagnose
 from ..detect.script import run_as_main
+from ..detect.static import scan
 from ..errors import ParameterError
 from ..trace import load_trace
 from ..workbook import workbook_root
@@ -160,8 +161,6 @@ def _schedule_warnings(recorder: Recorder, error: str) -> list[str]:
 
 
 def _scan(target, module: bool):
-    from ..detect.static import scan  # the AST rules: only when --scan asks for them
-
     path = target
     if module:
         import importlib.util

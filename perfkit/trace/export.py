@@ -29,6 +29,7 @@ import pandas as pd
 from .. import __version__
 from ..atomic import atomic_write, output_error, write_text_atomic
 from ..errors import ParameterError
+from .load import load_trace
 from .model import Trace
 from .schema import SCHEMA_VERSION
 
@@ -65,8 +66,6 @@ def export_parquet(source, directory, *, overwrite: bool = False, **load_options
     and is not empty (unless ``overwrite``), TraceError for unreadable traces, OutputError when the
     dataset cannot be written (no space, a read-only file system).
     """
-    from .load import load_trace
-
     target = Path(directory)
     if occupied(target) and not overwrite:
         raise ParameterError(f"{target} already exists; choose a new directory or pass overwrite=True to replace it")

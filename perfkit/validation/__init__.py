@@ -11,7 +11,8 @@ __all__ = ["ValidationReport", "validate"]
 
 
 def __getattr__(name: str):
-    # Lazy: ``suite`` imports pandas, and ``perfkit validate --help`` needs only ``checks``.
+    # Lazy: ``suite`` imports pandas and every harness and workload it checks, while ``perfkit --help``
+    # imports ``validation.names`` (and so this package) for the check names only.
     if name not in __all__:
         raise AttributeError(f"module 'perfkit.validation' has no attribute {name!r}")
     return getattr(importlib.import_module(f"{__name__}.suite"), name)

@@ -15,7 +15,18 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..analysis.syncs.analyze import syncs
+from ..bench import htod  # the module: tests replace htod.htod_sweep with a fake sweep
+from ..bench.amp_ab import amp_ab
+from ..bench.compare import compare
+from ..bench.compile_ab import compile_ab
+from ..bench.leak import hunt_leak
+from ..detect.runtime import detect_syncs
 from ..device import is_cuda
+from ..trace.load import load_trace
+from ..workloads.mlp import mlp_problem
+from ..workloads.record import record_trace
+from ..workloads.registry import make_workload
 
 # Pinned host memory must beat pageable by this factor on a GPU: a pageable copy is staged
 # through a driver bounce buffer, a pinned one is a direct DMA (perfkit rule; H100 PCIe Gen5
@@ -97,11 +108,9 @@ def _ab_kw(sizes: Sizes, device: str) -> dict:
 
 
 def htod_pinned(device: str, sizes: Sizes) -> Check:
-    from ..bench.htod import htod_sweep
-
     modes = ("pageable", "pinned", "pinned_non_blocking")
-    sweep = htod_sweep(sizes_bytes=(sizes.htod_bytes,), modes=modes, repeats=sizes.htod_repeats,
-                       device=device, host_baseline=False)
+    sweep = htod.htod_sweep(sizes_bytes=(sizes.htod_bytes,), modes=modes, repeats=sizes.htod_repeats,
+                            device=device, host_baseline=False)
     command = (f"perfkit.htod_sweep(sizes_bytes=({sizes.htod_bytes},), modes={modes}, "
                f"repeats={sizes.htod_repeats}, device={device!r})")
     claim, expected = "pinned host memory copies faster than pageable", f"pinned >= {PINNED_MIN_GAIN}x pageable GB/s"
@@ -143,9 +152,6 @@ def runtime_syncs(device: str, sizes: Sizes) -> Check:
 
 
 def _detect_each_step(device: str, variant: str, steps: int) -> tuple[list[int], str, int]:
-    from ..detect.runtime import detect_syncs
-    from ..workloads.registry import make_workload
-
     counts, mode = [], ""
     with make_workload("ppo", device, variant=variant) as workload:
         workload.step()
@@ -173,11 +179,6 @@ def trace_syncs(device: str, sizes: Sizes) -> Check:
 def confirmed_syncs_by_step(device: str, variant: str, steps: int) -> tuple[list[int], int]:
     """Record ``steps`` profiled steps of the PPO ``variant`` and count the GPU-confirmed sync
     points (a blocking CUDA runtime call seen inside) in each; also returns metrics_every."""
-    from ..analysis.syncs.analyze import syncs
-    from ..trace.load import load_trace
-    from ..workloads.record import record_trace
-    from ..workloads.registry import make_workload
-
     with tempfile.TemporaryDirectory(prefix="perfkit-validate-") as tmp, \
             make_workload("ppo", device, variant=variant) as workload:
         path = record_trace(workload, Path(tmp) / f"ppo_{variant}.json.gz", steps=steps)
@@ -189,9 +190,6 @@ def confirmed_syncs_by_step(device: str, variant: str, steps: int) -> tuple[list
 
 
 def _workload_ab(name: str, variants: tuple[str, str], device: str, sizes: Sizes, overrides: dict):
-    from ..bench.compare import compare
-    from ..workloads.registry import make_workload
-
     with make_workload(name, device, variant=variants[0], **overrides) as a, \
             make_workload(name, device, variant=variants[1], **overrides) as b:
         return compare(a.step, b.step, labels=variants, **_ab_kw(sizes, device))
@@ -219,9 +217,6 @@ def replay_pipeline(device: str, sizes: Sizes) -> Check:
 
 
 def compile_break_even(device: str, sizes: Sizes) -> Check:
-    from ..bench.compile_ab import compile_ab
-    from ..workloads.mlp import mlp_problem
-
     problem = mlp_problem(**sizes.mlp)
     ab = compile_ab(problem.make_model(), problem.example_inputs, backend=sizes.compile_backend, device=device,
                     steps=sizes.ab_repeats, min_time_s=sizes.ab_min_time_s)
@@ -266,9 +261,6 @@ def gradscaler_syncs(device: str, sizes: Sizes) -> Check:
 
 
 def _amp(device: str, sizes: Sizes, dtype: str):
-    from ..bench.amp_ab import amp_ab
-    from ..workloads.mlp import mlp_problem
-
     problem = mlp_problem(**sizes.mlp)
     return amp_ab(problem.make_model, problem.make_batch, problem.loss_fn, steps=sizes.amp_steps, dtype=dtype,
                   compare_fused=False, **_ab_kw(sizes, device))
@@ -297,9 +289,6 @@ def leak_slope(device: str, sizes: Sizes) -> Check:
 
 
 def _hunt(device: str, sizes: Sizes, variant: str):
-    from ..bench.leak import hunt_leak
-    from ..workloads.registry import make_workload
-
     with make_workload("leaky", device, variant=variant) as trainer:
         return hunt_leak(trainer.step, steps=sizes.leak_steps, warmup=sizes.leak_warmup,
                          sample_every=sizes.leak_sample_every, device=device)

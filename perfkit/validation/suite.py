@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..bench.environment import environment_report
 from ..device import is_cuda, resolve_device
 from ..errors import ParameterError
 from ..results import html_section, html_table, html_text, md_escape
@@ -124,8 +125,6 @@ def _run_check(name: str, device: str, sizes) -> Check:
 
 def machine() -> dict:
     """GPU name(s), driver, CUDA, torch and Python versions for the report header."""
-    from ..bench.environment import environment_report
-
     env = environment_report()
     gpus = ", ".join(f"{d['name']}" for d in env.devices) or "no GPU (CPU only)"
     return {"gpu": gpus, "driver": env.driver_version or "n/a", "cuda": env.cuda_version or "n/a",

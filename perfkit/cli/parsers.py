@@ -1,0 +1,300 @@
+"""The arguments and help of every ``perfkit`` subcommand, and nothing else: ``perfkit --help`` and
+``perfkit NAME --help`` build their parsers from this module alone, so they import no pandas, numpy or
+torch. ``add_<name>(subparsers)`` adds the parser of ``perfkit <name>`` (``critical_path``: ``perfkit
+critical-path``) and returns it; its body, ``run(args)`` with the imports it needs at the top, lives in
+``perfkit/cli/<name>.py``, which :func:`perfkit.cli.main` imports only for the command that runs.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..registry import INVESTIGATIONS, NOTEBOOK_SETS
+from ..validation.names import CHECK_NAMES, PRESET_NAMES
+
+PROFILE_DESCRIPTION = ("``perfkit profile SCRIPT [ARGS...]`` (or ``-m MODULE [ARGS...]``): run a training script "
+                       "unchanged under the\nPyTorch profiler, write the trace into the workbook's traces/ and print "
+                       "the diagnosis.")
+DETECT_DESCRIPTION = ("``perfkit detect SCRIPT [ARGS...] [--json]``: run a script and list the lines that forced a "
+                      "device sync.")
+SCAN_DESCRIPTION = "``perfkit scan PATH... [--json] [--rules a,b] [--fail-on-findings]``: static sync-point lint."
+MEMORY_DESCRIPTION = ("``perfkit memory TRACE [--json]``: memory over time per device from a trace recorded with\n"
+                      "``profile_memory=True`` (``perfkit profile --memory``): peak and what allocated it, memory "
+                      "held at\neach step's end and its growth per step, the top allocating ops.")
+VIEWS_HELP = ("views: events (name, cat, ph, ts_us, dur_us, pid, tid, file_id, rank, device, stream, correlation, "
+              "external_id, bytes, python_id, python_parent, alloc_bytes), flows (id, ph, cat, pid, tid, ts_us, "
+              "file_id), steps (rank, step, start_us, end_us, dur_us, source), ranks (file_id, rank, path, trace_name, "
+              "schema_version, base_time_ns, backend, world_size, devices, flags, events_read); times in microseconds")
+
+
+def add_profile(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "profile", help="run a training script under the PyTorch profiler and diagnose the trace",
+        description=PROFILE_DESCRIPTION)
+    p.add_argument("script", help="Python script to run as __main__ (with -m: a module name)")
+    p.add_argument("script_args", nargs="*", metavar="ARGS", help="arguments for the script (options after `--`)")
+    p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module: run it like python -m")
+    p.add_argument("--wait", type=int, default=5, help="steps run before profiling (start-up; the last 4 time the unprofiled step; default 5)")
+    p.add_argument("--warmup", type=int, default=2, help="profiler warm-up steps, not kept (default 2)")
+    p.add_argument("--active", type=int, default=3, help="steps recorded (default 3)")
+    p.add_argument("--repeat", type=int, default=1, help="schedule cycles, one trace each (default 1)")
+    p.add_argument("--step", default=None, metavar="FUNCTION",
+                   help="the function whose calls are the steps (loops without an optimizer): one the script "
+                        "defines (plan, Planner.step) or module:function")
+    p.add_argument("--seconds", type=float, default=None, help="record a window of this many seconds, no steps")
+    p.add_argument("--memory", action="store_true", help="profile_memory=True: record [memory] events")
+    p.add_argument("--out", default=None, help="folder for the trace (default: the workbook's traces/)")
+    p.add_argument("--scan", action="store_true", help="also print `perfkit scan` of the script")
+    p.add_argument("--report", action="store_true",
+                   help="run the step_anatomy and cpu_bound notebooks on the trace (dated reports, perf log)")
+    p.add_argument("--json", action="store_true",
+                   help="print {trace, steps_recorded, step_source, overhead_pct, diagnosis, warnings}")
+    p.set_defaults(unknown_args_hint="perfkit's options go before the script, the script's after "
+                                     "`--`: perfkit profile --json train.py -- --epochs 1")
+    return p
+
+
+def add_diagnose(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("diagnose", help="what limits each step, the numbers behind it and the fix, on one screen")
+    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object: verdict, steps, evidence, fix, "
+                                                       "warm_up, outside_steps, warnings")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    return p
+
+
+def add_summary(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("summary", help="counts, GPU time, copies and syncs of each trace")
+    p.add_argument("traces", nargs="+", help=".json / .json.gz trace files or tensorboard_trace_handler directories")
+    p.add_argument("--json", action="store_true", help="one JSON object per trace, one per line")
+    p.add_argument("--salvage", action="store_true", help="recover the complete events of a file cut off mid-write")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    return p
+
+
+def add_syncs(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("syncs", help="where the host waited on the GPU: sync points with the function "
+                                            "they ran in, count per step and time blocked")
+    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--top", type=int, default=20, help="sites to list in the table (default 20)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    return p
+
+
+def add_diff(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("diff", help="compare two traces: step time, GPU idle, ops, kernels, ranges, copies, waits")
+    p.add_argument("a", help="baseline trace (file or tensorboard_trace_handler directory)")
+    p.add_argument("b", help="candidate trace")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--top", type=int, default=10, help="ops, kernels and ranges to list (default 10)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    return p
+
+
+def add_ranks(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("ranks", help="per-rank breakdown, stragglers and collective arrival skew of a "
+                                            "multi-rank run")
+    p.add_argument("traces", nargs="+", help="a tensorboard_trace_handler directory, or one trace file per rank")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--engine", choices=("local", "dask"), default="local",
+                   help="local: a process pool on this machine (default); dask: tasks on a dask.distributed cluster")
+    p.add_argument("--scheduler", default=None,
+                   help="Dask scheduler address (tcp://HOST:8786); default $DASK_SCHEDULER_ADDRESS")
+    p.add_argument("--workers", type=int, default=None, help="local engine: processes (default: one per core)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    return p
+
+
+def add_sql(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("sql", help="run a DuckDB SQL query over a trace's events, flows, steps and ranks",
+                              description=VIEWS_HELP)
+    p.add_argument("query", help="SQL, e.g. \"SELECT name, sum(dur_us) FROM events WHERE cat='kernel' GROUP BY 1\"")
+    p.add_argument("traces", nargs="+", help=".json / .json.gz trace files, or one tensorboard_trace_handler directory")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--csv", action="store_true", help="print the result as CSV")
+    out.add_argument("--json", action="store_true", help="print the result as JSON, one object per row and line")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    p.add_argument("--allow-files", action="store_true",
+                   help="let the query read and write files (read_csv, COPY ... TO, ATTACH); by default it sees "
+                        "the trace's views only, so a pasted query cannot touch this machine's files")
+    return p
+
+
+def add_detect(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "detect", help="run a Python script and report the lines that force a host-device sync",
+        description=DETECT_DESCRIPTION)
+    p.add_argument("script", help="Python script to run as __main__")
+    p.add_argument("script_args", nargs="*", metavar="ARGS",
+                   help="arguments for the script (put options after `--`)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of {file, line, op, count}")
+    p.set_defaults(unknown_args_hint="options of the script go after `--`: "
+                                     "perfkit detect SCRIPT [--json] -- --epochs 1")
+    return p
+
+
+def add_scan(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "scan", help="find sync-point patterns (.item() in loops, tensor conditions, ...) in Python source",
+        description=SCAN_DESCRIPTION)
+    p.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
+    p.add_argument("--json", action="store_true", help="print a JSON list of findings")
+    p.add_argument("--rules", default=None, help="comma-separated rule ids to run (default: all)")
+    p.add_argument("--fail-on-findings", action="store_true", help="exit 1 when anything is found")
+    return p
+
+
+def add_run(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "run", help="run investigation notebooks into dated HTML reports",
+        description="Execute notebooks with papermill into OUT/YYYY-MM-DD/HHMMSS/<name>.ipynb and .html, then "
+                    f"rebuild OUT/index.html. Without names: {', '.join(INVESTIGATIONS)}. 'case_studies' runs "
+                    "the worked case studies (" + ", ".join(NOTEBOOK_SETS["case_studies"]) + "). OUT defaults to the "
+                    "workbook's reports/ (the folder holding notebooks/ above the working directory, or "
+                    "$PERFKIT_HOME, or the working directory).")
+    p.add_argument("names", nargs="*", metavar="NAME", help="notebook names, a set name (case_studies) or .py/.ipynb paths")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], dest="parameters",
+                   metavar=("KEY", "VALUE"),
+                   help="notebook parameter; VALUE is read as int, float, True/False, None, a JSON list or "
+                        "object ('{\"envs\": 8}'), else text; relative paths are from this directory")
+    p.add_argument("--out", default=None, help="reports folder (default: the workbook's reports/)")
+    p.add_argument("--date", default=None, help="report folder date YYYY-MM-DD (default: today)")
+    p.add_argument("--notebook-dir", default=None, help="where to find notebooks by name")
+    p.add_argument("--kernel", default=None, help="Jupyter kernel (default: python3 of this interpreter)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress lines")
+    return p
+
+
+def add_log(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("log", help="print the performance log",
+                              description="Print the perf log: date | investigation | change | "
+                                          "metric | before -> after | delta | verdict.")
+    p.add_argument("--path", default=None, help="log file (default: the workbook's reports/perf_log.csv)")
+    p.add_argument("--investigation", default=None, help="only rows of this investigation")
+    p.add_argument("--json", action="store_true", help="all columns as JSON records")
+    return p
+
+
+def add_validate(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("validate", help="check perfkit's figures against reference workloads",
+                              description="Check that perfkit reports what this machine does, on reference "
+                                          "workloads with a known pathology and fix.")
+    p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda or cuda:N")
+    p.add_argument("--preset", default="auto", choices=["auto", *PRESET_NAMES],
+                   help="problem sizes: full (a few seconds of GPU work per check), quick (a CPU smoke run) "
+                        "or auto (default: full on CUDA, else quick)")
+    p.add_argument("--only", nargs="+", default=None, metavar="CHECK", help=f"checks to run: {', '.join(CHECK_NAMES)}")
+    p.add_argument("--out", type=Path, default=None, help="also write the markdown table to this file")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON records instead of markdown")
+    return p
+
+
+def add_hotspots(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("hotspots", help="host time by Python function (self, total, calls, per step), "
+                                               "and folded stacks for flame graphs")
+    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--thread", default="main",
+                   help="'main' (the thread launching the most GPU work; default), 'all', or a thread id")
+    p.add_argument("--collapsed", metavar="FILE",
+                   help="also write folded stacks ('a;b;c 1234', microseconds) for speedscope, inferno, flamegraph.pl")
+    p.add_argument("--top", type=int, default=25, help="functions to list in the table (default 25)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    return p
+
+
+def add_critical_path(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("critical-path", help="the chain of host work, launches, kernels, copies and sync "
+                                                    "waits that bounds each step, and its time by kind")
+    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object: a row per step and totals")
+    p.add_argument("--annotation", help="use each instance of this record_function label as a step instead")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    return p
+
+
+def add_gaps(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("gaps", help="GPU idle intervals per step, classified (input, launch, sync_wait, "
+                                           "host_python, compile, other_stream, tail) with the function behind each")
+    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object: every gap, totals per class, top gaps")
+    p.add_argument("--top", type=int, default=10, help="longest gaps to list (default 10)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    return p
+
+
+def add_kernels(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("kernels", help="GPU time by kernel (class, Tensor Cores, dtype), FLOPs and bytes per "
+                                              "op against the device's peaks, MFU, and findings with fixes")
+    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object: device, kernels, ops, totals, "
+                                                       "findings, warnings")
+    p.add_argument("--top", type=int, default=None, help="kernels and ops to list (default 15; --json: all unless given)")
+    p.add_argument("--device", help="GPU to compare against instead of the trace's deviceProperties (e.g. H100-SXM, "
+                                    "A100-80GB, MI300X)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar and shapes caches")
+    return p
+
+
+def add_memory(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("memory", help="memory timeline of a trace recorded with profile_memory=True",
+                              description=MEMORY_DESCRIPTION)
+    p.add_argument("trace", help=".json / .json.gz trace file")
+    p.add_argument("--json", action="store_true", help="print {devices: [...], warnings}")
+    p.add_argument("--top", type=int, default=5, help="allocating ops listed per device (default 5)")
+    return p
+
+
+def add_annotate(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("annotate", help="write the trace plus critical-path, GPU-gap and finding tracks and "
+                                               "GPU counters, to open in ui.perfetto.dev or chrome://tracing")
+    p.add_argument("trace", help="one .json / .json.gz trace file")
+    p.add_argument("-o", "--out", required=True, help="output trace (.json, or .json.gz to compress)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    return p
+
+
+def add_init(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("init", help="make a workbook folder (notebooks, reports/, README)",
+                              description="Copy perfkit's investigation notebooks, a reports/ folder and a "
+                                          "README stub into DIR for editing in JupyterLab.")
+    p.add_argument("folder", metavar="DIR", help="the workbook folder (created if missing)")
+    p.add_argument("--force", action="store_true", help="overwrite files that already exist")
+    return p
+
+
+def add_export(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("export", help="write traces as a Parquet dataset (DuckDB, Dask, Spark)")
+    p.add_argument("traces", nargs="+", help=".json / .json.gz trace files or one tensorboard_trace_handler directory")
+    p.add_argument("--parquet", required=True, metavar="DIR", help="the dataset directory to create")
+    p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
+    p.add_argument("--workers", type=int, default=None, help="parsing processes (default: one per core)")
+    p.add_argument("--salvage", action="store_true", help="recover the complete events of a file cut off mid-write")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    return p
+
+
+# perfkit.cli.COMMANDS name -> the function adding its parser
+PARSERS = {
+    "profile": add_profile,
+    "diagnose": add_diagnose,
+    "summary": add_summary,
+    "syncs": add_syncs,
+    "diff": add_diff,
+    "ranks": add_ranks,
+    "sql": add_sql,
+    "detect": add_detect,
+    "scan": add_scan,
+    "run": add_run,
+    "log": add_log,
+    "validate": add_validate,
+    "hotspots": add_hotspots,
+    "critical_path": add_critical_path,
+    "gaps": add_gaps,
+    "kernels": add_kernels,
+    "memory": add_memory,
+    "annotate": add_annotate,
+    "init": add_init,
+    "export": add_export,
+}
