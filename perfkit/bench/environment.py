@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..device import is_cuda, resolve_device
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
 
 ENV_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -271,8 +272,6 @@ def _thread_findings(r: EnvironmentReport) -> list[Finding]:
 def hardware_defaults(device: str = "auto") -> HardwareDefaults:
     """Suggested training defaults for ``device`` ("auto", "cpu", "cuda[:N]"), each with a
     reason. Raises ParameterError for an unknown device or "cuda" without a GPU."""
-    from ..device import is_cuda, resolve_device
-
     import torch
 
     dev = resolve_device(device)

@@ -39,6 +39,8 @@ from ..device import is_cuda, resolve_device, synchronize
 from ..errors import ParameterError, PerfkitError
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
 from ..stats import SlopeFit, fit_slope
+from ..workloads.base import check_int
+from ..workloads.registry import make_workload, workload_module
 
 # Below this r2 the line does not describe the growth and the prediction is not to be trusted.
 MIN_R2 = 0.98
@@ -295,9 +297,6 @@ def workload_memory_sweep(workload: str, field: str, values: Sequence[int], *, v
     steps and closes it, so weights, buffers and activations are all counted. Other keywords
     go to ``memory_sweep``. Raises ParameterError for an unknown workload, variant or field.
     """
-    from ..workloads.base import check_int
-    from ..workloads.registry import make_workload, workload_module
-
     check_int("steps", steps)
     valid = [f.name for f in fields(workload_module(workload).Config)]
     if field not in valid:

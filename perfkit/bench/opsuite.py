@@ -28,10 +28,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
+from ..device import resolve_device
 from ..errors import ParameterError
-from .compare import ABResult, compare, environment
-from .opsuite_result import OpComparison, OpSuiteResult, OpTiming, Setting
 from ..stats import ratio_test
+from .compare import ABResult, compare, environment
+from .environment import environment_report
+from .opsuite_result import OpComparison, OpSuiteResult, OpTiming, Setting
 from .timing import sample_warnings, time_call, time_callable
 
 # torch is heavy and optional: the functions below import it when the suite runs.
@@ -134,8 +136,6 @@ def op_suite(*, preset: str | Preset = "quick", ops: Sequence = tuple(OPS), devi
     """
     import torch
 
-    from .environment import environment_report
-
     p, specs = _check(preset, ops, dtypes)
     devs = _devices(devices)
     thread_counts = _threads(threads)
@@ -178,8 +178,6 @@ def _check(preset: str, ops, dtypes) -> tuple[Preset, list[OpSpec]]:
 
 def _devices(devices) -> list[str]:
     import torch
-
-    from ..device import resolve_device
 
     if devices is None:
         return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

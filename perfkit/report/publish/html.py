@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ...workbook import workbook_root
 from ..card import read_card
 
 _CDN_BLOCKS = ("html_head_js_requirejs", "jupyter_widgets", "html_head_js_mathjax", "html_head_js_mermaidjs")
@@ -60,8 +61,6 @@ def local_prefixes() -> list[tuple[str, str]]:
     """(absolute path, placeholder) pairs, longest first: the workbook root ("."), perfkit's own
     source folder ("[perfkit]", e.g. an editable install's clone), the Python installation
     ("[python]"), the home folder ("~") and the temporary folder ("[tmp]")."""
-    from ...workbook import workbook_root
-
     source = str(Path(__file__).resolve().parents[3])
     pairs = [(str(workbook_root()), "."), (source, "[perfkit]"), (sys.prefix, "[python]"), (sys.base_prefix, "[python]"),
              (os.path.realpath(sys.prefix), "[python]"), (tempfile.gettempdir(), "[tmp]"),

@@ -137,7 +137,7 @@ def _read_log(path: Path) -> tuple[pd.DataFrame, list[str]]:
 def _trends(log: pd.DataFrame) -> tuple[list[dict], int]:
     """One small figure per (investigation, subject, metric, device) logged by at least 2 runs (the
     MAX_TREND_PLOTS logged most recently), and how many more such metrics there are."""
-    from ..plots import figure_png, perf_log_trend
+    from ..plots import figure_png, perf_log_trend  # heavy: matplotlib, only when the log has trends
 
     if log.empty:
         return [], 0
