@@ -21,6 +21,7 @@ from ...errors import PerfkitError
 from ...workbook import reports_dir as default_reports
 from ..card import card_line
 from ..perflog import MIN_EFFECT, PerfLog, Z, display_frame, empty_log
+from ..plots import figure_png, perf_log_trend
 from .records import load_run_record
 
 _DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -137,8 +138,6 @@ def _read_log(path: Path) -> tuple[pd.DataFrame, list[str]]:
 def _trends(log: pd.DataFrame) -> tuple[list[dict], int]:
     """One small figure per (investigation, subject, metric, device) logged by at least 2 runs (the
     MAX_TREND_PLOTS logged most recently), and how many more such metrics there are."""
-    from ..plots import figure_png, perf_log_trend  # heavy: matplotlib, only when the log has trends
-
     if log.empty:
         return [], 0
     groups = [(key, group) for key, group in log.groupby(["investigation", "subject", "metric", "device"], sort=True)
