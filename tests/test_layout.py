@@ -1,0 +1,93 @@
+"""The package's layout rules (README "Layout", ../shared/STYLE.md points 1, 13 and 18), checked on
+the source itself: layers point one way, no import cycle (function-level imports counted), imports
+at the top of modules, modules under 400 lines."""
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "perfkit"
+# Which packages each layer may not import (STYLE 1); the CLI and notebook glue sit on top.
+FORBIDDEN = {
+    "perfkit.trace": ("perfkit.analysis", "perfkit.bench", "perfkit.report", "perfkit.cli", "perfkit.workloads"),
+    "perfkit.analysis": ("perfkit.bench", "perfkit.report", "perfkit.cli", "perfkit.workloads", "perfkit.detect"),
+    "perfkit.report": ("perfkit.bench", "perfkit.workloads", "perfkit.detect", "perfkit.cli", "perfkit.validation"),
+    "perfkit.bench": ("perfkit.report", "perfkit.cli"),
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path):
+    """(imported perfkit module, inside a function) for every import of perfkit's own modules."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    in_function = {id(sub) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   for sub in ast.walk(node)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("perfkit")):
+            base = ".".join(parts[:-1][:len(parts) - node.level] + ([node.module] if node.module else [])) \
+                if node.level else node.module
+            for alias in node.names:
+                target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                yield target, id(node) in in_function
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("perfkit"):
+                    yield alias.name, id(node) in in_function
+
+
+GRAPH = {name: {t for t, _ in _imports(name, path) if t in MODULES and t != name} for name, path in MODULES.items()}
+
+
+def test_no_import_cycle_counting_function_level_imports():
+    done, active = set(), []
+
+    def visit(node):
+        if node in active:
+            pytest.fail("import cycle: " + " -> ".join(active[active.index(node):] + [node]))
+        if node in done:
+            return
+        active.append(node)
+        for nxt in sorted(GRAPH[node]):
+            visit(nxt)
+        active.pop()
+        done.add(node)
+
+    for name in sorted(GRAPH):
+        visit(name)
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layers_point_one_way(layer):
+    wrong = sorted(f"{name} imports {target}" for name, targets in GRAPH.items() if name.startswith(layer)
+                   for target in targets if target.startswith(FORBIDDEN[layer]))
+    assert not wrong, wrong
+
+
+def test_report_never_imports_torch():
+    assert not [name for name, path in MODULES.items() if name.startswith("perfkit.report")
+                and any(isinstance(n, (ast.Import, ast.ImportFrom)) and "torch" in
+                        [a.name.split(".")[0] for a in n.names] + [(getattr(n, "module", "") or "").split(".")[0]]
+                        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))]
+
+
+def test_at_most_30_function_level_imports_of_perfkit_modules():
+    inside = sorted(f"{name} -> {target}" for name, path in MODULES.items()
+                    for target, in_function in _imports(name, path) if in_function)
+    assert len(inside) <= 30, inside
+
+
+def test_no_module_over_400_lines():
+    long = {name: n for name, path in MODULES.items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400}
+    assert not long, long
