@@ -9,10 +9,13 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "perfkit"
 # Which packages each layer may not import (STYLE 1); the CLI and notebook glue sit on top.
 FORBIDDEN = {
-    "perfkit.trace": ("perfkit.analysis", "perfkit.bench", "perfkit.report", "perfkit.cli", "perfkit.workloads"),
-    "perfkit.analysis": ("perfkit.bench", "perfkit.report", "perfkit.cli", "perfkit.workloads", "perfkit.detect"),
-    "perfkit.report": ("perfkit.bench", "perfkit.workloads", "perfkit.detect", "perfkit.cli", "perfkit.validation"),
-    "perfkit.bench": ("perfkit.report", "perfkit.cli"),
+    "perfkit.trace": ("perfkit.workbook", "perfkit.analysis", "perfkit.workloads", "perfkit.detect", "perfkit.bench",
+                      "perfkit.export", "perfkit.report", "perfkit.validation", "perfkit.profiling", "perfkit.cli"),
+    "perfkit.analysis": ("perfkit.workbook", "perfkit.bench", "perfkit.export", "perfkit.report", "perfkit.validation",
+                         "perfkit.profiling", "perfkit.notebook_setup", "perfkit.cli"),
+    "perfkit.bench": ("perfkit.report", "perfkit.validation", "perfkit.profiling", "perfkit.notebook_setup", "perfkit.cli"),
+    "perfkit.report": ("perfkit.bench", "perfkit.workloads", "perfkit.detect", "perfkit.validation", "perfkit.profiling",
+                       "perfkit.notebook_setup", "perfkit.cli"),
 }
 
 
