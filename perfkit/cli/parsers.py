@@ -27,6 +27,24 @@ VIEWS_HELP = ("views: events (name, cat, ph, ts_us, dur_us, pid, tid, file_id, r
               "schema_version, base_time_ns, backend, world_size, devices, flags, events_read); times in microseconds")
 
 
+def _trace(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+
+
+def _trace_command(subparsers, name: str, help: str, *, json_help: str, top: tuple[int, str] | None = None):
+    """A command over one trace: the trace argument, ``--json`` and, with ``top=(default, help)``, ``--top``."""
+    p = subparsers.add_parser(name, help=help)
+    _trace(p)
+    p.add_argument("--json", action="store_true", help=json_help)
+    if top:
+        p.add_argument("--top", type=int, default=top[0], help=top[1])
+    return p
+
+
+def _no_cache(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+
+
 def add_profile(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "profile", help="run a training script under the PyTorch profiler and diagnose the trace",
@@ -55,11 +73,10 @@ def add_profile(subparsers) -> argparse.ArgumentParser:
 
 
 def add_diagnose(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("diagnose", help="what limits each step, the numbers behind it and the fix, on one screen")
-    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
-    p.add_argument("--json", action="store_true", help="print one JSON object: verdict, steps, evidence, fix, "
+    p = _trace_command(subparsers, "diagnose", "what limits each step, the numbers behind it and the fix, on one screen",
+                       json_help="print one JSON object: verdict, steps, evidence, fix, "
                                                        "warm_up, outside_steps, warnings")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _no_cache(p)
     return p
 
 
@@ -68,17 +85,16 @@ def add_summary(subparsers) -> argparse.ArgumentParser:
     p.add_argument("traces", nargs="+", help=".json / .json.gz trace files or tensorboard_trace_handler directories")
     p.add_argument("--json", action="store_true", help="one JSON object per trace, one per line")
     p.add_argument("--salvage", action="store_true", help="recover the complete events of a file cut off mid-write")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _no_cache(p)
     return p
 
 
 def add_syncs(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("syncs", help="where the host waited on the GPU: sync points with the function "
-                                            "they ran in, count per step and time blocked")
-    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.add_argument("--top", type=int, default=20, help="sites to list in the table (default 20)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    p = _trace_command(subparsers, "syncs", "where the host waited on the GPU: sync points with the function "
+                                            "they ran in, count per step and time blocked",
+                       json_help="print the result as one JSON object",
+                       top=(20, "sites to list in the table (default 20)"))
+    _no_cache(p)
     return p
 
 
@@ -88,7 +104,7 @@ def add_diff(subparsers) -> argparse.ArgumentParser:
     p.add_argument("b", help="candidate trace")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--top", type=int, default=10, help="ops, kernels and ranges to list (default 10)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _no_cache(p)
     return p
 
 
@@ -102,7 +118,7 @@ def add_ranks(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=None,
                    help="Dask scheduler address (tcp://HOST:8786); default $DASK_SCHEDULER_ADDRESS")
     p.add_argument("--workers", type=int, default=None, help="local engine: processes (default: one per core)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _no_cache(p)
     return p
 
 
@@ -114,7 +130,7 @@ def add_sql(subparsers) -> argparse.ArgumentParser:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true", help="print the result as CSV")
     out.add_argument("--json", action="store_true", help="print the result as JSON, one object per row and line")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _no_cache(p)
     p.add_argument("--allow-files", action="store_true",
                    help="let the query read and write files (read_csv, COPY ... TO, ATTACH); by default it sees "
                         "the trace's views only, so a pasted query cannot touch this machine's files")
@@ -191,44 +207,40 @@ def add_validate(subparsers) -> argparse.ArgumentParser:
 
 
 def add_hotspots(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("hotspots", help="host time by Python function (self, total, calls, per step), "
-                                               "and folded stacks for flame graphs")
-    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p = _trace_command(subparsers, "hotspots", "host time by Python function (self, total, calls, per step), "
+                                               "and folded stacks for flame graphs",
+                       json_help="print the result as one JSON object")
     p.add_argument("--thread", default="main",
                    help="'main' (the thread launching the most GPU work; default), 'all', or a thread id")
     p.add_argument("--collapsed", metavar="FILE",
                    help="also write folded stacks ('a;b;c 1234', microseconds) for speedscope, inferno, flamegraph.pl")
     p.add_argument("--top", type=int, default=25, help="functions to list in the table (default 25)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _no_cache(p)
     return p
 
 
 def add_critical_path(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("critical-path", help="the chain of host work, launches, kernels, copies and sync "
-                                                    "waits that bounds each step, and its time by kind")
-    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
-    p.add_argument("--json", action="store_true", help="print one JSON object: a row per step and totals")
+    p = _trace_command(subparsers, "critical-path", "the chain of host work, launches, kernels, copies and sync "
+                                                    "waits that bounds each step, and its time by kind",
+                       json_help="print one JSON object: a row per step and totals")
     p.add_argument("--annotation", help="use each instance of this record_function label as a step instead")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _no_cache(p)
     return p
 
 
 def add_gaps(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("gaps", help="GPU idle intervals per step, classified (input, launch, sync_wait, "
-                                           "host_python, compile, other_stream, tail) with the function behind each")
-    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
-    p.add_argument("--json", action="store_true", help="print one JSON object: every gap, totals per class, top gaps")
-    p.add_argument("--top", type=int, default=10, help="longest gaps to list (default 10)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    p = _trace_command(subparsers, "gaps", "GPU idle intervals per step, classified (input, launch, sync_wait, "
+                                           "host_python, compile, other_stream, tail) with the function behind each",
+                       json_help="print one JSON object: every gap, totals per class, top gaps",
+                       top=(10, "longest gaps to list (default 10)"))
+    _no_cache(p)
     return p
 
 
 def add_kernels(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("kernels", help="GPU time by kernel (class, Tensor Cores, dtype), FLOPs and bytes per "
-                                              "op against the device's peaks, MFU, and findings with fixes")
-    p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
-    p.add_argument("--json", action="store_true", help="print one JSON object: device, kernels, ops, totals, "
+    p = _trace_command(subparsers, "kernels", "GPU time by kernel (class, Tensor Cores, dtype), FLOPs and bytes per "
+                                              "op against the device's peaks, MFU, and findings with fixes",
+                       json_help="print one JSON object: device, kernels, ops, totals, "
                                                        "findings, warnings")
     p.add_argument("--top", type=int, default=None, help="kernels and ops to list (default 15; --json: all unless given)")
     p.add_argument("--device", help="GPU to compare against instead of the trace's deviceProperties (e.g. H100-SXM, "
@@ -251,7 +263,7 @@ def add_annotate(subparsers) -> argparse.ArgumentParser:
                                                "GPU counters, to open in ui.perfetto.dev or chrome://tracing")
     p.add_argument("trace", help="one .json / .json.gz trace file")
     p.add_argument("-o", "--out", required=True, help="output trace (.json, or .json.gz to compress)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _no_cache(p)
     return p
 
 
@@ -271,7 +283,7 @@ def add_export(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
     p.add_argument("--workers", type=int, default=None, help="parsing processes (default: one per core)")
     p.add_argument("--salvage", action="store_true", help="recover the complete events of a file cut off mid-write")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _no_cache(p)
     return p
 
 
