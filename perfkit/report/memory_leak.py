@@ -130,10 +130,10 @@ def show_snapshots(source: Snapshots) -> None:
 
 
 def in_mib(frame):
-    """``*mib_text`` / ``bytes_*`` columns as ``*_mib`` / ``mib_*`` (MiB, 2**20 bytes), for tables
+    """``*_bytes`` / ``bytes_*`` columns as ``*_mib`` / ``mib_*`` (MiB, 2**20 bytes), for tables
     people read."""
-    columns = {c: c.removesuffix("mib_text") + "_mib" if c.endswith("mib_text") else "mib_" + c.removeprefix("bytes_")
-               for c in frame.columns if c.endswith("mib_text") or c.startswith("bytes_")}
+    columns = {c: c.removesuffix("_bytes") + "_mib" if c.endswith("_bytes") else "mib_" + c.removeprefix("bytes_")
+               for c in frame.columns if c.endswith("_bytes") or c.startswith("bytes_")}
     return frame.assign(**{c: frame[c] / _MIB for c in columns}).rename(columns=columns)
 
 

@@ -56,7 +56,7 @@ def summary_frame(summary: dict) -> pd.DataFrame:
             ("median_step_us", steps["median_us"]), ("kernels", gpu["kernel_count"]),
             ("kernel_time_us", gpu["kernel_time_us"]), ("gpu_busy_us", gpu["busy_us"])]
     for direction, copies in summary["memcpy"].items():
-        rows += [(f"{direction}_copies", copies["count"]), (f"{direction}mib_text", copies["bytes"])]
+        rows += [(f"{direction}_copies", copies["count"]), (f"{direction}_bytes", copies["bytes"])]
     rows += [("sync_runtime_calls", syncs["count"]), ("sync_runtime_us", syncs["blocked_us"])]
     compiled = summary.get("compile")
     if compiled:

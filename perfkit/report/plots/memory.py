@@ -57,7 +57,7 @@ def monitor_timeline(result, *, columns: tuple[str, ...] | None = None, title: s
     fig = new_figure(8.0, 1.0 + 1.3 * len(cols))
     axes = np.atleast_1d(fig.subplots(len(cols), 1, sharex=True))
     for ax, col in zip(axes, cols):
-        scale, name = (2.0**20, col.replace("mib_text", " (MiB)")) if col.endswith("mib_text") else (1.0, col)
+        scale, name = (2.0**20, col.replace("_bytes", " (MiB)")) if col.endswith("_bytes") else (1.0, col)
         ax.plot(frame["time_s"].to_numpy(dtype=float), frame[col].to_numpy(dtype=float) / scale, linewidth=1)
         ax.set_ylabel(label(name, 24), fontsize=7)
     axes[-1].set_xlabel("time since start (s)")
