@@ -102,8 +102,7 @@ def _host_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.n
     ext = _op_links(events["external_id"].to_numpy()[rows], events["correlation"].to_numpy()[rows], launch)
     # Start order: a runtime call without an External id sorts after the ops starting with it. The
     # sort is stable (lexsort), so full ties keep file order.
-    ext_key = np.where((ext < 0) & launch, np.iinfo(np.int64).max, ext)
-    order = np.lexsort((start - end, launch, ext_key, *_thread_start_keys(thread, start)))
+    order = np.lexsort((start - end, *_link_keys(ext, launch), *_thread_start_keys(thread, start)))
     parent = _sweep(order, start, end, thread, launch)
     names, categories = _name_codes(events["name"], rows)
     calls = _calls(parent, names, launch, categories)
@@ -124,6 +123,15 @@ def _thread_start_keys(thread: np.ndarray, start: np.ndarray) -> tuple:
     if int(thread.max(initial=0)) < 2**62 // span:
         return (thread.astype(np.int64) * span + start,)
     return start, thread
+
+
+def _link_keys(ext: np.ndarray, launch: np.ndarray) -> tuple:
+    """The middle keys of the start-order lexsort: (launch, External id), a runtime call without
+    one last; one key holding both when the ids fit (one sort pass less)."""
+    missing = (ext < 0) & launch
+    if int(ext.max(initial=-1)) < 2**61 - 1:
+        return (np.where(missing, 2**61, ext + 1) * 2 + launch,)
+    return launch, np.where(missing, np.iinfo(np.int64).max, ext)
 
 
 def _name_codes(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, list]:
