@@ -216,10 +216,23 @@ def _walk_up(end: np.ndarray, start: np.ndarray, up: np.ndarray, active: np.ndar
 
 def _running_call_end(end: np.ndarray, thread: np.ndarray, launch: np.ndarray, head: np.ndarray) -> np.ndarray:
     """Per position (start order), the latest end of the runtime calls before it on its thread."""
-    ends = pd.Series(np.where(launch, end, -_INF)).groupby(thread, sort=False).cummax().to_numpy()
+    ends = _thread_cummax(np.where(launch, end, -_INF), thread, head)
     out = np.full(len(end), -_INF, dtype=np.int64)
     out[1:] = np.where(head[1:], -_INF, ends[:-1])
     return out
+
+
+def _thread_cummax(values: np.ndarray, thread: np.ndarray, head: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` (-_INF: none) within each thread's run of positions (``head``:
+    where a run starts). One accumulate over run * width + value when that fits in 63 bits (every
+    key of a run is above every key of the runs before it), else a groupby."""
+    run = np.cumsum(head) - 1
+    shifted = np.where(values > -_INF, values + 1, 0)  # ends are >= 0 (ns from the first start)
+    width = int(shifted.max(initial=0)) + 1
+    if ((values < 0) & (values > -_INF)).any() or int(run.max(initial=0)) >= 2**62 // width:
+        return pd.Series(values).groupby(thread, sort=False).cummax().to_numpy()
+    best = np.maximum.accumulate(run * width + shifted) - run * width
+    return np.where(best > 0, best - 1, -_INF)
 
 
 def _sweep_stack(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray,
