@@ -360,10 +360,11 @@ def _phase_lines(row: dict) -> str:
         r = row[key]
         if "error" not in r:
             ph = r["phases"]
-            lines.append(f"    {key}: imports {r['imports']:.2f} s, " + ", ".join(
+            lines.append(f"    {key}: {r['seconds']:.2f} s, {r['cpu_s']:.1f} CPU-s, {r['peak_mb']:,.0f} MB; "
+                         f"imports {r['imports']:.2f} s, " + ", ".join(
                 f"{k} {ph[k]:.2f}" for k in PHASE_ORDER if k in ph))
     if "error" not in row["cached"]:
-        lines.append(f"    cached: imports {row['cached']['imports']:.2f} s, read "
+        lines.append(f"    cached: {row['cached']['seconds']:.2f} s; imports {row['cached']['imports']:.2f} s, read "
                      f"{row['cached']['phases'].get('cache_read', float('nan')):.2f} s")
     return "\n".join(lines)
 
