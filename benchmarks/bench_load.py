@@ -9,7 +9,9 @@ events, one event a line, json.dump's single line) and two compressions (plain, 
 runs in a fresh process; perfkit's time includes its imports (timed in the child, as a user's
 ``python -c "import perfkit; perfkit.load_trace(...)"`` meets them) and is split into phases
 (imports, worker start, parse: gzip inflate, cutting and decoding overlapped, so their CPU seconds
-are given apart; table assembly, steps, nesting, cache write or read). Each file's floor is the
+are given apart; table assembly, steps, cache write started (the events and flows are written in a
+thread while nesting is computed), nesting, cache write finished (the nesting columns written, the
+thread waited for), or the cache read). Each file's floor is the
 time to read it once: ``gzip -dc`` and ISA-L's ``igzip -dc`` into /dev/null (``cat`` for plain
 files). Memory is the peak, sampled every 50 ms, of the summed proportional set size (PSS) of the
 loading process and its worker processes.
@@ -75,7 +77,9 @@ import resource, threading
 from perfkit.trace import cache as _cache, columns as _columns, load as _load, parse as _parse, stream as _stream
 PH = {}
 def _timed(owner, name, key, clock=time.perf_counter):
-    inner = getattr(owner, name)
+    inner = getattr(owner, name, None)
+    if inner is None:  # another perfkit version (a baseline checkout) without this stage
+        return
     def timed(*a, **k):
         t = clock()
         try:
@@ -86,7 +90,8 @@ def _timed(owner, name, key, clock=time.perf_counter):
 for _owner, _name, _key in ((_parse, "process_pool", "pool_start"), (_load, "parse_trace", "parse"),
                             (_columns.ColumnBuilder, "frames", "assemble"), (_load, "pair_durations", "pairs"),
                             (_load, "file_steps", "steps"), (_load, "add_nesting", "nesting"),
-                            (_cache, "write", "cache_write"), (_cache, "read", "cache_read")):
+                            (getattr(_cache, "Writer", None), "start", "cache_start"), (_cache, "write", "cache_write"),
+                            (getattr(_cache, "Writer", None), "finish", "cache_finish"), (_cache, "read", "cache_read")):
     _timed(_owner, _name, _key)
 _timed(_stream.ByteStream, "_inflate", "inflate_cpu", time.thread_time)
 _timed(_parse._Parser, "run", "parse_main_cpu", time.thread_time)
@@ -101,7 +106,7 @@ def _parse_with_workers(*a, **k):
 _load.parse_trace = _parse_with_workers
 """
 PHASE_ORDER = ("pool_start", "parse", "inflate_cpu", "parse_main_cpu", "decode_workers_cpu", "assemble", "pairs",
-               "steps", "nesting", "cache_write", "cache_read")
+               "steps", "cache_start", "nesting", "cache_finish", "cache_write", "cache_read")
 
 
 def build(source: Path, min_events: int, writers: dict) -> int:
