@@ -47,6 +47,8 @@ from pathlib import Path
 
 import orjson
 
+import load_phases  # beside this script (benchmarks/ is a folder of scripts, not a package)
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PERFKIT_SHARED", ROOT.parent / "shared")) / "traces" / "public"
 SOURCES = {
@@ -61,7 +63,7 @@ TARGETS = {"speed": 30.0, "memory": 0.25, "cached": 300.0}
 # user's `python -c "import perfkit; perfkit.load_trace(...)"`); memory is sampled after them.
 CHILD = {
     "perfkit": ("import time\n_t = time.perf_counter()\nimport perfkit\nfrom perfkit.trace import load_trace\n"
-                "IMPORTS = time.perf_counter() - _t\nexec(PHASES)",
+                "IMPORTS = time.perf_counter() - _t\nfrom load_phases import PH, install\ninstall()",
                 "n = len(load_trace(PATH, workers=WORKERS).events)"),
     "json": ("import gzip, json, pandas as pd",
              "doc = json.load(gzip.open(PATH) if PATH.endswith('.gz') else open(PATH)); "
@@ -69,45 +71,6 @@ CHILD = {
     "hta": ("import os\nfrom hta.trace_analysis import TraceAnalysis",
             "a = TraceAnalysis(trace_dir=os.path.dirname(PATH)); n = len(a.t.get_trace(next(iter(a.t.traces))))"),
 }
-# Phase times of one perfkit load, by wrapping the loader's stages in the child (wall seconds, except
-# the CPU seconds of the gzip inflate thread, of the parser's main thread and of its worker processes,
-# which overlap in the pipelined parse).
-PHASES = """
-import resource, threading
-from perfkit.trace import cache as _cache, columns as _columns, load as _load, parse as _parse, stream as _stream
-PH = {}
-def _timed(owner, name, key, clock=time.perf_counter):
-    inner = getattr(owner, name, None)
-    if inner is None:  # another perfkit version (a baseline checkout) without this stage
-        return
-    def timed(*a, **k):
-        t = clock()
-        try:
-            return inner(*a, **k)
-        finally:
-            PH[key] = PH.get(key, 0.0) + clock() - t
-    setattr(owner, name, timed)
-for _owner, _name, _key in ((_parse, "process_pool", "pool_start"), (_load, "parse_trace", "parse"),
-                            (_columns.ColumnBuilder, "frames", "assemble"), (_load, "pair_durations", "pairs"),
-                            (_load, "file_steps", "steps"), (_load, "add_nesting", "nesting"),
-                            (getattr(_cache, "Writer", None), "start", "cache_start"), (_cache, "write", "cache_write"),
-                            (getattr(_cache, "Writer", None), "finish", "cache_finish"), (_cache, "read", "cache_read")):
-    _timed(_owner, _name, _key)
-_timed(_stream.ByteStream, "_inflate", "inflate_cpu", time.thread_time)
-_timed(_parse._Parser, "run", "parse_main_cpu", time.thread_time)
-_inner_parse = _load.parse_trace
-def _parse_with_workers(*a, **k):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    try:
-        return _inner_parse(*a, **k)
-    finally:  # the pool is shut down (its workers reaped) when parse_trace returns
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        PH["decode_workers_cpu"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-_load.parse_trace = _parse_with_workers
-"""
-PHASE_ORDER = ("pool_start", "parse", "inflate_cpu", "parse_main_cpu", "decode_workers_cpu", "assemble", "pairs",
-               "steps", "cache_start", "nesting", "cache_finish", "cache_write", "cache_read")
-
 
 def build(source: Path, min_events: int, writers: dict) -> int:
     """Write ``source`` replicated to ``min_events`` events through each layout writer; returns the count."""
@@ -188,7 +151,7 @@ def measure(python: str, loader: str, path: Path, env: dict, workers: int | None
     and phase times)."""
     code = "\n".join([
         "import json, resource, sys, time", f"PATH = {str(path)!r}", f"WORKERS = {workers!r}",
-        f"PHASES = {PHASES!r}", "IMPORTS, PH = 0.0, {}", CHILD[loader][0],
+        f"sys.path.append({str(Path(__file__).resolve().parent)!r})", "IMPORTS, PH = 0.0, {}", CHILD[loader][0],
         "sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.readline()",
         "def cpu():",
         "    return sum(r.ru_utime + r.ru_stime for r in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))",
@@ -367,7 +330,7 @@ def _phase_lines(row: dict) -> str:
             ph = r["phases"]
             lines.append(f"    {key}: {r['seconds']:.2f} s, {r['cpu_s']:.1f} CPU-s, {r['peak_mb']:,.0f} MB; "
                          f"imports {r['imports']:.2f} s, " + ", ".join(
-                f"{k} {ph[k]:.2f}" for k in PHASE_ORDER if k in ph))
+                f"{k} {ph[k]:.2f}" for k in load_phases.ORDER if k in ph))
     if "error" not in row["cached"]:
         lines.append(f"    cached: {row['cached']['seconds']:.2f} s; imports {row['cached']['imports']:.2f} s, read "
                      f"{row['cached']['phases'].get('cache_read', float('nan')):.2f} s")
@@ -378,8 +341,8 @@ def _line(row: dict) -> str:
     cells = [f"{row['file']:22s} {row['MB']:7,.0f} {row['load']:5.1f}"]
     for key in ("first", "cached", "base"):
         r = row[key]
-        cells.append(f"{'failed':>24s}" if "error" in r else
-                     f"{r['seconds']:7.2f}s {r['cpu_s']:6.1f}c {r['peak_mb']:6,.0f}MB")
+        cpu = "quoted" if r.get("quoted") else f"{r.get('cpu_s', 0):5.1f}c"
+        cells.append(f"{'failed':>24s}" if "error" in r else f"{r['seconds']:7.2f}s {cpu:>6s} {r['peak_mb']:6,.0f}MB")
     first, cached, base = row["first"], row["cached"], row["base"]
     if not any("error" in r for r in (first, cached, base)):
         cells.append(f"{base['seconds'] / first['seconds']:6.1f}x {first['peak_mb'] / base['peak_mb']:5.2f}x "
