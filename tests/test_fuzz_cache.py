@@ -54,11 +54,27 @@ def test_another_traces_arrow_file_copied_over_an_entry_is_not_served(tmp_path):
     assert len(load_trace(a).events) == 4  # the rebuilt entry is served again
 
 
+def test_another_traces_nesting_file_copied_over_an_entry_is_not_served(tmp_path, monkeypatch):
+    """The nesting columns live in their own Arrow file (written while nesting is computed): one
+    from another entry makes a miss, parsed again, never a mix of two traces' tables."""
+    a = write_trace(tmp_path / "a.json", events(3))
+    b = write_trace(tmp_path / "b.json", events(4))
+    first = load_trace(a)
+    load_trace(b)
+    shutil.copy(cache.cache_dir() / f"{cache._key(b)}.nesting.arrow", cache.cache_dir() / f"{cache._key(a)}.nesting.arrow")
+    parsed, real_parse = [], load_module._parse_file
+    monkeypatch.setattr(load_module, "_parse_file", lambda p, **kw: parsed.append(p) or real_parse(p, **kw))
+    again = load_trace(a)
+    assert parsed == [a]
+    assert again.events.equals(first.events)
+    assert load_trace(a).events.equals(first.events) and parsed == [a]  # the rebuilt entry is a hit
+
+
 def test_an_entry_copied_whole_from_another_trace_is_not_served(tmp_path):
     a = write_trace(tmp_path / "a.json", events(3))
     b = write_trace(tmp_path / "b.json", events(3, dur=77))
     load_trace(a), load_trace(b)
-    for suffix in (".json", ".events.arrow", ".flows.arrow"):
+    for suffix in (".json", ".events.arrow", ".nesting.arrow", ".flows.arrow"):
         shutil.copy(cache.cache_dir() / f"{cache._key(b)}{suffix}", cache.cache_dir() / f"{cache._key(a)}{suffix}")
     assert 77.0 not in set(load_trace(a).events["dur_us"])
 

@@ -248,3 +248,21 @@ def test_a_real_trace_nests_the_same_by_stack_and_by_pointer_jumping(monkeypatch
     fast = load_trace(path, use_cache=False).events["parent"].to_numpy()
     monkeypatch.setattr(nesting, "_sweep", nesting._sweep_stack)
     assert (load_trace(path, use_cache=False).events["parent"].to_numpy() == fast).all()
+
+
+def test_thread_running_maximum_equals_a_groupby_cummax():
+    """The one-accumulate running maximum per thread run against pandas' groupby cummax, with
+    runs of no runtime call, negative ends (the groupby fallback) and one long run."""
+    import pandas as pd
+
+    from perfkit.trace import nesting
+
+    rng = np.random.default_rng(11)
+    for low in (0, -20):
+        for _ in range(1000):
+            n = int(rng.integers(1, 60))
+            thread = np.sort(rng.integers(0, 4, n))
+            values = np.where(rng.random(n) < 0.5, rng.integers(low, 50, n), -nesting._INF)
+            head = np.r_[True, np.diff(thread) != 0]
+            expected = pd.Series(values).groupby(thread, sort=False).cummax().to_numpy()
+            assert (nesting._thread_cummax(values, thread, head) == expected).all()

@@ -33,7 +33,10 @@ class Encoder:
         self.normalize = normalize
 
     def encode(self, values: list) -> np.ndarray:
-        local, uniques = _local_codes(values)
+        return self.encode_local(*_local_codes(values))
+
+    def encode_local(self, local: np.ndarray, uniques: list) -> np.ndarray:
+        """:meth:`encode` of values already coded by :func:`_local_codes` (every unique used)."""
         table, normalize = self.codes, self.normalize
         mapping = np.array([table.setdefault(normalize(u), len(table)) for u in uniques], dtype=np.int32)
         return mapping[local] if len(local) else local
@@ -62,6 +65,15 @@ def _local_codes(values: list) -> tuple[np.ndarray, list]:
     for i, value in enumerate(local):
         local[value] = i
     return np.fromiter(map(local.__getitem__, values), dtype=np.int32, count=len(values)), list(local)
+
+
+def _used(codes: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
+    """(codes, uniques) of a subset of values, without the uniques it does not hold."""
+    used = np.zeros(len(uniques), dtype=bool)
+    used[codes] = True
+    if used.all():
+        return codes, uniques
+    return (np.cumsum(used, dtype=np.int32) - 1)[codes], [u for u, k in zip(uniques, used.tolist()) if k]
 
 
 def _blank(value) -> bool:
@@ -140,10 +152,10 @@ class ColumnBuilder:
                 self.skipped_phases[_text(phase)] = self.skipped_phases.get(_text(phase), 0) + int(
                     np.count_nonzero(local == code))
         if keep.all():
-            self.parts.append(self._columns(batch, phases))
+            self.parts.append(self._columns(batch, local, uniques))
         elif keep.any():
-            rows = np.flatnonzero(keep).tolist()
-            self.parts.append(self._columns([batch[i] for i in rows], [phases[i] for i in rows]))
+            rows = np.flatnonzero(keep)
+            self.parts.append(self._columns([batch[i] for i in rows.tolist()], *_used(local[rows], uniques)))
         if flows.any():
             arrows = [e for e in _subset(batch, flows) if e.cat in FLOW_CATEGORIES]
             if arrows:
@@ -170,19 +182,20 @@ class ColumnBuilder:
             cols[col] = encoder.encode(_field(flows, col))
         return cols if keep.all() else {k: v[keep] for k, v in cols.items()}
 
-    def _columns(self, events: list, phases: list) -> dict:
+    def _columns(self, events: list, phase_codes: np.ndarray, phases: list) -> dict:
+        """Columns of ``events``, whose phases are ``phases[phase_codes]`` (:func:`_local_codes`)."""
         names = _field(events, "name")
         cat_codes = self._categories(events, names)
         args = [a if a is not None else NO_ARGS for a in _field(events, "args")]
         if len(self.arg_ranks) < 2:  # one set pass per batch until a second rank shows up
             self.arg_ranks |= set(map(attrgetter("rank"), args)) - {None}
         cols, bad = self._numbers(events, args, cat_codes)
-        bad["dur_us"] &= np.array([p == "X" for p in phases], dtype=bool)  # an instant's dur is ignored (0)
+        bad["dur_us"] &= np.array([p == "X" for p in phases], dtype=bool)[phase_codes]  # an instant's dur is ignored (0)
         keep = self.drops.record(bad, names, lambda f, i: _raw(events[i], args[i], f))
         cols.update({
             "name": self.encoders["name"].encode(names),
             "cat": cat_codes,
-            "ph": self.encoders["ph"].encode(phases),
+            "ph": self.encoders["ph"].encode_local(phase_codes, phases),
             "pid": self.encoders["pid"].encode(_field(events, "pid")),
             "tid": self.encoders["tid"].encode(_field(events, "tid")),
         })
@@ -198,9 +211,12 @@ class ColumnBuilder:
             "correlation": checked_ints(_field(args, "correlation"), ID_RANGES["correlation"]),
             "external_id": self._external_ids(args),
         }
+        subsets = {}  # device and stream (and both Python ids) are read from the same events
         for col, cats, attr, default in _ARG_COLUMNS:
-            mask = self._is(cat_codes, *cats)
-            subset = _subset(args, mask)
+            if cats not in subsets:
+                mask = self._is(cat_codes, *cats)
+                subsets[cats] = mask, _subset(args, mask)
+            mask, subset = subsets[cats]
             values = _sizes(subset) if attr == "bytes" else _field(subset, attr)
             wrap = {STREAM_ALL: -1} if col == "stream" else None
             checked[col] = _scatter(n, mask, checked_ints(values, ID_RANGES[col], default, wrap=wrap), default)

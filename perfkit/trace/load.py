@@ -224,20 +224,19 @@ def _cached(path: Path, file_id: int, stamp: dict | None = None):
 
 def _load_file(path: Path, file_id: int, *, use_cache: bool, salvage: bool, progress: bool = False,
                workers: int = 1):
-    """(events, flows, meta, warnings) of one file, parsed by ``workers`` processes. The cache
-    stamp is taken before the file is read and checked again after: a file replaced during the
-    load is never cached."""
+    """(events, flows, meta, warnings) of one file, parsed by ``workers`` processes. The cache stamp is taken
+    before the file is read and checked again after: a file replaced during the load is never cached."""
     try:
         stamp = cache.stamp(path) if use_cache else None
         hit = _cached(path, file_id, stamp) if use_cache else None
         if hit is not None:
             return hit
-        events, flows, meta, warnings = _parse_file(path, salvage=salvage, progress=progress, workers=workers)
+        writer = cache.Writer(path, stamp) if use_cache else None
+        events, flows, meta, warnings = _parse_file(path, salvage=salvage, progress=progress, workers=workers, writer=writer)
     except OSError as exc:
         raise TraceError(path, f"cannot read the file: {exc.strerror or exc}", _access_fix(exc)) from None
     if use_cache and not warnings:  # only clean parses are cached, so a cache hit has no warnings
-        problem = cache.write(path, stamp, events, flows, meta)
-        warnings = [problem] if problem else []
+        warnings = writer.finish(events, meta)
     return (*_with_file_id(events, flows, file_id), meta, warnings)
 
 
@@ -248,18 +247,18 @@ def _with_file_id(events: pd.DataFrame, flows: pd.DataFrame, file_id: int):
     return events, flows
 
 
-def _parse_file(path: Path, *, salvage: bool, progress: bool = False, workers: int = 1):
+def _parse_file(path: Path, *, salvage: bool, progress: bool = False, workers: int = 1, writer=None):
     bar = _ByteProgress(path) if progress else None
     try:
         parsed = parse_trace(path, salvage=salvage, workers=workers, on_progress=bar)
     finally:
         if bar is not None:
             bar.close()
-    return _build(path, parsed)
+    return _build(path, parsed, writer if not parsed.warnings else None)
 
 
-def _build(path: Path, parsed: ParsedTrace):
-    """The tables and metadata of a parsed file (columns assembled, validated, steps and nesting found)."""
+def _build(path: Path, parsed: ParsedTrace, writer: cache.Writer | None = None):
+    """The tables and metadata of a parsed file (assembled, validated, steps and nesting found; ``writer`` started)."""
     meta_doc, builder = parsed.meta, parsed.columns
     rank = _rank(meta_doc)
     builder.rank = rank if rank is not None else 0
@@ -270,6 +269,8 @@ def _build(path: Path, parsed: ParsedTrace):
     refuse_arg_ranks(path, events, builder.arg_ranks)
     _fill_copy_bytes(events)
     steps, step_warning = file_steps(events)
+    if writer is not None:
+        writer.start(events, flows)
     add_nesting(events, steps)
     meta = dict(_meta(meta_doc, builder), steps=steps.to_dict(orient="list"), step_warning=step_warning)
     meta["warnings"] += pair_warnings

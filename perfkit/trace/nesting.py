@@ -53,8 +53,6 @@ KNOWN_CALLS = frozenset({
     ("aten::_to_copy", "aten::empty_strided"), ("aten::_to_copy", "aten::empty"),
 })
 NO_STEP = -1
-_HOST_COLUMNS = ("name", "cat", "pid", "tid", "ts_us", "dur_us", "external_id", "correlation")
-_PYTHON_COLUMNS = ("python_id", "python_parent")
 _INF = np.iinfo(np.int64).max
 
 
@@ -67,10 +65,9 @@ def add_nesting(events: pd.DataFrame, steps: pd.DataFrame) -> None:
     complete = (events["ph"] == "X").to_numpy()
     host = complete & events["cat"].isin(NESTED_CATEGORIES).to_numpy()
     python = complete & (events["cat"] == "python_function").to_numpy()
-    for rows, tree, columns in ((np.flatnonzero(host), _host_tree, _HOST_COLUMNS),
-                                (np.flatnonzero(python), _python_tree, _PYTHON_COLUMNS)):
+    for rows, tree in ((np.flatnonzero(host), _host_tree), (np.flatnonzero(python), _python_tree)):
         if len(rows):
-            local_parent, local_depth = tree(events[list(columns)].iloc[rows])
+            local_parent, local_depth = tree(events, rows)
             parent[rows] = np.where(local_parent >= 0, rows[np.clip(local_parent, 0, None)], -1)
             depth[rows] = local_depth
     events["parent"] = parent
@@ -96,21 +93,53 @@ def _step_numbers(events: pd.DataFrame, mask: np.ndarray, steps: pd.DataFrame) -
 
 # --- host events -----------------------------------------------------------------------------------
 
-def _host_tree(host: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(parent position, depth) per row of ``host`` (positions into ``host``, -1 for roots)."""
-    start, end = _nanoseconds(host)
-    thread = host.groupby(["pid", "tid"], observed=True, sort=False).ngroup().to_numpy()
-    launch = host["cat"].isin(LAUNCH_CATEGORIES).to_numpy()
-    ext = _op_links(host["external_id"].to_numpy(), host["correlation"].to_numpy(), launch)
-    # Start order: a runtime call without an External id sorts after the ops starting with it.
-    ext_key = np.where((ext < 0) & launch, np.iinfo(np.int64).max, ext)
-    order = np.lexsort((np.arange(len(host)), start - end, launch, ext_key, start, thread))
+def _host_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(parent position, depth) per host event at ``rows`` of ``events`` (positions into ``rows``,
+    -1 for roots). Reads the columns' arrays at ``rows`` only, never a copy of the frame."""
+    start, end = _nanoseconds(events["ts_us"].to_numpy()[rows], events["dur_us"].to_numpy()[rows])
+    thread = _threads(events, rows)
+    launch = events["cat"].isin(LAUNCH_CATEGORIES).to_numpy()[rows]
+    ext = _op_links(events["external_id"].to_numpy()[rows], events["correlation"].to_numpy()[rows], launch)
+    # Start order: a runtime call without an External id sorts after the ops starting with it. The
+    # sort is stable (lexsort), so full ties keep file order.
+    order = np.lexsort((start - end, *_link_keys(ext, launch), *_thread_start_keys(thread, start)))
     parent = _sweep(order, start, end, thread, launch)
-    names = host["name"].cat.codes.to_numpy() if isinstance(host["name"].dtype, pd.CategoricalDtype) else \
-        pd.factorize(host["name"].astype(str))[0]
-    calls = _calls(parent, names, launch, host["name"])
+    names, categories = _name_codes(events["name"], rows)
+    calls = _calls(parent, names, launch, categories)
     _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls)
     return parent, _depths(parent)
+
+
+def _threads(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """A number per (pid, tid) of the events at ``rows``, in order of first appearance."""
+    keys = [_name_codes(events[col], rows)[0].astype(np.int64) for col in ("pid", "tid")]
+    return pd.factorize(keys[0] * (int(keys[1].max()) + 2) + keys[1] + 1)[0]
+
+
+def _thread_start_keys(thread: np.ndarray, start: np.ndarray) -> tuple:
+    """The last keys of the start-order lexsort: (start, thread), or one key holding both when it
+    fits in 63 bits (one sort pass less)."""
+    span = int(start.max()) + 1 if len(start) else 1
+    if int(thread.max(initial=0)) < 2**62 // span:
+        return (thread.astype(np.int64) * span + start,)
+    return start, thread
+
+
+def _link_keys(ext: np.ndarray, launch: np.ndarray) -> tuple:
+    """The middle keys of the start-order lexsort: (launch, External id), a runtime call without
+    one last; one key holding both when the ids fit (one sort pass less)."""
+    missing = (ext < 0) & launch
+    if int(ext.max(initial=-1)) < 2**61 - 1:
+        return (np.where(missing, 2**61, ext + 1) * 2 + launch,)
+    return launch, np.where(missing, np.iinfo(np.int64).max, ext)
+
+
+def _name_codes(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, list]:
+    """(code of each value at ``rows``, the distinct values the codes number)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy()[rows], [str(c) for c in column.cat.categories]
+    codes, uniques = pd.factorize(column.astype(str).to_numpy()[rows])
+    return codes, [str(u) for u in uniques]
 
 
 def _op_links(ext: np.ndarray, correlation: np.ndarray, launch: np.ndarray) -> np.ndarray:
@@ -122,12 +151,12 @@ def _op_links(ext: np.ndarray, correlation: np.ndarray, launch: np.ndarray) -> n
     return ext
 
 
-def _nanoseconds(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _nanoseconds(ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Integer start/end in ns relative to the first start, so equal microseconds compare equal."""
-    ts = frame["ts_us"].to_numpy(dtype=np.float64)
+    ts = ts_us.astype(np.float64, copy=False)
     rel = ts - ts.min()
     start = np.rint(rel * 1000.0).astype(np.int64)
-    return start, start + np.rint(frame["dur_us"].to_numpy(dtype=np.float64) * 1000.0).astype(np.int64)
+    return start, start + np.rint(dur_us.astype(np.float64, copy=False) * 1000.0).astype(np.int64)
 
 
 def _sweep(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray,
@@ -187,10 +216,23 @@ def _walk_up(end: np.ndarray, start: np.ndarray, up: np.ndarray, active: np.ndar
 
 def _running_call_end(end: np.ndarray, thread: np.ndarray, launch: np.ndarray, head: np.ndarray) -> np.ndarray:
     """Per position (start order), the latest end of the runtime calls before it on its thread."""
-    ends = pd.Series(np.where(launch, end, -_INF)).groupby(thread, sort=False).cummax().to_numpy()
+    ends = _thread_cummax(np.where(launch, end, -_INF), thread, head)
     out = np.full(len(end), -_INF, dtype=np.int64)
     out[1:] = np.where(head[1:], -_INF, ends[:-1])
     return out
+
+
+def _thread_cummax(values: np.ndarray, thread: np.ndarray, head: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` (-_INF: none) within each thread's run of positions (``head``:
+    where a run starts). One accumulate over run * width + value when that fits in 63 bits (every
+    key of a run is above every key of the runs before it), else a groupby."""
+    run = np.cumsum(head) - 1
+    shifted = np.where(values > -_INF, values + 1, 0)  # ends are >= 0 (ns from the first start)
+    width = int(shifted.max(initial=0)) + 1
+    if ((values < 0) & (values > -_INF)).any() or int(run.max(initial=0)) >= 2**62 // width:
+        return pd.Series(values).groupby(thread, sort=False).cummax().to_numpy()
+    best = np.maximum.accumulate(run * width + shifted) - run * width
+    return np.where(best > 0, best - 1, -_INF)
 
 
 def _sweep_stack(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray,
@@ -218,16 +260,14 @@ def _sweep_stack(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: 
     return out
 
 
-def _calls(parent: np.ndarray, names: np.ndarray, launch: np.ndarray, name_col: pd.Series) -> set:
-    """(parent name code, child name code) of every strict parent/child pair, plus ``KNOWN_CALLS``."""
+def _calls(parent: np.ndarray, names: np.ndarray, launch: np.ndarray, categories: list) -> dict:
+    """(parent name code, child name code) of every strict parent/child pair, plus ``KNOWN_CALLS``;
+    ``categories``: the name of each code."""
     child = np.flatnonzero(parent >= 0)
     child = child[~launch[parent[child]]]
-    width = int(names.max()) + 1 if len(names) else 1
+    width = max(int(names.max()) + 1 if len(names) else 1, len(categories))
     pairs = set(np.unique(names[parent[child]].astype(np.int64) * width + names[child]).tolist())
-    if isinstance(name_col.dtype, pd.CategoricalDtype):
-        code = {str(c): i for i, c in enumerate(name_col.cat.categories)}
-    else:
-        code = {str(n): c for n, c in zip(name_col.astype(str), names)}
+    code = {c: i for i, c in enumerate(categories)}
     pairs.update(code[a] * width + code[b] for a, b in KNOWN_CALLS if a in code and b in code)
     return {"width": width, "pairs": pairs}
 
@@ -252,11 +292,11 @@ def _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls) 
 
 # --- python_function frames ------------------------------------------------------------------------
 
-def _python_tree(frames: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(parent position, depth) per frame from ``Python parent id`` (an id below the frame's own:
-    the parent started first; anything else is treated as a root)."""
-    ids = frames["python_id"].to_numpy()
-    wanted = frames["python_parent"].to_numpy()
+def _python_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(parent position, depth) per frame at ``rows`` from ``Python parent id`` (an id below the
+    frame's own: the parent started first; anything else is treated as a root)."""
+    ids = events["python_id"].to_numpy()[rows]
+    wanted = events["python_parent"].to_numpy()[rows]
     by_id = np.argsort(ids, kind="stable")
     at = np.clip(np.searchsorted(ids[by_id], wanted), 0, max(len(ids) - 1, 0))
     found = (wanted >= 0) & (ids[by_id][at] == wanted) & (wanted < ids)
