@@ -7,7 +7,7 @@ shifted, ids offset), loads it once (the first load parses and computes the ``pa
 * the baseline: the per-analysis re-nesting that perfkit ran before nesting moved into the trace
   model (the stack sweep of the old ``ops.nest``, kept here verbatim as the reference), once;
 * the nesting step of the load alone (``nesting.add_nesting`` on the parsed table);
-* ``ops.nest`` today, which derives op/top/self time from the cached columns;
+* ``trace.ancestry.nest`` today, which derives op/top/self time from the cached columns;
 * ``load_trace`` from the cache and ``syncs()`` on it (the number users wait for: target < 2 s).
 
     python benchmarks/bench_syncs.py [--source TRACE] [--events 2000000]
@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import DEFAULT_SOURCE, build  # noqa: E402
+from bench_load import SHARED, SOURCES, LayoutWriter, build  # noqa: E402  (benchmarks/ is a folder of scripts)
 
 
 def old_nest(events: pd.DataFrame) -> pd.DataFrame:
@@ -72,7 +72,7 @@ def timed(fn, *args):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
+    ap.add_argument("--source", type=Path, default=SHARED / SOURCES["v100"])
     ap.add_argument("--events", type=int, default=2_000_000)
     args = ap.parse_args(argv)
     if not args.source.exists():
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     from perfkit.trace.nesting import add_nesting
 
     path = work / "rank-0.json"
-    n = build(args.source, path, args.events)
+    n = build(args.source, args.events, {"lines": LayoutWriter("lines", path, work / "rank-0.json.gz")})
     print(f"built {path.name}: {n:,} events from {args.source.name}")
     trace, first = timed(load_trace, path)
     host = host_events(trace)
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     cached, cached_s = timed(load_trace, path)
     result, syncs_s = timed(syncs, cached)
     rows = [("first load (parse + nesting + cache write)", first), ("  of which nesting at load", nesting_s),
-            ("old re-nesting, once per analysis (baseline)", old_s), ("ops.nest from the cached columns", new_nest_s),
+            ("old re-nesting, once per analysis (baseline)", old_s), ("ancestry.nest from the cached columns", new_nest_s),
             ("cached load", cached_s), ("syncs() on the cached trace", syncs_s)]
     print(f"{len(host):,} host events; syncs: {result.headline()}\n")
     print(f"{'':46s} {'wall s':>8s} {'CPU s':>8s}")
