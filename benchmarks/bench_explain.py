@@ -4,8 +4,8 @@ Builds the trace by replicating a real ``with_stack=True`` trace (``bench_load.b
 shifted so the copies follow each other; correlation, external and Python ids offset so links and
 call trees stay intact), loads it once to write the columnar cache, then times each command in a
 fresh process, as a user runs it: a cached load plus the analysis (hotspots, critical path, GPU
-gaps, annotate writing a .json.gz). The baseline, measured in the same run, is the cached load
-alone; the goal is under 10 s per command on 2 CPU cores. Each child is pinned to 2 cores; both
+gaps, annotate writing a .json.gz, diagnose, syncs, summary, kernels). The baseline, measured in the
+same run, is the cached load alone; the goal is under 3 s per analysis (10 s for annotate) on 2 CPU cores. Each child is pinned to 2 cores; both
 wall-clock and CPU seconds (user + system) are printed, since on a machine shared with other work
 the wall clock also counts the time the child waited for a core (the load average is printed too).
 
@@ -26,14 +26,21 @@ from bench_load import LayoutWriter, build  # noqa: E402  (benchmarks/ is a fold
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = Path(os.environ.get("PERFKIT_SHARED", ROOT.parent / "shared")) / "traces/public/tracelens_b200_serving_eager_rank0.json.gz"
-GOAL_S = 10.0
+GOAL_S = 3.0
 COMMANDS = {
     "cached load (baseline)": "n = len(t.events)",
     "hotspots": "from perfkit.analysis.step.hotspots import hotspots; n = len(hotspots(t).table)",
     "critical path": "from perfkit.analysis.step.critical_path import critical_path; n = len(critical_path(t).segments)",
     "GPU gaps": "from perfkit.analysis.step.gaps import gpu_gaps; n = len(gpu_gaps(t).gaps)",
     "annotate (.json.gz)": "from perfkit.export.annotate import annotate; n = annotate(PATH, OUT).total_added",
+    "diagnose": "from perfkit.analysis.step.diagnosis import diagnose; n = len(diagnose(t).steps)",
+    "syncs": "from perfkit.analysis.syncs.analyze import syncs; n = len(syncs(t).to_frame())",
+    "summary": "from perfkit.analysis.summary import summarize; n = len(summarize(t))",
+    "kernels": "from perfkit.analysis.kernels import kernels; n = len(kernels(t).to_frame())",
 }
+# issue 26: each analysis answers within 3 s on a 2-million-event cached trace; annotate writes a
+# whole trace and keeps the earlier goal.
+GOALS = {"annotate (.json.gz)": 10.0}
 
 
 def measure(label: str, path: Path, out: Path, env: dict) -> dict:
@@ -42,7 +49,8 @@ def measure(label: str, path: Path, out: Path, env: dict) -> dict:
         "import json, os, resource, time",
         "if hasattr(os, 'sched_setaffinity'): os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])",
         f"PATH, OUT = {str(path)!r}, {str(out)!r}",
-        "import perfkit.analysis.step.hotspots, perfkit.analysis.step.critical_path, perfkit.analysis.step.gaps, perfkit.export.annotate",
+        "import perfkit.analysis.step.hotspots, perfkit.analysis.step.critical_path, perfkit.analysis.step.gaps, "
+        "perfkit.export.annotate, perfkit.analysis.step.diagnosis, perfkit.analysis.summary, perfkit.analysis.kernels",
         "from perfkit.trace import load_trace",
         "def cpu():",
         "    r = resource.getrusage(resource.RUSAGE_SELF)",
@@ -85,14 +93,15 @@ def report(rows: dict) -> None:
     base = rows["cached load (baseline)"]
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'command (cached load + analysis)':34s} {'wall s':>8s} {'CPU s':>8s} {'CPU vs load':>12s}  "
-          f"goal < {GOAL_S:.0f} s")
+          f"goal")
     for label, r in rows.items():
         if "error" in r:
             print(f"{label:34s} failed: {r['error']}")
             continue
         ratio = r["cpu_seconds"] / base["cpu_seconds"] if "error" not in base else float("nan")
-        verdict = "ok" if r["seconds"] < GOAL_S else ("ok on CPU time" if r["cpu_seconds"] < GOAL_S else "TOO SLOW")
-        print(f"{label:34s} {r['seconds']:8.2f} {r['cpu_seconds']:8.2f} {ratio:11.1f}x  {verdict}")
+        goal = GOALS.get(label, GOAL_S)
+        verdict = "ok" if r["seconds"] < goal else ("ok on CPU time" if r["cpu_seconds"] < goal else "TOO SLOW")
+        print(f"{label:34s} {r['seconds']:8.2f} {r['cpu_seconds']:8.2f} {ratio:11.1f}x  < {goal:.0f} s: {verdict}")
 
 
 if __name__ == "__main__":

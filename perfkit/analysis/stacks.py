@@ -86,24 +86,23 @@ def user_frames(trace, events: pd.DataFrame, *, packages=LIBRARY_PACKAGES) -> pd
     if frames.empty or events.empty:
         return empty
     trace.require("parent")
-    inner = enclosing(frames, events)
-    names = frames["name"].astype(str)
-    walker = _Walker(frames["parent"].to_dict(), names.to_dict(), packages)
-    starts = inner.to_numpy().tolist()
-    users = [walker.user(x) for x in starts]
+    walker = _Walker(frames, packages)
+    starts = walker.positions(enclosing(frames, events).to_numpy())
+    users = [walker.user(x) for x in starts.tolist()]
     out = empty.copy()
-    _fill(out, "", users, names)
-    _fill(out, "inner_", [walker.library_inner(x, u) for x, u in zip(starts, users)], names)
+    _fill(out, "", users, walker)
+    _fill(out, "inner_", [walker.library_inner(x, u) for x, u in zip(starts.tolist(), users)], walker)
     return out
 
 
-def _fill(out: pd.DataFrame, prefix: str, labels: list, names: pd.Series) -> None:
-    """Write frame name, file, line, func of the chosen frame labels (-1: none) into ``out``."""
-    labels = np.asarray(labels, dtype=np.int64)
-    hit = labels >= 0
+def _fill(out: pd.DataFrame, prefix: str, positions: list, walker: "_Walker") -> None:
+    """Write frame name, file, line, func of the chosen frames (positions in the walker's frames,
+    -1: none) into ``out``."""
+    positions = np.asarray(positions, dtype=np.int64)
+    hit = positions >= 0
     if not hit.any():
         return
-    picked = names.reindex(labels[hit]).to_numpy()
+    picked = [walker.name(p) for p in positions[hit].tolist()]
     parsed = [parse_frame(n) for n in picked]
     out.loc[hit, prefix + "frame"] = picked
     out.loc[hit, prefix + "file"] = [p[0] if p else None for p in parsed]
@@ -112,37 +111,52 @@ def _fill(out: pd.DataFrame, prefix: str, labels: list, names: pd.Series) -> Non
 
 
 class _Walker:
-    """Walks up python_function frames (``parent``: label -> parent label) with memoized answers."""
+    """Walks up python_function frames by position (``Python parent id`` links, the loader's
+    ``parent`` column), with memoized answers; a frame's name is read only when the walk reaches it
+    (a trace holds a million frames, a walk visits a few)."""
 
-    def __init__(self, parent: dict, name: dict, packages):
-        self.parent, self.name, self.packages = parent, name, packages
+    def __init__(self, frames: pd.DataFrame, packages):
+        self.index, self.names, self.packages = frames.index, frames["name"], packages
+        parent = frames["parent"].to_numpy(dtype=np.int64)
+        self.parent = np.where(parent >= 0, frames.index.get_indexer(parent), -1).tolist()
+        self._name: dict = {}
         self._user: dict = {}
 
-    def user(self, label: int) -> int:
-        """First user frame from ``label`` upward, else the first frame outside torch/stdlib, else -1."""
-        if label < 0:
+    def positions(self, labels: np.ndarray) -> np.ndarray:
+        """Positions of frame labels (-1 stays -1)."""
+        labels = np.asarray(labels, dtype=np.int64)
+        return np.where(labels >= 0, self.index.get_indexer(labels), -1)
+
+    def name(self, pos: int) -> str:
+        if pos not in self._name:
+            self._name[pos] = str(self.names.iat[pos])
+        return self._name[pos]
+
+    def user(self, pos: int) -> int:
+        """First user frame from ``pos`` upward, else the first frame outside torch/stdlib, else -1."""
+        if pos < 0:
             return -1
-        if label not in self._user:
+        if pos not in self._user:
             user = fallback = -1
-            cur = label
+            cur = pos
             while cur >= 0 and user < 0:
-                parsed = parse_frame(self.name[cur])
+                parsed = parse_frame(self.name(cur))
                 if parsed is not None:
                     if not is_library(parsed[0], self.packages):
                         user = cur
                     elif fallback < 0 and not is_library(parsed[0], TORCH_PACKAGES):
                         fallback = cur
-                cur = self.parent.get(cur, -1)
-            self._user[label] = user if user >= 0 else fallback
-        return self._user[label]
+                cur = self.parent[cur]
+            self._user[pos] = user if user >= 0 else fallback
+        return self._user[pos]
 
-    def library_inner(self, label: int, user: int) -> int:
-        """The innermost frame with a file and line from ``label`` upward, if it is library code and
+    def library_inner(self, pos: int, user: int) -> int:
+        """The innermost frame with a file and line from ``pos`` upward, if it is library code and
         not ``user``; else -1."""
-        cur = label
+        cur = pos
         while cur >= 0:
-            parsed = parse_frame(self.name[cur])
+            parsed = parse_frame(self.name(cur))
             if parsed is not None:
                 return cur if cur != user and is_library(parsed[0], self.packages) else -1
-            cur = self.parent.get(cur, -1)
+            cur = self.parent[cur]
         return -1

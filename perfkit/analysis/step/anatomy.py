@@ -105,10 +105,11 @@ def step_anatomy(trace) -> StepAnatomy:
         totals = {c: v["dur_us"] for c, v in gaps.totals.items() if v["dur_us"] > 0}
         idle_class = max(totals, key=totals.get) if totals else None
     spots = hotspots(trace)
-    diagnosis = diagnose(trace)
+    sync = syncs(trace)
+    diagnosis = diagnose(trace, sync=sync)
     return StepAnatomy(
         steps=len(path.steps), wall_us=float(path.steps["wall_us"].sum()) / n, python=_top_function(spots),
-        waiting=_waiting(syncs(trace), n), gpu_busy_us=busy, gpu_idle_us=idle, idle_class=idle_class,
+        waiting=_waiting(sync, n), gpu_busy_us=busy, gpu_idle_us=idle, idle_class=idle_class,
         critical_path=per_step, bound_by=bound, verdict=diagnosis.verdict, fix=diagnosis.fix,
         warnings=tuple(dict.fromkeys(path.warnings + gaps.warnings + spots.warnings + stubs)))
 

@@ -103,18 +103,19 @@ class Diagnosis:
                             html_text(f"Fix: {self.fix}"), html_table(self.steps), html_warnings(self.warnings))
 
 
-def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True) -> Diagnosis:
+def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True, sync=None) -> Diagnosis:
     """The diagnosis of ``trace`` (module doc). ``path``: how the trace is named in the command that
     shows more (default: its first file). ``kernel_fix``: a GPU-bound verdict's fix is the leading
     ``kernels`` finding, which reads the ops' shapes from the trace file (seconds on millions of
-    events); False keeps the generic fix (the verdict is the same). Never raises for traces without
+    events); False keeps the generic fix (the verdict is the same). ``sync``: ``syncs(trace)`` when the
+    caller has it already (it is computed otherwise). Never raises for traces without
     GPU events, stacks or steps: a trace without steps is judged as one window, with a warning."""
     result = cpu_bound(trace)
     full = result.steps[result.steps["verdict"] != PARTIAL_STEP]
     o = overall_numbers(full if len(full) else result.steps, result.launches)
     e = result.evidence
     verdict_finding = next((f for f in result.findings if f.title.startswith(result.verdict)), result.findings[0])
-    sync = syncs(trace)
+    sync = syncs(trace) if sync is None else sync
     name = path or (trace.files[0].path if trace.files else "TRACE")
     warnings = list(result.warnings)
     if len(trace.steps) == 0:
