@@ -72,11 +72,11 @@ def open_ab(investigation: str, mode: str, paths: tuple[str, str], run_live, *, 
     (MissingDependencyError for live mode without torch)."""
     if check_mode(mode) == "live":
         ab, subject = run_live()
-        case = ABSetup(ab, ab, None, subject, ab.device, ab_verdict(what, ab), None, pd.DataFrame())
+        pairing, result, device, verdict, fix = None, ab, ab.device, ab_verdict(what, ab), None
         metrics = rows_of(ab, subject)
     else:
         pairing = compare_traces(investigation, mode, *paths)
-        case = ABSetup(pairing.diff, None, pairing, pairing.subject, pairing.device, pairing.verdict, pairing.fix,
-                       pd.DataFrame())
-        metrics = pairing.metrics
-    return case._replace(logged=log_rows(perf_log_path, metrics, change=change, run_id=run_label))
+        ab, result, subject, device = None, pairing.diff, pairing.subject, pairing.device
+        verdict, fix, metrics = pairing.verdict, pairing.fix, pairing.metrics
+    logged = log_rows(perf_log_path, metrics, change=change, run_id=run_label)
+    return ABSetup(result, ab, pairing, subject, device, verdict, fix, logged)

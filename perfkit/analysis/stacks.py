@@ -36,7 +36,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from ..trace.ancestry import enclosing
+from ..trace.ancestry import Ancestors, enclosing
 
 _FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$")
 _STDLIB_DIR = re.compile(r"/lib/python\d[\d.]*/")
@@ -116,16 +116,14 @@ class _Walker:
     (a trace holds a million frames, a walk visits a few)."""
 
     def __init__(self, frames: pd.DataFrame, packages):
-        self.index, self.names, self.packages = frames.index, frames["name"], packages
-        parent = frames["parent"].to_numpy(dtype=np.int64)
-        self.parent = np.where(parent >= 0, frames.index.get_indexer(parent), -1).tolist()
+        self.up, self.names, self.packages = Ancestors(frames), frames["name"], packages
+        self.parent = self.up.parent.tolist()
         self._name: dict = {}
         self._user: dict = {}
 
     def positions(self, labels: np.ndarray) -> np.ndarray:
         """Positions of frame labels (-1 stays -1)."""
-        labels = np.asarray(labels, dtype=np.int64)
-        return np.where(labels >= 0, self.index.get_indexer(labels), -1)
+        return self.up.positions(labels)
 
     def name(self, pos: int) -> str:
         if pos not in self._name:

@@ -24,7 +24,6 @@ THREAD_COLUMNS = ["thread", "file_id", "rank", "pid", "tid", "label", "steps", "
 _ROOT_FRAME = ": <module>"
 
 
-
 def positions(events: pd.DataFrame, labels) -> np.ndarray:
     """Row positions of event labels (the labels themselves for the usual 0..n-1 index)."""
     labels = np.asarray(labels, dtype=np.int64)

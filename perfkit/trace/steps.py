@@ -21,7 +21,7 @@ from .schema import GPU_CATEGORIES, NESTED_CATEGORIES
 
 STEP_PREFIX = "ProfilerStep#"
 STEP_COLUMNS = ["rank", "step", "start_us", "end_us", "dur_us", "source"]
-_HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function")
+_HOST_CATS = (*NESTED_CATEGORIES, "python_function")
 
 
 def file_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -190,7 +190,7 @@ def _activity_span(trace) -> pd.DataFrame:
     """First start and last end of host and GPU events per rank."""
     ev = trace.events
     rows = np.flatnonzero((ev["ph"] == "X").to_numpy()
-                          & ev["cat"].isin([*NESTED_CATEGORIES, "python_function", *GPU_CATEGORIES]).to_numpy())
+                          & ev["cat"].isin([*_HOST_CATS, *GPU_CATEGORIES]).to_numpy())
     if len(rows) == 0:
         return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=float),
                              "end_us": pd.Series(dtype=float)})
