@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..trace.ancestry import positions
 from ..trace.intervals import union
 from ..trace.names import starts_with
 from ..trace.steps import STEP_PREFIX
@@ -22,15 +23,6 @@ THREAD_COLUMNS = ["thread", "file_id", "rank", "pid", "tid", "label", "steps", "
 # host_us is NaN in files where launches or Python time already pick the main thread.
 # The outermost frame of a Python program ("train.py(184): <module>"): the thread that runs it is main.
 _ROOT_FRAME = ": <module>"
-
-
-def positions(events: pd.DataFrame, labels) -> np.ndarray:
-    """Row positions of event labels (the labels themselves for the usual 0..n-1 index)."""
-    labels = np.asarray(labels, dtype=np.int64)
-    index = events.index
-    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
-        return labels
-    return index.get_indexer(labels)
 
 
 def host_parents(trace, events: pd.DataFrame) -> pd.Series:

@@ -34,7 +34,7 @@ def nest(events: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ParameterError(f"events lack columns {missing}: load the trace with load_trace() of this perfkit")
     n = len(events)
-    parent = _positions(events.index.to_numpy(), events["parent"].to_numpy())
+    parent = positions(events, events["parent"].to_numpy())
     is_op = (events["cat"].astype(str).to_numpy() == "cpu_op") & ~starts_with(events["name"], STEP_PREFIX)
     inner, outer = _op_ancestry(parent, events["depth"].to_numpy(), is_op)
     durs = events["dur_us"].to_numpy(dtype=np.float64)
@@ -46,16 +46,6 @@ def nest(events: pd.DataFrame) -> pd.DataFrame:
         "top": _to_labels(outer, labels), "depth": events["depth"].to_numpy(dtype=np.int64),
         "self_us": np.clip(durs - child_time, 0.0, None),
     }, index=events.index)
-
-
-def _positions(labels: np.ndarray, parent_labels: np.ndarray) -> np.ndarray:
-    """Positions in ``labels`` of each parent label, -1 where the parent is absent."""
-    if len(labels) == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(labels, kind="stable")
-    at = np.clip(np.searchsorted(labels[order], parent_labels), 0, len(labels) - 1)
-    found = (parent_labels >= 0) & (labels[order][at] == parent_labels)
-    return np.where(found, order[at], -1).astype(np.int64)
 
 
 def _op_ancestry(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -136,13 +126,11 @@ class Ancestors:
     marked event of a handful of events without computing :func:`nest` for all of them."""
 
     def __init__(self, ev: pd.DataFrame):
-        self.index = ev.index
-        parent = ev["parent"].to_numpy()
-        plain = isinstance(ev.index, pd.RangeIndex) and ev.index.start == 0 and ev.index.step == 1
-        self.parent = parent if plain else np.where(parent >= 0, ev.index.get_indexer(parent), -1)
+        self.events = ev
+        self.parent = positions(ev, ev["parent"].to_numpy())
 
     def positions(self, labels) -> np.ndarray:
-        return self.index.get_indexer(np.asarray(labels, dtype=np.int64))
+        return positions(self.events, labels)
 
     def walk(self, start: np.ndarray, *, inner: dict, outer: dict) -> dict[str, np.ndarray]:
         """Positions per start position (-1 where none): for each ``inner`` name, the innermost
@@ -161,3 +149,13 @@ class Ancestors:
                 out[key][here] = cur[here]
             cur, first = np.where(live, self.parent[at], -1), False
         return out
+
+
+def positions(events: pd.DataFrame, labels) -> np.ndarray:
+    """Row positions of event labels in ``events``, -1 for -1 or a label not there (the labels
+    themselves for the usual 0..n-1 index)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    index = events.index
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        return np.where((labels >= 0) & (labels < len(index)), labels, -1)
+    return index.get_indexer(labels)
