@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..limits import ID_RANGES, STREAM_ALL, TIME_RANGE_US, span
-from .events import NO_ARGS
+from .events import ABSENT, NO_ARGS
 from .schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COLUMNS, normalize_category
 from .values import Drops, checked_floats, checked_ints
 
@@ -93,7 +93,7 @@ def _field(items: list, name: str) -> list:
 
 
 def _subset(items: list, mask: np.ndarray) -> list:
-    return [items[i] for i in np.flatnonzero(mask).tolist()]
+    return list(map(items.__getitem__, np.flatnonzero(mask).tolist()))
 
 
 def _scatter(n: int, mask: np.ndarray, checked: tuple, default: int) -> tuple[np.ndarray, np.ndarray]:
@@ -105,8 +105,13 @@ def _scatter(n: int, mask: np.ndarray, checked: tuple, default: int) -> tuple[np
     return out, flags
 
 
+def _given(value) -> bool:
+    """Whether an argument field was written with a value (not left out, not null)."""
+    return value is not ABSENT and value is not None
+
+
 def _sizes(args: list) -> list:
-    return [a.bytes if a.bytes is not None else a.size for a in args]
+    return [a.bytes if _given(a.bytes) else a.size for a in args]
 
 
 # What an event's field must be, by column, for the warning that counts the events dropped for it.
@@ -245,8 +250,10 @@ class ColumnBuilder:
         new, bad = checked_ints(_field(args, "external_id"), ID_RANGES["external_id"])
         missing = (new < 0) & ~bad
         if missing.any():
-            old, old_bad = checked_ints(_field(_subset(args, missing), "external_id_old"), ID_RANGES["external_id"])
-            new[missing], bad[missing] = old, old_bad
+            olds = _field(args, "external_id_old")
+            if olds.count(ABSENT) < len(olds):  # a trace of the older spelling
+                old, old_bad = checked_ints(_subset(olds, missing), ID_RANGES["external_id"])
+                new[missing], bad[missing] = old, old_bad
         return new, bad
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -298,9 +305,9 @@ def _raw(event, args, column: str):
     if column in ("ts_us", "dur_us"):
         return event.ts if column == "ts_us" else event.dur
     if column == "bytes":
-        return args.bytes if args.bytes is not None else args.size
+        return args.bytes if _given(args.bytes) else args.size
     if column == "external_id":
-        return args.external_id if args.external_id is not None else args.external_id_old
+        return args.external_id if _given(args.external_id) else args.external_id_old
     return getattr(args, column)
 
 

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 _EXACT = 2.0**53  # float64 holds every integer below this
+_SAFE = 2**53 - 1  # within +-_SAFE a float64 from JSON is the integer written
 
 
 def checked_floats(values: list, bounds: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -32,21 +33,24 @@ def checked_floats(values: list, bounds: tuple) -> tuple[np.ndarray, np.ndarray]
 def checked_ints(values: list, bounds: tuple, default: int = -1, *, wrap: dict | None = None):
     """(int64 array, bad mask). Absent (None, NaN, a non-numeric string) gives ``default`` and is
     not bad; ``wrap`` maps special raw values to what they mean (e.g. Kineto's 2**32-1 stream)."""
+    n = len(values)
     try:
         floats = np.array(values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
-        return _slow_ints(values, bounds, default, wrap)
-    absent = np.isnan(floats)
-    big = ~absent & ~(np.abs(floats) < _EXACT)
-    if big.any():  # beyond 2**53 (or inf): convert exactly, one by one
         return _slow_ints(values, bounds, default, wrap)
     if wrap:
         for raw, meant in wrap.items():
             floats[floats == raw] = meant
     lo, hi = bounds
-    bad = ~absent & ~((floats >= lo) & (floats <= hi))
-    out = np.full(len(floats), default, dtype=np.int64)
-    ok = ~absent & ~bad
+    with np.errstate(invalid="ignore"):  # NaN (absent) compares False: not ok
+        ok = (floats >= max(lo, -_SAFE)) & (floats <= min(hi, _SAFE))
+    if ok.all():
+        return floats.astype(np.int64), np.zeros(n, dtype=bool)
+    absent = np.isnan(floats)
+    bad = ~(ok | absent)
+    if bad.any() and not (np.abs(floats[bad]) < _EXACT).all():  # beyond 2**53 (or inf): exactly, one by one
+        return _slow_ints(values, bounds, default, wrap)
+    out = np.full(n, default, dtype=np.int64)
     out[ok] = floats[ok].astype(np.int64)
     return out, bad
 
