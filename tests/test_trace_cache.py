@@ -71,3 +71,20 @@ def test_progress_bar_over_bytes_of_a_large_file(tmp_path, monkeypatch, capsys):
     trace = load_trace(make(tmp_path, doc), use_cache=False, progress=True)
     assert len(trace.events) == 60
     assert "parsing t.json" in capsys.readouterr().err
+
+
+def test_cache_tables_are_one_record_batch_each(tmp_path):
+    """Arrow's writer cuts tables into 64k-row batches by default, and a cached read then concatenates
+    every column (and merges the dictionaries) instead of mapping it as it is."""
+    import pyarrow.ipc as ipc
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5}
+              for i in range(70_000)]
+    path = make(tmp_path, dict(GOOD, traceEvents=events))
+    first = load_trace(path, workers=1)
+    files = sorted(p for p in cache.cache_dir().iterdir() if p.name.endswith(".arrow"))
+    assert len(files) == 3
+    for file in files:
+        with ipc.open_file(file) as reader:
+            assert reader.num_record_batches == (0 if ".flows." in file.name else 1), file.name
+    pd.testing.assert_frame_equal(load_trace(path).events, first.events, check_exact=True)

@@ -251,7 +251,10 @@ def _arrow(frame: pd.DataFrame, binding: str):
 def _write_table(file: str, table) -> dict:
     import pyarrow.feather as feather
 
-    atomic_write(file, lambda tmp: feather.write_feather(table, tmp, compression="uncompressed"))
+    # one record batch: a cached read then maps each column as it is, where Arrow's default 64k-row
+    # batches made every read concatenate them (and merge the dictionaries): 0.07 s -> 0.01 s on 1.5M rows
+    atomic_write(file, lambda tmp: feather.write_feather(table, tmp, compression="uncompressed",
+                                                         chunksize=max(table.num_rows, 1)))
     return {"rows": table.num_rows, "bytes": os.stat(file).st_size, "crc32": _crc32(file)}
 
 
