@@ -178,7 +178,10 @@ def _resolve_parents(raw: pd.DataFrame, thread, start, end) -> tuple[np.ndarray,
     safe = np.clip(cand, 0, None)
     ok = (cand >= 0) & (cand < np.arange(n)) & (thread[safe] == thread) & (start <= end[safe])
     parent[ok] = cand[ok]
-    _contain(np.flatnonzero(~ok).tolist(), parent, thread.tolist(), start.tolist(), end.tolist())
+    todo = np.flatnonzero(~ok)
+    # The walk reads Python lists fastest, but converting 1M-row columns costs more than walking a few rows.
+    as_seq = (lambda a: a.tolist()) if len(todo) * 16 > n else (lambda a: a)
+    _contain(todo.tolist(), parent, as_seq(thread), as_seq(start), as_seq(end))
     return parent, ok
 
 
