@@ -55,7 +55,7 @@ def thread_table(trace, python_us: pd.Series | None = None, links: pd.DataFrame 
         pd.Series(dtype=np.int64)
     table["launches"] = launched.reindex(table.index, fill_value=0)
     table["steps"] = _count_by(host_codes, _starts(ev, rows, STEP_PREFIX), table.index)
-    frames = (ev["cat"].to_numpy()[rows] == "python_function") & (ev["depth"].to_numpy()[rows] <= 0) \
+    frames = (ev["cat"] == "python_function").to_numpy()[rows] & (ev["depth"].to_numpy()[rows] <= 0) \
         if "depth" in ev.columns else np.zeros(len(rows), dtype=bool)
     table["root_frame"] = _count_by(host_codes, frames & _ends(ev, rows, _ROOT_FRAME), table.index) > 0
     table["python_us"] = 0.0 if python_us is None else python_us.reindex(table.index, fill_value=0.0)

@@ -28,7 +28,8 @@ def op_instances(trace, links: pd.DataFrame, shapes: pd.DataFrame) -> pd.DataFra
     ev = trace.events
     per = _per_owner(owned)
     labels = per.index.to_numpy()
-    per["op"] = ev["name"].to_numpy()[labels].astype(str)
+    # Only the owners' names: converting the whole 2M-row name column to strings costs most of kernels().
+    per["op"] = ev["name"].iloc[labels].to_numpy().astype(str)
     per["rank"] = ev["rank"].to_numpy()[labels]
     per["step"] = ev["step"].to_numpy()[labels]
     per["family"] = [op_family(o) or c for o, c in zip(per["op"], per["main_class"])]

@@ -295,32 +295,33 @@ def _with_functions(frames, keys, pieces: pd.DataFrame, timelines: dict) -> pd.D
 def _reported_keys(frames: pd.DataFrame, keys: pd.DataFrame, pos: np.ndarray) -> np.ndarray:
     """Key of the frame to report for each dominant frame: its nearest user-code caller (else the
     first caller outside torch, else itself); for host ops, the outermost op (record_function
-    ranges other than DataLoader's are regions, not ops)."""
+    ranges other than DataLoader's are regions, not ops). All dominant frames walk up together."""
     parent, key, python = frames["parent"].to_numpy(), frames["key"].to_numpy(), frames["python"].to_numpy()
     region = frames["region"].to_numpy()
     file = keys["file"].to_numpy()
     user = np.array([bool(f) and not is_library(f) for f in file], dtype=bool)
     non_torch = np.array([bool(f) and not is_library(f, TORCH_PACKAGES) for f in file], dtype=bool)
-
-    def report(p: int) -> int:
-        if not python[p]:
-            cur = p
-            while cur >= 0:
-                p = cur if not region[cur] else p
-                cur = parent[cur]
-            return int(key[p])
-        outside_torch, cur = -1, p
-        while cur >= 0:
-            if user[key[cur]]:
-                return int(key[cur])
-            if outside_torch < 0 and non_torch[key[cur]]:
-                outside_torch = int(key[cur])
-            cur = parent[cur]
-        return outside_torch if outside_torch >= 0 else int(key[p])
-
-    unique = np.unique(pos[pos >= 0])
-    memo = dict(zip(unique.tolist(), (report(int(p)) for p in unique)))
-    return np.array([memo[p] if p >= 0 else -1 for p in pos.tolist()], dtype=np.int64)
+    valid = pos >= 0
+    start, inverse = np.unique(pos[valid], return_inverse=True)
+    py = python[start]
+    found = np.where(py, -1, start)  # host ops: the outermost non-region frame so far
+    outside_torch = np.full(len(start), -1, dtype=np.int64)
+    cur = start.copy()
+    live = np.arange(len(start))
+    while len(live):
+        at, live_py = cur[live], py[live]
+        hit = live_py & user[key[at]]
+        found[live[hit]] = at[hit]
+        first = live_py & (outside_torch[live] < 0) & non_torch[key[at]]
+        outside_torch[live[first]] = at[first]
+        op = ~live_py & ~region[at]
+        found[live[op]] = at[op]
+        cur[live] = np.where(hit, -1, parent[at])
+        live = live[cur[live] >= 0]
+    chosen = np.where(py & (found < 0), np.where(outside_torch >= 0, outside_torch, start), found)
+    out = np.full(len(pos), -1, dtype=np.int64)
+    out[valid] = key[chosen][inverse.ravel()]
+    return out
 
 
 # --- per step, findings, warnings ----------------------------------------------------------------

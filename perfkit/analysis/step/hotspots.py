@@ -147,8 +147,10 @@ def _outermost(frames: pd.DataFrame) -> np.ndarray:
     group = thread * (int(frames["key"].max()) + 1) + frames["key"].to_numpy()
     order = np.lexsort((frames["start_us"].to_numpy(), group))
     codes = group[order]
-    ends = pd.Series(frames["end_us"].to_numpy()[order])
-    prev = ends.groupby(codes).cummax().groupby(codes).shift(1).fillna(-np.inf).to_numpy()
+    running = pd.Series(frames["end_us"].to_numpy()[order]).groupby(codes, sort=False).cummax().to_numpy()
+    prev = np.full(len(order), -np.inf)
+    same = codes[1:] == codes[:-1]
+    prev[1:][same] = running[:-1][same]
     out = np.empty(len(order), dtype=bool)
     out[order] = frames["start_us"].to_numpy()[order] >= prev
     return out
