@@ -18,16 +18,19 @@ ABSENT = math.nan  # the default of an id field an event lacks: np.array convert
 # float twice as fast as one holding None (an explicit JSON null stays None; both read as absent)
 
 
+# Fields in the order Kineto writes them: msgspec compares a key with the fields in turn, starting
+# after the field it matched last, so in this order each key is found at the first comparison (6.6%
+# fewer instructions decoding V100 and B200 events than in the order of perfkit's columns).
 class Args(msgspec.Struct, gc=False):
-    correlation: Value = ABSENT
     external_id: Value = msgspec.field(default=ABSENT, name="External id")
+    device: Value = ABSENT
+    stream: Value = ABSENT
+    correlation: Value = ABSENT
     external_id_old: Value = msgspec.field(default=ABSENT, name="external id")
     bytes: Value = ABSENT
     size: Value = ABSENT
-    device: Value = ABSENT
-    stream: Value = ABSENT
-    python_id: Value = msgspec.field(default=ABSENT, name="Python id")
     python_parent: Value = msgspec.field(default=ABSENT, name="Python parent id")
+    python_id: Value = msgspec.field(default=ABSENT, name="Python id")
     alloc_bytes: Value = msgspec.field(default=ABSENT, name="Bytes")
     rank: Value = None  # set by tools that merge ranks into one file; more than one value is refused
 
@@ -35,16 +38,16 @@ class Args(msgspec.Struct, gc=False):
 NO_ARGS = Args()
 
 
-class Event(msgspec.Struct, gc=False):
+class Event(msgspec.Struct, gc=False):  # in Kineto's order too (see Args)
     ph: Union[str, None] = None
-    name: Union[str, int, float, None] = ""
     cat: Union[str, None] = None
-    ts: Value = None
-    dur: Value = None
+    name: Union[str, int, float, None] = ""
     pid: Union[int, str, float, None] = ""
     tid: Union[int, str, float, None] = ""
-    id: Value = None
+    ts: Value = None
+    dur: Value = None
     args: Union[Args, None] = None
+    id: Value = None
 
 
 EVENTS = msgspec.json.Decoder(list[Event])
