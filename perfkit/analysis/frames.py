@@ -210,10 +210,16 @@ def _id_candidates(raw: pd.DataFrame) -> np.ndarray:
         return cand
     ids = (raw["file_id"].to_numpy(dtype=np.int64) << 47) | raw["python_id"].to_numpy()
     wanted = (raw["file_id"].to_numpy(dtype=np.int64) << 47) | raw["python_parent"].to_numpy()
+    # By sorting, not hashing: ids come nearly in order, so the sort and the lookups are cheap.
     rows = np.flatnonzero(py)
-    unique = ~pd.Index(ids[rows]).duplicated(keep=False)
-    found = pd.Index(ids[rows][unique]).get_indexer(wanted)
-    cand = np.where(found >= 0, rows[unique][np.clip(found, 0, None)], -1)
+    order = np.argsort(ids[rows], kind="stable")
+    rows, sorted_ids = rows[order], ids[rows][order]
+    same = sorted_ids[1:] == sorted_ids[:-1]
+    unique = ~(np.concatenate((same, [False])) | np.concatenate(([False], same)))
+    rows, sorted_ids = rows[unique], sorted_ids[unique]
+    at = np.clip(np.searchsorted(sorted_ids, wanted), 0, max(len(sorted_ids) - 1, 0))
+    found = (sorted_ids[at] == wanted) if len(sorted_ids) else np.zeros(len(wanted), dtype=bool)
+    cand = np.where(found, rows[at] if len(rows) else -1, -1)
     cand[~raw["python"].to_numpy() | (raw["python_parent"].to_numpy() < 0)] = -1
     return cand
 
@@ -239,15 +245,15 @@ def _depths(parent: np.ndarray) -> np.ndarray:
     """Depth of each row by pointer jumping (log2(max depth) vector rounds)."""
     depth = (parent >= 0).astype(np.int64)
     jump = parent.copy()
-    while True:
-        m = np.flatnonzero(jump >= 0)
-        if len(m) == 0:
-            return depth
+    m = np.flatnonzero(jump >= 0)
+    while len(m):
         target = jump[m]
         new_depth = depth[m] + depth[target]
         new_jump = jump[target]
         depth[m] = new_depth
         jump[m] = new_jump
+        m = m[new_jump >= 0]
+    return depth
 
 
 def _clip(parent, depth, thread, start, end) -> tuple[np.ndarray, np.ndarray]:
