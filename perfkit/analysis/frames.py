@@ -104,25 +104,42 @@ def frame_table(trace) -> tuple[pd.DataFrame, pd.DataFrame]:
     length = e - s
     child = parent >= 0
     self_us = length - np.bincount(parent[child], weights=length[child], minlength=n)
-    frames = pd.DataFrame({
+    columns = {
         "label": raw["label"].to_numpy(), "thread": thread, "rank": raw["rank"].to_numpy(), "start_us": s,
         "end_us": e, "parent": parent, "depth": depth, "key": key_of_name[raw["name"].cat.codes.to_numpy()],
         "self_us": np.clip(self_us, 0.0, None), "python": raw["python"].to_numpy(),
-        "by_time": raw["python"].to_numpy() & ~by_id & (parent >= 0), "region": raw["region"].to_numpy()})
-    return _sorted_by_clipped(frames), keys
+        "by_time": raw["python"].to_numpy() & ~by_id & (parent >= 0), "region": raw["region"].to_numpy()}
+    # copy=False: one block per column; consolidating a dozen 1M-row columns is a copy nothing needs.
+    return pd.DataFrame(_sorted_by_clipped(columns), copy=False), keys
 
 
-def _sorted_by_clipped(frames: pd.DataFrame) -> pd.DataFrame:
+def _sorted_by_clipped(columns: dict) -> dict:
     """Rows in (thread, clipped start, longest first, parent first) order, parent positions remapped:
-    clipping can move a frame after a later sibling's children."""
-    order = np.lexsort((frames["depth"].to_numpy(), -frames["end_us"].to_numpy(), frames["start_us"].to_numpy(),
-                        frames["thread"].to_numpy()))
+    clipping can move a frame after a later sibling's children (rarely: the sort is skipped when
+    no row moves)."""
+    sort_keys = (columns["depth"], -columns["end_us"], columns["start_us"], columns["thread"])
+    if _ascending(sort_keys):
+        return columns
+    order = np.lexsort(sort_keys)
     where = np.empty(len(order), dtype=np.int64)
     where[order] = np.arange(len(order))
-    out = frames.iloc[order].reset_index(drop=True)
-    parent = out["parent"].to_numpy()
+    out = {name: values[order] for name, values in columns.items()}
+    parent = out["parent"]
     out["parent"] = np.where(parent >= 0, where[np.clip(parent, 0, None)], -1)
     return out
+
+
+def _ascending(sort_keys: tuple) -> bool:
+    """Whether rows are already in ``np.lexsort(sort_keys)`` order (last key first), ties included."""
+    if any(np.isnan(key).any() for key in sort_keys if key.dtype.kind == "f"):
+        return False
+    tied = np.ones(max(len(sort_keys[0]) - 1, 0), dtype=bool)
+    for key in reversed(sort_keys):
+        a, b = key[:-1], key[1:]
+        if (tied & (a > b)).any():
+            return False
+        tied &= a == b
+    return True
 
 
 def _raw_frames(trace) -> pd.DataFrame:
@@ -142,7 +159,7 @@ def _raw_frames(trace) -> pd.DataFrame:
         "end": start + ev["dur_us"].to_numpy(dtype=np.float64)[rows],
         "name": pd.Categorical.from_codes(ev["name"].cat.codes.to_numpy()[rows], dtype=ev["name"].dtype),
         "python": is_py[rows], "region": region[rows], "python_id": ev["python_id"].to_numpy()[rows],
-        "python_parent": ev["python_parent"].to_numpy()[rows]})
+        "python_parent": ev["python_parent"].to_numpy()[rows]}, copy=False)
 
 
 def _op_parents(trace, raw: pd.DataFrame) -> np.ndarray:
@@ -193,10 +210,16 @@ def _id_candidates(raw: pd.DataFrame) -> np.ndarray:
         return cand
     ids = (raw["file_id"].to_numpy(dtype=np.int64) << 47) | raw["python_id"].to_numpy()
     wanted = (raw["file_id"].to_numpy(dtype=np.int64) << 47) | raw["python_parent"].to_numpy()
+    # By sorting, not hashing: ids come nearly in order, so the sort and the lookups are cheap.
     rows = np.flatnonzero(py)
-    unique = ~pd.Index(ids[rows]).duplicated(keep=False)
-    found = pd.Index(ids[rows][unique]).get_indexer(wanted)
-    cand = np.where(found >= 0, rows[unique][np.clip(found, 0, None)], -1)
+    order = np.argsort(ids[rows], kind="stable")
+    rows, sorted_ids = rows[order], ids[rows][order]
+    same = sorted_ids[1:] == sorted_ids[:-1]
+    unique = ~(np.concatenate((same, [False])) | np.concatenate(([False], same)))
+    rows, sorted_ids = rows[unique], sorted_ids[unique]
+    at = np.clip(np.searchsorted(sorted_ids, wanted), 0, max(len(sorted_ids) - 1, 0))
+    found = (sorted_ids[at] == wanted) if len(sorted_ids) else np.zeros(len(wanted), dtype=bool)
+    cand = np.where(found, rows[at] if len(rows) else -1, -1)
     cand[~raw["python"].to_numpy() | (raw["python_parent"].to_numpy() < 0)] = -1
     return cand
 
@@ -222,15 +245,15 @@ def _depths(parent: np.ndarray) -> np.ndarray:
     """Depth of each row by pointer jumping (log2(max depth) vector rounds)."""
     depth = (parent >= 0).astype(np.int64)
     jump = parent.copy()
-    while True:
-        m = np.flatnonzero(jump >= 0)
-        if len(m) == 0:
-            return depth
+    m = np.flatnonzero(jump >= 0)
+    while len(m):
         target = jump[m]
         new_depth = depth[m] + depth[target]
         new_jump = jump[target]
         depth[m] = new_depth
         jump[m] = new_jump
+        m = m[new_jump >= 0]
+    return depth
 
 
 def _clip(parent, depth, thread, start, end) -> tuple[np.ndarray, np.ndarray]:
@@ -278,19 +301,19 @@ def innermost_segments(frames: pd.DataFrame) -> pd.DataFrame:
     (the segment ends where the thread's next one starts) and ``frame`` (row position in
     ``frames``; -1 between top-level frames and where only a ``region`` range runs), sorted by
     (thread, start)."""
-    live = frames[frames["end_us"] > frames["start_us"]]
-    rows = live.index.to_numpy()
-    depth = live["depth"].to_numpy()
-    # At equal times: ends before starts, inner ends before outer ends, outer starts before inner.
-    t = np.concatenate([live["start_us"].to_numpy(), live["end_us"].to_numpy()])
-    kind = np.concatenate([np.ones(len(rows)), np.zeros(len(rows))])
-    order_key = np.concatenate([depth, -depth])
-    thread = np.concatenate([live["thread"].to_numpy()] * 2)
-    after = np.concatenate([rows, live["parent"].to_numpy()])
-    order = np.lexsort((order_key, kind, t, thread))
-    region = frames["region"].to_numpy()
-    after = np.where((after >= 0) & region[np.clip(after, 0, None)], -1, after)
-    return pd.DataFrame({"thread": thread[order], "start_us": t[order], "frame": after[order]})
+    start, end = frames["start_us"].to_numpy(), frames["end_us"].to_numpy()
+    rows = np.flatnonzero(end > start)
+    depth, thread = frames["depth"].to_numpy()[rows], frames["thread"].to_numpy()[rows]
+    after = np.concatenate([rows, frames["parent"].to_numpy()[rows]])
+    after = np.where((after >= 0) & frames["region"].to_numpy()[np.clip(after, 0, None)], -1, after)
+    t = np.concatenate([start[rows], end[rows]])
+    # At equal times: ends before starts, inner ends before outer ends, outer starts before inner;
+    # as one int: ends top - depth (0..top), starts above them (top + 1 + depth).
+    top = int(depth.max()) if len(depth) else 0
+    tie = np.concatenate([top + 1 + depth, top - depth])
+    thread = np.concatenate([thread, thread])
+    order = np.lexsort((tie, t, thread))
+    return pd.DataFrame({"thread": thread[order], "start_us": t[order], "frame": after[order]}, copy=False)
 
 
 def dominant_frames(frames: pd.DataFrame, segments: pd.DataFrame, thread: np.ndarray, a: np.ndarray,
