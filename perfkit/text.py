@@ -63,6 +63,11 @@ def printable_data(value):
 def jsonable(value):
     """A copy of a JSON-like value fit for strict JSON: numpy scalars made plain Python, NaN, +-inf
     and ``pd.NA`` made None (JSON ``null``), tuples made lists, keys made strings."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # most values: nothing to do
+        return value
+    if kind is dict:  # before isinstance: tables of many rows are lists of plain dicts
+        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

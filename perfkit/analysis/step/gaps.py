@@ -112,8 +112,7 @@ class GapsResult:
         return self.gaps.sort_values("dur_us", ascending=False, kind="stable").head(n).reset_index(drop=True)
 
     def to_json(self) -> dict:
-        rows = [_row_json(r) for r in self.gaps.to_dict("records")]
-        top = [_row_json(r) for r in self.top().to_dict("records")]
+        rows, top = _rows_json(self.gaps), _rows_json(self.top())
         return jsonable({"has_gpu": self.has_gpu, "totals": self.totals, "top": top, "rows": rows,
                          "steps": self.steps.to_dict("records"), "findings": [dict(f.__dict__) for f in self.findings],
                          "warnings": list(self.warnings)})
@@ -132,10 +131,15 @@ class GapsResult:
                             html_warnings(self.warnings))
 
 
-def _row_json(r: dict) -> dict:
-    return {"rank": r["rank"], "device": r["device"], "step": r["step"], "start_us": r["start_us"],
-            "dur_us": r["dur_us"], "class": r["class"], "thread": r["thread"], "function": r["function"] or None,
-            "file": r["file"] or None, "line": int(r["line"]) if r["line"] >= 0 else None}
+def _rows_json(gaps: pd.DataFrame) -> list[dict]:
+    """One dict per gap, built column by column (``to_dict("records")`` boxes each cell: ~1 s on 70k gaps)."""
+    columns = [gaps[c].tolist() for c in ("rank", "device", "step", "start_us", "dur_us", "class", "thread")]
+    columns += [[v or None for v in gaps[c].tolist()] for c in ("function", "file")]
+    columns.append([line if line >= 0 else None for line in gaps["line"].tolist()])
+    return [dict(zip(_ROW_KEYS, values)) for values in zip(*columns)]
+
+
+_ROW_KEYS = ("rank", "device", "step", "start_us", "dur_us", "class", "thread", "function", "file", "line")
 
 
 def gpu_gaps(trace) -> GapsResult:
