@@ -39,10 +39,12 @@ WARMUP_MIN_US = 1000.0
 COLUMNS = ["label", "rank", "name", "cat", "ts_us", "dur_us", "later_median_us", "later_calls"]
 
 
-def warmup_events(trace) -> pd.DataFrame:
+def warmup_events(trace, *, host: pd.DataFrame | None = None, links: pd.DataFrame | None = None) -> pd.DataFrame:
     """The warm-up calls of ``trace`` (module doc), outermost only, in time order (``COLUMNS``;
-    ``label`` is the event's label in ``trace.events``)."""
-    host = host_events(trace, ("cpu_op", *LAUNCH_CATEGORIES))
+    ``label`` is the event's label in ``trace.events``). ``host``: ``host_events(trace)`` (of these
+    categories or more) and ``links``: ``trace.launches()``, when the caller has them."""
+    categories = ("cpu_op", *LAUNCH_CATEGORIES)
+    host = host_events(trace, categories) if host is None else host[host["cat"].isin(categories).to_numpy()]
     if host.empty:
         return pd.DataFrame(columns=COLUMNS)
     frame = pd.DataFrame({"label": host.index.to_numpy(), "rank": host["rank"].to_numpy(),
@@ -51,7 +53,7 @@ def warmup_events(trace) -> pd.DataFrame:
                           "dur_us": host["dur_us"].to_numpy(dtype=np.float64),
                           "parent": host["parent"].to_numpy(dtype=np.int64)})
     frame = frame[~_waits(host, trace.events["parent"])]
-    frame["kernel"] = _launched(trace).reindex(frame["label"].to_numpy()).to_numpy()
+    frame["kernel"] = _launched(trace.launches() if links is None else links).reindex(frame["label"].to_numpy()).to_numpy()
     frame = frame.sort_values(["rank", "name", "ts_us"], kind="stable")
     order = frame.groupby(["rank", "name"], sort=False).cumcount().to_numpy()
     later = frame[order >= WARMUP_FIRST].groupby(["rank", "name"], sort=False)["dur_us"].agg(["median", "size"])
@@ -77,9 +79,9 @@ def warmup_events(trace) -> pd.DataFrame:
     return found.sort_values("ts_us", kind="stable").reset_index(drop=True)[COLUMNS]
 
 
-def _launched(trace) -> pd.Series:
-    """Name of the GPU event each launch call launched (first one), by the call's label."""
-    links = trace.launches()
+def _launched(links: pd.DataFrame) -> pd.Series:
+    """Name of the GPU event each launch call launched (first one), by the call's label
+    (``links``: ``trace.launches()``)."""
     links = links.drop_duplicates("cpu_index")
     return pd.Series(links["gpu_name"].to_numpy(), index=links["cpu_index"].to_numpy())
 
