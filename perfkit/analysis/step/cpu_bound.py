@@ -36,7 +36,7 @@ from ..classify import launch_mask
 from ..compile import compile_facts, compile_spans
 from ..host_ops import COPY_OPS, HOST_CATEGORIES, host_events, op_table
 from .findings import findings as _findings
-from .layers import LAYER_COLUMNS, host_compute_ops, step_layers
+from .layers import LAYER_COLUMNS, host_compute_ops, host_work, step_layers
 from .rules import COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS, decide
 from .warmup import warmup_events
 
@@ -132,9 +132,10 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     host = host_events(trace, HOST_CATEGORIES)
     nested = nest(host)
     links, spans = trace.launches(), compile_spans(trace)
+    work = host_work(trace, host, links)
     launches = _launch_table(host, windows, links)
     warmup = warmup_events(trace, host=host, links=links)
-    steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup, links, spans)
+    steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup, links, spans, work)
     has_gpu = trace.has_gpu_events
     launched = host["cat"].isin(LAUNCH_CATEGORIES).any()
     kind = "gpu" if has_gpu else "unrecorded" if launched and trace.devices else "cpu"
@@ -146,7 +147,7 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     result = dict(steps=steps[STEP_COLUMNS], ops=op_table(host, nested), annotations=_annotations(host, len(windows)),
                   launches=launches, verdict=verdict, evidence=evidence, has_gpu=has_gpu,
                   tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace, spans=spans), warmup=warmup,
-                  host_ops=host_compute_ops(trace, host, nested, in_steps, links=links), devices=tuple(trace.devices))
+                  host_ops=host_compute_ops(trace, host, nested, in_steps, work=work), devices=tuple(trace.devices))
     findings = _findings(result, overall_numbers(steps[~stub] if (~stub).any() else steps, launches),
                          copy_us=_outer_copy_us(host, nested))
     return CPUBoundResult(findings=rank_findings(findings), warnings=_warnings(trace, windows, has_gpu, stub), **result)
@@ -161,16 +162,16 @@ def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:
     nested = nest(host)
     links, spans = trace.launches(), compile_spans(trace)
     steps = _step_table(trace, host, nested, windows, _launch_table(host, windows, links), tiny_kernel_us,
-                        warmup_events(trace, host=host, links=links), links, spans)
+                        warmup_events(trace, host=host, links=links), links, spans, host_work(trace, host, links))
     return steps[STEP_COLUMNS[:-1]]
 
 
 # --- per-step table ------------------------------------------------------------------------------
 
-def _step_table(trace, host, nested, windows, launches, tiny_us, warmup, links, spans) -> pd.DataFrame:
+def _step_table(trace, host, nested, windows, launches, tiny_us, warmup, links, spans, work) -> pd.DataFrame:
     """The window's layers of time (``layers.step_layers``) with its launch and kernel columns."""
     steps = windows.rename(columns={"dur_us": "wall_us"}).copy()
-    layers = step_layers(trace, host, nested, windows, warmup, links=links, spans=spans)
+    layers = step_layers(trace, host, nested, windows, warmup, links=links, spans=spans, work=work)
     for column in LAYER_COLUMNS:
         steps[column] = layers[column].to_numpy()
     _add_launch_columns(steps, launches)

@@ -44,19 +44,24 @@ LAYER_COLUMNS = ["warmup_us", "gpu_busy_us", "comm_us", "comm_exposed_us", "data
                  "python_us", "untraced_us", "dataloader_idle_us", "launch_side_idle_us", "host_compute_idle_us",
                  "python_idle_us", "python_launch_idle_us"]
 _SPAN = ["rank", "ts_us", "dur_us"]
+_THREAD_SPAN = [*_SPAN, "file_id", "pid", "tid"]
 
 
 def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.DataFrame,
                 warmup: pd.DataFrame, *, links: pd.DataFrame | None = None,
-                spans: pd.DataFrame | None = None) -> pd.DataFrame:
+                spans: pd.DataFrame | None = None, work: tuple | None = None) -> pd.DataFrame:
     """``LAYER_COLUMNS`` per row of ``windows``. ``host``: host events (``ops.host_events``),
     ``nested``: their ``ops.nest``; ``warmup``: ``warmup.warmup_events(trace)``; ``links``:
-    ``trace.launches()`` and ``spans``: ``compile.compile_spans(trace)`` when the caller has them."""
+    ``trace.launches()``, ``spans``: ``compile.compile_spans(trace)`` and ``work``: ``host_work(trace,
+    host)`` when the caller has them."""
     cold = trace.events.loc[warmup["label"].to_numpy(), _SPAN] if len(warmup) else _empty()
-    work = host[host["cat"].isin(HOST_WORK_CATEGORIES) & ~starts_with(host["name"], STEP_PREFIX)]
-    issuing = launching_ops(trace, work, links)
-    launching = _less(work[issuing], work[~issuing & (work["cat"] == "cpu_op").to_numpy()])
-    python = trace.select("python_function")
+    work, issuing = host_work(trace, host, links) if work is None else work
+    # Only the columns the layers read: row selections below copy every column they keep.
+    ops = (work["cat"] == "cpu_op").to_numpy()
+    work = work[_THREAD_SPAN]
+    launching = _less(work[issuing], work[~issuing & ops])
+    ev = trace.events
+    python = ev.loc[(ev["ph"] == "X").to_numpy() & (ev["cat"] == "python_function").to_numpy(), _THREAD_SPAN]
     drives = _drives_launches(python, work[issuing])
     driving = _less(python[drives], python[~drives])
     gpu = trace.gpu_events()
@@ -157,6 +162,13 @@ def _drives_launches(frames: pd.DataFrame, issuing: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def host_work(trace, host: pd.DataFrame, links: pd.DataFrame | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+    """The rows of ``host`` that are host work (ops and runtime calls, ``ProfilerStep#`` windows
+    left out) and which of them issue GPU work (``launching_ops``; ``links``: ``trace.launches()``)."""
+    work = host[host["cat"].isin(HOST_WORK_CATEGORIES) & ~starts_with(host["name"], STEP_PREFIX)]
+    return work, launching_ops(trace, work, links)
+
+
 def launching_ops(trace, work: pd.DataFrame, links: pd.DataFrame | None = None) -> np.ndarray:
     """Rows of ``work`` that issue GPU work: launch calls (runtime and driver calls linked to a GPU
     event, or named as launches) and the ops that enclose one. ``links``: ``trace.launches()`` (of
@@ -169,13 +181,12 @@ def launching_ops(trace, work: pd.DataFrame, links: pd.DataFrame | None = None) 
 
 
 def host_compute_ops(trace, host: pd.DataFrame, nested: pd.DataFrame, in_steps: np.ndarray, *,
-                     links: pd.DataFrame | None = None) -> pd.DataFrame:
+                     links: pd.DataFrame | None = None, work: tuple | None = None) -> pd.DataFrame:
     """The cpu_ops that launched no GPU work and are not inside another such op (at the top, or
     directly inside an op that launches), inside the windows (``in_steps``: a mask over ``host``),
-    by name: ``name``, ``calls``, ``total_us``, most time first. ``links``: ``trace.launches()``
-    when the caller has it."""
-    work = host[host["cat"].isin(HOST_WORK_CATEGORIES) & ~starts_with(host["name"], STEP_PREFIX)]
-    issuing = launching_ops(trace, work, links)
+    by name: ``name``, ``calls``, ``total_us``, most time first. ``links``: ``trace.launches()`` and
+    ``work``: ``host_work(trace, host)`` when the caller has them."""
+    work, issuing = host_work(trace, host, links) if work is None else work
     enclosing = nested["op"].reindex(work.index).to_numpy()
     outer = (enclosing < 0) | np.isin(enclosing, work.index[issuing])
     keep = (work["cat"] == "cpu_op").to_numpy() & outer & ~issuing \

@@ -47,13 +47,16 @@ def warmup_events(trace, *, host: pd.DataFrame | None = None, links: pd.DataFram
     host = host_events(trace, categories) if host is None else host[host["cat"].isin(categories).to_numpy()]
     if host.empty:
         return pd.DataFrame(columns=COLUMNS)
+    # Names and kernels as integer codes (names in text order): sorting and grouping half a million
+    # calls by strings is the slow part; the strings are put back on the few calls found.
     frame = pd.DataFrame({"label": host.index.to_numpy(), "rank": host["rank"].to_numpy(),
-                          "name": host["name"].to_numpy(), "cat": host["cat"].to_numpy(),
+                          "name": _text_order_codes(host["name"]), "row": np.arange(len(host)),
                           "ts_us": host["ts_us"].to_numpy(dtype=np.float64),
                           "dur_us": host["dur_us"].to_numpy(dtype=np.float64),
                           "parent": host["parent"].to_numpy(dtype=np.int64)})
     frame = frame[~_waits(host, trace.events["parent"])]
-    frame["kernel"] = _launched(trace.launches() if links is None else links).reindex(frame["label"].to_numpy()).to_numpy()
+    kernels = _launched(trace.launches() if links is None else links).reindex(frame["label"].to_numpy())
+    frame["kernel"] = pd.factorize(kernels)[0]
     frame = frame.sort_values(["rank", "name", "ts_us"], kind="stable")
     order = frame.groupby(["rank", "name"], sort=False).cumcount().to_numpy()
     later = frame[order >= WARMUP_FIRST].groupby(["rank", "name"], sort=False)["dur_us"].agg(["median", "size"])
@@ -61,7 +64,7 @@ def warmup_events(trace, *, host: pd.DataFrame | None = None, links: pd.DataFram
     slow = frame["dur_us"].to_numpy() >= np.maximum(WARMUP_FACTOR * frame["median"].fillna(np.inf).to_numpy(),
                                                     WARMUP_MIN_US)
     first = order < WARMUP_FIRST
-    launch = frame["kernel"].notna().to_numpy()
+    launch = frame["kernel"].to_numpy() >= 0
     if launch.any():
         # Launch calls: the first launch of each kernel, against all other calls of the launch's name.
         kernel_first = ~frame.duplicated(["rank", "kernel"]).to_numpy() & launch
@@ -76,7 +79,21 @@ def warmup_events(trace, *, host: pd.DataFrame | None = None, links: pd.DataFram
     found = frame[hit].rename(columns={"median": "later_median_us", "size": "later_calls"})
     found = found[~_inside_another(found, trace.events["parent"])]
     found["later_calls"] = found["later_calls"].astype(np.int64)
-    return found.sort_values("ts_us", kind="stable").reset_index(drop=True)[COLUMNS]
+    found = found.sort_values("ts_us", kind="stable").reset_index(drop=True)
+    rows = found["row"].to_numpy()
+    return found.assign(name=host["name"].iloc[rows].reset_index(drop=True),
+                        cat=host["cat"].iloc[rows].reset_index(drop=True))[COLUMNS]
+
+
+def _text_order_codes(names: pd.Series) -> np.ndarray:
+    """One integer per name, equal for equal names and ordered as the names sort (the names
+    themselves where one is missing: grouping leaves those out)."""
+    codes, uniques = pd.factorize(names)
+    if (codes < 0).any():
+        return names.to_numpy()
+    order = np.empty(len(uniques), dtype=np.int64)
+    order[np.argsort(uniques.to_numpy(), kind="stable")] = np.arange(len(uniques))
+    return order[codes]
 
 
 def _launched(links: pd.DataFrame) -> pd.Series:
