@@ -49,16 +49,18 @@ def warmup_events(trace, *, host: pd.DataFrame | None = None, links: pd.DataFram
         return pd.DataFrame(columns=COLUMNS)
     # Names and kernels as integer codes (names in text order): sorting and grouping half a million
     # calls by strings is the slow part; the strings are put back on the few calls found.
-    frame = pd.DataFrame({"label": host.index.to_numpy(), "rank": host["rank"].to_numpy(),
-                          "name": _text_order_codes(host["name"]), "row": np.arange(len(host)),
-                          "ts_us": host["ts_us"].to_numpy(dtype=np.float64),
-                          "dur_us": host["dur_us"].to_numpy(dtype=np.float64),
-                          "parent": host["parent"].to_numpy(dtype=np.int64)})
-    frame = frame[~_waits(host, trace.events["parent"])]
-    kernels = _launched(trace.launches() if links is None else links).reindex(frame["label"].to_numpy())
-    frame["kernel"] = pd.factorize(kernels)[0]
+    rows = np.flatnonzero(~_waits(host, trace.events["parent"]))
+    labels = host.index.to_numpy()[rows]
+    frame = pd.DataFrame({"label": labels, "rank": host["rank"].to_numpy()[rows],
+                          "name": _text_order_codes(host["name"])[rows], "row": rows,
+                          "ts_us": host["ts_us"].to_numpy(dtype=np.float64)[rows],
+                          "dur_us": host["dur_us"].to_numpy(dtype=np.float64)[rows],
+                          "parent": host["parent"].to_numpy(dtype=np.int64)[rows],
+                          "kernel": _launched(trace.launches() if links is None else links).reindex(
+                              labels, fill_value=-1).to_numpy()})
     frame = frame.sort_values(["rank", "name", "ts_us"], kind="stable")
-    order = frame.groupby(["rank", "name"], sort=False).cumcount().to_numpy()
+    groups = frame.groupby(["rank", "name"], sort=False)
+    order = groups.cumcount().to_numpy()
     later = frame[order >= WARMUP_FIRST].groupby(["rank", "name"], sort=False)["dur_us"].agg(["median", "size"])
     frame = frame.join(later, on=["rank", "name"])
     slow = frame["dur_us"].to_numpy() >= np.maximum(WARMUP_FACTOR * frame["median"].fillna(np.inf).to_numpy(),
@@ -68,8 +70,8 @@ def warmup_events(trace, *, host: pd.DataFrame | None = None, links: pd.DataFram
     if launch.any():
         # Launch calls: the first launch of each kernel, against all other calls of the launch's name.
         kernel_first = ~frame.duplicated(["rank", "kernel"]).to_numpy() & launch
-        others = frame.groupby(["rank", "name"], sort=False)["dur_us"].transform("median").to_numpy()
-        count = frame.groupby(["rank", "name"], sort=False)["dur_us"].transform("size").to_numpy()
+        others = groups["dur_us"].transform("median").to_numpy()
+        count = groups["dur_us"].transform("size").to_numpy()
         slow_launch = frame["dur_us"].to_numpy() >= np.maximum(WARMUP_FACTOR * others, WARMUP_MIN_US)
         first = np.where(launch, kernel_first, first)
         slow = np.where(launch, slow_launch & (count - 1 >= MIN_LATER), slow)
@@ -97,10 +99,10 @@ def _text_order_codes(names: pd.Series) -> np.ndarray:
 
 
 def _launched(links: pd.DataFrame) -> pd.Series:
-    """Name of the GPU event each launch call launched (first one), by the call's label
-    (``links``: ``trace.launches()``)."""
+    """The GPU event each launch call launched (first one), by the call's label (``links``:
+    ``trace.launches()``), as a code per event name (-1: none)."""
     links = links.drop_duplicates("cpu_index")
-    return pd.Series(links["gpu_name"].to_numpy(), index=links["cpu_index"].to_numpy())
+    return pd.Series(pd.factorize(links["gpu_name"])[0], index=links["cpu_index"].to_numpy())
 
 
 def _waits(host: pd.DataFrame, parents: pd.Series) -> np.ndarray:
