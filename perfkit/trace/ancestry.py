@@ -105,7 +105,7 @@ def _enclosing_search(c_start, c_end, c_thread, q_start, q_thread) -> np.ndarray
         rows = np.flatnonzero(c_thread == code)
         if len(rows) == 0:
             continue
-        order = rows[np.lexsort((-c_end[rows], c_start[rows]))]
+        order = rows if _in_order(c_start[rows], c_end[rows]) else rows[np.lexsort((-c_end[rows], c_start[rows]))]
         # An end that is not a number never ends (a stack walk never pops it).
         ends = np.where(np.isnan(c_end[order]), np.inf, c_end[order])
         mine = np.flatnonzero(q_thread == code)
@@ -113,6 +113,13 @@ def _enclosing_search(c_start, c_end, c_thread, q_start, q_thread) -> np.ndarray
         hit = _last_above(ends, np.searchsorted(c_start[order], t, side="right"), t)
         found[mine] = np.where(hit >= 0, order[np.clip(hit, 0, None)], -1)
     return found
+
+
+def _in_order(starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Whether intervals are sorted by start, longest first among equal starts (as the loader writes
+    frames): the sort :func:`_enclosing_search` needs, already done."""
+    step = np.diff(starts)
+    return bool((step >= 0).all() and ((step > 0) | (np.diff(ends) <= 0)).all())
 
 
 _BLOCK = 64  # positions per block of _last_above: a query scans two blocks and ~log2(n / 64) block maxima
@@ -178,7 +185,10 @@ def _enclosing_loop(order, starts, ends, threads, n_cont):
 
 def with_ancestors(parents: pd.Series, labels) -> np.ndarray:
     """The labels and every ancestor of theirs on the host-nesting tree (``parents``: the events'
-    ``parent`` column, label -> parent label, -1 at the top)."""
+    ``parent`` column, label -> parent label, -1 at the top), in no particular order."""
+    index = parents.index
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        return _marked_upward(parents.to_numpy(dtype=np.int64), np.asarray(labels, dtype=np.int64))
     marked = set(np.asarray(labels, dtype=np.int64).tolist())
     frontier = parents.reindex(list(marked)).dropna().astype(np.int64)
     while True:
@@ -187,6 +197,24 @@ def with_ancestors(parents: pd.Series, labels) -> np.ndarray:
             return np.fromiter(marked, dtype=np.int64, count=len(marked))
         marked.update(frontier.tolist())
         frontier = parents.reindex(frontier.unique()).dropna().astype(np.int64)
+
+
+def _marked_upward(up: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """``with_ancestors`` over a table labelled 0..n-1 (``up``: parent label per row): one pass per
+    level over the rows reached, marks in a boolean array. A label outside the table is kept and
+    ends its walk, as in the general case."""
+    n = len(up)
+    marked = np.zeros(n, dtype=bool)
+    extra = [labels[(labels < 0) | (labels >= n)]]
+    frontier = labels[(labels >= 0) & (labels < n)]
+    while len(frontier):  # each row has one parent: the frontier never grows
+        marked[frontier] = True
+        frontier = up[frontier]
+        frontier = frontier[frontier >= 0]
+        extra.append(frontier[frontier >= n])
+        frontier = frontier[frontier < n]
+        frontier = frontier[~marked[frontier]]
+    return np.concatenate([np.flatnonzero(marked), np.unique(np.concatenate(extra))])
 
 
 class Ancestors:
