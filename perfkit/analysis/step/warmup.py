@@ -44,12 +44,13 @@ def warmup_events(trace, *, host: pd.DataFrame | None = None, links: pd.DataFram
     ``label`` is the event's label in ``trace.events``). ``host``: ``host_events(trace)`` (of these
     categories or more) and ``links``: ``trace.launches()``, when the caller has them."""
     categories = ("cpu_op", *LAUNCH_CATEGORIES)
-    host = host_events(trace, categories) if host is None else host[host["cat"].isin(categories).to_numpy()]
-    if host.empty:
+    host = host_events(trace, categories) if host is None else host
+    mine = host["cat"].isin(categories).to_numpy()
+    if not mine.any():
         return pd.DataFrame(columns=COLUMNS)
     # Names and kernels as integer codes (names in text order): sorting and grouping half a million
     # calls by strings is the slow part; the strings are put back on the few calls found.
-    rows = np.flatnonzero(~_waits(host, trace.events["parent"]))
+    rows = np.flatnonzero(mine & ~_waits(host, mine, trace.events["parent"]))
     labels = host.index.to_numpy()[rows]
     frame = pd.DataFrame({"label": labels, "rank": host["rank"].to_numpy()[rows],
                           "name": _text_order_codes(host["name"])[rows], "row": rows,
@@ -58,11 +59,11 @@ def warmup_events(trace, *, host: pd.DataFrame | None = None, links: pd.DataFram
                           "parent": host["parent"].to_numpy(dtype=np.int64)[rows],
                           "kernel": _launched(trace.launches() if links is None else links).reindex(
                               labels, fill_value=-1).to_numpy()})
-    frame = frame.sort_values(["rank", "name", "ts_us"], kind="stable")
-    groups = frame.groupby(["rank", "name"], sort=False)
+    frame = _by_name(frame)
+    groups = frame.groupby("group", sort=False)
     order = groups.cumcount().to_numpy()
-    later = frame[order >= WARMUP_FIRST].groupby(["rank", "name"], sort=False)["dur_us"].agg(["median", "size"])
-    frame = frame.join(later, on=["rank", "name"])
+    later = frame[order >= WARMUP_FIRST].groupby("group", sort=False)["dur_us"].agg(["median", "size"])
+    frame = frame.join(later, on="group")
     slow = frame["dur_us"].to_numpy() >= np.maximum(WARMUP_FACTOR * frame["median"].fillna(np.inf).to_numpy(),
                                                     WARMUP_MIN_US)
     first = order < WARMUP_FIRST
@@ -87,6 +88,19 @@ def warmup_events(trace, *, host: pd.DataFrame | None = None, links: pd.DataFram
                         cat=host["cat"].iloc[rows].reset_index(drop=True))[COLUMNS]
 
 
+def _by_name(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` sorted by rank, name and start (stable), with ``group``: one number per (rank, name)."""
+    if frame["name"].dtype.kind != "i":  # names kept as text (one is missing): pandas sorts them
+        frame = frame.sort_values(["rank", "name", "ts_us"], kind="stable")
+        return frame.assign(group=frame.groupby(["rank", "name"], sort=False).ngroup().to_numpy())
+    order = np.lexsort((frame["ts_us"].to_numpy(), frame["name"].to_numpy(), frame["rank"].to_numpy()))
+    frame = frame.iloc[order]
+    rank, name = frame["rank"].to_numpy(), frame["name"].to_numpy()
+    new = np.ones(len(frame), dtype=bool)
+    new[1:] = (rank[1:] != rank[:-1]) | (name[1:] != name[:-1])
+    return frame.assign(group=np.cumsum(new) - 1)
+
+
 def _text_order_codes(names: pd.Series) -> np.ndarray:
     """One integer per name, equal for equal names and ordered as the names sort (the names
     themselves where one is missing: grouping leaves those out)."""
@@ -105,11 +119,12 @@ def _launched(links: pd.DataFrame) -> pd.Series:
     return pd.Series(pd.factorize(links["gpu_name"])[0], index=links["cpu_index"].to_numpy())
 
 
-def _waits(host: pd.DataFrame, parents: pd.Series) -> np.ndarray:
-    """Whether each host event is, or encloses, a synchronize call or a scalar read."""
+def _waits(host: pd.DataFrame, mine: np.ndarray, parents: pd.Series) -> np.ndarray:
+    """Whether each host event is, or encloses, a synchronize call or a scalar read among the
+    ``mine`` rows."""
     names = host["name"]
     waits = names.isin([n for n, kind in SYNC_RUNTIME.items() if kind.endswith("_sync")] + list(SYNC_OPS))
-    return host.index.isin(with_ancestors(parents, host.index[waits.to_numpy()]))
+    return host.index.isin(with_ancestors(parents, host.index[waits.to_numpy() & mine]))
 
 
 def _inside_another(found: pd.DataFrame, parents: pd.Series) -> np.ndarray:
