@@ -78,20 +78,22 @@ def enclosing(containers: pd.DataFrame, queries: pd.DataFrame) -> pd.Series:
     The answer is the last container, in (start, longest first, table order) per thread, that started
     by the query's start and ends after it (a container still running then): what a stack walk over
     the sorted events leaves on top. Found per thread by binary search and block maxima over the
-    containers' ends, so a few queries over a million frames cost a sort, not a Python loop.
+    containers' ends, so a few queries over a million frames cost at most a sort, not a Python loop.
     """
     if queries.empty or containers.empty:
         return pd.Series(-1, index=queries.index, dtype=np.int64)
-    columns = ["file_id", "pid", "tid", "ts_us", "dur_us"]
-    both = pd.concat([containers[columns], queries[columns]], ignore_index=True)
+    def both(column: str) -> np.ndarray:
+        return np.concatenate([f[column].to_numpy(dtype=np.float64) for f in (containers, queries)])
+
     n_cont = len(containers)
-    starts = both["ts_us"].to_numpy(dtype=np.float64)
-    ends = starts + both["dur_us"].to_numpy(dtype=np.float64)
-    threads = thread_key(both)
+    starts = both("ts_us")
+    ends = starts + both("dur_us")
+    columns = ["file_id", "pid", "tid"]
+    threads = thread_key(pd.concat([containers[columns], queries[columns]], ignore_index=True))
     if np.isfinite(starts).all():
         found = _enclosing_search(starts[:n_cont], ends[:n_cont], threads[:n_cont], starts[n_cont:], threads[n_cont:])
     else:  # a start that is not a number sorts last: keep the stack walk's answer for it
-        is_query = np.arange(len(both)) >= n_cont
+        is_query = np.arange(len(starts)) >= n_cont
         order = np.lexsort((-ends, is_query, starts, threads))
         found = _enclosing_loop(order.tolist(), starts.tolist(), ends.tolist(), threads.tolist(), n_cont)[n_cont:]
     labels = containers.index.to_numpy()

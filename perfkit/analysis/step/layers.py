@@ -137,9 +137,10 @@ class _Cover:
         starts, ends = self.windows["start_us"].to_numpy(), self.windows["end_us"].to_numpy()
         for rank in set().union(*sets, self.cold):
             mask = self.ranks == rank
-            parts = [s[rank] for s in (*sets, self.cold) if rank in s]
             if mask.any():
-                cover = intervals.Coverage.of(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+                parts = [s[rank] for s in (*sets, self.cold) if rank in s]
+                cover = intervals.Coverage.of(np.concatenate([p[0] for p in parts]),
+                                              np.concatenate([p[1] for p in parts]))
                 out[mask] = cover.within(starts[mask], ends[mask])
         return out - self.base
 
@@ -201,12 +202,14 @@ def _less(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     if a.empty:
         return _empty()
     a_thread, b_thread = thread_codes(a), thread_codes(b)
+    a_start, b_start = a["ts_us"].to_numpy(dtype=np.float64), b["ts_us"].to_numpy(dtype=np.float64)
+    a_end, b_end = a_start + a["dur_us"].to_numpy(dtype=np.float64), b_start + b["dur_us"].to_numpy(dtype=np.float64)
+    ranks = a["rank"].to_numpy()
     parts = []
     for code in np.unique(a_thread):
-        mine, other = a[a_thread == code], b[b_thread == code]
-        s, e = intervals.subtract(mine["ts_us"], mine["ts_us"] + mine["dur_us"], other["ts_us"],
-                                  other["ts_us"] + other["dur_us"])
-        parts.append(pd.DataFrame({"rank": int(mine["rank"].iloc[0]), "ts_us": s, "dur_us": e - s}))
+        mine, other = a_thread == code, b_thread == code
+        s, e = intervals.subtract(a_start[mine], a_end[mine], b_start[other], b_end[other])
+        parts.append(pd.DataFrame({"rank": int(ranks[mine][0]), "ts_us": s, "dur_us": e - s}))
     return pd.concat(parts, ignore_index=True)
 
 
