@@ -74,6 +74,12 @@ def is_launch(name: str) -> bool:
     return name.startswith(LAUNCH_PREFIXES)
 
 
+def launch_mask(names: pd.Series) -> np.ndarray:
+    """``is_launch`` of every name of a string column, in one vectorized pass."""
+    if names.empty:
+        return np.zeros(0, dtype=bool)
+    return names.astype(str).str.startswith(LAUNCH_PREFIXES).to_numpy(dtype=bool)
+
 
 def busy_us(gpu: pd.DataFrame) -> float:
     """Union of GPU activity intervals per (file, device), summed over devices."""

@@ -42,7 +42,16 @@ def host_events(trace, categories=HOST_CATEGORIES) -> pd.DataFrame:
     Raises ParameterError (via ``Trace.require``) when the events table lacks a needed column."""
     trace.require(*REQUIRED_COLUMNS)
     ev = trace.select(*categories)
-    return ev.assign(name=ev["name"].astype(str), cat=ev["cat"].astype(str))
+    return ev.assign(name=_text(ev["name"]), cat=_text(ev["cat"]))
+
+
+def _text(column: pd.Series) -> pd.Series:
+    """``column.astype(str)``; for a categorical, its few categories are made text and taken by code."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        if (codes >= 0).all():
+            return pd.Series(column.cat.categories.astype(str).take(codes), index=column.index, name=column.name)
+    return column.astype(str)
 
 OP_TABLE_COLUMNS = ["name", "cat", "count", "total_us", "self_us", "mean_us", "self_pct", "total_pct"]
 

@@ -47,6 +47,7 @@ LIBRARY_PACKAGES = TORCH_PACKAGES + (
     "flashinfer", "xformers", "diffusers", "timm", "peft", "vllm", "torchrl", "stable_baselines3", "gymnasium",
     "tqdm", "typing_extensions", "_pytest", "pluggy",
 )
+_FRAME_COLUMNS = ["name", "parent", "file_id", "pid", "tid", "ts_us", "dur_us"]  # what the walk reads
 FRAME_COLUMNS = ["frame", "file", "line", "func", "inner_frame", "inner_file", "inner_line", "inner_func"]
 
 
@@ -82,10 +83,13 @@ def user_frames(trace, events: pd.DataFrame, *, packages=LIBRARY_PACKAGES) -> pd
                           for c in FRAME_COLUMNS})
     for col in ("line", "inner_line"):
         empty[col] = pd.array([None] * len(events), dtype="Int64")
-    frames = trace.select("python_function")
-    if frames.empty or events.empty:
+    ev = trace.events
+    rows = (ev["ph"] == "X").to_numpy() & (ev["cat"] == "python_function").to_numpy()
+    if events.empty or not rows.any():
         return empty
     trace.require("parent")
+    # The columns the walk reads, not all of them: a trace holds a million frames.
+    frames = ev.loc[rows, _FRAME_COLUMNS]
     walker = _Walker(frames, packages)
     starts = walker.positions(enclosing(frames, events).to_numpy())
     users = [walker.user(x) for x in starts.tolist()]

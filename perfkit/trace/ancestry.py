@@ -74,20 +74,98 @@ def enclosing(containers: pd.DataFrame, queries: pd.DataFrame) -> pd.Series:
 
     ``containers`` must nest properly per thread (python_function frames, ops). Returns a Series
     indexed like ``queries``; -1 where no container encloses the query.
+
+    The answer is the last container, in (start, longest first, table order) per thread, that started
+    by the query's start and ends after it (a container still running then): what a stack walk over
+    the sorted events leaves on top. Found per thread by binary search and block maxima over the
+    containers' ends, so a few queries over a million frames cost at most a sort, not a Python loop.
     """
     if queries.empty or containers.empty:
         return pd.Series(-1, index=queries.index, dtype=np.int64)
-    both = pd.concat([containers[["file_id", "pid", "tid", "ts_us", "dur_us"]],
-                      queries[["file_id", "pid", "tid", "ts_us", "dur_us"]]], ignore_index=True)
+    def both(column: str) -> np.ndarray:
+        return np.concatenate([f[column].to_numpy(dtype=np.float64) for f in (containers, queries)])
+
     n_cont = len(containers)
-    is_query = np.arange(len(both)) >= n_cont
-    starts = both["ts_us"].to_numpy(dtype=np.float64)
-    ends = starts + both["dur_us"].to_numpy(dtype=np.float64)
-    threads = thread_key(both)
-    order = np.lexsort((-ends, is_query, starts, threads))
-    found = _enclosing_loop(order.tolist(), starts.tolist(), ends.tolist(), threads.tolist(), n_cont)
+    starts = both("ts_us")
+    ends = starts + both("dur_us")
+    columns = ["file_id", "pid", "tid"]
+    threads = thread_key(pd.concat([containers[columns], queries[columns]], ignore_index=True))
+    if np.isfinite(starts).all():
+        found = _enclosing_search(starts[:n_cont], ends[:n_cont], threads[:n_cont], starts[n_cont:], threads[n_cont:])
+    else:  # a start that is not a number sorts last: keep the stack walk's answer for it
+        is_query = np.arange(len(starts)) >= n_cont
+        order = np.lexsort((-ends, is_query, starts, threads))
+        found = _enclosing_loop(order.tolist(), starts.tolist(), ends.tolist(), threads.tolist(), n_cont)[n_cont:]
     labels = containers.index.to_numpy()
-    return pd.Series(_to_labels(np.array(found[n_cont:]), labels), index=queries.index)
+    return pd.Series(_to_labels(np.array(found, dtype=np.int64), labels), index=queries.index)
+
+
+def _enclosing_search(c_start, c_end, c_thread, q_start, q_thread) -> np.ndarray:
+    """Position of each query's enclosing container (rule in :func:`enclosing`), -1 for none."""
+    found = np.full(len(q_start), -1, dtype=np.int64)
+    for code in np.unique(q_thread):
+        rows = np.flatnonzero(c_thread == code)
+        if len(rows) == 0:
+            continue
+        order = rows if _in_order(c_start[rows], c_end[rows]) else rows[np.lexsort((-c_end[rows], c_start[rows]))]
+        # An end that is not a number never ends (a stack walk never pops it).
+        ends = np.where(np.isnan(c_end[order]), np.inf, c_end[order])
+        mine = np.flatnonzero(q_thread == code)
+        t = q_start[mine]
+        hit = _last_above(ends, np.searchsorted(c_start[order], t, side="right"), t)
+        found[mine] = np.where(hit >= 0, order[np.clip(hit, 0, None)], -1)
+    return found
+
+
+def _in_order(starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Whether intervals are sorted by start, longest first among equal starts (as the loader writes
+    frames): the sort :func:`_enclosing_search` needs, already done."""
+    step = np.diff(starts)
+    return bool((step >= 0).all() and ((step > 0) | (np.diff(ends) <= 0)).all())
+
+
+_BLOCK = 64  # positions per block of _last_above: a query scans two blocks and ~log2(n / 64) block maxima
+_CHUNK = 1 << 15  # queries per block scan (a _CHUNK x _BLOCK matrix at a time)
+
+
+def _last_above(values: np.ndarray, k: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each query i, the largest position j < k[i] with values[j] > t[i]; -1 where none."""
+    n_blocks = -(-len(values) // _BLOCK)
+    blocks = np.full(n_blocks * _BLOCK, -np.inf)
+    blocks[:len(values)] = values
+    blocks = blocks.reshape(n_blocks, _BLOCK)
+    own = np.clip(k - 1, 0, None) // _BLOCK
+    out = _last_in_blocks(blocks, own, k - own * _BLOCK, t)
+    todo = np.flatnonzero((out < 0) & (own > 0))
+    # Blocks before the query's own: the last whose maximum exceeds t, by binary lifting over a
+    # sparse table of block maxima (level l: max of 2**l blocks starting at each block).
+    levels = [blocks.max(axis=1)]
+    while 2 ** len(levels) <= n_blocks:
+        width = 2 ** (len(levels) - 1)
+        levels.append(np.maximum(levels[-1][:-width], levels[-1][width:]))
+    cur, limit = own[todo], t[todo]
+    for level in range(len(levels) - 1, -1, -1):
+        cand = cur - 2 ** level
+        ok = cand >= 0
+        ok[ok] = levels[level][cand[ok]] <= limit[ok]
+        cur = np.where(ok, cand, cur)
+    back = cur - 1
+    hit = back >= 0
+    out[todo[hit]] = _last_in_blocks(blocks, back[hit], np.full(int(hit.sum()), _BLOCK), limit[hit])
+    return out
+
+
+def _last_in_blocks(blocks: np.ndarray, block: np.ndarray, count: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per query: the last position among the first ``count`` of block ``block`` whose value
+    exceeds ``t``, as a position in the flat array; -1 where none."""
+    out = np.full(len(block), -1, dtype=np.int64)
+    columns = np.arange(_BLOCK)
+    for lo in range(0, len(block), _CHUNK):
+        b, c, limit = block[lo:lo + _CHUNK], count[lo:lo + _CHUNK], t[lo:lo + _CHUNK]
+        above = (blocks[b] > limit[:, None]) & (columns < c[:, None])
+        last = _BLOCK - 1 - np.argmax(above[:, ::-1], axis=1)
+        out[lo:lo + _CHUNK] = np.where(above.any(axis=1), b * _BLOCK + last, -1)
+    return out
 
 
 def _enclosing_loop(order, starts, ends, threads, n_cont):
@@ -109,7 +187,10 @@ def _enclosing_loop(order, starts, ends, threads, n_cont):
 
 def with_ancestors(parents: pd.Series, labels) -> np.ndarray:
     """The labels and every ancestor of theirs on the host-nesting tree (``parents``: the events'
-    ``parent`` column, label -> parent label, -1 at the top)."""
+    ``parent`` column, label -> parent label, -1 at the top), in no particular order."""
+    index = parents.index
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        return _marked_upward(parents.to_numpy(dtype=np.int64), np.asarray(labels, dtype=np.int64))
     marked = set(np.asarray(labels, dtype=np.int64).tolist())
     frontier = parents.reindex(list(marked)).dropna().astype(np.int64)
     while True:
@@ -118,6 +199,24 @@ def with_ancestors(parents: pd.Series, labels) -> np.ndarray:
             return np.fromiter(marked, dtype=np.int64, count=len(marked))
         marked.update(frontier.tolist())
         frontier = parents.reindex(frontier.unique()).dropna().astype(np.int64)
+
+
+def _marked_upward(up: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """``with_ancestors`` over a table labelled 0..n-1 (``up``: parent label per row): one pass per
+    level over the rows reached, marks in a boolean array. A label outside the table is kept and
+    ends its walk, as in the general case."""
+    n = len(up)
+    marked = np.zeros(n, dtype=bool)
+    extra = [labels[(labels < 0) | (labels >= n)]]
+    frontier = labels[(labels >= 0) & (labels < n)]
+    while len(frontier):  # each row has one parent: the frontier never grows
+        marked[frontier] = True
+        frontier = up[frontier]
+        frontier = frontier[frontier >= 0]
+        extra.append(frontier[frontier >= n])
+        frontier = frontier[frontier < n]
+        frontier = frontier[~marked[frontier]]
+    return np.concatenate([np.flatnonzero(marked), np.unique(np.concatenate(extra))])
 
 
 class Ancestors:

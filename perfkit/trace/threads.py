@@ -20,8 +20,24 @@ def thread_codes(events: pd.DataFrame) -> np.ndarray:
 
 
 def thread_key(frame: pd.DataFrame) -> np.ndarray:
-    """One integer per (file, pid, tid) thread of ``frame``'s rows."""
+    """One integer per (file, pid, tid) thread of ``frame``'s rows (pid and tid compared as text),
+    numbered in order of first appearance."""
     if frame.empty:
         return np.zeros(0, dtype=np.int64)
+    pid, tid = _text_codes(frame["pid"]), _text_codes(frame["tid"])
+    if pid is not None and tid is not None:
+        combined = (frame["file_id"].to_numpy(dtype=np.int64) << 42) | (pid << 21) | tid
+        return pd.factorize(combined)[0].astype(np.int64)
     keys = frame[["file_id", "pid", "tid"]].astype({"pid": str, "tid": str})
     return keys.groupby(["file_id", "pid", "tid"], sort=False).ngroup().to_numpy()
+
+
+def _text_codes(column: pd.Series) -> np.ndarray | None:
+    """Integer codes equal where the values' text is equal, from a categorical's codes (its few
+    categories made text, not its rows); None for a column without categories or with missing values."""
+    if not isinstance(column.dtype, pd.CategoricalDtype) or len(column.cat.categories) >= 1 << 21:
+        return None
+    codes = column.cat.codes.to_numpy()
+    if (codes < 0).any():
+        return None
+    return pd.factorize(column.cat.categories.astype(str))[0].astype(np.int64)[codes]

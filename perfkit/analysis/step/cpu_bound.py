@@ -32,11 +32,11 @@ from ...trace.ancestry import nest
 from ...trace.names import starts_with
 from ...trace.schema import LAUNCH_CATEGORIES
 from ...trace.steps import STEP_PREFIX, listed_steps, step_rows, step_windows, stub_steps, window_index
-from ..classify import is_launch
-from ..compile import compile_facts
+from ..classify import launch_mask
+from ..compile import compile_facts, compile_spans
 from ..host_ops import COPY_OPS, HOST_CATEGORIES, host_events, op_table
 from .findings import findings as _findings
-from .layers import LAYER_COLUMNS, host_compute_ops, step_layers
+from .layers import LAYER_COLUMNS, host_compute_ops, host_work, step_layers
 from .rules import COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS, decide
 from .warmup import warmup_events
 
@@ -131,9 +131,11 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     windows = step_windows(trace)
     host = host_events(trace, HOST_CATEGORIES)
     nested = nest(host)
-    launches = _launch_table(trace, host, windows)
-    warmup = warmup_events(trace)
-    steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup)
+    links, spans = trace.launches(), compile_spans(trace)
+    work = host_work(trace, host, links)
+    launches = _launch_table(host, windows, links)
+    warmup = warmup_events(trace, host=host, links=links)
+    steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup, links, spans, work)
     has_gpu = trace.has_gpu_events
     launched = host["cat"].isin(LAUNCH_CATEGORIES).any()
     kind = "gpu" if has_gpu else "unrecorded" if launched and trace.devices else "cpu"
@@ -144,8 +146,8 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     in_steps = np.isin(step_rows(windows, host), np.flatnonzero(~stub))
     result = dict(steps=steps[STEP_COLUMNS], ops=op_table(host, nested), annotations=_annotations(host, len(windows)),
                   launches=launches, verdict=verdict, evidence=evidence, has_gpu=has_gpu,
-                  tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace), warmup=warmup,
-                  host_ops=host_compute_ops(trace, host, nested, in_steps), devices=tuple(trace.devices))
+                  tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace, spans=spans), warmup=warmup,
+                  host_ops=host_compute_ops(trace, host, nested, in_steps, work=work), devices=tuple(trace.devices))
     findings = _findings(result, overall_numbers(steps[~stub] if (~stub).any() else steps, launches),
                          copy_us=_outer_copy_us(host, nested))
     return CPUBoundResult(findings=rank_findings(findings), warnings=_warnings(trace, windows, has_gpu, stub), **result)
@@ -158,17 +160,18 @@ def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:
     windows = step_windows(trace)
     host = host_events(trace, HOST_CATEGORIES)
     nested = nest(host)
-    steps = _step_table(trace, host, nested, windows, _launch_table(trace, host, windows), tiny_kernel_us,
-                        warmup_events(trace))
+    links, spans = trace.launches(), compile_spans(trace)
+    steps = _step_table(trace, host, nested, windows, _launch_table(host, windows, links), tiny_kernel_us,
+                        warmup_events(trace, host=host, links=links), links, spans, host_work(trace, host, links))
     return steps[STEP_COLUMNS[:-1]]
 
 
 # --- per-step table ------------------------------------------------------------------------------
 
-def _step_table(trace, host, nested, windows, launches, tiny_us, warmup) -> pd.DataFrame:
+def _step_table(trace, host, nested, windows, launches, tiny_us, warmup, links, spans, work) -> pd.DataFrame:
     """The window's layers of time (``layers.step_layers``) with its launch and kernel columns."""
     steps = windows.rename(columns={"dur_us": "wall_us"}).copy()
-    layers = step_layers(trace, host, nested, windows, warmup)
+    layers = step_layers(trace, host, nested, windows, warmup, links=links, spans=spans, work=work)
     for column in LAYER_COLUMNS:
         steps[column] = layers[column].to_numpy()
     _add_launch_columns(steps, launches)
@@ -177,13 +180,13 @@ def _step_table(trace, host, nested, windows, launches, tiny_us, warmup) -> pd.D
     return steps
 
 
-def _launch_table(trace, host, windows) -> pd.DataFrame:
-    """One row per launch call inside a step: rank, window row, call duration, queue delay (us)."""
+def _launch_table(host, windows, links) -> pd.DataFrame:
+    """One row per launch call inside a step: rank, window row, call duration, queue delay (us).
+    ``links``: ``trace.launches()``."""
     calls = host[host["cat"].isin(LAUNCH_CATEGORIES)]
-    calls = calls[calls["name"].map(is_launch).astype(bool)]
+    calls = calls[launch_mask(calls["name"])]
     out = pd.DataFrame({"rank": calls["rank"].to_numpy(), "window": step_rows(windows, calls),
                         "name": calls["name"].to_numpy(), "launch_us": calls["dur_us"].to_numpy()}, index=calls.index)
-    links = trace.launches()
     delay = links[links["gpu_cat"] == "kernel"].drop_duplicates("cpu_index").set_index("cpu_index")["queue_delay_us"]
     out["queue_delay_us"] = delay.reindex(out.index).to_numpy()
     return out[out["window"] >= 0].reset_index(drop=True)

@@ -124,7 +124,7 @@ def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True, sync=No
     if len(result.warmup):
         warnings.append(f"warm-up left out of the verdict: {len(result.warmup)} first call(s) held "
                         f"{result.warmup['dur_us'].sum() / 1e3:,.1f} ms ({warmup_text(result.warmup)})")
-    outside = outside_steps(trace, sync)
+    outside = outside_steps(trace, sync, windows=result.steps)
     if outside["syncs"]["count"] or outside["host_busy_us"] > 0:
         warnings.append(outside_note(outside))
     fix, title = verdict_finding.fix, verdict_finding.title
@@ -224,11 +224,13 @@ def _numbers(verdict: str, e: dict, o: dict, result) -> list[dict]:
     return [busy, step, share("collectives not under compute", "comm_exposed")]
 
 
-def outside_steps(trace, sync=None) -> dict:
+def outside_steps(trace, sync=None, *, windows: pd.DataFrame | None = None) -> dict:
     """What ran outside every step window: time before the first and after the last window
     (``before_us``, ``after_us``, summed over ranks), host work there (``host_busy_us``, union), sync
-    points (``syncs``: count, blocked_us, from ``syncs``) and GPU copies (``copies``: count, bytes)."""
-    windows = step_windows(trace)
+    points (``syncs``: count, blocked_us, from ``syncs``) and GPU copies (``copies``: count, bytes).
+    ``windows``: ``step_windows(trace)`` (or ``cpu_bound``'s steps, one row per window) when the
+    caller has them."""
+    windows = step_windows(trace) if windows is None else windows
     ev = trace.events
     out = {"before_us": 0.0, "after_us": 0.0, "host_busy_us": 0.0, "syncs": {"count": 0, "blocked_us": 0.0},
            "copies": {"count": 0, "bytes": 0}}

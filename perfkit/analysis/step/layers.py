@@ -34,7 +34,7 @@ from ...trace.names import starts_with
 from ...trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
 from ...trace.steps import STEP_PREFIX
 from ...trace.threads import thread_codes
-from ..classify import is_comm, is_launch
+from ..classify import is_comm, launch_mask
 from ..compile import compile_spans
 from ..host_ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES
 from ..syncs.analyze import blocking_calls
@@ -44,35 +44,42 @@ LAYER_COLUMNS = ["warmup_us", "gpu_busy_us", "comm_us", "comm_exposed_us", "data
                  "python_us", "untraced_us", "dataloader_idle_us", "launch_side_idle_us", "host_compute_idle_us",
                  "python_idle_us", "python_launch_idle_us"]
 _SPAN = ["rank", "ts_us", "dur_us"]
+_THREAD_SPAN = [*_SPAN, "file_id", "pid", "tid"]
 
 
 def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.DataFrame,
-                warmup: pd.DataFrame) -> pd.DataFrame:
+                warmup: pd.DataFrame, *, links: pd.DataFrame | None = None,
+                spans: pd.DataFrame | None = None, work: tuple | None = None) -> pd.DataFrame:
     """``LAYER_COLUMNS`` per row of ``windows``. ``host``: host events (``ops.host_events``),
-    ``nested``: their ``ops.nest``; ``warmup``: ``warmup.warmup_events(trace)``."""
+    ``nested``: their ``ops.nest``; ``warmup``: ``warmup.warmup_events(trace)``; ``links``:
+    ``trace.launches()``, ``spans``: ``compile.compile_spans(trace)`` and ``work``: ``host_work(trace,
+    host)`` when the caller has them."""
     cold = trace.events.loc[warmup["label"].to_numpy(), _SPAN] if len(warmup) else _empty()
-
-    def cover(*frames) -> np.ndarray:
-        parts = [f[_SPAN] for f in frames if len(f)] + [cold]
-        return window_cover(pd.concat(parts), windows) - base if len(parts) > 1 else np.zeros(len(windows))
-
-    base = window_cover(cold, windows)
-    work = host[host["cat"].isin(HOST_WORK_CATEGORIES) & ~starts_with(host["name"], STEP_PREFIX)]
-    loader = host[starts_with(host["name"], DATALOADER_PREFIX)]
-    compiling = compile_spans(trace)
-    blocking = blocking_calls(trace, host)
-    issuing = launching_ops(trace, work)
-    launching = _less(work[issuing], work[~issuing & (work["cat"] == "cpu_op").to_numpy()])
-    python = trace.select("python_function")
+    work, issuing = host_work(trace, host, links) if work is None else work
+    # Only the columns the layers read: row selections below copy every column they keep.
+    ops = (work["cat"] == "cpu_op").to_numpy()
+    work = work[_THREAD_SPAN]
+    launching = _less(work[issuing], work[~issuing & ops])
+    ev = trace.events
+    python = ev.loc[(ev["ph"] == "X").to_numpy() & (ev["cat"] == "python_function").to_numpy(), _THREAD_SPAN]
+    drives = _drives_launches(python, work[issuing])
+    driving = _less(python[drives], python[~drives])
     gpu = trace.gpu_events()
     comm = gpu[(gpu["cat"] == "kernel").to_numpy() & is_comm(gpu["name"])]
     compute = gpu.drop(comm.index)
 
     out = pd.DataFrame(index=windows.index)
-    out["warmup_us"] = base
     out["gpu_busy_us"] = window_cover(gpu, windows)
     out["comm_us"] = window_cover(comm, windows)
     out["comm_exposed_us"] = np.maximum(out["gpu_busy_us"] - window_cover(compute, windows), 0.0)
+    # Each set's union per rank once; a layer below is the union of a few of those unions.
+    cover = _Cover(windows, cold)
+    work, python, gpu, driving, launching = (cover.blocks(f) for f in (work, python, gpu, driving, launching))
+    loader = cover.blocks(host[starts_with(host["name"], DATALOADER_PREFIX)])
+    compiling = cover.blocks(compile_spans(trace) if spans is None else spans)
+    blocking = cover.blocks(blocking_calls(trace, host))
+    base = cover.base
+    out["warmup_us"] = base
     dl, dl_compile = cover(loader), cover(loader, compiling)
     layered = cover(loader, compiling, blocking)
     with_launch = cover(loader, compiling, blocking, launching)
@@ -97,10 +104,45 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
     everything_idle = np.maximum(cover(work, loader, compiling, gpu), layered_idle)
     out["host_compute_idle_us"] = np.maximum(everything_idle - layered_idle - out["launch_side_idle_us"], 0.0)
     out["python_idle_us"] = np.maximum(cover(work, loader, compiling, blocking, python, gpu) - everything_idle, 0.0)
-    driving = _less(python[_drives_launches(python, work[issuing])], python[~_drives_launches(python, work[issuing])])
     out["python_launch_idle_us"] = np.minimum(
         np.maximum(cover(work, loader, compiling, blocking, driving, gpu) - everything_idle, 0.0), out["python_idle_us"])
     return out[LAYER_COLUMNS]
+
+
+class _Cover:
+    """Covered length of each step window by the union of some interval sets and the warm-up calls,
+    less the warm-up calls' own cover (``base``). Each set is reduced to its union per rank once
+    (``blocks``); the union of unions is the union of the events, so the lengths are those of
+    ``intervals.window_cover`` over the events, computed from far fewer intervals."""
+
+    def __init__(self, windows: pd.DataFrame, cold: pd.DataFrame):
+        self.windows = windows
+        self.ranks = windows["rank"].to_numpy()
+        self.cold = self.blocks(cold)
+        self.base = window_cover(cold, windows)
+
+    @staticmethod
+    def blocks(frame: pd.DataFrame) -> dict:
+        """Disjoint blocks (starts, ends) of the union of ``frame``'s intervals (``rank``,
+        ``ts_us``, ``dur_us``), per rank."""
+        ranks = frame["rank"].to_numpy()
+        start = frame["ts_us"].to_numpy(dtype=np.float64)
+        end = start + frame["dur_us"].to_numpy(dtype=np.float64)
+        return {rank: intervals.union(start[ranks == rank], end[ranks == rank]) for rank in np.unique(ranks)}
+
+    def __call__(self, *sets: dict) -> np.ndarray:
+        out = np.zeros(len(self.windows))
+        if not any(sets):
+            return out
+        starts, ends = self.windows["start_us"].to_numpy(), self.windows["end_us"].to_numpy()
+        for rank in set().union(*sets, self.cold):
+            mask = self.ranks == rank
+            if mask.any():
+                parts = [s[rank] for s in (*sets, self.cold) if rank in s]
+                cover = intervals.Coverage.of(np.concatenate([p[0] for p in parts]),
+                                              np.concatenate([p[1] for p in parts]))
+                out[mask] = cover.within(starts[mask], ends[mask])
+        return out - self.base
 
 
 def _drives_launches(frames: pd.DataFrame, issuing: pd.DataFrame) -> np.ndarray:
@@ -121,21 +163,31 @@ def _drives_launches(frames: pd.DataFrame, issuing: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def launching_ops(trace, work: pd.DataFrame) -> np.ndarray:
+def host_work(trace, host: pd.DataFrame, links: pd.DataFrame | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+    """The rows of ``host`` that are host work (ops and runtime calls, ``ProfilerStep#`` windows
+    left out) and which of them issue GPU work (``launching_ops``; ``links``: ``trace.launches()``)."""
+    work = host[host["cat"].isin(HOST_WORK_CATEGORIES) & ~starts_with(host["name"], STEP_PREFIX)]
+    return work, launching_ops(trace, work, links)
+
+
+def launching_ops(trace, work: pd.DataFrame, links: pd.DataFrame | None = None) -> np.ndarray:
     """Rows of ``work`` that issue GPU work: launch calls (runtime and driver calls linked to a GPU
-    event, or named as launches) and the ops that enclose one."""
+    event, or named as launches) and the ops that enclose one. ``links``: ``trace.launches()`` (of
+    any GPU-side categories) when the caller has it."""
     calls = work[work["cat"].isin(LAUNCH_CATEGORIES)]
-    linked = calls.index.isin(trace.launches(GPU_CATEGORIES)["cpu_index"].to_numpy())
-    named = calls["name"].astype(str).map(is_launch).to_numpy(dtype=bool) if len(calls) else linked
+    links = trace.launches(GPU_CATEGORIES) if links is None else links[links["gpu_cat"].isin(GPU_CATEGORIES)]
+    linked = calls.index.isin(links["cpu_index"].to_numpy())
+    named = launch_mask(calls["name"]) if len(calls) else linked
     return work.index.isin(with_ancestors(trace.events["parent"], calls.index[linked | named]))
 
 
-def host_compute_ops(trace, host: pd.DataFrame, nested: pd.DataFrame, in_steps: np.ndarray) -> pd.DataFrame:
+def host_compute_ops(trace, host: pd.DataFrame, nested: pd.DataFrame, in_steps: np.ndarray, *,
+                     links: pd.DataFrame | None = None, work: tuple | None = None) -> pd.DataFrame:
     """The cpu_ops that launched no GPU work and are not inside another such op (at the top, or
     directly inside an op that launches), inside the windows (``in_steps``: a mask over ``host``),
-    by name: ``name``, ``calls``, ``total_us``, most time first."""
-    work = host[host["cat"].isin(HOST_WORK_CATEGORIES) & ~starts_with(host["name"], STEP_PREFIX)]
-    issuing = launching_ops(trace, work)
+    by name: ``name``, ``calls``, ``total_us``, most time first. ``links``: ``trace.launches()`` and
+    ``work``: ``host_work(trace, host)`` when the caller has them."""
+    work, issuing = host_work(trace, host, links) if work is None else work
     enclosing = nested["op"].reindex(work.index).to_numpy()
     outer = (enclosing < 0) | np.isin(enclosing, work.index[issuing])
     keep = (work["cat"] == "cpu_op").to_numpy() & outer & ~issuing \
@@ -150,12 +202,14 @@ def _less(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     if a.empty:
         return _empty()
     a_thread, b_thread = thread_codes(a), thread_codes(b)
+    a_start, b_start = a["ts_us"].to_numpy(dtype=np.float64), b["ts_us"].to_numpy(dtype=np.float64)
+    a_end, b_end = a_start + a["dur_us"].to_numpy(dtype=np.float64), b_start + b["dur_us"].to_numpy(dtype=np.float64)
+    ranks = a["rank"].to_numpy()
     parts = []
     for code in np.unique(a_thread):
-        mine, other = a[a_thread == code], b[b_thread == code]
-        s, e = intervals.subtract(mine["ts_us"], mine["ts_us"] + mine["dur_us"], other["ts_us"],
-                                  other["ts_us"] + other["dur_us"])
-        parts.append(pd.DataFrame({"rank": int(mine["rank"].iloc[0]), "ts_us": s, "dur_us": e - s}))
+        mine, other = a_thread == code, b_thread == code
+        s, e = intervals.subtract(a_start[mine], a_end[mine], b_start[other], b_end[other])
+        parts.append(pd.DataFrame({"rank": int(ranks[mine][0]), "ts_us": s, "dur_us": e - s}))
     return pd.concat(parts, ignore_index=True)
 
 

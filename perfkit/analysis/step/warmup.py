@@ -39,32 +39,40 @@ WARMUP_MIN_US = 1000.0
 COLUMNS = ["label", "rank", "name", "cat", "ts_us", "dur_us", "later_median_us", "later_calls"]
 
 
-def warmup_events(trace) -> pd.DataFrame:
+def warmup_events(trace, *, host: pd.DataFrame | None = None, links: pd.DataFrame | None = None) -> pd.DataFrame:
     """The warm-up calls of ``trace`` (module doc), outermost only, in time order (``COLUMNS``;
-    ``label`` is the event's label in ``trace.events``)."""
-    host = host_events(trace, ("cpu_op", *LAUNCH_CATEGORIES))
-    if host.empty:
+    ``label`` is the event's label in ``trace.events``). ``host``: ``host_events(trace)`` (of these
+    categories or more) and ``links``: ``trace.launches()``, when the caller has them."""
+    categories = ("cpu_op", *LAUNCH_CATEGORIES)
+    host = host_events(trace, categories) if host is None else host
+    mine = host["cat"].isin(categories).to_numpy()
+    if not mine.any():
         return pd.DataFrame(columns=COLUMNS)
-    frame = pd.DataFrame({"label": host.index.to_numpy(), "rank": host["rank"].to_numpy(),
-                          "name": host["name"].to_numpy(), "cat": host["cat"].to_numpy(),
-                          "ts_us": host["ts_us"].to_numpy(dtype=np.float64),
-                          "dur_us": host["dur_us"].to_numpy(dtype=np.float64),
-                          "parent": host["parent"].to_numpy(dtype=np.int64)})
-    frame = frame[~_waits(host, trace.events["parent"])]
-    frame["kernel"] = _launched(trace).reindex(frame["label"].to_numpy()).to_numpy()
-    frame = frame.sort_values(["rank", "name", "ts_us"], kind="stable")
-    order = frame.groupby(["rank", "name"], sort=False).cumcount().to_numpy()
-    later = frame[order >= WARMUP_FIRST].groupby(["rank", "name"], sort=False)["dur_us"].agg(["median", "size"])
-    frame = frame.join(later, on=["rank", "name"])
+    # Names and kernels as integer codes (names in text order): sorting and grouping half a million
+    # calls by strings is the slow part; the strings are put back on the few calls found.
+    rows = np.flatnonzero(mine & ~_waits(host, mine, trace.events["parent"]))
+    labels = host.index.to_numpy()[rows]
+    frame = pd.DataFrame({"label": labels, "rank": host["rank"].to_numpy()[rows],
+                          "name": _text_order_codes(host["name"])[rows], "row": rows,
+                          "ts_us": host["ts_us"].to_numpy(dtype=np.float64)[rows],
+                          "dur_us": host["dur_us"].to_numpy(dtype=np.float64)[rows],
+                          "parent": host["parent"].to_numpy(dtype=np.int64)[rows],
+                          "kernel": _launched(trace.launches() if links is None else links).reindex(
+                              labels, fill_value=-1).to_numpy()})
+    frame = _by_name(frame)
+    groups = frame.groupby("group", sort=False)
+    order = groups.cumcount().to_numpy()
+    later = frame[order >= WARMUP_FIRST].groupby("group", sort=False)["dur_us"].agg(["median", "size"])
+    frame = frame.join(later, on="group")
     slow = frame["dur_us"].to_numpy() >= np.maximum(WARMUP_FACTOR * frame["median"].fillna(np.inf).to_numpy(),
                                                     WARMUP_MIN_US)
     first = order < WARMUP_FIRST
-    launch = frame["kernel"].notna().to_numpy()
+    launch = frame["kernel"].to_numpy() >= 0
     if launch.any():
         # Launch calls: the first launch of each kernel, against all other calls of the launch's name.
         kernel_first = ~frame.duplicated(["rank", "kernel"]).to_numpy() & launch
-        others = frame.groupby(["rank", "name"], sort=False)["dur_us"].transform("median").to_numpy()
-        count = frame.groupby(["rank", "name"], sort=False)["dur_us"].transform("size").to_numpy()
+        others = groups["dur_us"].transform("median").to_numpy()
+        count = groups["dur_us"].transform("size").to_numpy()
         slow_launch = frame["dur_us"].to_numpy() >= np.maximum(WARMUP_FACTOR * others, WARMUP_MIN_US)
         first = np.where(launch, kernel_first, first)
         slow = np.where(launch, slow_launch & (count - 1 >= MIN_LATER), slow)
@@ -74,21 +82,49 @@ def warmup_events(trace) -> pd.DataFrame:
     found = frame[hit].rename(columns={"median": "later_median_us", "size": "later_calls"})
     found = found[~_inside_another(found, trace.events["parent"])]
     found["later_calls"] = found["later_calls"].astype(np.int64)
-    return found.sort_values("ts_us", kind="stable").reset_index(drop=True)[COLUMNS]
+    found = found.sort_values("ts_us", kind="stable").reset_index(drop=True)
+    rows = found["row"].to_numpy()
+    return found.assign(name=host["name"].iloc[rows].reset_index(drop=True),
+                        cat=host["cat"].iloc[rows].reset_index(drop=True))[COLUMNS]
 
 
-def _launched(trace) -> pd.Series:
-    """Name of the GPU event each launch call launched (first one), by the call's label."""
-    links = trace.launches()
+def _by_name(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` sorted by rank, name and start (stable), with ``group``: one number per (rank, name)."""
+    if frame["name"].dtype.kind != "i":  # names kept as text (one is missing): pandas sorts them
+        frame = frame.sort_values(["rank", "name", "ts_us"], kind="stable")
+        return frame.assign(group=frame.groupby(["rank", "name"], sort=False).ngroup().to_numpy())
+    order = np.lexsort((frame["ts_us"].to_numpy(), frame["name"].to_numpy(), frame["rank"].to_numpy()))
+    frame = frame.iloc[order]
+    rank, name = frame["rank"].to_numpy(), frame["name"].to_numpy()
+    new = np.ones(len(frame), dtype=bool)
+    new[1:] = (rank[1:] != rank[:-1]) | (name[1:] != name[:-1])
+    return frame.assign(group=np.cumsum(new) - 1)
+
+
+def _text_order_codes(names: pd.Series) -> np.ndarray:
+    """One integer per name, equal for equal names and ordered as the names sort (the names
+    themselves where one is missing: grouping leaves those out)."""
+    codes, uniques = pd.factorize(names)
+    if (codes < 0).any():
+        return names.to_numpy()
+    order = np.empty(len(uniques), dtype=np.int64)
+    order[np.argsort(uniques.to_numpy(), kind="stable")] = np.arange(len(uniques))
+    return order[codes]
+
+
+def _launched(links: pd.DataFrame) -> pd.Series:
+    """The GPU event each launch call launched (first one), by the call's label (``links``:
+    ``trace.launches()``), as a code per event name (-1: none)."""
     links = links.drop_duplicates("cpu_index")
-    return pd.Series(links["gpu_name"].to_numpy(), index=links["cpu_index"].to_numpy())
+    return pd.Series(pd.factorize(links["gpu_name"])[0], index=links["cpu_index"].to_numpy())
 
 
-def _waits(host: pd.DataFrame, parents: pd.Series) -> np.ndarray:
-    """Whether each host event is, or encloses, a synchronize call or a scalar read."""
+def _waits(host: pd.DataFrame, mine: np.ndarray, parents: pd.Series) -> np.ndarray:
+    """Whether each host event is, or encloses, a synchronize call or a scalar read among the
+    ``mine`` rows."""
     names = host["name"]
     waits = names.isin([n for n, kind in SYNC_RUNTIME.items() if kind.endswith("_sync")] + list(SYNC_OPS))
-    return host.index.isin(with_ancestors(parents, host.index[waits.to_numpy()]))
+    return host.index.isin(with_ancestors(parents, host.index[waits.to_numpy() & mine]))
 
 
 def _inside_another(found: pd.DataFrame, parents: pd.Series) -> np.ndarray:
