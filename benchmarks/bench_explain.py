@@ -4,8 +4,10 @@ Builds the trace by replicating a real ``with_stack=True`` trace (``bench_load.b
 shifted so the copies follow each other; correlation, external and Python ids offset so links and
 call trees stay intact), loads it once to write the columnar cache, then times each command in a
 fresh process, as a user runs it: a cached load plus the analysis (hotspots, critical path, GPU
-gaps, annotate writing a .json.gz, diagnose, syncs, summary, kernels). The baseline, measured in the
-same run, is the cached load alone; the goal is under 3 s per analysis (10 s for annotate) on 2 CPU cores. Each child is pinned to 2 cores; both
+gaps, annotate writing a .json.gz, diagnose, syncs, summary, kernels twice: its first call on a
+trace reads the ops' shapes from the trace file and caches them, the second reads that cache). The
+baseline, measured in the same run, is the cached load alone; the goal is under 3 s per analysis
+(10 s for annotate) on 2 CPU cores. Each child is pinned to 2 cores; both
 wall-clock and CPU seconds (user + system) are printed, since on a machine shared with other work
 the wall clock also counts the time the child waited for a core (the load average is printed too).
 
@@ -40,14 +42,18 @@ COMMANDS = {
     "diagnose": "from perfkit.analysis.step.diagnosis import diagnose; n = len(diagnose(t).steps)",
     "syncs": "from perfkit.analysis.syncs.analyze import syncs; n = len(syncs(t).to_frame())",
     "summary": "from perfkit.analysis.summary import summarize; n = len(summarize(t))",
-    "kernels": "from perfkit.analysis.kernels import kernels; n = len(kernels(t).to_frame())",
+    # The first kernels call on a trace reads its ops' shapes from the trace file (and caches them
+    # beside the trace cache); the second reads that cache, as every later call does.
+    "kernels, first call (reads op shapes from the file)":
+        "from perfkit.analysis.kernels import kernels; n = len(kernels(t).to_frame())",
+    "kernels (op shapes cached)": "from perfkit.analysis.kernels import kernels; n = len(kernels(t).to_frame())",
 }
 # issue 26: each analysis answers within 3 s on a 2-million-event cached trace; annotate writes a
 # whole trace and keeps the earlier goal.
 GOALS = {"annotate (.json.gz)": 10.0}
 # The same analyses as a user types them: the whole command, Python's start and the imports included.
 CLI = {"hotspots": "hotspots", "critical path": "critical-path", "GPU gaps": "gaps", "diagnose": "diagnose",
-       "syncs": "syncs", "summary": "summary", "kernels": "kernels"}
+       "syncs": "syncs", "summary": "summary", "kernels (op shapes cached)": "kernels"}
 
 
 def measure(label: str, path: Path, out: Path, env: dict) -> dict:
@@ -120,16 +126,16 @@ def main(argv=None) -> int:
 def report(rows: dict) -> None:
     base = rows["cached load (baseline)"]
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'command (cached load + analysis)':34s} {'wall s':>8s} {'CPU s':>8s} {'CPU vs load':>12s}  "
+    print(f"{'command (cached load + analysis)':52s} {'wall s':>8s} {'CPU s':>8s} {'CPU vs load':>12s}  "
           f"goal")
     for label, r in rows.items():
         if "error" in r:
-            print(f"{label:34s} failed: {r['error']}")
+            print(f"{label:52s} failed: {r['error']}")
             continue
         ratio = r["cpu_seconds"] / base["cpu_seconds"] if "error" not in base else float("nan")
         goal = GOALS.get(label, GOAL_S)
         verdict = "ok" if r["seconds"] < goal else ("ok on CPU time" if r["cpu_seconds"] < goal else "TOO SLOW")
-        print(f"{label:34s} {r['seconds']:8.2f} {r['cpu_seconds']:8.2f} {ratio:11.1f}x  < {goal:.0f} s: {verdict}")
+        print(f"{label:52s} {r['seconds']:8.2f} {r['cpu_seconds']:8.2f} {ratio:11.1f}x  < {goal:.0f} s: {verdict}")
 
 
 def report_cli(rows: dict) -> None:
