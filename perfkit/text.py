@@ -66,10 +66,8 @@ def jsonable(value):
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most values: nothing to do
         return value
-    if kind is dict:  # before isinstance: tables of many rows are lists of plain dicts
-        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     if type(value).__module__ == "numpy" and hasattr(value, "item"):

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import intervals
+from ..trace.names import starts_with
 
 # "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)", ROCm "Memcpy HtoD (Host -> Device)".
 _COPY = re.compile(r"Memcpy\s+(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA)\b(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.I)
@@ -75,10 +76,8 @@ def is_launch(name: str) -> bool:
 
 
 def launch_mask(names: pd.Series) -> np.ndarray:
-    """``is_launch`` of every name of a string column, in one vectorized pass."""
-    if names.empty:
-        return np.zeros(0, dtype=bool)
-    return names.astype(str).str.startswith(LAUNCH_PREFIXES).to_numpy(dtype=bool)
+    """``is_launch`` of every name of a column (once per category of a categorical)."""
+    return starts_with(names, LAUNCH_PREFIXES)
 
 
 def busy_us(gpu: pd.DataFrame) -> float:

@@ -25,6 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..trace.ancestry import in_lexsort_order
 from ..trace.names import starts_with
 from ..trace.steps import STEP_PREFIX
 from ..trace.threads import thread_codes
@@ -118,7 +119,7 @@ def _sorted_by_clipped(columns: dict) -> dict:
     clipping can move a frame after a later sibling's children (rarely: the sort is skipped when
     no row moves)."""
     sort_keys = (columns["depth"], -columns["end_us"], columns["start_us"], columns["thread"])
-    if _ascending(sort_keys):
+    if in_lexsort_order(sort_keys):
         return columns
     order = np.lexsort(sort_keys)
     where = np.empty(len(order), dtype=np.int64)
@@ -127,19 +128,6 @@ def _sorted_by_clipped(columns: dict) -> dict:
     parent = out["parent"]
     out["parent"] = np.where(parent >= 0, where[np.clip(parent, 0, None)], -1)
     return out
-
-
-def _ascending(sort_keys: tuple) -> bool:
-    """Whether rows are already in ``np.lexsort(sort_keys)`` order (last key first), ties included."""
-    if any(np.isnan(key).any() for key in sort_keys if key.dtype.kind == "f"):
-        return False
-    tied = np.ones(max(len(sort_keys[0]) - 1, 0), dtype=bool)
-    for key in reversed(sort_keys):
-        a, b = key[:-1], key[1:]
-        if (tied & (a > b)).any():
-            return False
-        tied &= a == b
-    return True
 
 
 def _raw_frames(trace) -> pd.DataFrame:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.intervals import union
-from ..trace.names import starts_with
+from ..trace.names import as_text, starts_with
 from ..trace.schema import LAUNCH_CATEGORIES, NESTED_CATEGORIES
 from ..trace.steps import STEP_PREFIX
 from ..trace.threads import thread_key
@@ -42,16 +42,8 @@ def host_events(trace, categories=HOST_CATEGORIES) -> pd.DataFrame:
     Raises ParameterError (via ``Trace.require``) when the events table lacks a needed column."""
     trace.require(*REQUIRED_COLUMNS)
     ev = trace.select(*categories)
-    return ev.assign(name=_text(ev["name"]), cat=_text(ev["cat"]))
+    return ev.assign(name=as_text(ev["name"]), cat=as_text(ev["cat"]))
 
-
-def _text(column: pd.Series) -> pd.Series:
-    """``column.astype(str)``; for a categorical, its few categories are made text and taken by code."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes = column.cat.codes.to_numpy()
-        if (codes >= 0).all():
-            return pd.Series(column.cat.categories.astype(str).take(codes), index=column.index, name=column.name)
-    return column.astype(str)
 
 OP_TABLE_COLUMNS = ["name", "cat", "count", "total_us", "self_us", "mean_us", "self_pct", "total_pct"]
 

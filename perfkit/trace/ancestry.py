@@ -107,7 +107,8 @@ def _enclosing_search(c_start, c_end, c_thread, q_start, q_thread) -> np.ndarray
         rows = np.flatnonzero(c_thread == code)
         if len(rows) == 0:
             continue
-        order = rows if _in_order(c_start[rows], c_end[rows]) else rows[np.lexsort((-c_end[rows], c_start[rows]))]
+        keys = (-c_end[rows], c_start[rows])  # by start, longest first (as the loader writes frames)
+        order = rows if in_lexsort_order(keys) else rows[np.lexsort(keys)]
         # An end that is not a number never ends (a stack walk never pops it).
         ends = np.where(np.isnan(c_end[order]), np.inf, c_end[order])
         mine = np.flatnonzero(q_thread == code)
@@ -117,11 +118,18 @@ def _enclosing_search(c_start, c_end, c_thread, q_start, q_thread) -> np.ndarray
     return found
 
 
-def _in_order(starts: np.ndarray, ends: np.ndarray) -> bool:
-    """Whether intervals are sorted by start, longest first among equal starts (as the loader writes
-    frames): the sort :func:`_enclosing_search` needs, already done."""
-    step = np.diff(starts)
-    return bool((step >= 0).all() and ((step > 0) | (np.diff(ends) <= 0)).all())
+def in_lexsort_order(sort_keys: tuple) -> bool:
+    """Whether rows are already in ``np.lexsort(sort_keys)`` order (last key first), ties included;
+    False where a float key holds NaN (let the sort place it)."""
+    if any(np.isnan(key).any() for key in sort_keys if key.dtype.kind == "f"):
+        return False
+    tied = np.ones(max(len(sort_keys[0]) - 1, 0), dtype=bool)
+    for key in reversed(sort_keys):
+        a, b = key[:-1], key[1:]
+        if (tied & (a > b)).any():
+            return False
+        tied &= a == b
+    return True
 
 
 _BLOCK = 64  # positions per block of _last_above: a query scans two blocks and ~log2(n / 64) block maxima
@@ -188,8 +196,7 @@ def _enclosing_loop(order, starts, ends, threads, n_cont):
 def with_ancestors(parents: pd.Series, labels) -> np.ndarray:
     """The labels and every ancestor of theirs on the host-nesting tree (``parents``: the events'
     ``parent`` column, label -> parent label, -1 at the top), in no particular order."""
-    index = parents.index
-    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+    if _labels_are_positions(parents.index):
         return _marked_upward(parents.to_numpy(dtype=np.int64), np.asarray(labels, dtype=np.int64))
     marked = set(np.asarray(labels, dtype=np.int64).tolist())
     frontier = parents.reindex(list(marked)).dropna().astype(np.int64)
@@ -254,7 +261,11 @@ def positions(events: pd.DataFrame, labels) -> np.ndarray:
     """Row positions of event labels in ``events``, -1 for -1 or a label not there (the labels
     themselves for the usual 0..n-1 index)."""
     labels = np.asarray(labels, dtype=np.int64)
-    index = events.index
-    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
-        return np.where((labels >= 0) & (labels < len(index)), labels, -1)
-    return index.get_indexer(labels)
+    if _labels_are_positions(events.index):
+        return np.where((labels >= 0) & (labels < len(events.index)), labels, -1)
+    return events.index.get_indexer(labels)
+
+
+def _labels_are_positions(index: pd.Index) -> bool:
+    """Whether ``index`` is the usual 0..n-1, where a row's label is its position."""
+    return isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1

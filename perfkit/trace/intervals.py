@@ -73,15 +73,30 @@ def length(starts, ends) -> float:
 def window_cover(intervals: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:
     """For each window (``rank``, ``start_us``, ``end_us``), the length of the union of the
     intervals (``rank``, ``ts_us``, ``dur_us``) of the same rank that falls inside it, in us."""
-    out = np.zeros(len(windows))
     if intervals.empty or windows.empty:
-        return out
-    ranks = windows["rank"].to_numpy()
+        return np.zeros(len(windows))
+    return cover_within(rank_unions(intervals), windows)
+
+
+def rank_unions(intervals: pd.DataFrame) -> dict:
+    """``{rank: (starts, ends)}``: the blocks of the union of each rank's intervals (``rank``,
+    ``ts_us``, ``dur_us``)."""
+    out = {}
     for rank, grp in intervals.groupby("rank", sort=False, observed=True):
+        start = grp["ts_us"].to_numpy(dtype=np.float64)
+        out[rank] = union(start, start + grp["dur_us"].to_numpy(dtype=np.float64))
+    return out
+
+
+def cover_within(blocks: dict, windows: pd.DataFrame) -> np.ndarray:
+    """For each window (``rank``, ``start_us``, ``end_us``), the length of ``blocks[rank]`` (``{rank:
+    (starts, ends)}``, overlaps allowed) that falls inside it, in us."""
+    out = np.zeros(len(windows))
+    ranks = windows["rank"].to_numpy()
+    for rank, (starts, ends) in blocks.items():
         mask = ranks == rank
         if mask.any():
-            start = grp["ts_us"].to_numpy(dtype=np.float64)
-            cover = Coverage.of(start, start + grp["dur_us"].to_numpy(dtype=np.float64))
+            cover = Coverage.of(starts, ends)
             out[mask] = cover.within(windows["start_us"].to_numpy()[mask], windows["end_us"].to_numpy()[mask])
     return out
 

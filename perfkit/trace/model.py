@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..errors import ParameterError
+from .names import as_text
 from .schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
 
 
@@ -125,7 +126,7 @@ class Trace:
         })
         out["queue_delay_us"] = out["gpu_ts_us"] - out["launch_ts_us"]
         for col in ("launch_name", "gpu_name", "gpu_cat"):
-            out[col] = _strings(out[col])
+            out[col] = as_text(out[col])
         return out[["cpu_index", "gpu_index", "file_id", "correlation", "launch_name", "gpu_name", "gpu_cat",
                     "launch_ts_us", "launch_dur_us", "gpu_ts_us", "gpu_dur_us", "queue_delay_us"]]
 
@@ -148,12 +149,3 @@ def _fill_correlation_from_flows(gpu: pd.DataFrame, flows: pd.DataFrame) -> pd.D
     gpu = gpu.copy()
     gpu.loc[matched["index"].to_numpy(), "correlation"] = matched["id"].to_numpy()
     return gpu
-
-
-def _strings(column: pd.Series) -> pd.Series:
-    """``column.astype(str)``; for a categorical without missing values, by converting its
-    categories and taking them by code (a string per category, not one per row)."""
-    if not isinstance(column.dtype, pd.CategoricalDtype) or (column.cat.codes.to_numpy() < 0).any():
-        return column.astype(str)
-    strings = column.cat.categories.astype(str).take(column.cat.codes.to_numpy())
-    return pd.Series(strings, index=column.index, name=column.name)

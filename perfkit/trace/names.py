@@ -6,8 +6,17 @@ import numpy as np
 import pandas as pd
 
 
-def starts_with(names: pd.Series, prefix: str) -> np.ndarray:
-    """Boolean array: which names start with ``prefix`` (computed once per category)."""
+def as_text(column: pd.Series) -> pd.Series:
+    """``column.astype(str)``; for a categorical without missing values, its categories made text
+    and taken by code (a string per category, not one per row)."""
+    if not isinstance(column.dtype, pd.CategoricalDtype) or (column.cat.codes.to_numpy() < 0).any():
+        return column.astype(str)
+    strings = column.cat.categories.astype(str).take(column.cat.codes.to_numpy())
+    return pd.Series(strings, index=column.index, name=column.name)
+
+
+def starts_with(names: pd.Series, prefix: str | tuple[str, ...]) -> np.ndarray:
+    """Boolean array: which names start with ``prefix`` (or one of several; computed once per category)."""
     if isinstance(names.dtype, pd.CategoricalDtype):
         hits = names.cat.categories.astype(str).str.startswith(prefix)
         codes = names.cat.codes.to_numpy()

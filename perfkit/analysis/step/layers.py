@@ -74,10 +74,11 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
     out["comm_exposed_us"] = np.maximum(out["gpu_busy_us"] - window_cover(compute, windows), 0.0)
     # Each set's union per rank once; a layer below is the union of a few of those unions.
     cover = _Cover(windows, cold)
-    work, python, gpu, driving, launching = (cover.blocks(f) for f in (work, python, gpu, driving, launching))
-    loader = cover.blocks(host[starts_with(host["name"], DATALOADER_PREFIX)])
-    compiling = cover.blocks(compile_spans(trace) if spans is None else spans)
-    blocking = cover.blocks(blocking_calls(trace, host))
+    blocks = intervals.rank_unions
+    work, python, gpu, driving, launching = (blocks(f) for f in (work, python, gpu, driving, launching))
+    loader = blocks(host[starts_with(host["name"], DATALOADER_PREFIX)])
+    compiling = blocks(compile_spans(trace) if spans is None else spans)
+    blocking = blocks(blocking_calls(trace, host))
     base = cover.base
     out["warmup_us"] = base
     dl, dl_compile = cover(loader), cover(loader, compiling)
@@ -111,38 +112,23 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
 
 class _Cover:
     """Covered length of each step window by the union of some interval sets and the warm-up calls,
-    less the warm-up calls' own cover (``base``). Each set is reduced to its union per rank once
-    (``blocks``); the union of unions is the union of the events, so the lengths are those of
-    ``intervals.window_cover`` over the events, computed from far fewer intervals."""
+    less the warm-up calls' own cover (``base``). Each set comes reduced to its union per rank
+    (``intervals.rank_unions``): the union of unions is the union of the events, so the lengths are
+    those of ``intervals.window_cover`` over the events, computed from far fewer intervals."""
 
     def __init__(self, windows: pd.DataFrame, cold: pd.DataFrame):
         self.windows = windows
-        self.ranks = windows["rank"].to_numpy()
-        self.cold = self.blocks(cold)
-        self.base = window_cover(cold, windows)
-
-    @staticmethod
-    def blocks(frame: pd.DataFrame) -> dict:
-        """Disjoint blocks (starts, ends) of the union of ``frame``'s intervals (``rank``,
-        ``ts_us``, ``dur_us``), per rank."""
-        ranks = frame["rank"].to_numpy()
-        start = frame["ts_us"].to_numpy(dtype=np.float64)
-        end = start + frame["dur_us"].to_numpy(dtype=np.float64)
-        return {rank: intervals.union(start[ranks == rank], end[ranks == rank]) for rank in np.unique(ranks)}
+        self.cold = intervals.rank_unions(cold)
+        self.base = intervals.cover_within(self.cold, windows)
 
     def __call__(self, *sets: dict) -> np.ndarray:
-        out = np.zeros(len(self.windows))
         if not any(sets):
-            return out
-        starts, ends = self.windows["start_us"].to_numpy(), self.windows["end_us"].to_numpy()
+            return np.zeros(len(self.windows))
+        merged = {}
         for rank in set().union(*sets, self.cold):
-            mask = self.ranks == rank
-            if mask.any():
-                parts = [s[rank] for s in (*sets, self.cold) if rank in s]
-                cover = intervals.Coverage.of(np.concatenate([p[0] for p in parts]),
-                                              np.concatenate([p[1] for p in parts]))
-                out[mask] = cover.within(starts[mask], ends[mask])
-        return out - self.base
+            parts = [s[rank] for s in (*sets, self.cold) if rank in s]
+            merged[rank] = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        return intervals.cover_within(merged, self.windows) - self.base
 
 
 def _drives_launches(frames: pd.DataFrame, issuing: pd.DataFrame) -> np.ndarray:
