@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..analysis.step.critical_path import critical_path
-from ..analysis.step.diagnosis import diagnose
+from ..analysis.step.diagnosis import verdict_line
 from ..text import json_text
 from ..trace import load_trace
 from .parsers import add_critical_path
@@ -16,8 +16,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
     result = critical_path(trace, annotation=args.annotation)
-    verdict = diagnose(trace, path=args.trace)
-    data = dict(result.to_json(), diagnosis={"verdict": verdict.verdict, "title": verdict.title, "fix": verdict.fix})
+    data = dict(result.to_json(), diagnosis=verdict_line(trace))
     print(json_text(data) if args.json else format_critical_path(data))
     return 0
 

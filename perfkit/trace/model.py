@@ -50,6 +50,7 @@ class Trace:
         self.files = tuple(files)
         self.steps = steps
         self.warnings = tuple(warnings)
+        self._launches: dict = {}  # gpu_categories -> (the events table it was built from, the links)
 
     def __repr__(self) -> str:
         paths = ", ".join(f.path.rsplit("/", 1)[-1] for f in self.files[:3])
@@ -107,7 +108,16 @@ class Trace:
         ``gpu_dur_us``, ``queue_delay_us`` (GPU start minus launch start). Links are joined on
         (file, correlation id); GPU events without a correlation id are linked through ``ac2g`` flow
         events (same id from the launch's start to the GPU event's start) where the trace has them.
+        Built once per events table and categories (several analyses of one command ask for it);
+        each call returns its own copy.
         """
+        key = tuple(gpu_categories)
+        built = self._launches.get(key)
+        if built is None or built[0] is not self.events:
+            built = self._launches[key] = (self.events, self._link_launches(key))
+        return built[1].copy()
+
+    def _link_launches(self, gpu_categories: tuple) -> pd.DataFrame:
         ev = self.events
         complete = (ev["ph"] == "X").to_numpy()
         columns = ["file_id", "pid", "tid", "correlation", "name", "cat", "ts_us", "dur_us"]

@@ -36,6 +36,7 @@ step (e.g. at a kernel whose launch is not in the trace).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import repeat
 
 import numpy as np
 import pandas as pd
@@ -120,14 +121,24 @@ def critical_path(trace, *, annotation: str | None = None) -> CriticalPathResult
 
 def path_over(trace, windows: pd.DataFrame, timelines: dict) -> CriticalPathResult:
     """:func:`critical_path` over given windows, with the ranks' timelines already built."""
-    rows, segments = [], []
+    rows, walks = [], []
     for win in windows.itertuples(index=False):
         segs = walk_step(timelines[win.rank], win.start_us, win.end_us) if win.rank in timelines else []
         rows.append(_step_row(win, segs))
-        segments.extend((win.rank, win.step, *s) for s in segs)
+        walks.append((win.rank, win.step, segs))
     steps = pd.DataFrame(rows, columns=STEP_COLUMNS)
-    frame = pd.DataFrame(segments, columns=SEGMENT_COLUMNS)
-    return CriticalPathResult(steps=steps, segments=frame, warnings=_warnings(trace, timelines))
+    return CriticalPathResult(steps=steps, segments=_segment_frame(walks), warnings=_warnings(trace, timelines))
+
+
+def _segment_frame(walks: list) -> pd.DataFrame:
+    """The ``SEGMENT_COLUMNS`` table of each window's (rank, step, segments), built column-wise."""
+    flat = [seg for _, _, segs in walks for seg in segs]
+    if not flat:
+        return pd.DataFrame([], columns=SEGMENT_COLUMNS)
+    counts = [len(segs) for _, _, segs in walks]
+    columns = [np.repeat([w[0] for w in walks], counts), np.repeat([w[1] for w in walks], counts), *zip(*flat)]
+    return pd.DataFrame({name: list(col) if isinstance(col, tuple) else col
+                         for name, col in zip(SEGMENT_COLUMNS, columns)})
 
 
 def annotation_windows(trace, annotation: str) -> pd.DataFrame:
@@ -325,8 +336,10 @@ def _emit_host(segs: list, lane, a: float, b: float, name: str) -> None:
                      [code["sync_wait"], code["launch"], code["host"]], default=code["idle"])
     change = np.flatnonzero(np.concatenate(([True], kind[1:] != kind[:-1])))
     bounds = np.append(change, len(kind))
-    for i in range(len(change) - 1, -1, -1):
-        _emit(segs, KINDS[kind[change[i]]], cuts[bounds[i]], cuts[bounds[i + 1]], name, -1)
+    starts, ends = cuts[bounds[:-1]][::-1], cuts[bounds[1:]][::-1]
+    kept = ends > starts
+    kinds = np.asarray(KINDS)[kind[change][::-1][kept]].tolist()
+    segs.extend(zip(kinds, starts[kept].tolist(), ends[kept].tolist(), repeat(name), repeat(-1)))
 
 
 

@@ -111,10 +111,8 @@ def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True, sync=No
     caller has it already (it is computed otherwise). Never raises for traces without
     GPU events, stacks or steps: a trace without steps is judged as one window, with a warning."""
     result = cpu_bound(trace)
-    full = result.steps[result.steps["verdict"] != PARTIAL_STEP]
-    o = overall_numbers(full if len(full) else result.steps, result.launches)
-    e = result.evidence
-    verdict_finding = next((f for f in result.findings if f.title.startswith(result.verdict)), result.findings[0])
+    full, verdict_finding, title, numbers = _headline(trace, result)
+    fix = verdict_finding.fix
     sync = syncs(trace) if sync is None else sync
     name = path or (trace.files[0].path if trace.files else "TRACE")
     warnings = list(result.warnings)
@@ -127,13 +125,6 @@ def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True, sync=No
     outside = outside_steps(trace, sync, windows=result.steps)
     if outside["syncs"]["count"] or outside["host_busy_us"] > 0:
         warnings.append(outside_note(outside))
-    fix, title = verdict_finding.fix, verdict_finding.title
-    numbers = _numbers(result.verdict, e, o, result)
-    if result.verdict == "host-compute-bound" and numbers[0]["label"].startswith("Python"):
-        where = _top_python(trace)
-        if where:
-            numbers[0] = dict(numbers[0], text=f"{numbers[0]['text']}; most in {where}")
-            title = f"{title}; most in {where}"
     if result.verdict == "GPU-bound" and kernel_fix:
         lead, note = _kernel_lead(trace)
         warnings += note
@@ -145,6 +136,30 @@ def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True, sync=No
         outside_steps=outside, command=MORE.get(result.verdict, "perfkit summary {trace}").format(trace=name),
         findings=(verdict_finding,) + tuple(f for f in result.findings if f is not verdict_finding),
         warnings=tuple(dict.fromkeys(warnings)))
+
+
+def verdict_line(trace) -> dict:
+    """``verdict``, ``title`` and ``fix`` of ``diagnose(trace, kernel_fix=False)``, without what only
+    the whole diagnosis shows (sync points and host work outside the steps, warnings): for a command
+    that prints the verdict beside its own table (``perfkit critical-path``)."""
+    result = cpu_bound(trace)
+    _, finding, title, _ = _headline(trace, result)
+    return {"verdict": result.verdict, "title": title, "fix": finding.fix}
+
+
+def _headline(trace, result) -> tuple:
+    """(full steps, the verdict's finding, title, the three numbers) of ``cpu_bound``'s ``result``:
+    the title of a host-compute-bound verdict carried by Python names where that time goes."""
+    full = result.steps[result.steps["verdict"] != PARTIAL_STEP]
+    o = overall_numbers(full if len(full) else result.steps, result.launches)
+    finding = next((f for f in result.findings if f.title.startswith(result.verdict)), result.findings[0])
+    title, numbers = finding.title, _numbers(result.verdict, result.evidence, o, result)
+    if result.verdict == "host-compute-bound" and numbers[0]["label"].startswith("Python"):
+        where = _top_python(trace)
+        if where:
+            numbers[0] = dict(numbers[0], text=f"{numbers[0]['text']}; most in {where}")
+            title = f"{title}; most in {where}"
+    return full, finding, title, numbers
 
 
 def _top_python(trace) -> str:
