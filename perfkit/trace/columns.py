@@ -33,10 +33,10 @@ class Encoder:
         self.normalize = normalize
 
     def encode(self, values: list) -> np.ndarray:
-        return self.encode_local(*_local_codes(values))
+        return self.encode_local(*local_codes(values))
 
     def encode_local(self, local: np.ndarray, uniques: list) -> np.ndarray:
-        """:meth:`encode` of values already coded by :func:`_local_codes` (every unique used)."""
+        """:meth:`encode` of values already coded by :func:`local_codes` (every unique used)."""
         table, normalize = self.codes, self.normalize
         mapping = np.array([table.setdefault(normalize(u), len(table)) for u in uniques], dtype=np.int32)
         return mapping[local] if len(local) else local
@@ -58,7 +58,7 @@ class Encoder:
                                          categories=pd.Index(strings[order].tolist(), dtype="str"))
 
 
-def _local_codes(values: list) -> tuple[np.ndarray, list]:
+def local_codes(values: list) -> tuple[np.ndarray, list]:
     """(int32 code of each value, the distinct values in first-seen order): a dict hashes them in C,
     about twice as fast as pd.factorize on an object array of a chunk's few distinct strings."""
     local = dict.fromkeys(values)
@@ -149,7 +149,7 @@ class ColumnBuilder:
     def add(self, batch: list) -> None:
         self.n_seen += len(batch)
         phases = _field(batch, "ph")
-        local, uniques = _local_codes(phases)
+        local, uniques = local_codes(phases)
         keep = np.array([u in _KEEP_PH for u in uniques], dtype=bool)[local]
         flows = np.array([u in _FLOW_PH for u in uniques], dtype=bool)[local]
         for code, phase in enumerate(uniques):
@@ -188,7 +188,7 @@ class ColumnBuilder:
         return cols if keep.all() else {k: v[keep] for k, v in cols.items()}
 
     def _columns(self, events: list, phase_codes: np.ndarray, phases: list) -> dict:
-        """Columns of ``events``, whose phases are ``phases[phase_codes]`` (:func:`_local_codes`)."""
+        """Columns of ``events``, whose phases are ``phases[phase_codes]`` (:func:`local_codes`)."""
         names = _field(events, "name")
         cat_codes = self._categories(events, names)
         args = [a if a is not None else NO_ARGS for a in _field(events, "args")]
@@ -233,7 +233,7 @@ class ColumnBuilder:
 
     def _categories(self, events: list, names: list) -> np.ndarray:
         """Normalized category codes; events without a category are named by what they are."""
-        local, uniques = _local_codes(_field(events, "cat"))
+        local, uniques = local_codes(_field(events, "cat"))
         table = self.encoders["cat"].codes
         mapped = [table.setdefault(normalize_category(None if _blank(u) else u, ""), len(table)) for u in uniques]
         codes = np.array(mapped, dtype=np.int32)[local] if len(local) else local

@@ -34,8 +34,8 @@ from .stream import ByteStream
 from .workers import process_pool, will_fork
 
 CHUNK_BYTES = 8 << 20
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_CUT = re.compile(rb'\}\s*,\s*(\{)\s*"')
+EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+EVENT_CUT = re.compile(rb'\}\s*,\s*(\{)\s*"')
 _SEPARATOR = re.compile(rb"\s*,?\s*")
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _SPACE = b" \t\r\n"
@@ -156,7 +156,7 @@ class _Parser:
             if self.buffer[first] != ord("{"):
                 raise TraceError(self.path, f"not valid JSON (it starts with {bytes(self.buffer[first:first + 16])!r})",
                                  REPORT_FIX)
-            found = _EVENTS_KEY.search(self.buffer, max(first, searched - 32))
+            found = EVENTS_KEY.search(self.buffer, max(first, searched - 32))
             if found:
                 self.header = bytes(self.buffer[first:found.end() - 1])
                 self.pos = self.searched = found.end()
@@ -195,7 +195,7 @@ class _Parser:
             self._compact()
 
     def _fast_cut(self):
-        found = _CUT.search(self.buffer, max(self.pos + CHUNK_BYTES, self.searched - 64))
+        found = EVENT_CUT.search(self.buffer, max(self.pos + CHUNK_BYTES, self.searched - 64))
         self.searched = len(self.buffer)
         return (found.start() + 1, found.start(1)) if found else None
 
@@ -293,7 +293,7 @@ class _Parser:
         window = _WINDOW_BYTES
         while target + window < size:
             data = os.pread(fh.fileno(), window, target)
-            found = _CUT.search(data)
+            found = EVENT_CUT.search(data)
             if found:
                 return target + found.start() + 1, target + found.start(1)
             if window > MAX_EVENT_BYTES.value():

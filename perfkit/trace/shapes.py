@@ -10,10 +10,17 @@ version), so a second call reads it in a fraction of a second.
 Rows are matched to ``Trace.events`` by (file, pid, tid, ts, name), the fields the loader keeps
 verbatim; an op whose match is ambiguous (two ops of one name starting in the same microsecond on
 one thread) takes the first.
+
+The pass is cut like a load (:mod:`perfkit.trace.parse`): the file's text is read once, cut into
+chunks of whole events at ``}, {"``, and the chunks are decoded by worker processes forked after the
+read (they see the text without a copy) and sent back as codes of their few distinct strings. A
+chunk that does not decode (a cut inside a string) sends the whole file through one decoder, as do
+processes that cannot fork safely (a Jupyter kernel's threads) and files of a few chunks.
 """
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Union
 
@@ -24,7 +31,12 @@ import pandas as pd
 from ..atomic import atomic_write
 from ..errors import TraceError
 from . import cache
+from .columns import local_codes
+from .decode import gc_paused
+from .parse import CHUNK_BYTES, EVENT_CUT, EVENTS_KEY
+from .scan import scan
 from .stream import read_text
+from .workers import default_workers, process_pool, will_fork
 
 SHAPES_FORMAT = 1
 SHAPE_COLUMNS = ("input_dims", "input_types", "concrete_inputs")
@@ -111,26 +123,93 @@ def _stamp(path: Path) -> dict:
 
 def _parse(path: Path) -> pd.DataFrame:
     text = read_text(path)
-    start = text.lstrip()[:1]
+    spans = _spans(text)
+    parts = _parallel(text, spans) if len(spans) > 1 and default_workers() > 1 and will_fork() else None
+    if parts is None:
+        start = text.lstrip()[:1]
+        try:
+            with gc_paused():
+                events = _ARRAY.decode(text) if start == b"[" else _OBJECT.decode(text).traceEvents
+                parts = [_columns(events)]
+        except msgspec.DecodeError as exc:
+            raise TraceError(path, f"cannot read its op shapes ({exc})",
+                             "Load it with load_trace first to see why") from None
+    return _frame(parts)
+
+
+_TEXT = b""  # the file's text while worker processes forked from this one decode its chunks
+
+
+def _spans(text: bytes) -> list[tuple[int, int]]:
+    """[start, end) of chunks of about CHUNK_BYTES of whole events, each from a ``{`` to just past a
+    ``}``; empty when the events array is not found or does not close (the caller decodes the whole
+    file, and reports what is wrong with it)."""
+    head = text.lstrip()[:1]
+    found = re.search(rb"\S", text) if head == b"[" else EVENTS_KEY.search(text)
+    if found is None:
+        return []
+    start, spans = found.end(), []
+    while True:
+        cut = EVENT_CUT.search(text, start + CHUNK_BYTES)
+        if cut is None:
+            break
+        spans.append((start, cut.start() + 1))
+        start = cut.start(1)
+    close = scan(text, start).close
+    return spans + [(start, close)] if close >= 0 else []
+
+
+def _parallel(text: bytes, spans: list) -> list | None:
+    """Each span's :func:`_columns`, decoded by forked workers; None when a span does not decode."""
+    global _TEXT
+    _TEXT = text
+    pool = process_pool(min(default_workers(), len(spans)))
     try:
-        events = _ARRAY.decode(text) if start == b"[" else _OBJECT.decode(text).traceEvents
-    except msgspec.DecodeError as exc:
-        raise TraceError(path, f"cannot read its op shapes ({exc})", "Load it with load_trace first to see why") from None
-    del text
-    rows = [(str(e.pid), str(e.tid), float(e.ts), str(e.name), _raw(e.args.dims), _raw(e.args.types),
-             _raw(e.args.concrete))
-            for e in events
-            if e.args is not None and e.cat in _OP_CATEGORIES and e.ph == "X" and len(e.args.dims)
-            and isinstance(e.ts, (int, float))]
-    frame = pd.DataFrame(rows, columns=["pid", "tid", "ts", "name", *SHAPE_COLUMNS])
-    for col in SHAPE_COLUMNS:
-        frame[col] = frame[col].astype("category")
-    frame["ts"] = frame["ts"].astype(np.float64)
-    return frame
+        parts = list(pool.map(_decode_span, *zip(*spans)))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        _TEXT = b""
+    return None if any(p is None for p in parts) else parts
 
 
-def _raw(value: msgspec.Raw) -> str:
-    return bytes(value).decode("utf-8", "replace")
+def _decode_span(start: int, end: int) -> dict | None:
+    try:
+        with gc_paused():
+            return _columns(_ARRAY.decode(b"".join((b"[", memoryview(_TEXT)[start:end], b"]"))))
+    except msgspec.DecodeError:
+        return None
+
+
+def _columns(events: list) -> dict:
+    """The ops with shapes among ``events``: ``ts`` (float64) and, per other column, the int32 code of
+    each value and the distinct values (a shape repeated ten thousand times travels once)."""
+    ops = [e for e in events if e.args is not None and e.cat in _OP_CATEGORIES and e.ph == "X" and len(e.args.dims)
+           and isinstance(e.ts, (int, float))]
+    columns = {"ts": np.array([float(e.ts) for e in ops], dtype=np.float64)}
+    for col, value in (("pid", lambda e: str(e.pid)), ("tid", lambda e: str(e.tid)), ("name", lambda e: str(e.name))):
+        columns[col] = local_codes(list(map(value, ops)))
+    for col, field in zip(SHAPE_COLUMNS, ("dims", "types", "concrete")):
+        codes, uniques = local_codes([bytes(getattr(e.args, field)) for e in ops])
+        columns[col] = codes, [u.decode("utf-8", "replace") for u in uniques]
+    return columns
+
+
+def _frame(parts: list[dict]) -> pd.DataFrame:
+    """One table of every part's columns: pid, tid, ts, name and ``SHAPE_COLUMNS`` (categories)."""
+    data = {"ts": np.concatenate([p["ts"] for p in parts])}
+    for col in ("pid", "tid", "name", *SHAPE_COLUMNS):
+        table: dict[str, int] = {}
+        codes = np.concatenate([np.array([table.setdefault(u, len(table)) for u in p[col][1]], dtype=np.int32)[p[col][0]]
+                                if len(p[col][0]) else p[col][0] for p in parts])
+        strings = np.array(list(table), dtype=object)
+        if col in SHAPE_COLUMNS:  # what astype("category") makes: the distinct strings, sorted
+            order = np.argsort(strings, kind="stable")
+            rank = np.empty(len(order), dtype=np.int32)
+            rank[order] = np.arange(len(order), dtype=np.int32)
+            data[col] = pd.Categorical.from_codes(rank[codes], categories=pd.Index(strings[order].tolist(), dtype="str"))
+        else:
+            data[col] = strings[codes] if len(strings) else np.empty(0, object)
+    return pd.DataFrame(data, columns=["pid", "tid", "ts", "name", *SHAPE_COLUMNS])
 
 
 def _read_cached(target: Path, fingerprint: dict):
