@@ -88,3 +88,24 @@ def test_a_bare_array_and_a_file_without_shapes(tmp_path, monkeypatch):
     none = tmp_path / "none.json"
     none.write_text(json.dumps({"traceEvents": plain}))
     assert shapes._parse(none).empty
+
+
+def test_every_op_gets_the_shapes_a_plain_json_read_gives_it():
+    from perfkit.trace import load_trace
+
+    path = shared_trace("kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz")
+    first = {}
+    for e in _doc(path.name)["traceEvents"]:
+        if e.get("cat") in ("cpu_op", "Operator") and e.get("ph") == "X" and "Input Dims" in e.get("args", {}):
+            first.setdefault((str(e["pid"]), str(e["tid"]), float(e["ts"]), e["name"]), e["args"]["Input Dims"])
+    trace = load_trace(path)
+    table = shapes.op_shapes(trace, use_cache=False)
+    ops = trace.events.loc[table.index]
+    keys = zip(ops["pid"].astype(str), ops["tid"].astype(str), ops["ts_us"], ops["name"].astype(str))
+    assert [json.loads(d) for d in table["input_dims"]] == [first[k] for k in keys]
+    ev = trace.events
+    every_op = ev[(ev["cat"] == "cpu_op") & (ev["ph"] == "X")]
+    wanted = {k for k in zip(every_op["pid"].astype(str), every_op["tid"].astype(str), every_op["ts_us"],
+                             every_op["name"].astype(str))} & set(first)
+    assert len(table) == sum(k in wanted for k in zip(every_op["pid"].astype(str), every_op["tid"].astype(str),
+                                                      every_op["ts_us"], every_op["name"].astype(str))) > 1000

@@ -38,7 +38,7 @@ from .scan import scan
 from .stream import read_text
 from .workers import default_workers, process_pool, will_fork
 
-SHAPES_FORMAT = 1
+SHAPES_FORMAT = 2  # 2: pid, tid and name as categories
 SHAPE_COLUMNS = ("input_dims", "input_types", "concrete_inputs")
 _OP_CATEGORIES = ("cpu_op", "operator", "Operator")
 _KEY = b"perfkit.shapes"
@@ -90,17 +90,26 @@ def op_shapes(trace, *, use_cache: bool = True) -> pd.DataFrame:
 
 
 def _match(ops: pd.DataFrame, shapes: pd.DataFrame) -> pd.DataFrame:
-    keys = pd.DataFrame({"pid": ops["pid"].astype(str).to_numpy(), "tid": ops["tid"].astype(str).to_numpy(),
-                         "ts": ops["ts_us"].to_numpy(), "name": ops["name"].astype(str).to_numpy(),
-                         "label": ops.index.to_numpy()})
-    right = shapes.drop_duplicates(["pid", "tid", "ts", "name"])
+    """``shapes`` rows joined to ``ops`` on (pid, tid, ts, name): the strings are compared as codes,
+    each shape row's value looked up among the ops' distinct values (absent: it matches nothing)."""
+    keys = pd.DataFrame({"ts": ops["ts_us"].to_numpy(), "label": ops.index.to_numpy()})
+    right = pd.DataFrame({"ts": shapes["ts"].to_numpy(), **{c: shapes[c] for c in SHAPE_COLUMNS}})
+    for col in ("pid", "tid", "name"):
+        mine = ops[col] if isinstance(ops[col].dtype, pd.CategoricalDtype) else ops[col].astype(str).astype("category")
+        theirs = shapes[col].cat
+        keys[col] = mine.cat.codes.to_numpy()
+        lookup = np.append(mine.cat.categories.astype(str).get_indexer(theirs.categories.astype(str)), -1)
+        right[col] = lookup[theirs.codes.to_numpy()]  # a missing value's code -1 reads the appended -1
+    right = right[(right[["pid", "tid", "name"]].to_numpy() >= 0).all(axis=1)]
+    right = right.drop_duplicates(["pid", "tid", "ts", "name"])
     joined = keys.merge(right, on=["pid", "tid", "ts", "name"], how="inner")
     return joined.set_index("label")[list(SHAPE_COLUMNS)].rename_axis(None)
 
 
 def file_shapes(path: Path, *, use_cache: bool = True) -> pd.DataFrame:
-    """The op shapes of one trace file: columns pid, tid (str), ts (float, us), name and
-    ``SHAPE_COLUMNS``; only ops that carry at least one of the three arguments."""
+    """The op shapes of one trace file: columns pid, tid, ts (float, us), name and
+    ``SHAPE_COLUMNS`` (every column but ts a category of strings); only ops that carry at least one
+    of the three arguments."""
     fingerprint = _stamp(path)
     target = cache.cache_dir() / f"{cache._key(path)}.shapes.arrow"
     if use_cache:
@@ -195,20 +204,18 @@ def _columns(events: list) -> dict:
 
 
 def _frame(parts: list[dict]) -> pd.DataFrame:
-    """One table of every part's columns: pid, tid, ts, name and ``SHAPE_COLUMNS`` (categories)."""
+    """One table of every part's columns: ts and, as categories (sorted), pid, tid, name and
+    ``SHAPE_COLUMNS``."""
     data = {"ts": np.concatenate([p["ts"] for p in parts])}
     for col in ("pid", "tid", "name", *SHAPE_COLUMNS):
         table: dict[str, int] = {}
         codes = np.concatenate([np.array([table.setdefault(u, len(table)) for u in p[col][1]], dtype=np.int32)[p[col][0]]
                                 if len(p[col][0]) else p[col][0] for p in parts])
         strings = np.array(list(table), dtype=object)
-        if col in SHAPE_COLUMNS:  # what astype("category") makes: the distinct strings, sorted
-            order = np.argsort(strings, kind="stable")
-            rank = np.empty(len(order), dtype=np.int32)
-            rank[order] = np.arange(len(order), dtype=np.int32)
-            data[col] = pd.Categorical.from_codes(rank[codes], categories=pd.Index(strings[order].tolist(), dtype="str"))
-        else:
-            data[col] = strings[codes] if len(strings) else np.empty(0, object)
+        order = np.argsort(strings, kind="stable")
+        rank = np.empty(len(order), dtype=np.int32)
+        rank[order] = np.arange(len(order), dtype=np.int32)
+        data[col] = pd.Categorical.from_codes(rank[codes], categories=pd.Index(strings[order].tolist(), dtype="str"))
     return pd.DataFrame(data, columns=["pid", "tid", "ts", "name", *SHAPE_COLUMNS])
 
 
@@ -223,10 +230,7 @@ def _read_cached(target: Path, fingerprint: dict):
     meta = (table.schema.metadata or {}).get(_KEY)
     if meta is None or msgspec.json.decode(meta) != {"format": SHAPES_FORMAT, "fingerprint": fingerprint}:
         return None
-    frame = table.to_pandas()
-    for col in ("pid", "tid", "name"):
-        frame[col] = frame[col].astype(str)
-    return frame
+    return table.to_pandas()
 
 
 def _write_cached(target: Path, frame: pd.DataFrame, fingerprint: dict) -> None:
