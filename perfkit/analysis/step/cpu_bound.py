@@ -128,13 +128,7 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     """
     thresholds = {"compile_share": compile_share, "gpu_bound_busy": gpu_bound_busy, "input_share": input_share,
                   "host_ahead_share": host_ahead_share, "sync_share": sync_share}
-    windows = step_windows(trace)
-    host = host_events(trace, HOST_CATEGORIES)
-    nested = nest(host)
-    links, spans = trace.launches(), compile_spans(trace)
-    work = host_work(trace, host, links)
-    launches = _launch_table(host, windows, links)
-    warmup = warmup_events(trace, host=host, links=links)
+    windows, host, nested, links, spans, work, launches, warmup = _inputs(trace)
     steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup, links, spans, work)
     has_gpu = trace.has_gpu_events
     launched = host["cat"].isin(LAUNCH_CATEGORIES).any()
@@ -142,14 +136,14 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     steps["verdict"] = [decide(row, thresholds, kind)[0] for row in steps.to_dict("records")]
     stub = stub_steps(windows)
     steps.loc[stub, "verdict"] = PARTIAL_STEP
-    verdict, evidence = decide(overall_numbers(steps[~stub] if (~stub).any() else steps, launches), thresholds, kind)
+    overall = overall_numbers(steps[~stub] if (~stub).any() else steps, launches)
+    verdict, evidence = decide(overall, thresholds, kind)
     in_steps = np.isin(step_rows(windows, host), np.flatnonzero(~stub))
     result = dict(steps=steps[STEP_COLUMNS], ops=op_table(host, nested), annotations=_annotations(host, len(windows)),
                   launches=launches, verdict=verdict, evidence=evidence, has_gpu=has_gpu,
                   tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace, spans=spans), warmup=warmup,
                   host_ops=host_compute_ops(trace, host, nested, in_steps, work=work), devices=tuple(trace.devices))
-    findings = _findings(result, overall_numbers(steps[~stub] if (~stub).any() else steps, launches),
-                         copy_us=_outer_copy_us(host, nested))
+    findings = _findings(result, overall, copy_us=_outer_copy_us(host, nested))
     return CPUBoundResult(findings=rank_findings(findings), warnings=_warnings(trace, windows, has_gpu, stub), **result)
 
 
@@ -157,13 +151,21 @@ def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:
     """The per-step table of ``cpu_bound`` (``STEP_COLUMNS`` less ``verdict``, same numbers) without
     the op tables, call nesting and verdicts: for analyses that need only the per-step split
     (``perfkit.ranks`` reduces each rank to it)."""
+    windows, host, nested, links, spans, work, launches, warmup = _inputs(trace)
+    steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup, links, spans, work)
+    return steps[STEP_COLUMNS[:-1]]
+
+
+def _inputs(trace) -> tuple:
+    """What the per-step table is built from: step windows, host events and their nesting, launch
+    links, compile spans, host work, the launch table and the warm-up calls."""
     windows = step_windows(trace)
     host = host_events(trace, HOST_CATEGORIES)
     nested = nest(host)
     links, spans = trace.launches(), compile_spans(trace)
-    steps = _step_table(trace, host, nested, windows, _launch_table(host, windows, links), tiny_kernel_us,
-                        warmup_events(trace, host=host, links=links), links, spans, host_work(trace, host, links))
-    return steps[STEP_COLUMNS[:-1]]
+    work = host_work(trace, host, links)
+    return (windows, host, nested, links, spans, work, _launch_table(host, windows, links),
+            warmup_events(trace, host=host, links=links))
 
 
 # --- per-step table ------------------------------------------------------------------------------
