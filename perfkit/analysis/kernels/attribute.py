@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...trace.names import as_text
 from ...trace.schema import GPU_CATEGORIES
 from ...trace.steps import STEP_PREFIX
 from .classify import kernel_class, name_dtype, tensor_core
@@ -28,8 +29,8 @@ def kernel_links(trace) -> pd.DataFrame:
     launch = pd.Series(links["cpu_index"].to_numpy(), index=links["gpu_index"].to_numpy())
     cpu_index = launch.reindex(gpu.index).fillna(-1).to_numpy(dtype=np.int64)
     out = pd.DataFrame({
-        "gpu_index": gpu.index.to_numpy(), "name": gpu["name"].astype(str).to_numpy(),
-        "cat": gpu["cat"].astype(str).to_numpy(), "rank": gpu["rank"].to_numpy(), "device": gpu["device"].to_numpy(),
+        "gpu_index": gpu.index.to_numpy(), "name": as_text(gpu["name"]).to_numpy(),
+        "cat": as_text(gpu["cat"]).to_numpy(), "rank": gpu["rank"].to_numpy(), "device": gpu["device"].to_numpy(),
         "ts_us": gpu["ts_us"].to_numpy(), "dur_us": gpu["dur_us"].to_numpy(), "bytes": gpu["bytes"].to_numpy(),
         "owner": owners(ev, cpu_index),
     })
