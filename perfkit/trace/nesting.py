@@ -100,14 +100,33 @@ def _host_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.n
     thread = _threads(events, rows)
     launch = events["cat"].isin(LAUNCH_CATEGORIES).to_numpy()[rows]
     ext = _op_links(events["external_id"].to_numpy()[rows], events["correlation"].to_numpy()[rows], launch)
-    # Start order: a runtime call without an External id sorts after the ops starting with it. The
-    # sort is stable (lexsort), so full ties keep file order.
-    order = np.lexsort((start - end, *_link_keys(ext, launch), *_thread_start_keys(thread, start)))
+    order = _start_order(start, end, thread, ext, launch)
     parent = _sweep(order, start, end, thread, launch)
     names, categories = _name_codes(events["name"], rows)
     calls = _calls(parent, names, launch, categories)
     _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls)
     return parent, _depths(parent)
+
+
+def _start_order(start: np.ndarray, end: np.ndarray, thread: np.ndarray, ext: np.ndarray,
+                 launch: np.ndarray) -> np.ndarray:
+    """Positions in start order: by thread and start, then External id (a runtime call without one
+    after the ops starting with it), then the longer first, then file order. One stable sort of the
+    (thread, start) key, which files mostly hold in order already, then a lexsort of its runs of
+    equal keys only; a plain lexsort of all keys when (thread, start) needs two keys."""
+    keys = _thread_start_keys(thread, start)
+    if len(keys) > 1:
+        return np.lexsort((start - end, *_link_keys(ext, launch), *keys))
+    order = np.argsort(keys[0], kind="stable")
+    key = keys[0][order]
+    tied = np.zeros(len(key), dtype=bool)
+    tied[1:] = key[1:] == key[:-1]
+    tied[:-1] |= tied[1:]
+    at = np.flatnonzero(tied)
+    if len(at):
+        sub = order[at]
+        order[at] = sub[np.lexsort((start[sub] - end[sub], *_link_keys(ext[sub], launch[sub]), key[at]))]
+    return order
 
 
 def _threads(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -261,26 +280,39 @@ def _sweep_stack(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: 
 
 
 def _calls(parent: np.ndarray, names: np.ndarray, launch: np.ndarray, categories: list) -> dict:
-    """(parent name code, child name code) of every strict parent/child pair, plus ``KNOWN_CALLS``;
-    ``categories``: the name of each code."""
+    """(parent name code, child name code) of every strict parent/child pair, plus ``KNOWN_CALLS``,
+    each as parent * width + child: a set (``pairs``) and a sorted array (``sorted``); ``categories``:
+    the name of each code."""
     child = np.flatnonzero(parent >= 0)
     child = child[~launch[parent[child]]]
     width = max(int(names.max()) + 1 if len(names) else 1, len(categories))
-    pairs = set(np.unique(names[parent[child]].astype(np.int64) * width + names[child]).tolist())
+    codes = np.sort(names[parent[child]].astype(np.int64) * width + names[child])
+    pairs = set(codes[np.r_[True, codes[1:] != codes[:-1]]].tolist() if len(codes) else [])
     code = {c: i for i, c in enumerate(categories)}
     pairs.update(code[a] * width + code[b] for a, b in KNOWN_CALLS if a in code and b in code)
-    return {"width": width, "pairs": pairs}
+    return {"width": width, "pairs": pairs, "sorted": np.array(sorted(pairs), dtype=np.int64)}
 
 
 def _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls) -> None:
-    """Re-parent zero-duration events that start exactly when an open event ends (module doc)."""
+    """Re-parent zero-duration events that start exactly when an open event ends (module doc).
+
+    Each candidate walks up from its predecessor and stops at the first event that takes it (or at
+    its strict parent). The predecessor's test reads nothing another candidate sets, so it runs for
+    all candidates at once. Only an event (not a runtime call) of the candidate's thread that ends at
+    its start can take it: the candidates left with such an event walk on, one by one in start
+    order, as a walk reads the parents that earlier candidates got."""
     pos = np.asarray(order, dtype=np.int64)
     prev = np.full(len(pos), -1, dtype=np.int64)
     prev[pos[1:]] = np.where(thread[pos[1:]] == thread[pos[:-1]], pos[:-1], -1)
     candidates = pos[(start[pos] == end[pos]) & (prev[pos] >= 0) & (prev[pos] != parent[pos])]
-    width, pairs = calls["width"], calls["pairs"]
     names = names.astype(np.int64)
-    for i in candidates.tolist():
+    before = prev[candidates]
+    taken = _takes(before, candidates, start, end, launch, ext, names, calls)
+    parent[candidates[taken]] = before[taken]
+    rest = candidates[~taken]
+    rest = rest[_closed_at_start(rest, start, end, thread, launch)]
+    width, pairs = calls["width"], calls["pairs"]
+    for i in rest.tolist():
         strict, t, k = parent[i], start[i], prev[i]
         while k >= 0 and k != strict:
             if end[k] == t and not launch[k] and (
@@ -288,6 +320,33 @@ def _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls) 
                 parent[i] = k
                 break
             k = parent[k]
+
+
+def _takes(k: np.ndarray, i: np.ndarray, start, end, launch, ext, names, calls) -> np.ndarray:
+    """Per pair: does event ``k`` (ending at ``i``'s start, not a runtime call) take event ``i`` as
+    its child: the op of runtime call ``i``'s External id, or a known parent of ``i``'s name?"""
+    linked = launch[i] & (ext[i] >= 0)
+    code = names[k] * calls["width"] + names[i]
+    known = calls["sorted"]
+    at = np.minimum(np.searchsorted(known, code), max(len(known) - 1, 0))
+    called = known[at] == code if len(known) else np.zeros(len(i), dtype=bool)
+    return (end[k] == start[i]) & ~launch[k] & np.where(linked, ext[i] == ext[k], called)
+
+
+def _closed_at_start(rows: np.ndarray, start, end, thread, launch) -> np.ndarray:
+    """Per zero-duration event at ``rows`` (in start order): does another event of its thread, not a
+    runtime call, end at its start? All true when (thread, time) does not fit one 63-bit key."""
+    if not len(rows):
+        return np.zeros(0, dtype=bool)
+    lo, hi = int(start.min()), int(start.max())
+    span = hi - lo + 1
+    if int(thread.max()) >= 2**62 // span:
+        return np.ones(len(rows), dtype=bool)
+    others = np.flatnonzero(~launch & (end >= lo) & (end <= hi))
+    ends = np.sort(thread[others].astype(np.int64) * span + (end[others] - lo))
+    keys = thread[rows].astype(np.int64) * span + (start[rows] - lo)
+    count = np.searchsorted(ends, keys, "right") - np.searchsorted(ends, keys, "left")
+    return count > ~launch[rows]  # an event that is not a runtime call counts itself (end == start)
 
 
 # --- python_function frames ------------------------------------------------------------------------
