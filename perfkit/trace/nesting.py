@@ -63,12 +63,12 @@ def add_nesting(events: pd.DataFrame, steps: pd.DataFrame) -> None:
     parent = np.full(n, -1, dtype=np.int64)
     depth = np.full(n, -1, dtype=np.int32)
     complete = (events["ph"] == "X").to_numpy()
-    host = complete & events["cat"].isin(NESTED_CATEGORIES).to_numpy()
-    python = complete & (events["cat"] == "python_function").to_numpy()
+    host = complete & _is_in(events["cat"], NESTED_CATEGORIES)
+    python = complete & _is_in(events["cat"], ["python_function"])
     for rows, tree in ((np.flatnonzero(host), _host_tree), (np.flatnonzero(python), _python_tree)):
         if len(rows):
             local_parent, local_depth = tree(events, rows)
-            parent[rows] = np.where(local_parent >= 0, rows[np.clip(local_parent, 0, None)], -1)
+            parent[rows] = np.append(rows, -1)[local_parent]  # -1 reads the appended -1
             depth[rows] = local_depth
     events["parent"] = parent
     events["depth"] = depth
@@ -87,8 +87,15 @@ def _step_numbers(events: pd.DataFrame, mask: np.ndarray, steps: pd.DataFrame) -
     out = np.full(len(events), NO_STEP, dtype=np.int64)
     if len(steps) and mask.any():
         where = locate(steps["start_us"].to_numpy(), steps["end_us"].to_numpy(), events["ts_us"].to_numpy()[mask])
-        out[mask] = np.where(where >= 0, steps["step"].to_numpy()[np.clip(where, 0, None)], NO_STEP)
+        out[mask] = np.append(steps["step"].to_numpy(), NO_STEP)[where]  # -1 reads NO_STEP
     return out
+
+
+def _is_in(column: pd.Series, values) -> np.ndarray:
+    """``column.isin(values)`` as an array, looked up by category code when the column has them."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return np.append(column.cat.categories.isin(values), False)[column.cat.codes.to_numpy()]
+    return column.isin(values).to_numpy()
 
 
 # --- host events -----------------------------------------------------------------------------------
@@ -98,7 +105,7 @@ def _host_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.n
     -1 for roots). Reads the columns' arrays at ``rows`` only, never a copy of the frame."""
     start, end = _nanoseconds(events["ts_us"].to_numpy()[rows], events["dur_us"].to_numpy()[rows])
     thread = _threads(events, rows)
-    launch = events["cat"].isin(LAUNCH_CATEGORIES).to_numpy()[rows]
+    launch = _is_in(events["cat"], LAUNCH_CATEGORIES)[rows]
     ext = _op_links(events["external_id"].to_numpy()[rows], events["correlation"].to_numpy()[rows], launch)
     order = _start_order(start, end, thread, ext, launch)
     parent = _sweep(order, start, end, thread, launch)
@@ -193,21 +200,21 @@ def _sweep(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.nda
     n = len(order)
     s, e, th, la = start[order], end[order], thread[order], launch[order]
     head = _firsts(th)
-    if la.any() and (~la).any() and (_running_call_end(e, th, la, head) > s)[~la].any():
+    if _op_starts_in_a_call(s, e, th, la):
         return _sweep_stack(order, start, end, thread, launch)
     parent = np.full(n, -1, dtype=np.int64)
     ops = np.flatnonzero(~la)
     if len(ops):
         up = np.where(_firsts(th[ops]), -1, np.arange(len(ops)) - 1)
         up = _walk_up(e[ops], s[ops], up, np.arange(len(ops)))
-        parent[ops] = np.where(up >= 0, ops[np.clip(up, 0, None)], -1)
+        parent[ops] = np.append(ops, -1)[up]
     calls = np.flatnonzero(la)
     if len(calls):
         up = parent.copy()  # final for ops: a walk may jump through them
         up[calls] = np.where(head[calls], -1, calls - 1)
         parent[calls] = _walk_up(e, s, up, calls)[calls]
     out = np.empty(n, dtype=np.int64)
-    out[order] = np.where(parent >= 0, order[np.clip(parent, 0, None)], -1)
+    out[order] = np.append(order, -1)[parent]
     return out
 
 
@@ -223,35 +230,31 @@ def _walk_up(end: np.ndarray, start: np.ndarray, up: np.ndarray, active: np.ndar
     ``up[up[j]]`` until it ended after j's start (``end > start[j]``) or is -1. Positions are
     updated together, so each jump also shortens the walks of the later positions that pass
     through them."""
+    ends = np.append(end, _INF)  # read at -1: a walk that reaches -1 stops there
+    t = start[active]
+    last = t == _INF  # nothing ends after it: it walks to -1
+    up[active[last]] = -1
+    active, t = active[~last], t[~last]
     while len(active):
         k = up[active]
-        going = k >= 0
-        active, k = active[going], k[going]
-        going = end[k] <= start[active]
-        active, k = active[going], k[going]
-        up[active] = up[k]
+        going = ends[k] <= t
+        active, t = active[going], t[going]
+        up[active] = up[k[going]]
     return up
 
 
-def _running_call_end(end: np.ndarray, thread: np.ndarray, launch: np.ndarray, head: np.ndarray) -> np.ndarray:
-    """Per position (start order), the latest end of the runtime calls before it on its thread."""
-    ends = _thread_cummax(np.where(launch, end, -_INF), thread, head)
-    out = np.full(len(end), -_INF, dtype=np.int64)
-    out[1:] = np.where(head[1:], -_INF, ends[:-1])
-    return out
-
-
-def _thread_cummax(values: np.ndarray, thread: np.ndarray, head: np.ndarray) -> np.ndarray:
-    """Running maximum of ``values`` (-_INF: none) within each thread's run of positions (``head``:
-    where a run starts). One accumulate over run * width + value when that fits in 63 bits (every
-    key of a run is above every key of the runs before it), else a groupby."""
-    run = np.cumsum(head) - 1
-    shifted = np.where(values > -_INF, values + 1, 0)  # ends are >= 0 (ns from the first start)
-    width = int(shifted.max(initial=0)) + 1
-    if ((values < 0) & (values > -_INF)).any() or int(run.max(initial=0)) >= 2**62 // width:
-        return pd.Series(values).groupby(thread, sort=False).cummax().to_numpy()
-    best = np.maximum.accumulate(run * width + shifted) - run * width
-    return np.where(best > 0, best - 1, -_INF)
+def _op_starts_in_a_call(start: np.ndarray, end: np.ndarray, thread: np.ndarray, launch: np.ndarray) -> bool:
+    """In start order (thread by thread, start ascending): does an op start before an earlier runtime
+    call of its thread ends? Starts only grow along a thread, so each call is checked against the
+    first op after it."""
+    n = len(start)
+    calls = np.flatnonzero(launch)
+    if not len(calls) or len(calls) == n:
+        return False
+    first_op = np.minimum.accumulate(np.append(np.where(launch, n, np.arange(n)), n)[::-1])[::-1]
+    op = first_op[calls + 1]
+    calls, op = calls[op < n], op[op < n]
+    return bool(((thread[op] == thread[calls]) & (start[op] < end[calls])).any())
 
 
 def _sweep_stack(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray,
@@ -301,25 +304,33 @@ def _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls) 
     all candidates at once. Only an event (not a runtime call) of the candidate's thread that ends at
     its start can take it: the candidates left with such an event walk on, one by one in start
     order, as a walk reads the parents that earlier candidates got."""
-    pos = np.asarray(order, dtype=np.int64)
-    prev = np.full(len(pos), -1, dtype=np.int64)
-    prev[pos[1:]] = np.where(thread[pos[1:]] == thread[pos[:-1]], pos[:-1], -1)
-    candidates = pos[(start[pos] == end[pos]) & (prev[pos] >= 0) & (prev[pos] != parent[pos])]
+    candidates, before = _candidates(np.asarray(order, dtype=np.int64), parent, start, end, thread)
     names = names.astype(np.int64)
-    before = prev[candidates]
     taken = _takes(before, candidates, start, end, launch, ext, names, calls)
     parent[candidates[taken]] = before[taken]
-    rest = candidates[~taken]
-    rest = rest[_closed_at_start(rest, start, end, thread, launch)]
+    rest = ~taken
+    rest[rest] = _closed_at_start(candidates[rest], start, end, thread, launch)
     width, pairs = calls["width"], calls["pairs"]
-    for i in rest.tolist():
-        strict, t, k = parent[i], start[i], prev[i]
+    for i, k in zip(candidates[rest].tolist(), before[rest].tolist()):
+        strict, t = parent[i], start[i]
         while k >= 0 and k != strict:
             if end[k] == t and not launch[k] and (
                     ext[i] == ext[k] if launch[i] and ext[i] >= 0 else int(names[k]) * width + int(names[i]) in pairs):
                 parent[i] = k
                 break
             k = parent[k]
+
+
+def _candidates(order, parent, start, end, thread) -> tuple[np.ndarray, np.ndarray]:
+    """(zero-duration events in start order whose predecessor on their thread is not their strict
+    parent, that predecessor)."""
+    zero = np.flatnonzero(start == end)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    zero = zero[np.argsort(rank[zero])]
+    before = order[rank[zero] - 1]  # the first position reads the last: a thread check drops it
+    keep = (rank[zero] > 0) & (thread[before] == thread[zero]) & (before != parent[zero])
+    return zero[keep], before[keep]
 
 
 def _takes(k: np.ndarray, i: np.ndarray, start, end, launch, ext, names, calls) -> np.ndarray:
@@ -345,8 +356,10 @@ def _closed_at_start(rows: np.ndarray, start, end, thread, launch) -> np.ndarray
     others = np.flatnonzero(~launch & (end >= lo) & (end <= hi))
     ends = np.sort(thread[others].astype(np.int64) * span + (end[others] - lo))
     keys = thread[rows].astype(np.int64) * span + (start[rows] - lo)
-    count = np.searchsorted(ends, keys, "right") - np.searchsorted(ends, keys, "left")
-    return count > ~launch[rows]  # an event that is not a runtime call counts itself (end == start)
+    at = np.searchsorted(ends, keys)
+    ends = np.append(ends, [-1, -1])  # keys are >= 0: nothing past the last end is equal
+    # An event that is not a runtime call finds itself (its end is its start): it needs a second.
+    return ends[at + ~launch[rows]] == keys
 
 
 # --- python_function frames ------------------------------------------------------------------------
@@ -364,11 +377,14 @@ def _python_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
-    """Number of ancestors of each node of an acyclic parent array (pointer doubling)."""
-    depth = (parent >= 0).astype(np.int64)
+    """Number of ancestors of each node of an acyclic parent array (pointer doubling over the nodes
+    still short of a root)."""
+    depth = (parent >= 0).astype(np.int32)
     jump = parent.copy()
-    while (jump >= 0).any():
-        live = jump >= 0
-        depth[live] += depth[jump[live]]
-        jump[live] = jump[jump[live]]
-    return depth.astype(np.int32)
+    live = np.flatnonzero(parent >= 0)
+    while len(live):
+        up = jump[live]
+        depth[live] += depth[up]
+        jump[live] = up = jump[up]
+        live = live[up >= 0]
+    return depth
