@@ -126,8 +126,7 @@ def _start_order(start: np.ndarray, end: np.ndarray, thread: np.ndarray, ext: np
         return np.lexsort((start - end, *_link_keys(ext, launch), *keys))
     order = np.argsort(keys[0], kind="stable")
     key = keys[0][order]
-    tied = np.zeros(len(key), dtype=bool)
-    tied[1:] = key[1:] == key[:-1]
+    tied = ~_firsts(key)
     tied[:-1] |= tied[1:]
     at = np.flatnonzero(tied)
     if len(at):
@@ -205,8 +204,10 @@ def _sweep(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.nda
     parent = np.full(n, -1, dtype=np.int64)
     ops = np.flatnonzero(~la)
     if len(ops):
-        up = np.where(_firsts(th[ops]), -1, np.arange(len(ops)) - 1)
-        up = _walk_up(e[ops], s[ops], up, np.arange(len(ops)))
+        s_ops, e_ops = s[ops], e[ops]
+        root = ~_open_before(s_ops, e_ops, _firsts(th[ops]))  # its walk would go all the way up
+        up = np.where(root, -1, np.arange(len(ops)) - 1)
+        up = _walk_up(e_ops, s_ops, up, np.flatnonzero(~root))
         parent[ops] = np.append(ops, -1)[up]
     calls = np.flatnonzero(la)
     if len(calls):
@@ -232,9 +233,8 @@ def _walk_up(end: np.ndarray, start: np.ndarray, up: np.ndarray, active: np.ndar
     through them."""
     ends = np.append(end, _INF)  # read at -1: a walk that reaches -1 stops there
     t = start[active]
-    last = t == _INF  # nothing ends after it: it walks to -1
-    up[active[last]] = -1
-    active, t = active[~last], t[~last]
+    up[active[t == _INF]] = -1  # nothing ends after it: it walks to -1
+    active, t = active[t < _INF], t[t < _INF]
     while len(active):
         k = up[active]
         going = ends[k] <= t
@@ -243,10 +243,25 @@ def _walk_up(end: np.ndarray, start: np.ndarray, up: np.ndarray, active: np.ndar
     return up
 
 
+def _open_before(start: np.ndarray, end: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Per position of runs in start order (``first``: where a run starts): does an earlier event of
+    its run end after its start? One running maximum of run * width + end (a run's keys are above
+    those of the runs before it); true past each run's first position when that overflows."""
+    if not len(start):
+        return np.zeros(0, dtype=bool)
+    run = np.cumsum(first) - 1
+    lo = int(end.min())
+    width = int(end.max()) - lo + 1
+    if (int(run[-1]) + 1) * width + abs(int(start.max()) - lo) + abs(int(start.min()) - lo) >= 2**62:
+        return ~first
+    base = run * width - lo
+    reach = np.maximum.accumulate(base + end)
+    return np.r_[False, reach[:-1] > base[1:] + start[1:]] & ~first
+
+
 def _op_starts_in_a_call(start: np.ndarray, end: np.ndarray, thread: np.ndarray, launch: np.ndarray) -> bool:
-    """In start order (thread by thread, start ascending): does an op start before an earlier runtime
-    call of its thread ends? Starts only grow along a thread, so each call is checked against the
-    first op after it."""
+    """In start order (thread by thread): does an op start before an earlier runtime call of its
+    thread ends? Starts only grow along a thread: each call is checked against the next op."""
     n = len(start)
     calls = np.flatnonzero(launch)
     if not len(calls) or len(calls) == n:
@@ -284,8 +299,8 @@ def _sweep_stack(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: 
 
 def _calls(parent: np.ndarray, names: np.ndarray, launch: np.ndarray, categories: list) -> dict:
     """(parent name code, child name code) of every strict parent/child pair, plus ``KNOWN_CALLS``,
-    each as parent * width + child: a set (``pairs``) and a sorted array (``sorted``); ``categories``:
-    the name of each code."""
+    each as parent * width + child: a set (``pairs``) and a sorted array ending in _INF, which no
+    code equals (``sorted``); ``categories``: the name of each code."""
     child = np.flatnonzero(parent >= 0)
     child = child[~launch[parent[child]]]
     width = max(int(names.max()) + 1 if len(names) else 1, len(categories))
@@ -293,17 +308,16 @@ def _calls(parent: np.ndarray, names: np.ndarray, launch: np.ndarray, categories
     pairs = set(codes[np.r_[True, codes[1:] != codes[:-1]]].tolist() if len(codes) else [])
     code = {c: i for i, c in enumerate(categories)}
     pairs.update(code[a] * width + code[b] for a, b in KNOWN_CALLS if a in code and b in code)
-    return {"width": width, "pairs": pairs, "sorted": np.array(sorted(pairs), dtype=np.int64)}
+    return {"width": width, "pairs": pairs, "sorted": np.array([*sorted(pairs), _INF], dtype=np.int64)}
 
 
 def _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls) -> None:
     """Re-parent zero-duration events that start exactly when an open event ends (module doc).
 
-    Each candidate walks up from its predecessor and stops at the first event that takes it (or at
-    its strict parent). The predecessor's test reads nothing another candidate sets, so it runs for
-    all candidates at once. Only an event (not a runtime call) of the candidate's thread that ends at
-    its start can take it: the candidates left with such an event walk on, one by one in start
-    order, as a walk reads the parents that earlier candidates got."""
+    A candidate walks up from its predecessor to the first event that takes it (or its strict parent).
+    The predecessor's test reads nothing another candidate sets: it runs for all at once. Only an op
+    of the thread ending at the candidate's start can take it; those left with one walk on one by
+    one in start order, as a walk reads the parents earlier candidates got."""
     candidates, before = _candidates(np.asarray(order, dtype=np.int64), parent, start, end, thread)
     names = names.astype(np.int64)
     taken = _takes(before, candidates, start, end, launch, ext, names, calls)
@@ -322,8 +336,7 @@ def _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls) 
 
 
 def _candidates(order, parent, start, end, thread) -> tuple[np.ndarray, np.ndarray]:
-    """(zero-duration events in start order whose predecessor on their thread is not their strict
-    parent, that predecessor)."""
+    """(zero-duration events in start order whose thread predecessor is not their parent, that one)."""
     zero = np.flatnonzero(start == end)
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
@@ -339,16 +352,13 @@ def _takes(k: np.ndarray, i: np.ndarray, start, end, launch, ext, names, calls) 
     linked = launch[i] & (ext[i] >= 0)
     code = names[k] * calls["width"] + names[i]
     known = calls["sorted"]
-    at = np.minimum(np.searchsorted(known, code), max(len(known) - 1, 0))
-    called = known[at] == code if len(known) else np.zeros(len(i), dtype=bool)
+    called = known[np.searchsorted(known, code)] == code
     return (end[k] == start[i]) & ~launch[k] & np.where(linked, ext[i] == ext[k], called)
 
 
 def _closed_at_start(rows: np.ndarray, start, end, thread, launch) -> np.ndarray:
     """Per zero-duration event at ``rows`` (in start order): does another event of its thread, not a
     runtime call, end at its start? All true when (thread, time) does not fit one 63-bit key."""
-    if not len(rows):
-        return np.zeros(0, dtype=bool)
     lo, hi = int(start.min()), int(start.max())
     span = hi - lo + 1
     if int(thread.max()) >= 2**62 // span:
@@ -357,7 +367,7 @@ def _closed_at_start(rows: np.ndarray, start, end, thread, launch) -> np.ndarray
     ends = np.sort(thread[others].astype(np.int64) * span + (end[others] - lo))
     keys = thread[rows].astype(np.int64) * span + (start[rows] - lo)
     at = np.searchsorted(ends, keys)
-    ends = np.append(ends, [-1, -1])  # keys are >= 0: nothing past the last end is equal
+    ends = np.append(ends, -1)  # keys are >= 0: past the last end nothing is equal
     # An event that is not a runtime call finds itself (its end is its start): it needs a second.
     return ends[at + ~launch[rows]] == keys
 
