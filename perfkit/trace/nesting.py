@@ -92,10 +92,13 @@ def _step_numbers(events: pd.DataFrame, mask: np.ndarray, steps: pd.DataFrame) -
 
 
 def _is_in(column: pd.Series, values) -> np.ndarray:
-    """``column.isin(values)`` as an array, looked up by category code when the column has them."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return np.append(column.cat.categories.isin(values), False)[column.cat.codes.to_numpy()]
-    return column.isin(values).to_numpy()
+    """``column.isin(values)`` as an array; by comparing category codes when the column has them."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return column.isin(values).to_numpy()
+    codes, out = column.cat.codes.to_numpy(), np.zeros(len(column), dtype=bool)
+    for code in np.flatnonzero(column.cat.categories.isin(values)).tolist():
+        out |= codes == code
+    return out
 
 
 # --- host events -----------------------------------------------------------------------------------
@@ -206,8 +209,7 @@ def _sweep(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.nda
     if len(ops):
         s_ops, e_ops = s[ops], e[ops]
         root = ~_open_before(s_ops, e_ops, _firsts(th[ops]))  # its walk would go all the way up
-        up = np.where(root, -1, np.arange(len(ops)) - 1)
-        up = _walk_up(e_ops, s_ops, up, np.flatnonzero(~root))
+        up = _walk_up(e_ops, s_ops, np.where(root, -1, np.arange(len(ops)) - 1), np.flatnonzero(~root))
         parent[ops] = np.append(ops, -1)[up]
     calls = np.flatnonzero(la)
     if len(calls):
@@ -264,8 +266,6 @@ def _op_starts_in_a_call(start: np.ndarray, end: np.ndarray, thread: np.ndarray,
     thread ends? Starts only grow along a thread: each call is checked against the next op."""
     n = len(start)
     calls = np.flatnonzero(launch)
-    if not len(calls) or len(calls) == n:
-        return False
     first_op = np.minimum.accumulate(np.append(np.where(launch, n, np.arange(n)), n)[::-1])[::-1]
     op = first_op[calls + 1]
     calls, op = calls[op < n], op[op < n]
@@ -350,8 +350,7 @@ def _takes(k: np.ndarray, i: np.ndarray, start, end, launch, ext, names, calls) 
     """Per pair: does event ``k`` (ending at ``i``'s start, not a runtime call) take event ``i`` as
     its child: the op of runtime call ``i``'s External id, or a known parent of ``i``'s name?"""
     linked = launch[i] & (ext[i] >= 0)
-    code = names[k] * calls["width"] + names[i]
-    known = calls["sorted"]
+    known, code = calls["sorted"], names[k] * calls["width"] + names[i]
     called = known[np.searchsorted(known, code)] == code
     return (end[k] == start[i]) & ~launch[k] & np.where(linked, ext[i] == ext[k], called)
 
