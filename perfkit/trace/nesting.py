@@ -139,9 +139,9 @@ def _start_order(start: np.ndarray, end: np.ndarray, thread: np.ndarray, ext: np
 
 
 def _threads(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """A number per (pid, tid) of the events at ``rows``, in order of first appearance."""
-    keys = [_name_codes(events[col], rows)[0].astype(np.int64) for col in ("pid", "tid")]
-    return pd.factorize(keys[0] * (int(keys[1].max()) + 2) + keys[1] + 1)[0]
+    """A number >= 0 per (pid, tid) of the events at ``rows`` (from their codes; -1: missing)."""
+    keys = [_name_codes(events[col], rows)[0].astype(np.int64) + 1 for col in ("pid", "tid")]
+    return keys[0] * (int(keys[1].max()) + 1) + keys[1]
 
 
 def _thread_start_keys(thread: np.ndarray, start: np.ndarray) -> tuple:
