@@ -337,12 +337,9 @@ def _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls) 
 
 def _candidates(order, parent, start, end, thread) -> tuple[np.ndarray, np.ndarray]:
     """(zero-duration events in start order whose thread predecessor is not their parent, that one)."""
-    zero = np.flatnonzero(start == end)
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    zero = zero[np.argsort(rank[zero])]
-    before = order[rank[zero] - 1]  # the first position reads the last: a thread check drops it
-    keep = (rank[zero] > 0) & (thread[before] == thread[zero]) & (before != parent[zero])
+    at = np.flatnonzero((start == end)[order])
+    zero, before = order[at], order[at - 1]  # at 0 reads the last position: at > 0 drops it
+    keep = (at > 0) & (thread[before] == thread[zero]) & (before != parent[zero])
     return zero[keep], before[keep]
 
 
