@@ -247,29 +247,27 @@ def _walk_up(end: np.ndarray, start: np.ndarray, up: np.ndarray, active: np.ndar
 
 def _open_before(start: np.ndarray, end: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Per position of runs in start order (``first``: where a run starts): does an earlier event of
-    its run end after its start? One running maximum of run * width + end (a run's keys are above
-    those of the runs before it); true past each run's first position when that overflows."""
-    if not len(start):
-        return np.zeros(0, dtype=bool)
-    run = np.cumsum(first) - 1
-    lo = int(end.min())
-    width = int(end.max()) - lo + 1
-    if (int(run[-1]) + 1) * width + abs(int(start.max()) - lo) + abs(int(start.min()) - lo) >= 2**62:
+    its run end after its start? A running maximum per run; with over 64 runs (threads), no loop:
+    true past each run's first position."""
+    heads = np.flatnonzero(first)
+    if len(heads) > 64:
         return ~first
-    base = run * width - lo
-    reach = np.maximum.accumulate(base + end)
-    return np.r_[False, reach[:-1] > base[1:] + start[1:]] & ~first
+    out = np.zeros(len(start), dtype=bool)
+    for lo, hi in zip(heads.tolist(), [*heads[1:].tolist(), len(start)]):
+        out[lo + 1:hi] = np.maximum.accumulate(end[lo:hi - 1]) > start[lo + 1:hi]
+    return out
 
 
 def _op_starts_in_a_call(start: np.ndarray, end: np.ndarray, thread: np.ndarray, launch: np.ndarray) -> bool:
     """In start order (thread by thread): does an op start before an earlier runtime call of its
-    thread ends? Starts only grow along a thread: each call is checked against the next op."""
-    n = len(start)
-    calls = np.flatnonzero(launch)
-    first_op = np.minimum.accumulate(np.append(np.where(launch, n, np.arange(n)), n)[::-1])[::-1]
-    op = first_op[calls + 1]
-    calls, op = calls[op < n], op[op < n]
-    return bool(((thread[op] == thread[calls]) & (start[op] < end[calls])).any())
+    thread ends? Starts only grow along a thread: only a call still running when the next event
+    starts can be, and it is checked against the next op."""
+    calls, ops = np.flatnonzero(launch[:-1]), np.flatnonzero(~launch)
+    calls = calls[end[calls] > start[calls + 1]]
+    if not len(calls) or not len(ops):
+        return False
+    op = ops[np.minimum(np.searchsorted(ops, calls), len(ops) - 1)]
+    return bool(((op > calls) & (thread[op] == thread[calls]) & (start[op] < end[calls])).any())
 
 
 def _sweep_stack(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray,
