@@ -235,9 +235,7 @@ def test_pointer_jumping_sweep_equals_an_explicit_stack():
         order = np.lexsort((np.arange(n), start - end, launch, start, thread))
         got = nesting._sweep(order, start, end, thread, launch)
         assert (got == nesting._sweep_stack(order, start, end, thread, launch)).all()
-        s, e, la = start[order], end[order], launch[order]
-        fast += not (la.any() and (~la).any() and
-                     (nesting._running_call_end(e, thread[order], la, np.r_[True, np.diff(thread[order]) != 0]) > s)[~la].any())
+        fast += not nesting._op_starts_in_a_call(start[order], end[order], thread[order], launch[order])
     assert fast > 500  # most cases took the vectorized path
 
 
@@ -250,19 +248,21 @@ def test_a_real_trace_nests_the_same_by_stack_and_by_pointer_jumping(monkeypatch
     assert (load_trace(path, use_cache=False).events["parent"].to_numpy() == fast).all()
 
 
-def test_thread_running_maximum_equals_a_groupby_cummax():
-    """The one-accumulate running maximum per thread run against pandas' groupby cummax, with
-    runs of no runtime call, negative ends (the groupby fallback) and one long run."""
-    import pandas as pd
-
+def test_op_starting_inside_a_running_call_is_found_as_a_plain_scan_finds_it():
+    """The check that sends a trace to the stack sweep (each runtime call against the first op after
+    it) against a scan of every (earlier call, op) pair of a thread, on random sorted threads."""
     from perfkit.trace import nesting
 
     rng = np.random.default_rng(11)
-    for low in (0, -20):
-        for _ in range(1000):
-            n = int(rng.integers(1, 60))
-            thread = np.sort(rng.integers(0, 4, n))
-            values = np.where(rng.random(n) < 0.5, rng.integers(low, 50, n), -nesting._INF)
-            head = np.r_[True, np.diff(thread) != 0]
-            expected = pd.Series(values).groupby(thread, sort=False).cummax().to_numpy()
-            assert (nesting._thread_cummax(values, thread, head) == expected).all()
+    seen = set()
+    for _ in range(2000):
+        n = int(rng.integers(1, 40))
+        thread = np.sort(rng.integers(0, 3, n))
+        start = np.concatenate([np.sort(rng.integers(0, 30, (thread == t).sum())) for t in range(3)])
+        end = start + rng.integers(0, 8, n) * rng.integers(0, 2, n)
+        launch = rng.random(n) < rng.random()
+        expected = any(launch[c] and not launch[j] and thread[c] == thread[j] and end[c] > start[j]
+                       for j in range(n) for c in range(j))
+        assert nesting._op_starts_in_a_call(start, end, thread, launch) == expected
+        seen.add(expected)
+    assert seen == {True, False}

@@ -63,12 +63,12 @@ def add_nesting(events: pd.DataFrame, steps: pd.DataFrame) -> None:
     parent = np.full(n, -1, dtype=np.int64)
     depth = np.full(n, -1, dtype=np.int32)
     complete = (events["ph"] == "X").to_numpy()
-    host = complete & events["cat"].isin(NESTED_CATEGORIES).to_numpy()
-    python = complete & (events["cat"] == "python_function").to_numpy()
+    host = complete & _is_in(events["cat"], NESTED_CATEGORIES)
+    python = complete & _is_in(events["cat"], ["python_function"])
     for rows, tree in ((np.flatnonzero(host), _host_tree), (np.flatnonzero(python), _python_tree)):
         if len(rows):
             local_parent, local_depth = tree(events, rows)
-            parent[rows] = np.where(local_parent >= 0, rows[np.clip(local_parent, 0, None)], -1)
+            parent[rows] = np.append(rows, -1)[local_parent]  # -1 reads the appended -1
             depth[rows] = local_depth
     events["parent"] = parent
     events["depth"] = depth
@@ -87,7 +87,17 @@ def _step_numbers(events: pd.DataFrame, mask: np.ndarray, steps: pd.DataFrame) -
     out = np.full(len(events), NO_STEP, dtype=np.int64)
     if len(steps) and mask.any():
         where = locate(steps["start_us"].to_numpy(), steps["end_us"].to_numpy(), events["ts_us"].to_numpy()[mask])
-        out[mask] = np.where(where >= 0, steps["step"].to_numpy()[np.clip(where, 0, None)], NO_STEP)
+        out[mask] = np.append(steps["step"].to_numpy(), NO_STEP)[where]  # -1 reads NO_STEP
+    return out
+
+
+def _is_in(column: pd.Series, values) -> np.ndarray:
+    """``column.isin(values)`` as an array; by comparing category codes when the column has them."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return column.isin(values).to_numpy()
+    codes, out = column.cat.codes.to_numpy(), np.zeros(len(column), dtype=bool)
+    for code in np.flatnonzero(column.cat.categories.isin(values)).tolist():
+        out |= codes == code
     return out
 
 
@@ -98,11 +108,9 @@ def _host_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.n
     -1 for roots). Reads the columns' arrays at ``rows`` only, never a copy of the frame."""
     start, end = _nanoseconds(events["ts_us"].to_numpy()[rows], events["dur_us"].to_numpy()[rows])
     thread = _threads(events, rows)
-    launch = events["cat"].isin(LAUNCH_CATEGORIES).to_numpy()[rows]
+    launch = _is_in(events["cat"], LAUNCH_CATEGORIES)[rows]
     ext = _op_links(events["external_id"].to_numpy()[rows], events["correlation"].to_numpy()[rows], launch)
-    # Start order: a runtime call without an External id sorts after the ops starting with it. The
-    # sort is stable (lexsort), so full ties keep file order.
-    order = np.lexsort((start - end, *_link_keys(ext, launch), *_thread_start_keys(thread, start)))
+    order = _start_order(start, end, thread, ext, launch)
     parent = _sweep(order, start, end, thread, launch)
     names, categories = _name_codes(events["name"], rows)
     calls = _calls(parent, names, launch, categories)
@@ -110,10 +118,30 @@ def _host_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.n
     return parent, _depths(parent)
 
 
+def _start_order(start: np.ndarray, end: np.ndarray, thread: np.ndarray, ext: np.ndarray,
+                 launch: np.ndarray) -> np.ndarray:
+    """Positions in start order: by thread and start, then External id (a runtime call without one
+    after the ops starting with it), then the longer first, then file order. One stable sort of the
+    (thread, start) key, which files mostly hold in order already, then a lexsort of its runs of
+    equal keys only; a plain lexsort of all keys when (thread, start) needs two keys."""
+    keys = _thread_start_keys(thread, start)
+    if len(keys) > 1:
+        return np.lexsort((start - end, *_link_keys(ext, launch), *keys))
+    order = np.argsort(keys[0], kind="stable")
+    key = keys[0][order]
+    tied = ~_firsts(key)
+    tied[:-1] |= tied[1:]
+    at = np.flatnonzero(tied)
+    if len(at):
+        sub = order[at]
+        order[at] = sub[np.lexsort((start[sub] - end[sub], *_link_keys(ext[sub], launch[sub]), key[at]))]
+    return order
+
+
 def _threads(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """A number per (pid, tid) of the events at ``rows``, in order of first appearance."""
-    keys = [_name_codes(events[col], rows)[0].astype(np.int64) for col in ("pid", "tid")]
-    return pd.factorize(keys[0] * (int(keys[1].max()) + 2) + keys[1] + 1)[0]
+    """A number >= 0 per (pid, tid) of the events at ``rows`` (from their codes; -1: missing)."""
+    keys = [_name_codes(events[col], rows)[0].astype(np.int64) + 1 for col in ("pid", "tid")]
+    return keys[0] * (int(keys[1].max()) + 1) + keys[1]
 
 
 def _thread_start_keys(thread: np.ndarray, start: np.ndarray) -> tuple:
@@ -174,21 +202,22 @@ def _sweep(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.nda
     n = len(order)
     s, e, th, la = start[order], end[order], thread[order], launch[order]
     head = _firsts(th)
-    if la.any() and (~la).any() and (_running_call_end(e, th, la, head) > s)[~la].any():
+    if _op_starts_in_a_call(s, e, th, la):
         return _sweep_stack(order, start, end, thread, launch)
     parent = np.full(n, -1, dtype=np.int64)
     ops = np.flatnonzero(~la)
     if len(ops):
-        up = np.where(_firsts(th[ops]), -1, np.arange(len(ops)) - 1)
-        up = _walk_up(e[ops], s[ops], up, np.arange(len(ops)))
-        parent[ops] = np.where(up >= 0, ops[np.clip(up, 0, None)], -1)
+        s_ops, e_ops = s[ops], e[ops]
+        root = ~_open_before(s_ops, e_ops, _firsts(th[ops]))  # its walk would go all the way up
+        up = _walk_up(e_ops, s_ops, np.where(root, -1, np.arange(len(ops)) - 1), np.flatnonzero(~root))
+        parent[ops] = np.append(ops, -1)[up]
     calls = np.flatnonzero(la)
     if len(calls):
         up = parent.copy()  # final for ops: a walk may jump through them
         up[calls] = np.where(head[calls], -1, calls - 1)
         parent[calls] = _walk_up(e, s, up, calls)[calls]
     out = np.empty(n, dtype=np.int64)
-    out[order] = np.where(parent >= 0, order[np.clip(parent, 0, None)], -1)
+    out[order] = np.append(order, -1)[parent]
     return out
 
 
@@ -204,35 +233,41 @@ def _walk_up(end: np.ndarray, start: np.ndarray, up: np.ndarray, active: np.ndar
     ``up[up[j]]`` until it ended after j's start (``end > start[j]``) or is -1. Positions are
     updated together, so each jump also shortens the walks of the later positions that pass
     through them."""
+    ends = np.append(end, _INF)  # read at -1: a walk that reaches -1 stops there
+    t = start[active]
+    up[active[t == _INF]] = -1  # nothing ends after it: it walks to -1
+    active, t = active[t < _INF], t[t < _INF]
     while len(active):
         k = up[active]
-        going = k >= 0
-        active, k = active[going], k[going]
-        going = end[k] <= start[active]
-        active, k = active[going], k[going]
-        up[active] = up[k]
+        going = ends[k] <= t
+        active, t = active[going], t[going]
+        up[active] = up[k[going]]
     return up
 
 
-def _running_call_end(end: np.ndarray, thread: np.ndarray, launch: np.ndarray, head: np.ndarray) -> np.ndarray:
-    """Per position (start order), the latest end of the runtime calls before it on its thread."""
-    ends = _thread_cummax(np.where(launch, end, -_INF), thread, head)
-    out = np.full(len(end), -_INF, dtype=np.int64)
-    out[1:] = np.where(head[1:], -_INF, ends[:-1])
+def _open_before(start: np.ndarray, end: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Per position of runs in start order (``first``: where a run starts): does an earlier event of
+    its run end after its start? A running maximum per run; with over 64 runs (threads), no loop:
+    true past each run's first position."""
+    heads = np.flatnonzero(first)
+    if len(heads) > 64:
+        return ~first
+    out = np.zeros(len(start), dtype=bool)
+    for lo, hi in zip(heads.tolist(), [*heads[1:].tolist(), len(start)]):
+        out[lo + 1:hi] = np.maximum.accumulate(end[lo:hi - 1]) > start[lo + 1:hi]
     return out
 
 
-def _thread_cummax(values: np.ndarray, thread: np.ndarray, head: np.ndarray) -> np.ndarray:
-    """Running maximum of ``values`` (-_INF: none) within each thread's run of positions (``head``:
-    where a run starts). One accumulate over run * width + value when that fits in 63 bits (every
-    key of a run is above every key of the runs before it), else a groupby."""
-    run = np.cumsum(head) - 1
-    shifted = np.where(values > -_INF, values + 1, 0)  # ends are >= 0 (ns from the first start)
-    width = int(shifted.max(initial=0)) + 1
-    if ((values < 0) & (values > -_INF)).any() or int(run.max(initial=0)) >= 2**62 // width:
-        return pd.Series(values).groupby(thread, sort=False).cummax().to_numpy()
-    best = np.maximum.accumulate(run * width + shifted) - run * width
-    return np.where(best > 0, best - 1, -_INF)
+def _op_starts_in_a_call(start: np.ndarray, end: np.ndarray, thread: np.ndarray, launch: np.ndarray) -> bool:
+    """In start order (thread by thread): does an op start before an earlier runtime call of its
+    thread ends? Starts only grow along a thread: only a call still running when the next event
+    starts can be, and it is checked against the next op."""
+    calls, ops = np.flatnonzero(launch[:-1]), np.flatnonzero(~launch)
+    calls = calls[end[calls] > start[calls + 1]]
+    if not len(calls) or not len(ops):
+        return False
+    op = ops[np.minimum(np.searchsorted(ops, calls), len(ops) - 1)]
+    return bool(((op > calls) & (thread[op] == thread[calls]) & (start[op] < end[calls])).any())
 
 
 def _sweep_stack(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray,
@@ -261,33 +296,74 @@ def _sweep_stack(order: np.ndarray, start: np.ndarray, end: np.ndarray, thread: 
 
 
 def _calls(parent: np.ndarray, names: np.ndarray, launch: np.ndarray, categories: list) -> dict:
-    """(parent name code, child name code) of every strict parent/child pair, plus ``KNOWN_CALLS``;
-    ``categories``: the name of each code."""
+    """(parent name code, child name code) of every strict parent/child pair, plus ``KNOWN_CALLS``,
+    each as parent * width + child: a set (``pairs``) and a sorted array ending in _INF, which no
+    code equals (``sorted``); ``categories``: the name of each code."""
     child = np.flatnonzero(parent >= 0)
     child = child[~launch[parent[child]]]
     width = max(int(names.max()) + 1 if len(names) else 1, len(categories))
-    pairs = set(np.unique(names[parent[child]].astype(np.int64) * width + names[child]).tolist())
+    codes = np.sort(names[parent[child]].astype(np.int64) * width + names[child])
+    pairs = set(codes[np.r_[True, codes[1:] != codes[:-1]]].tolist() if len(codes) else [])
     code = {c: i for i, c in enumerate(categories)}
     pairs.update(code[a] * width + code[b] for a, b in KNOWN_CALLS if a in code and b in code)
-    return {"width": width, "pairs": pairs}
+    return {"width": width, "pairs": pairs, "sorted": np.array([*sorted(pairs), _INF], dtype=np.int64)}
 
 
 def _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls) -> None:
-    """Re-parent zero-duration events that start exactly when an open event ends (module doc)."""
-    pos = np.asarray(order, dtype=np.int64)
-    prev = np.full(len(pos), -1, dtype=np.int64)
-    prev[pos[1:]] = np.where(thread[pos[1:]] == thread[pos[:-1]], pos[:-1], -1)
-    candidates = pos[(start[pos] == end[pos]) & (prev[pos] >= 0) & (prev[pos] != parent[pos])]
-    width, pairs = calls["width"], calls["pairs"]
+    """Re-parent zero-duration events that start exactly when an open event ends (module doc).
+
+    A candidate walks up from its predecessor to the first event that takes it (or its strict parent).
+    The predecessor's test reads nothing another candidate sets: it runs for all at once. Only an op
+    of the thread ending at the candidate's start can take it; those left with one walk on one by
+    one in start order, as a walk reads the parents earlier candidates got."""
+    candidates, before = _candidates(np.asarray(order, dtype=np.int64), parent, start, end, thread)
     names = names.astype(np.int64)
-    for i in candidates.tolist():
-        strict, t, k = parent[i], start[i], prev[i]
+    taken = _takes(before, candidates, start, end, launch, ext, names, calls)
+    parent[candidates[taken]] = before[taken]
+    rest = ~taken
+    rest[rest] = _closed_at_start(candidates[rest], start, end, thread, launch)
+    width, pairs = calls["width"], calls["pairs"]
+    for i, k in zip(candidates[rest].tolist(), before[rest].tolist()):
+        strict, t = parent[i], start[i]
         while k >= 0 and k != strict:
             if end[k] == t and not launch[k] and (
                     ext[i] == ext[k] if launch[i] and ext[i] >= 0 else int(names[k]) * width + int(names[i]) in pairs):
                 parent[i] = k
                 break
             k = parent[k]
+
+
+def _candidates(order, parent, start, end, thread) -> tuple[np.ndarray, np.ndarray]:
+    """(zero-duration events in start order whose thread predecessor is not their parent, that one)."""
+    at = np.flatnonzero((start == end)[order])
+    zero, before = order[at], order[at - 1]  # at 0 reads the last position: at > 0 drops it
+    keep = (at > 0) & (thread[before] == thread[zero]) & (before != parent[zero])
+    return zero[keep], before[keep]
+
+
+def _takes(k: np.ndarray, i: np.ndarray, start, end, launch, ext, names, calls) -> np.ndarray:
+    """Per pair: does event ``k`` (ending at ``i``'s start, not a runtime call) take event ``i`` as
+    its child: the op of runtime call ``i``'s External id, or a known parent of ``i``'s name?"""
+    linked = launch[i] & (ext[i] >= 0)
+    known, code = calls["sorted"], names[k] * calls["width"] + names[i]
+    called = known[np.searchsorted(known, code)] == code
+    return (end[k] == start[i]) & ~launch[k] & np.where(linked, ext[i] == ext[k], called)
+
+
+def _closed_at_start(rows: np.ndarray, start, end, thread, launch) -> np.ndarray:
+    """Per zero-duration event at ``rows`` (in start order): does another event of its thread, not a
+    runtime call, end at its start? All true when (thread, time) does not fit one 63-bit key."""
+    lo, hi = int(start.min()), int(start.max())
+    span = hi - lo + 1
+    if int(thread.max()) >= 2**62 // span:
+        return np.ones(len(rows), dtype=bool)
+    others = np.flatnonzero(~launch & (end >= lo) & (end <= hi))
+    ends = np.sort(thread[others].astype(np.int64) * span + (end[others] - lo))
+    keys = thread[rows].astype(np.int64) * span + (start[rows] - lo)
+    at = np.searchsorted(ends, keys)
+    ends = np.append(ends, -1)  # keys are >= 0: past the last end nothing is equal
+    # An event that is not a runtime call finds itself (its end is its start): it needs a second.
+    return ends[at + ~launch[rows]] == keys
 
 
 # --- python_function frames ------------------------------------------------------------------------
@@ -305,11 +381,14 @@ def _python_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
-    """Number of ancestors of each node of an acyclic parent array (pointer doubling)."""
-    depth = (parent >= 0).astype(np.int64)
+    """Number of ancestors of each node of an acyclic parent array (pointer doubling over the nodes
+    still short of a root)."""
+    depth = (parent >= 0).astype(np.int32)
     jump = parent.copy()
-    while (jump >= 0).any():
-        live = jump >= 0
-        depth[live] += depth[jump[live]]
-        jump[live] = jump[jump[live]]
-    return depth.astype(np.int32)
+    live = np.flatnonzero(parent >= 0)
+    while len(live):
+        up = jump[live]
+        depth[live] += depth[up]
+        jump[live] = up = jump[up]
+        live = live[up >= 0]
+    return depth
