@@ -145,5 +145,5 @@ def test_depths_equal_a_walk_to_the_root():
             while p >= 0:
                 d, p = d + 1, parent[p]
             expected.append(d)
-        got = nesting._depths(parent)
+        got = nesting.depths(parent)
         assert got.dtype == np.int32 and got.tolist() == expected

@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..trace.ancestry import in_lexsort_order
 from ..trace.names import starts_with
+from ..trace.nesting import depths
 from ..trace.steps import STEP_PREFIX
 from ..trace.threads import thread_codes
 from .host_ops import DATALOADER_PREFIX, HOST_CATEGORIES
@@ -100,7 +101,7 @@ def frame_table(trace) -> tuple[pd.DataFrame, pd.DataFrame]:
     raw = raw.iloc[order].reset_index(drop=True)
     thread, start, end = raw["thread"].to_numpy(), raw["start"].to_numpy(), raw["end"].to_numpy()
     parent, by_id = _resolve_parents(raw, thread, start, end)
-    depth = _depths(parent)
+    depth = depths(parent).astype(np.int64)
     s, e = _clip(parent, depth, thread, start, end)
     length = e - s
     child = parent >= 0
@@ -227,21 +228,6 @@ def _contain(todo: list, parent: np.ndarray, thread: list, start: list, end: lis
         while c >= 0 and thread[c] == thread[i] and not start[i] < end[c]:
             c = int(parent[c])
         parent[i] = c if c >= 0 and thread[c] == thread[i] else -1
-
-
-def _depths(parent: np.ndarray) -> np.ndarray:
-    """Depth of each row by pointer jumping (log2(max depth) vector rounds)."""
-    depth = (parent >= 0).astype(np.int64)
-    jump = parent.copy()
-    m = np.flatnonzero(jump >= 0)
-    while len(m):
-        target = jump[m]
-        new_depth = depth[m] + depth[target]
-        new_jump = jump[target]
-        depth[m] = new_depth
-        jump[m] = new_jump
-        m = m[new_jump >= 0]
-    return depth
 
 
 def _clip(parent, depth, thread, start, end) -> tuple[np.ndarray, np.ndarray]:

@@ -115,7 +115,7 @@ def _host_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.n
     names, categories = _name_codes(events["name"], rows)
     calls = _calls(parent, names, launch, categories)
     _resolve_ties(order, parent, start, end, thread, launch, ext, names, calls)
-    return parent, _depths(parent)
+    return parent, depths(parent)
 
 
 def _start_order(start: np.ndarray, end: np.ndarray, thread: np.ndarray, ext: np.ndarray,
@@ -377,10 +377,10 @@ def _python_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np
     at = np.clip(np.searchsorted(ids[by_id], wanted), 0, max(len(ids) - 1, 0))
     found = (wanted >= 0) & (ids[by_id][at] == wanted) & (wanted < ids)
     parent = np.where(found, by_id[at], -1).astype(np.int64)
-    return parent, _depths(parent)
+    return parent, depths(parent)
 
 
-def _depths(parent: np.ndarray) -> np.ndarray:
+def depths(parent: np.ndarray) -> np.ndarray:
     """Number of ancestors of each node of an acyclic parent array (pointer doubling over the nodes
     still short of a root)."""
     depth = (parent >= 0).astype(np.int32)
