@@ -15,6 +15,17 @@ def as_text(column: pd.Series) -> pd.Series:
     return pd.Series(strings, index=column.index, name=column.name)
 
 
+def is_in(column: pd.Series, values) -> np.ndarray:
+    """Boolean array: ``column.isin(values)``; for a categorical, by comparing codes with the code of
+    each wanted category (an int8 compare per category, not a hash per row)."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return column.isin(values).to_numpy()
+    codes, out = column.cat.codes.to_numpy(), np.zeros(len(column), dtype=bool)
+    for code in np.flatnonzero(column.cat.categories.isin(values)).tolist():
+        out |= codes == code
+    return out
+
+
 def starts_with(names: pd.Series, prefix: str | tuple[str, ...]) -> np.ndarray:
     """Boolean array: which names start with ``prefix`` (or one of several; computed once per category)."""
     if isinstance(names.dtype, pd.CategoricalDtype):

@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .names import is_in
 from .schema import LAUNCH_CATEGORIES, NESTED_CATEGORIES
 from .steps import locate
 
@@ -63,8 +64,8 @@ def add_nesting(events: pd.DataFrame, steps: pd.DataFrame) -> None:
     parent = np.full(n, -1, dtype=np.int64)
     depth = np.full(n, -1, dtype=np.int32)
     complete = (events["ph"] == "X").to_numpy()
-    host = complete & _is_in(events["cat"], NESTED_CATEGORIES)
-    python = complete & _is_in(events["cat"], ["python_function"])
+    host = complete & is_in(events["cat"], NESTED_CATEGORIES)
+    python = complete & is_in(events["cat"], ["python_function"])
     for rows, tree in ((np.flatnonzero(host), _host_tree), (np.flatnonzero(python), _python_tree)):
         if len(rows):
             local_parent, local_depth = tree(events, rows)
@@ -91,16 +92,6 @@ def _step_numbers(events: pd.DataFrame, mask: np.ndarray, steps: pd.DataFrame) -
     return out
 
 
-def _is_in(column: pd.Series, values) -> np.ndarray:
-    """``column.isin(values)`` as an array; by comparing category codes when the column has them."""
-    if not isinstance(column.dtype, pd.CategoricalDtype):
-        return column.isin(values).to_numpy()
-    codes, out = column.cat.codes.to_numpy(), np.zeros(len(column), dtype=bool)
-    for code in np.flatnonzero(column.cat.categories.isin(values)).tolist():
-        out |= codes == code
-    return out
-
-
 # --- host events -----------------------------------------------------------------------------------
 
 def _host_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -108,7 +99,7 @@ def _host_tree(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.n
     -1 for roots). Reads the columns' arrays at ``rows`` only, never a copy of the frame."""
     start, end = _nanoseconds(events["ts_us"].to_numpy()[rows], events["dur_us"].to_numpy()[rows])
     thread = _threads(events, rows)
-    launch = _is_in(events["cat"], LAUNCH_CATEGORIES)[rows]
+    launch = is_in(events["cat"], LAUNCH_CATEGORIES)[rows]
     ext = _op_links(events["external_id"].to_numpy()[rows], events["correlation"].to_numpy()[rows], launch)
     order = _start_order(start, end, thread, ext, launch)
     parent = _sweep(order, start, end, thread, launch)

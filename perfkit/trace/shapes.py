@@ -14,7 +14,8 @@ one thread) takes the first.
 The pass is cut like a load (:mod:`perfkit.trace.parse`): the file's text is read once, cut into
 chunks of whole events at ``}, {"``, and the chunks are decoded by worker processes forked after the
 read (they see the text without a copy) and sent back as codes of their few distinct strings. A
-chunk that does not decode (a cut inside a string) sends the whole file through one decoder, as do
+chunk that does not decode (a cut between objects nested in args) sends the whole file through one
+decoder, as do
 processes that cannot fork safely (a Jupyter kernel's threads) and files of a few chunks.
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ import pandas as pd
 from ..atomic import atomic_write
 from ..errors import TraceError
 from . import cache
-from .columns import local_codes
+from .columns import Encoder, local_codes
 from .decode import gc_paused
 from .parse import CHUNK_BYTES, EVENT_CUT, EVENTS_KEY
 from .scan import scan
@@ -132,13 +133,13 @@ def _stamp(path: Path) -> dict:
 
 def _parse(path: Path) -> pd.DataFrame:
     text = read_text(path)
-    spans = _spans(text)
+    bare = text.lstrip()[:1] == b"["  # a bare array of events
+    spans = _spans(text, bare)
     parts = _parallel(text, spans) if len(spans) > 1 and default_workers() > 1 and will_fork() else None
     if parts is None:
-        start = text.lstrip()[:1]
         try:
             with gc_paused():
-                events = _ARRAY.decode(text) if start == b"[" else _OBJECT.decode(text).traceEvents
+                events = _ARRAY.decode(text) if bare else _OBJECT.decode(text).traceEvents
                 parts = [_columns(events)]
         except msgspec.DecodeError as exc:
             raise TraceError(path, f"cannot read its op shapes ({exc})",
@@ -149,12 +150,11 @@ def _parse(path: Path) -> pd.DataFrame:
 _TEXT = b""  # the file's text while worker processes forked from this one decode its chunks
 
 
-def _spans(text: bytes) -> list[tuple[int, int]]:
+def _spans(text: bytes, bare: bool) -> list[tuple[int, int]]:
     """[start, end) of chunks of about CHUNK_BYTES of whole events, each from a ``{`` to just past a
-    ``}``; empty when the events array is not found or does not close (the caller decodes the whole
-    file, and reports what is wrong with it)."""
-    head = text.lstrip()[:1]
-    found = re.search(rb"\S", text) if head == b"[" else EVENTS_KEY.search(text)
+    ``}`` (``bare``: the text is an array of events, not an object); empty when the events array is
+    not found or does not close (the caller decodes the whole file, and reports what is wrong with it)."""
+    found = re.search(rb"\S", text) if bare else EVENTS_KEY.search(text)
     if found is None:
         return []
     start, spans = found.end(), []
@@ -208,14 +208,8 @@ def _frame(parts: list[dict]) -> pd.DataFrame:
     ``SHAPE_COLUMNS``."""
     data = {"ts": np.concatenate([p["ts"] for p in parts])}
     for col in ("pid", "tid", "name", *SHAPE_COLUMNS):
-        table: dict[str, int] = {}
-        codes = np.concatenate([np.array([table.setdefault(u, len(table)) for u in p[col][1]], dtype=np.int32)[p[col][0]]
-                                if len(p[col][0]) else p[col][0] for p in parts])
-        strings = np.array(list(table), dtype=object)
-        order = np.argsort(strings, kind="stable")
-        rank = np.empty(len(order), dtype=np.int32)
-        rank[order] = np.arange(len(order), dtype=np.int32)
-        data[col] = pd.Categorical.from_codes(rank[codes], categories=pd.Index(strings[order].tolist(), dtype="str"))
+        encoder = Encoder()
+        data[col] = encoder.categorical(np.concatenate([encoder.encode_local(*p[col]) for p in parts]))
     return pd.DataFrame(data, columns=["pid", "tid", "ts", "name", *SHAPE_COLUMNS])
 
 
