@@ -41,7 +41,7 @@ _NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _SPACE = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 _ROW_BYTES = 192  # an events-table row is ~96 bytes; assembling the table briefly holds it twice
-_IN_FLIGHT = 3  # chunks queued per worker: keeps workers busy (3 is 0.05-0.2 s faster than 2 on 2 cores), bounds the chunks held in memory
+_IN_FLIGHT = 3  # chunks queued per worker: keeps workers busy (0.05-0.2 s faster than 2), bounds memory
 _WINDOW_BYTES = 64 << 10  # read at each cut of a plain file, to find the end of an event there
 _GZIP_FIX = "Copy the file again, or load_trace(..., salvage=True) to keep the events that decompress"
 
