@@ -75,3 +75,26 @@ def test_html_tables_say_yes_and_no():
 
     html = html_table(pd.DataFrame({"waiting": [True, False], "ms": [1.5, 2.0]}))
     assert "<td>yes</td>" in html and "<td>no</td>" in html and "True" not in html and "False" not in html
+
+
+def _no_lab_template(monkeypatch):
+    import nbconvert
+
+    def missing(self, *args, **kwargs):  # what nbconvert raises when its data files were not installed
+        raise ValueError("No template sub-directory with name 'lab' found in the following paths:\n"
+                         "\t/opt/venv/share/jupyter\n\t/usr/share/jupyter")
+
+    monkeypatch.setattr(nbconvert.HTMLExporter, "__init__", missing)
+
+
+def test_missing_lab_template_says_what_to_do(monkeypatch):
+    import pytest
+
+    from perfkit.errors import PerfkitError
+
+    _no_lab_template(monkeypatch)
+    with pytest.raises(PerfkitError) as err:
+        notebook_html(_notebook(), "x")
+    message = str(err.value)
+    assert "(searched: /opt/venv/share/jupyter, /usr/share/jupyter)" in message
+    assert "pip install --force-reinstall nbconvert" in message and "JUPYTER_PATH" in message

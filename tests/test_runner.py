@@ -303,3 +303,24 @@ def test_kernels_run_with_the_profiler_log_quiet_unless_the_user_set_a_level(tmp
     with quiet_kernel_output(tmp_path / "kernel.log"):
         assert os.environ["KINETO_LOG_LEVEL"] == (user_level or "6")
     assert os.environ.get("KINETO_LOG_LEVEL") == user_level
+
+
+def test_html_export_failure_keeps_the_notebook_and_fails_the_run(tmp_path, monkeypatch):
+    """On the GPU machine nbconvert came without its templates (pip --target): the executed notebook
+    is kept, the run is failed with what to do, and the next notebook still runs."""
+    import nbconvert
+
+    def missing(self, *args, **kwargs):
+        raise ValueError("No template sub-directory with name 'lab' found in the following paths:\n\t/x/share/jupyter")
+
+    monkeypatch.setattr(nbconvert.HTMLExporter, "__init__", missing)
+    runs = run_all(["tiny_fail", "tiny_ok"], {"scale": 1}, out_dir=tmp_path, date=DAY, notebook_dir=FIXTURES,
+                   progress=False)
+    assert [r.status for r in runs] == ["failed", "failed"]
+    assert runs[0].error.startswith("ZeroDivisionError: division by zero; HTML report not written: ")
+    assert runs[1].error.startswith("HTML report not written: nbconvert has no 'lab' HTML template (searched: "
+                                    "/x/share/jupyter)") and runs[1].html_path is None
+    day = Path(runs[1].notebook_path).parent
+    assert sorted(p.name for p in day.iterdir()) == [f"tiny_{n}{ext}" for n in ("fail", "ok") for ext in (".ipynb", ".run.json")]
+    assert "value=21 label=tiny" in (day / "tiny_ok.ipynb").read_text()
+    assert json.loads((day / "tiny_ok.run.json").read_text())["status"] == "failed"

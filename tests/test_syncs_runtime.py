@@ -63,7 +63,7 @@ def mode_stack_depth() -> int:
 def test_planted_script_every_sync_at_its_line_with_its_count():
     expected = planted_expectations()
     assert len(expected) >= 15  # the parser found the labels
-    report = run_script(PLANTED)
+    report = run_script(PLANTED, treat_cpu_as_device=True)
     assert report.error == ""
     assert by_site(report, PLANTED) == expected
     assert report.mode == "cpu-as-device"
@@ -71,7 +71,7 @@ def test_planted_script_every_sync_at_its_line_with_its_count():
 
 
 def test_clean_script_reports_nothing():
-    report = run_script(CLEAN)
+    report = run_script(CLEAN, treat_cpu_as_device=True)
     assert report.error == ""
     assert report.events == ()
     assert report.total == 0
@@ -79,7 +79,7 @@ def test_clean_script_reports_nothing():
 
 def test_script_arguments_reach_sys_argv_and_argv_is_restored():
     before = list(sys.argv)
-    report = run_script(PLANTED, ["2"])
+    report = run_script(PLANTED, ["2"], treat_cpu_as_device=True)
     assert sys.argv == before
     sites = by_site(report, PLANTED)
     scaler_line = next(line for (line, op) in planted_expectations() if op == "GradScaler.step")
@@ -284,7 +284,7 @@ def test_missing_script_is_a_parameter_error(tmp_path):
 def test_failing_script_keeps_events_and_reports_the_error(tmp_path):
     script = tmp_path / "boom.py"
     script.write_text("import torch\nx = torch.ones(2)\nx.sum().item()\nraise ValueError('bad batch')\n")
-    report = run_script(script)
+    report = run_script(script, treat_cpu_as_device=True)
     assert [(e.line, e.op) for e in report.events] == [(3, "item")]
     assert report.error == f"ValueError: bad batch at {script.resolve()}:4"
     assert mode_stack_depth() == 0
@@ -317,7 +317,7 @@ def parse(argv):
 
 
 def test_cli_json_lists_every_planted_sync(capsys):
-    rc = detect_cli.run(parse(["detect", str(PLANTED), "--json"]))
+    rc = detect_cli.run(parse(["detect", "--cpu-as-device", str(PLANTED), "--json"]))
     out = json.loads(capsys.readouterr().out)
     assert rc == 0
     assert all(set(row) == {"file", "line", "op", "count"} for row in out)
@@ -326,7 +326,7 @@ def test_cli_json_lists_every_planted_sync(capsys):
 
 
 def test_cli_table_and_script_options_after_double_dash(capsys):
-    rc = detect_cli.run(parse(["detect", str(PLANTED), "--", "1"]))
+    rc = detect_cli.run(parse(["detect", "--cpu-as-device", str(PLANTED), "--", "1"]))
     out = capsys.readouterr().out
     assert rc == 0
     assert out.splitlines()[0].startswith("16 syncs at 16 sites")
@@ -336,7 +336,7 @@ def test_cli_table_and_script_options_after_double_dash(capsys):
 def test_cli_failing_script_prints_events_then_exits_1(tmp_path, capsys):
     script = tmp_path / "fails.py"
     script.write_text("import torch\ntorch.ones(1).item()\nraise RuntimeError('step 7 diverged')\n")
-    rc = detect_cli.run(parse(["detect", "--json", str(script)]))
+    rc = detect_cli.run(parse(["detect", "--json", "--cpu-as-device", str(script)]))
     captured = capsys.readouterr()
     assert rc == 1
     assert json.loads(captured.out) == [{"file": str(script.resolve()), "line": 2, "op": "item", "count": 1}]
@@ -358,3 +358,15 @@ def test_python_dash_m_perfkit_detect(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "perfkit", "detect", str(tmp_path / "x.py")],
                              cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "not found" in missing.stderr
+
+
+def test_cuda_mode_says_when_the_tensors_stayed_on_the_cpu(monkeypatch):
+    """On the H100 a CPU-only script gave "0 syncs (mode: cuda)" and nothing else: now it says why."""
+    with detect_syncs(treat_cpu_as_device=False) as det:
+        torch.ones(2).sum().item()
+        torch.ones(3).nonzero()
+    monkeypatch.setattr(rt, "_cuda_available", lambda: True)  # as on a GPU machine
+    report = det.report
+    assert report.mode == "cuda" and report.events == ()
+    assert report.warnings[0].startswith("2 calls that would wait for the GPU on a device tensor")
+    assert "its tensors stayed on the CPU" in report.warnings[0] and "--cpu-as-device" in report.warnings[0]

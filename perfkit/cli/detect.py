@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    report = run_script(args.script, args.script_args)
+    report = run_script(args.script, args.script_args, treat_cpu_as_device=True if args.cpu_as_device else None)
     print(json_text(report.to_records(), indent=2) if args.json else format_table(report))
     if report.error:
         print(f"perfkit detect: {printable(args.script)} failed: {printable(report.error)}", file=sys.stderr)

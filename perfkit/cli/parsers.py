@@ -145,6 +145,9 @@ def add_detect(subparsers) -> argparse.ArgumentParser:
     p.add_argument("script_args", nargs="*", metavar="ARGS",
                    help="arguments for the script (put options after `--`)")
     p.add_argument("--json", action="store_true", help="print a JSON list of {file, line, op, count}")
+    p.add_argument("--cpu-as-device", action="store_true",
+                   help="count CPU tensors as device tensors (the default without a GPU): where a script whose "
+                        "tensors are on the CPU would sync on a GPU")
     p.set_defaults(unknown_args_hint="options of the script go after `--`: "
                                      "perfkit detect SCRIPT [--json] -- --epochs 1")
     return p

@@ -118,6 +118,7 @@ class SyncDetector:
         self._counts: dict[tuple[str, int, str], int] = {}
         self._depth = 0
         self._sync_debug = False
+        self._cpu_calls = 0  # calls that would sync on device tensors but got CPU ones (cuda mode)
 
     def __enter__(self) -> "SyncDetector":
         if self._depth == 0:
@@ -132,7 +133,10 @@ class SyncDetector:
         return False
 
     def _flags(self, tensor) -> bool:
-        return tensor is None or self._cpu_as_device or tensor.device.type != "cpu"
+        if tensor is None or self._cpu_as_device or tensor.device.type != "cpu":
+            return True
+        self._cpu_calls += 1
+        return False
 
     def _record(self, file: str, line: int, op: str) -> None:
         key = (file, line, op)
@@ -147,7 +151,9 @@ class SyncDetector:
         )
         cuda = _cuda_available()
         mode = "cpu-as-device" if self._cpu_as_device else ("cuda" if cuda else "no-device")
-        return SyncReport(tuple(events), mode, self._sync_debug, _mode_warnings(mode, cuda))
+        warnings = _mode_warnings(mode, cuda) + (_cpu_tensor_warnings(self._cpu_calls, bool(events))
+                                                 if mode == "cuda" else ())
+        return SyncReport(tuple(events), mode, self._sync_debug, warnings)
 
 
 def detect_syncs(treat_cpu_as_device: bool | None = None) -> SyncDetector:
@@ -175,6 +181,20 @@ def _mode_warnings(mode: str, cuda: bool) -> tuple[str, ...]:
         return (f"{why}: CPU tensors were treated as device tensors, so host-side tensor work counts "
                 "too; run on a GPU for the exact set of device syncs",)
     return ()
+
+
+def _cpu_tensor_warnings(calls: int, found: bool) -> tuple[str, ...]:
+    """On a GPU machine a script whose tensors stay on the CPU syncs nothing: say so, since
+    "0 syncs" then says nothing about the training it was meant to run on the GPU."""
+    if not calls:
+        return ()
+    what = (f"{calls:,} call{'s' if calls != 1 else ''} that would wait for the GPU on a device tensor (.item(), "
+            ".cpu(), nonzero, ...) ran on CPU tensors, which do not wait, and {'are' if calls != 1 else 'is'} not counted")
+    if found:
+        return (what,)
+    return (f"{what}; no call synced on a GPU tensor: if the script should train on the GPU, its tensors stayed "
+            "on the CPU (check its .to(device) calls); `perfkit detect --cpu-as-device` lists where it would sync "
+            "on a GPU",)
 
 
 # --- which calls sync ---------------------------------------------------------------------------

@@ -14,7 +14,9 @@ START=$(date +%s)
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PERFKIT_HOME=$W
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1
-  export PYTHONPATH=/tmp/site:$PWD
+  # --target drops the wheels' data files: nbconvert's HTML templates among them
+  python3 -c 'import sys, zipfile; [zipfile.ZipFile(w).extractall("/tmp/wdata", [n for n in zipfile.ZipFile(w).namelist() if ".data/data/share/jupyter/" in n]) for w in sys.argv[1:]]' .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD JUPYTER_PATH=$(ls -d /tmp/wdata/*.data/data/share/jupyter 2>/dev/null | paste -sd:)
 else
   export PYTHONPATH=$PWD
 fi

@@ -7,11 +7,11 @@ import os
 import re
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from ...atomic import output_error, write_text_atomic
-from ...errors import MissingDependencyError, missing_dependency
+from ...errors import MissingDependencyError, PerfkitError, missing_dependency
 from ..card import read_card
 from ...registry import read_notebook, write_ipynb_text
 from .html import notebook_html
@@ -46,7 +46,7 @@ def execute_notebook(path: Path, folder: Path, params: dict, kernel_name, warnin
         run = _make_run(path, folder, final, params, time.perf_counter() - start, failure, warnings, nb, kernel_text)
         if nb is not None:
             write_text_atomic(final[".ipynb"], write_ipynb_text(nb))
-            write_text_atomic(final[".html"], notebook_html(nb, path.stem))
+            run = _write_html(final[".html"], nb, run)
         write_text_atomic(final[".run.json"], record_json({**asdict(run), "warnings": list(run.warnings)}))
         return run
     except OSError as exc:  # no space left, a read-only mount: say which file
@@ -54,6 +54,18 @@ def execute_notebook(path: Path, folder: Path, params: dict, kernel_name, warnin
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         remove_if_empty(stage.parent)
+
+
+def _write_html(target: Path, nb, run: NotebookRun) -> NotebookRun:
+    """Write the HTML report; when nbconvert cannot export it, the run is failed with the reason
+    (the executed notebook is already written) and the batch goes on."""
+    try:
+        html = notebook_html(nb, run.name)
+    except PerfkitError as exc:
+        error = f"{run.error}; " if run.error else ""
+        return replace(run, status="failed", html_path=None, error=f"{error}HTML report not written: {exc}")
+    write_text_atomic(target, html)
+    return run
 
 
 def _papermill_execute(path: Path, output: Path, params: dict, kernel_name, stage: Path) -> tuple[dict | None, str]:

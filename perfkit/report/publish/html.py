@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ...errors import PerfkitError
 from ...workbook import workbook_root
 from ..card import read_card
 
@@ -40,14 +41,29 @@ def notebook_html(nb, name: str = "") -> str:
     blocks = "".join(f"{{%- block {b} -%}}{{%- endblock {b} -%}}\n" for b in _CDN_BLOCKS)
     template = ("{%- extends 'index.html.j2' -%}\n" + blocks
                 + "{% block extra_css %}<style>" + _CSS + "</style>{% endblock extra_css %}\n")
-    exporter = HTMLExporter(template_name="lab", embed_images=True, exclude_input=True,
-                            exclude_input_prompt=True, exclude_output_prompt=True,
-                            extra_loaders=[DictLoader({"perfkit_report.html.j2": template})],
-                            template_file="perfkit_report.html.j2")
+    try:
+        exporter = HTMLExporter(template_name="lab", embed_images=True, exclude_input=True,
+                                exclude_input_prompt=True, exclude_output_prompt=True,
+                                extra_loaders=[DictLoader({"perfkit_report.html.j2": template})],
+                                template_file="perfkit_report.html.j2")
+    except ValueError as exc:  # nbconvert's templates are data files, outside the package
+        if "No template sub-directory" not in str(exc):
+            raise
+        raise PerfkitError(missing_template(str(exc))) from None
     nb = scrub_paths(nb)
     nb.metadata["title"] = page_title(read_card(nb), name)
     body, _ = exporter.from_notebook_node(nb)
     return body
+
+
+def missing_template(message: str) -> str:
+    """What to do when nbconvert finds no ``lab`` template (nbconvert's ValueError ``message`` lists
+    the folders it searched, one a line)."""
+    searched = [line.strip() for line in message.splitlines()[1:] if line.strip()]
+    return ("nbconvert has no 'lab' HTML template (searched: " + (", ".join(searched) or "no folders") + "): its "
+            "data files are missing, as after `pip install --target` or a copied site-packages; reinstall it "
+            "(`pip install --force-reinstall nbconvert`) or set JUPYTER_PATH to a share/jupyter folder that "
+            "holds nbconvert/templates/lab")
 
 
 def page_title(card: dict, name: str = "") -> str:
