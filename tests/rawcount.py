@@ -73,3 +73,26 @@ def raw_facts(path) -> dict:
             "median_kernel_us": statistics.median(in_kernels) if in_kernels else None,
             "longest_host_call_share": longest / (wall / len(steps)) if wall else 0.0,
             "devices": [d.get("name") for d in doc.get("deviceProperties", []) if isinstance(d, dict)]}
+
+
+def supports(verdict: str, raw: dict) -> None:
+    """The label's claim, recounted from the raw events."""
+    if verdict == "GPU activity not recorded":
+        assert raw["gpu_events"] == 0 and raw["launches"] > 0 and raw["devices"]
+    elif verdict == "warm-up":
+        assert raw["longest_host_call_share"] >= 0.25  # one first call holds a large part of the window
+    elif verdict == "GPU-bound":
+        assert raw["busy_share"] >= 0.8 and raw["comm_exposed_share"] < 0.5 * raw["busy_share"]
+    elif verdict == "communication-bound":
+        assert raw["comm_exposed_share"] >= 0.1
+    elif verdict == "input-bound":
+        assert raw["loader_share"] >= 0.1 and raw["busy_share"] < 0.8
+    elif verdict == "launch-bound":
+        assert raw["launches_per_step"] >= 10 and raw["busy_share"] < 0.8 and raw["median_kernel_us"] < 50
+    elif verdict == "host-compute-bound":  # few launches, or one long stretch with no GPU work at all
+        assert raw["busy_share"] < 0.8
+        assert raw["launches_per_step"] < 10 or raw["longest_gpu_gap_share"] >= 0.25
+    elif verdict == "GPU-bound (host ahead)":
+        assert raw["busy_share"] < 0.8 and raw["launches_per_step"] >= 10
+    else:
+        raise AssertionError(verdict)

@@ -134,3 +134,31 @@ def test_cli_prints_one_screen_and_json(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert set(data) >= {"verdict", "steps", "evidence", "fix", "warm_up", "outside_steps", "warnings"}
     assert data["steps"][0]["shares"]["host_compute"] > 0.6 and len(data["evidence"]) == 3
+
+
+def host_ahead(tmp_path, gemm_us: int = 2_400):
+    """Three 1 ms host windows, each launching three GEMMs of ``gemm_us``: the GPU runs them back to
+    back long after the windows closed (a short profile where the host never waited; the H100 fp32
+    MLP profile of scripts/gpu queued 7.19 ms of GEMMs per 3.20 ms window)."""
+    b = TraceBuilder()
+    gpu = 0
+    for s in range(3):
+        t = s * 1_000
+        b.step(s, t, 1_000)
+        for i in range(3):
+            b.cpu_op("aten::mm", t + 100 + 250 * i, 60)
+            gpu = max(gpu, t + 130 + 250 * i)  # a kernel starts after its launch, once the GPU is free
+            b.launch("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n", t + 110 + 250 * i, 30, gpu, gemm_us)
+            gpu += gemm_us
+    return load_trace(b.write(tmp_path / "ahead.json"), use_cache=False)
+
+
+def test_a_host_ahead_of_the_gpu_is_not_read_as_the_step_time(tmp_path):
+    trace = host_ahead(tmp_path)
+    result = perfkit.cpu_bound(trace)
+    assert result.steps["queued_gpu_us"].tolist() == [7_200.0] * 3  # launched from each window, wherever it ran
+    note = next(w for w in diagnose(trace).warnings if w.startswith("the host ran ahead of the GPU"))
+    assert "queue a median 7.20 ms of GPU work but its window lasts 1.00 ms" in note and "(7.2x)" in note
+    in_step = perfkit.cpu_bound(host_ahead(tmp_path, gemm_us=300))  # 0.9 ms queued per 1 ms window: no note
+    assert in_step.steps["queued_gpu_us"].tolist() == [900.0] * 3
+    assert not any(w.startswith("the host ran ahead") for w in in_step.warnings)

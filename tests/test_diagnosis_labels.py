@@ -15,7 +15,7 @@ from perfkit.analysis.summary import summarize
 from perfkit.trace import load_trace
 
 from conftest import SHARED_TRACES, shared_trace
-from rawcount import raw_facts
+from rawcount import raw_facts, supports
 
 LABELS = {  # trace: (verdict, why, from the raw events)
     "hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz": (
@@ -93,34 +93,11 @@ def test_every_shared_gpu_trace_has_a_label():
     assert present - CPU_ONLY == set(LABELS), "label every GPU trace by hand before it is added"
 
 
-def _raw_supports(verdict: str, raw: dict) -> None:
-    """The label's claim, recounted from the raw events."""
-    if verdict == "GPU activity not recorded":
-        assert raw["gpu_events"] == 0 and raw["launches"] > 0 and raw["devices"]
-    elif verdict == "warm-up":
-        assert raw["longest_host_call_share"] >= 0.25  # one first call holds a large part of the window
-    elif verdict == "GPU-bound":
-        assert raw["busy_share"] >= 0.8 and raw["comm_exposed_share"] < 0.5 * raw["busy_share"]
-    elif verdict == "communication-bound":
-        assert raw["comm_exposed_share"] >= 0.1
-    elif verdict == "input-bound":
-        assert raw["loader_share"] >= 0.1 and raw["busy_share"] < 0.8
-    elif verdict == "launch-bound":
-        assert raw["launches_per_step"] >= 10 and raw["busy_share"] < 0.8 and raw["median_kernel_us"] < 50
-    elif verdict == "host-compute-bound":  # few launches, or one long stretch with no GPU work at all
-        assert raw["busy_share"] < 0.8
-        assert raw["launches_per_step"] < 10 or raw["longest_gpu_gap_share"] >= 0.25
-    elif verdict == "GPU-bound (host ahead)":
-        assert raw["busy_share"] < 0.8 and raw["launches_per_step"] >= 10
-    else:
-        raise AssertionError(verdict)
-
-
 @pytest.mark.parametrize("name", sorted(LABELS), ids=[n[:48] for n in sorted(LABELS)])
 def test_every_report_gives_the_hand_label(name, capsys):
     path = shared_trace(name)
     verdict, _why = LABELS[name]
-    _raw_supports(verdict, raw_facts(path))
+    supports(verdict, raw_facts(path))
     trace = load_trace(path)
     d = perfkit.diagnose(trace)
     assert d.verdict == verdict, (d.title, d.numbers)

@@ -51,6 +51,14 @@ INPUT_SHARE = 0.10
 # num_workers=0 in ../shared: input-bound, median delay 9.8 ms = 5.6% of its 175 ms step), while
 # the host-ahead traces there wait 12-70% of the step (TimeSformer H100: 62.7 ms of 383 ms).
 HOST_AHEAD_SHARE = 0.10
+# A step whose launches queue at least this multiple of its window in GPU time (``queued_gpu_us``): the
+# host ran ahead of the GPU, as in a short profile where it never had to wait (the H100 MLP fp32 profile
+# of scripts/gpu: 3.4 ms windows each queuing 9.8 ms of GEMMs), and the windows are the host's issue
+# time, not a step's. In a steady state a step queues at most its own length on one stream, or the queue
+# would grow without bound; across streams a step's tail can overlap the next step (the MI300X ResNet DDP
+# rank of ../shared queues 1.18x its window: RCCL kernels launched at the end of backward, waiting on
+# peers), so the rule asks for 1.5x (perfkit rule).
+QUEUED_OVER_WALL = 1.5
 # ... and at least this long (us): a kernel on an idle GPU starts 5-20 us after its launch (median
 # 7-18 us in the idle-GPU traces of ../shared: DLRM V100, BERT H100 and MI300X), so in a very short
 # step that latency alone is 10% of it; only several launch latencies of waiting mean a queue.
