@@ -56,6 +56,12 @@ def test_match_visible_with_no_gpu_says_why(visible, reason):
     assert m.pairs == () and reason in m.reason
 
 
+def test_no_nvml_device_leaves_the_reason_to_the_caller():
+    for visible in ("0", "-1", "GPU-7fdf"):
+        m = match_gpus([], torch_uuids=None, visible=visible)
+        assert (m.pairs, m.reason, m.warnings) == ((), None, ())
+
+
 def test_match_visible_warns_about_ignored_entries_and_mig():
     m = match_visible(NVML, "1,9,0")
     assert m.pairs == ((0, 1),) and "'9', '0' are ignored" in m.warnings[0] and "4 GPUs" in m.warnings[0]

@@ -274,3 +274,9 @@ def test_mig_entries_list_every_gpu_with_a_warning(plain_process):
     assert [(g["label"], g["cuda_index"], g["nvml_index"]) for g in result.gpus] == [
         ("gpu0", None, 0), ("gpu1", None, 1), ("gpu2", None, 2)]
     assert any("MIG" in w and "NVML index" in w for w in result.warnings)
+
+
+def test_zero_gpus_keeps_its_message_whatever_cuda_visible_devices_says(plain_process):
+    plain_process.setenv("CUDA_VISIBLE_DEVICES", "0")
+    result = _run(FakeNVML(count=0))
+    assert result.gpu_reason == "NVML reports 0 GPUs"

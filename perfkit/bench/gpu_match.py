@@ -91,6 +91,8 @@ def match_visible(nvml_uuids, visible: str | None) -> GpuMatch:
     if visible is None:
         return GpuMatch(tuple(enumerate(range(len(nvml)))), "every NVML device (CUDA_VISIBLE_DEVICES unset)")
     source = f"CUDA_VISIBLE_DEVICES={visible!r}"
+    if not nvml:  # nothing to choose from: the caller says "NVML reports 0 GPUs"
+        return GpuMatch((), source)
     entries = [e.strip() for e in visible.split(",")]
     if any(e.lower().startswith("mig-") for e in entries):
         return GpuMatch(tuple((None, i) for i in range(len(nvml))), f"every NVML device ({source} names MIG)",
