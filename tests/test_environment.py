@@ -1,6 +1,7 @@
 """environment_report fields and findings (env vars via monkeypatch), hardware_defaults."""
 import contextlib
 import platform
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -149,3 +150,82 @@ def test_hardware_defaults_cuda_logic(capabilities, dev, dtype, precision):
 def test_hardware_defaults_cuda_without_gpu_raises():
     with pytest.raises(ParameterError, match="no CUDA GPU"):
         hardware_defaults("cuda")
+
+
+class FakePynvml:
+    """pynvml for a node whose GPUs have ``uuids`` (bytes, as older pynvml returns them)."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, uuids):
+        self.uuids, self.inits, self.shutdowns = uuids, 0, 0
+
+    def nvmlInit(self):
+        self.inits += 1
+
+    def nvmlShutdown(self):
+        self.shutdowns += 1
+
+    def nvmlSystemGetDriverVersion(self):
+        return b"580.159.04"
+
+    def nvmlDeviceGetCount(self):
+        return len(self.uuids)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetUUID(self, h):
+        return self.uuids[h].encode()
+
+    def __getattr__(self, name):
+        raise AssertionError(f"unexpected NVML call {name}")
+
+
+class _CUuuid:
+    """torch's _CUuuid prints the UUID without "GPU-"."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __str__(self):
+        return self.text
+
+
+NODE_UUIDS = [f"GPU-{i}aaa0000-1111-2222-3333-44445555666{i}" for i in range(4)]
+
+
+def _fake_cuda_process(monkeypatch, torch_uuids):
+    """environment_report on a process whose torch sees GPUs with ``torch_uuids`` (CUDA order)."""
+    props = [SimpleNamespace(name="NVIDIA H100", major=9, minor=0, total_memory=80 * 2**30,
+                             multi_processor_count=132, uuid=_CUuuid(u)) for u in torch_uuids]
+    fake_torch = SimpleNamespace(cuda=SimpleNamespace(get_device_properties=props.__getitem__))
+    devices = tuple(env_mod._device_row(fake_torch, i) for i in range(len(props)))
+    info = {"torch_version": "2.11.0", "cuda_version": "13.0", "cudnn_version": None, "cuda_available": True,
+            "devices": devices, "torch_flags": {}}
+    monkeypatch.setattr(env_mod, "_torch_info", lambda warnings: info)
+
+
+def test_device_rows_carry_uuid_and_nvml_index(clean_env):
+    """CUDA_VISIBLE_DEVICES=3,1 on a 4-GPU node: cuda:0 is NVML 3; a UUID NVML lacks gets None."""
+    nvml = FakePynvml(NODE_UUIDS)
+    clean_env.setitem(sys.modules, "pynvml", nvml)
+    _fake_cuda_process(clean_env, ["3aaa0000-1111-2222-3333-444455556663", "1AAA0000-1111-2222-3333-444455556661",
+                                   "ffff0000-0000-0000-0000-000000000000"])
+    r = environment_report()
+    assert [(d["index"], d["nvml_index"], d["uuid"]) for d in r.devices] == [
+        (0, 3, NODE_UUIDS[3]), (1, 1, NODE_UUIDS[1]), (2, None, "GPU-ffff0000-0000-0000-0000-000000000000")]
+    assert r.driver_version == "580.159.04" and (nvml.inits, nvml.shutdowns) == (1, 1)
+    assert any(w.startswith("cuda:2 (UUID GPU-ffff0000") and "matches no NVML device" in w for w in r.warnings)
+    values = r.to_frame().set_index("key")["value"]
+    assert "NVML 3" in values["cuda:0"] and NODE_UUIDS[3] in values["cuda:0"] and "NVML" not in values["cuda:2"]
+
+
+def test_device_rows_without_nvml_have_no_nvml_index(clean_env):
+    clean_env.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    _fake_cuda_process(clean_env, ["3aaa0000-1111-2222-3333-444455556663"])
+    r = environment_report()
+    assert r.devices[0]["nvml_index"] is None and r.devices[0]["uuid"] == NODE_UUIDS[3]
+    assert any("NVML indices unknown" in w for w in r.warnings) and r.driver_version is None
+    assert len(_gpu_report().to_frame()) > 0  # rows built without uuid/nvml_index still print

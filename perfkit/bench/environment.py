@@ -3,7 +3,9 @@ variables that change PyTorch performance, with recommendations as Findings.
 
 ``environment_report()`` is cheap: it never creates a CUDA context on a machine without a
 GPU (``torch.cuda.is_available()`` only asks the driver for a device count) and reads the
-driver version through NVML only when a GPU is visible. ``hardware_defaults(device)``
+driver version and the GPUs' UUIDs through NVML only when a GPU is visible: each torch device is
+matched by UUID to its NVML index (NVML ignores CUDA_VISIBLE_DEVICES, so with
+``CUDA_VISIBLE_DEVICES=3`` cuda:0 is NVML device 3). ``hardware_defaults(device)``
 suggests dtype, DataLoader workers, pin_memory and torch.compile mode, each with its reason.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pandas as pd
 
 from ..device import is_cuda, resolve_device
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
+from .gpu_match import display_uuid, match_uuids
 
 ENV_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
             "CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS",
@@ -29,8 +32,10 @@ MANY_CORES = 8
 
 @dataclass(frozen=True)
 class EnvironmentReport:
-    """Facts about the machine and process. ``devices`` rows: index, name, capability,
-    memory_bytes. Byte fields are bytes; versions are strings or None when absent."""
+    """Facts about the machine and process. ``devices`` rows: index (torch's cuda index), name,
+    capability, memory_bytes, multiprocessors, uuid ("GPU-...", as nvidia-smi prints it) and
+    nvml_index (the same GPU in NVML and nvidia-smi; None when unmatched, with a warning). Byte
+    fields are bytes; versions are strings or None when absent."""
 
     python: str
     platform: str
@@ -57,8 +62,7 @@ class EnvironmentReport:
                                               ("cudnn", self.cudnn_version), ("driver", self.driver_version),
                                               ("cuda_available", self.cuda_available))]
         rows += [("torch_flags", k, v) for k, v in self.torch_flags.items()]
-        rows += [("device", f"cuda:{d['index']}", f"{d['name']} (sm {d['capability']}, "
-                  f"{d['memory_bytes'] / 2**30:.1f} GiB)") for d in self.devices]
+        rows += [("device", f"cuda:{d['index']}", _device_text(d)) for d in self.devices]
         rows += [("cpu", k, v) for k, v in (("model", self.cpu_model), ("logical", self.cpu_logical),
                                             ("physical", self.cpu_physical), ("available", self.cpu_available))]
         rows += [("ram", "total_bytes", self.ram_total_bytes), ("ram", "available_bytes", self.ram_available_bytes)]
@@ -112,10 +116,11 @@ def environment_report() -> EnvironmentReport:
 
     warnings: list[str] = []
     torch_info = _torch_info(warnings)
+    driver, nvml_uuids = _nvml_facts(warnings) if torch_info["cuda_available"] else (None, None)
+    _add_nvml_index(torch_info["devices"], nvml_uuids, warnings)
     vm = psutil.virtual_memory()
     return EnvironmentReport(
-        python=platform.python_version(), platform=platform.platform(),
-        driver_version=_driver_version(warnings) if torch_info["cuda_available"] else None,
+        python=platform.python_version(), platform=platform.platform(), driver_version=driver,
         cpu_model=_cpu_model(), cpu_logical=os.cpu_count() or 1, cpu_physical=psutil.cpu_count(logical=False),
         cpu_available=_available_cores(), ram_total_bytes=int(vm.total), ram_available_bytes=int(vm.available),
         env=_env_vars(), warnings=tuple(warnings), **torch_info)
@@ -151,25 +156,45 @@ def _torch_flags(torch) -> dict:
 def _device_row(torch, i: int) -> dict:
     props = torch.cuda.get_device_properties(i)
     return {"index": i, "name": props.name, "capability": f"{props.major}.{props.minor}",
-            "memory_bytes": int(props.total_memory), "multiprocessors": props.multi_processor_count}
+            "memory_bytes": int(props.total_memory), "multiprocessors": props.multi_processor_count,
+            "uuid": display_uuid(getattr(props, "uuid", None))}
 
 
-def _driver_version(warnings: list) -> str | None:
+def _device_text(d: dict) -> str:
+    nvml = "" if d.get("nvml_index") is None else f", NVML {d['nvml_index']}"
+    uuid = f", {d['uuid']}" if d.get("uuid") else ""
+    return f"{d['name']} (sm {d['capability']}, {d['memory_bytes'] / 2**30:.1f} GiB{nvml}{uuid})"
+
+
+def _add_nvml_index(devices: tuple[dict, ...], nvml_uuids: list | None, warnings: list) -> None:
+    """Set each device row's nvml_index: the NVML device with the same UUID, else None."""
+    found = match_uuids([d["uuid"] for d in devices], nvml_uuids) if nvml_uuids is not None else [None] * len(devices)
+    for d, nvml_index in zip(devices, found):
+        d["nvml_index"] = nvml_index
+        if nvml_index is None and nvml_uuids is not None:
+            warnings.append(f"cuda:{d['index']} (UUID {d['uuid']}) matches no NVML device: nvml_index is None "
+                            "(a MIG instance, or NVML sees other GPUs than CUDA)")
+
+
+def _nvml_facts(warnings: list) -> tuple[str | None, list | None]:
+    """The driver version and each NVML device's UUID (in NVML order); None for what NVML cannot tell."""
     try:
-        import pynvml
+        import pynvml  # optional (perfkit[workbook])
     except ImportError:
-        warnings.append("nvidia-ml-py is not installed: driver version unknown")
-        return None
+        warnings.append("nvidia-ml-py is not installed: driver version and NVML indices unknown")
+        return None, None
     try:
         pynvml.nvmlInit()
         try:
             version = pynvml.nvmlSystemGetDriverVersion()
+            uuids = [pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+                     for i in range(pynvml.nvmlDeviceGetCount())]
         finally:
             pynvml.nvmlShutdown()
     except pynvml.NVMLError as exc:
-        warnings.append(f"NVML unavailable ({exc}): driver version unknown")
-        return None
-    return version.decode() if isinstance(version, bytes) else str(version)
+        warnings.append(f"NVML unavailable ({exc}): driver version and NVML indices unknown")
+        return None, None
+    return (version.decode() if isinstance(version, bytes) else str(version)), uuids
 
 
 def _cpu_model() -> str:

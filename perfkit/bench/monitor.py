@@ -7,10 +7,16 @@
 GPU data comes from nvidia-ml-py (``import pynvml``, imported lazily). Without it, or when
 NVML cannot start (no driver, no GPU), the monitor records CPU-side data only and
 ``gpu_reason`` says why. Nothing is plotted or printed here.
+
+Only the GPUs this process uses are sampled, and columns are named by CUDA index (``gpu0_*`` is
+``cuda:0``), whatever NVML calls them: with ``CUDA_VISIBLE_DEVICES=3``, ``gpu0_*`` reads NVML
+device 3. The match is made once at start (perfkit.bench.gpu_match): by UUID when the process
+has already imported torch and initialized CUDA, else from CUDA_VISIBLE_DEVICES.
 """
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +26,7 @@ import pandas as pd
 
 from ..errors import ParameterError
 from ..results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
+from .gpu_match import display_uuid, loaded_torch_uuids, match_gpus
 
 CPU_COLUMNS = ("cpu_process_percent", "cpu_system_percent", "rss_bytes")
 GPU_METRICS = ("util_percent", "mem_used_bytes", "power_w", "sm_clock_mhz", "mem_clock_mhz")
@@ -34,25 +41,31 @@ BUSY_CORE_PERCENT = 90.0
 class MonitorResult:
     """Samples from a SystemMonitor run. ``rows`` are dicts with time_s (since start),
     cpu_process_percent (can exceed 100 on several cores), cpu_system_percent (all cores,
-    0-100), rss_bytes and, per GPU ``i``: gpu{i}_util_percent, gpu{i}_mem_used_bytes,
-    gpu{i}_power_w, gpu{i}_sm_clock_mhz, gpu{i}_mem_clock_mhz."""
+    0-100), rss_bytes and, per monitored GPU: {label}_util_percent, {label}_mem_used_bytes,
+    {label}_power_w, {label}_sm_clock_mhz, {label}_mem_clock_mhz. ``gpus``: one dict per monitored
+    GPU with label ("gpu0" for cuda:0), cuda_index (None when unknown: then the label uses the NVML
+    index), nvml_index, uuid ("GPU-...", None when NVML cannot read it) and name."""
 
     interval_s: float
     rows: tuple[dict, ...]
-    gpu_names: tuple[str, ...] = ()
+    gpus: tuple[dict, ...] = ()
     gpu_reason: str | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
     @property
+    def gpu_names(self) -> tuple[str, ...]:
+        return tuple(g["name"] for g in self.gpus)
+
+    @property
     def gpu_available(self) -> bool:
-        return self.gpu_reason is None and bool(self.gpu_names)
+        return self.gpu_reason is None and bool(self.gpus)
 
     @property
     def duration_s(self) -> float:
         return float(self.rows[-1]["time_s"]) if self.rows else 0.0
 
     def to_frame(self) -> pd.DataFrame:
-        cols = ["time_s", *CPU_COLUMNS] + [f"gpu{i}_{m}" for i in range(len(self.gpu_names)) for m in GPU_METRICS]
+        cols = ["time_s", *CPU_COLUMNS] + [f"{g['label']}_{m}" for g in self.gpus for m in GPU_METRICS]
         return pd.DataFrame(list(self.rows), columns=cols)
 
     def summary(self) -> pd.DataFrame:
@@ -70,14 +83,20 @@ class MonitorResult:
     def findings(self) -> tuple[Finding, ...]:
         return rank_findings(_findings(self))
 
+    def gpus_frame(self) -> pd.DataFrame:
+        """The monitored GPUs: label, cuda_index, nvml_index, name, uuid."""
+        return pd.DataFrame(list(self.gpus), columns=["label", "cuda_index", "nvml_index", "name", "uuid"])
+
     def __repr__(self) -> str:
-        gpu = f"gpus={len(self.gpu_names)}" if self.gpu_available else f"gpu_reason={self.gpu_reason!r}"
+        gpu = (f"gpus=[{', '.join(_gpu_text(g) for g in self.gpus)}]" if self.gpu_available
+               else f"gpu_reason={self.gpu_reason!r}")
         return f"MonitorResult(samples={len(self.rows)}, duration_s={self.duration_s:.2f}, {gpu})"
 
     def _repr_html_(self) -> str:
         head = html_text(f"{len(self.rows)} samples over {self.duration_s:.2f} s"
                          + ("" if self.gpu_available else f"; no GPU data: {self.gpu_reason}"))
-        return html_section("System monitor", f"<p>{head}</p>", html_table(self.summary()),
+        gpus = html_table(self.gpus_frame()) if self.gpus else ""
+        return html_section("System monitor", f"<p>{head}</p>", gpus, html_table(self.summary()),
                             html_table(findings_frame(self.findings)), html_warnings(self.warnings))
 
 
@@ -98,7 +117,7 @@ class SystemMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handles: list = []
-        self._names: tuple[str, ...] = ()
+        self._gpus: tuple[dict, ...] = ()
         self._warnings: set[str] = set()
         self.gpu_reason: str | None = None
 
@@ -130,7 +149,7 @@ class SystemMonitor:
         """The samples so far (safe to call while running)."""
         with self._lock:
             rows = tuple(dict(r) for r in self._rows)
-        return MonitorResult(self.interval_s, rows, self._names, self.gpu_reason, tuple(sorted(self._warnings)))
+        return MonitorResult(self.interval_s, rows, self._gpus, self.gpu_reason, tuple(sorted(self._warnings)))
 
     def __enter__(self) -> "SystemMonitor":
         return self.start()
@@ -152,8 +171,8 @@ class SystemMonitor:
         """Take one sample; returns its clock time."""
         row = {"time_s": self._clock() - self._t0, "cpu_process_percent": self._proc.cpu_percent(None),
                "cpu_system_percent": _system_cpu(), "rss_bytes": self._proc.memory_info().rss}
-        for i, handle in enumerate(self._handles):
-            row.update(self._gpu_row(i, handle))
+        for gpu, handle in zip(self._gpus, self._handles):
+            row.update(self._gpu_row(gpu["label"], handle))
         with self._lock:
             self._rows.append(row)
         return row["time_s"] + self._t0
@@ -181,15 +200,31 @@ class SystemMonitor:
             self._nvml_call(nv.nvmlShutdown)  # nvmlInit succeeded: balance it (NVML counts inits)
 
     def _list_gpus(self, nv) -> None:
+        """Find the GPUs this process uses (once, here: the sampling thread never touches torch)."""
         try:
-            count = nv.nvmlDeviceGetCount()
-            self._handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-            self._names = tuple(_text(nv.nvmlDeviceGetName(h)) for h in self._handles)
+            handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+            uuids = [self._uuid(nv, h) for h in handles]
+            match = match_gpus(uuids, torch_uuids=loaded_torch_uuids(),
+                               visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
+            self._gpus = tuple({"label": f"gpu{n if c is None else c}", "cuda_index": c, "nvml_index": n,
+                                "name": _text(nv.nvmlDeviceGetName(handles[n])), "uuid": display_uuid(uuids[n])}
+                               for c, n in match.pairs)
         except nv.NVMLError as exc:
             self.gpu_reason = f"NVML cannot list the GPUs: {exc} ({type(exc).__name__})"
-            self._handles, self._names = [], ()
+            self._handles, self._gpus = [], ()
+            return
+        self._handles = [handles[g["nvml_index"]] for g in self._gpus]
+        self.gpu_reason = match.reason
+        self._warnings.update(match.warnings)
 
-    def _gpu_row(self, i: int, h) -> dict:
+    def _uuid(self, nv, h) -> str | None:
+        try:
+            return _text(nv.nvmlDeviceGetUUID(h))
+        except nv.NVMLError as exc:
+            self._warnings.add(f"NVML cannot read a GPU's UUID ({exc}): it can only be matched by index")
+            return None
+
+    def _gpu_row(self, label: str, h) -> dict:
         nv = self._nvml
         readers = {
             "util_percent": lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu,
@@ -198,13 +233,13 @@ class SystemMonitor:
             "sm_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
             "mem_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
         }
-        return {f"gpu{i}_{name}": self._nvml_read(i, name, read) for name, read in readers.items()}
+        return {f"{label}_{name}": self._nvml_read(label, name, read) for name, read in readers.items()}
 
-    def _nvml_read(self, i: int, name: str, read) -> float:
+    def _nvml_read(self, label: str, name: str, read) -> float:
         try:
             return float(read())
         except self._nvml.NVMLError as exc:
-            self._warnings.add(f"gpu{i} {name}: NVML cannot read it ({exc}); column is NaN")
+            self._warnings.add(f"{label} {name}: NVML cannot read it ({exc}); column is NaN")
             return math.nan
 
     def _nvml_call(self, fn) -> None:
@@ -224,16 +259,22 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _gpu_text(g: dict) -> str:
+    where = f"NVML {g['nvml_index']}" if g["cuda_index"] is None else f"cuda:{g['cuda_index']} = NVML {g['nvml_index']}"
+    return f"{where} {g['name']}"
+
+
 def _findings(r: MonitorResult) -> list[Finding]:
     out = []
     if not r.rows:
         return out
     frame = r.to_frame()
-    for i, name in enumerate(r.gpu_names):
-        util = frame[f"gpu{i}_util_percent"].dropna()
+    for g in r.gpus:
+        util = frame[f"{g['label']}_util_percent"].dropna()
         if len(util) and util.mean() < LOW_GPU_UTIL_PERCENT:
-            out.append(Finding("high", f"GPU {i} ({name}) busy only {util.mean():.0f}% of the time",
-                               {"mean_util_percent": float(util.mean()), "samples": len(util)},
+            out.append(Finding("high", f"GPU {g['label'][3:]} ({g['name']}) busy only {util.mean():.0f}% of the time",
+                               {"mean_util_percent": float(util.mean()), "samples": len(util),
+                                "nvml_index": g["nvml_index"], "uuid": g["uuid"]},
                                "profile a few steps (perfkit summary) to see whether the GPU waits on the "
                                "input pipeline, host-device syncs or kernel launches",
                                f"mean NVML utilization < {LOW_GPU_UTIL_PERCENT:.0f}%"))
