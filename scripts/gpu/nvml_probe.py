@@ -27,6 +27,7 @@ def probe() -> None:
         print("torch", i, p.name, repr(p.uuid), str(p.uuid), getattr(p, "pci_bus_id", None),
               getattr(p, "pci_device_id", None), getattr(p, "pci_domain_id", None))
     print(perfkit.environment_report())
+    print(perfkit.environment_report().devices)
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     with SystemMonitor(interval_s=0.1) as mon:
         t0 = time.perf_counter()
@@ -35,6 +36,7 @@ def probe() -> None:
         torch.cuda.synchronize()
     result = mon.result()
     print(result)
+    print(result.gpus)
     print(result.summary().to_string())
     print([f.title for f in result.findings])
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything perfkit checks on a real GPU, in one call (a lent GPU gives about 15 minutes in all).
 # From the repository root:   OUT=/tmp/gpu-out DEADLINE_S=480 scripts/gpu/session.sh
+# ONLY="nvml notebooks" runs those steps alone (machine validate record profile nvml notebooks cases tests).
 # Wheels for what the GPU image lacks (orjson, msgspec, isal, papermill, nbconvert, ...) are installed
 # from .whl/ when it exists. Each step runs under `timeout`, cut to what is left of DEADLINE_S, in
 # priority order; its output goes to $OUT/session.log and its files into $OUT/*.tar.gz.
@@ -22,6 +23,7 @@ else
 fi
 step() {  # step NAME LIMIT_S COMMAND...: run under the smaller of LIMIT_S and the time left
   local name=$1 limit=$2; shift 2
+  if [[ -n "${ONLY:-}" && " $ONLY " != *" ${name%% *} "* ]]; then return; fi
   local left=$(( DEADLINE_S - ($(date +%s) - START) ))
   (( left < limit )) && limit=$left
   if (( limit < 5 )); then echo "=== $name: skipped, deadline reached" | tee -a "$LOG"; return; fi
@@ -38,9 +40,9 @@ for run in "ppo_train.py item_logging" "ppo_train.py batched_metrics" "mlp_train
   step "profile $1 $2" 45 $PK profile --json --out "$W/profile/$2" "scripts/gpu/$1" -- "$2" 12 cuda
 done
 step nvml 30 python3 scripts/gpu/nvml_probe.py
-step "run notebooks" 150 $PK run cpu_bound step_anatomy gpu_kernels htod sync_points compile_ab amp_regression memory_leak -p mode live -p device cuda --out "$W/reports" --no-progress
-step "run case studies" 80 $PK run case_studies -p mode live -p device cuda --out "$W/reports" --no-progress
-step "gpu tests" 90 python3 -m pytest -q -p no:cacheprovider tests/test_htod.py tests/test_amp_ab.py tests/test_bench_compare.py tests/test_environment.py tests/test_syncs_runtime.py tests/test_monitor.py
-tar czf "$OUT/traces.tar.gz" -C "$W" traces profile 2>>"$LOG"
-tar czf "$OUT/reports.tar.gz" -C "$W" reports gpu-validation.md 2>>"$LOG"
+step "notebooks" 150 $PK run cpu_bound step_anatomy gpu_kernels htod sync_points compile_ab amp_regression memory_leak -p mode live -p device cuda --out "$W/reports" --no-progress
+step "cases" 80 $PK run case_studies -p mode live -p device cuda --out "$W/reports" --no-progress
+step "tests" 90 python3 -m pytest -q -p no:cacheprovider tests/test_htod.py tests/test_amp_ab.py tests/test_bench_compare.py tests/test_environment.py tests/test_syncs_runtime.py tests/test_monitor.py tests/test_gpu_match.py tests/test_runner.py
+[ -d "$W/traces" ] && tar czf "$OUT/traces.tar.gz" -C "$W" traces profile 2>>"$LOG"
+[ -d "$W/reports" ] && tar czf "$OUT/reports.tar.gz" -C "$W" reports $(ls "$W"/gpu-validation.md 2>/dev/null | xargs -r -n1 basename) 2>>"$LOG"
 echo "=== done at $(( $(date +%s) - START )) s" | tee -a "$LOG"
