@@ -49,7 +49,8 @@ verdict_card("htod", result, logged, subject=source.subject, device=source.devic
 
 # %% [markdown]
 # ## Copies in the trace
-# Per direction and host-memory kind (time in us, GB/s), then per issuing op and source line.
+# Per direction and host-memory kind (time in us, GB/s), then per issuing op and source line. The GPU side's
+# GB/s hides a pageable copy's staging on the host; the effective GB/s counts the host's blocked time too.
 
 # %%
 display(HTML(prose.prose(htod.htod_text(result, sweep, perfkit.syncs(trace)))))

@@ -56,6 +56,9 @@ def test_summary_by_direction_and_memory(result):
     assert (pageable["count"], pageable["bytes"], pageable["time_us"]) == (2, 4_001_000, 50)
     assert pageable["gb_per_s"] == pytest.approx(4_001_000 / 50e3)
     assert pageable["followed_by_sync"] == 1 and pageable["overlap_pct"] == 0
+    # effective: the longer of GPU time and host blocked (launch + sync) per copy: max(40, 20 + 30) + max(10, 10)
+    assert pageable["host_blocked_us"] == 60 and pageable["effective_gb_per_s"] == pytest.approx(4_001_000 / 60e3)
+    assert s.loc[("HtoD", "pinned"), "effective_gb_per_s"] == 20.0  # the 5 us launch hides under 100 us of copy
     assert (pinned["count"], pinned["bytes"], pinned["time_us"], pinned["gb_per_s"]) == (1, 2_000_000, 100, 20.0)
     assert pinned["overlap_pct"] == pytest.approx(80.0) and pinned["followed_by_sync"] == 0
     assert s.loc[("DtoH", "pinned"), "count"] == 1

@@ -195,7 +195,7 @@ def test_copy_kinds_on_a_gpu_trace():
     left, right = plots.copy_kinds(result).axes
     kinds = [t.get_text() for t in left.get_xticklabels()]
     assert "HtoD pageable" in kinds and "HtoD pinned" in kinds
-    assert right.get_ylabel().startswith("GB/s") and len(right.patches) == len(result.to_frame())
+    assert right.get_ylabel().startswith("GB/s") and len(right.patches) == 2 * len(result.to_frame())
 
 
 def test_diff_breakdown_and_loss_curves():

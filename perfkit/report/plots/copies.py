@@ -2,6 +2,8 @@
 trace. Both draw the "no GPU: <reason>" figure without GPU data."""
 from __future__ import annotations
 
+import numpy as np
+
 from .figure import label, new_figure, no_gpu_figure
 
 
@@ -26,8 +28,9 @@ def copy_bandwidth(result, *, title: str = "Host-to-device copy bandwidth"):
 
 
 def copy_kinds(result, *, title: str = "Host-device copies in the trace"):
-    """Copy time (ms) and achieved GB/s per (direction, memory kind) of a trace ``htod``
-    result. A trace without copies gives the "no GPU" figure with the reason."""
+    """Copy time (ms) and GB/s per (direction, memory kind) of a trace ``htod`` result: the GPU side's
+    rate beside the effective one (host blocked time included: a pageable copy's staging shows only
+    there). A trace without copies gives the "no GPU" figure with the reason."""
     frame = result.to_frame()
     if frame.empty:
         reason = next((w for w in result.warnings if "GPU" in w), "the trace has no GPU copies")
@@ -37,8 +40,13 @@ def copy_kinds(result, *, title: str = "Host-device copies in the trace"):
     left, right = fig.subplots(1, 2)
     left.bar(names, frame["time_us"].to_numpy(dtype=float) / 1e3, color="#c44e52")
     left.set_ylabel("copy time (ms)")
-    right.bar(names, frame["gb_per_s"].to_numpy(dtype=float), color="#4c72b0")
+    at = np.arange(len(names))
+    right.bar(at - 0.2, frame["gb_per_s"].to_numpy(dtype=float), 0.4, color="#4c72b0", label="GPU side")
+    right.bar(at + 0.2, frame["effective_gb_per_s"].to_numpy(dtype=float), 0.4, color="#dd8452",
+              label="effective (host blocked included)")
+    right.set_xticks(at, names)
     right.set_ylabel("GB/s (1e9 bytes/s)")
+    right.legend(fontsize=7)
     for ax in (left, right):
         ax.tick_params(axis="x", labelrotation=30, labelsize=7)
     fig.suptitle(title)
