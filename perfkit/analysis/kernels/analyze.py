@@ -7,6 +7,7 @@ import pandas as pd
 from ...trace.intervals import union
 from ...trace.shapes import op_shapes
 from ...trace.steps import full_step_windows, step_rows
+from ..step.queued import queued_gpu_us
 from .attribute import kernel_links
 from .devices import device_for
 from .findings import build_findings
@@ -140,7 +141,11 @@ def _mfu(trace, modeled: pd.DataFrame, dev) -> tuple:
         return None, peak, None, list(stubs)
     host = pd.DataFrame({"rank": mat["rank"].to_numpy(), "step": mat["step"].to_numpy()})
     inside = step_rows(windows, host) >= 0
-    window_us = float(windows["dur_us"].sum())
+    wall = windows["dur_us"].to_numpy(dtype=np.float64)
+    window_us = float(np.maximum(wall, queued_gpu_us(trace, windows)).sum())  # a host ahead: the GPU's time
     flops = float(mat["flops"].to_numpy()[inside].sum())
     note = [] if len(trace.steps) else ["no ProfilerStep# windows: MFU divides by the span of the trace's activity"]
+    if window_us > 1.01 * wall.sum():
+        note.append(f"MFU divides by the GPU time the steps queued ({window_us / 1e3:,.2f} ms), not by their windows "
+                    f"({wall.sum() / 1e3:,.2f} ms): the host ran ahead of the GPU")
     return (flops / (window_us * 1e-6) / (peak * 1e12) if window_us > 0 else None), peak, window_us, note + list(stubs)

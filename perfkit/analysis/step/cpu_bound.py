@@ -33,16 +33,15 @@ from ...results import findings_frame, html_section, html_table, html_text, html
 from ...text import jsonable
 from ...trace.ancestry import nest
 from ...trace.names import starts_with
-from ...trace import intervals
-from ...trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from ...trace.schema import LAUNCH_CATEGORIES
 from ...trace.steps import STEP_PREFIX, listed_steps, step_rows, step_windows, stub_steps, window_index
 from ..classify import launch_mask
 from ..compile import compile_facts, compile_spans
 from ..host_ops import COPY_OPS, HOST_CATEGORIES, host_events, op_table
 from .findings import findings as _findings
 from .layers import LAYER_COLUMNS, host_compute_ops, host_work, step_layers
-from .rules import (COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, QUEUED_OVER_WALL, SYNC_SHARE,
-                    VERDICTS, decide)
+from .queued import host_ahead_warning, queued_gpu_us
+from .rules import COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS, decide
 from .warmup import warmup_events
 
 __all__ = ["CPUBoundResult", "VERDICTS", "cpu_bound", "decide", "overall_numbers"]
@@ -184,24 +183,9 @@ def _step_table(trace, host, nested, windows, launches, tiny_us, warmup, links, 
         steps[column] = layers[column].to_numpy()
     _add_launch_columns(steps, launches)
     _add_kernel_columns(steps, trace, windows, tiny_us)
-    steps["queued_gpu_us"] = _queued_gpu_us(trace, windows, links)
+    steps["queued_gpu_us"] = queued_gpu_us(trace, windows, links)
     _add_ratios(steps)
     return steps
-
-
-def _queued_gpu_us(trace, windows: pd.DataFrame, links: pd.DataFrame) -> np.ndarray:
-    """Per window: the GPU time (interval union) of the kernels, copies and memsets launched from it."""
-    gpu = links[links["gpu_cat"].isin(GPU_CATEGORIES)]
-    out = np.zeros(len(windows))
-    if gpu.empty:
-        return out
-    row = windows.index.get_indexer(step_rows(windows, trace.events.loc[gpu["cpu_index"].to_numpy(), ["rank", "step"]]))
-    start = gpu["gpu_ts_us"].to_numpy(dtype=np.float64)
-    end = start + gpu["gpu_dur_us"].to_numpy(dtype=np.float64)
-    for position in np.unique(row[row >= 0]):
-        mine = row == position
-        out[position] = intervals.length(start[mine], end[mine])
-    return out
 
 
 def _launch_table(host, windows, links) -> pd.DataFrame:
@@ -299,21 +283,6 @@ def _warnings(trace, windows: pd.DataFrame, steps: pd.DataFrame, has_gpu: bool, 
         out.append(f"{listed_steps(windows[stub])}: {PARTIAL_NOTE}; its row says {PARTIAL_STEP!r} "
                    "instead of a verdict and the overall verdict leaves it out")
     return tuple(out) + host_ahead_warning(steps[~stub] if (~stub).any() else steps)
-
-
-def host_ahead_warning(steps: pd.DataFrame) -> tuple[str, ...]:
-    """When the median step queues at least ``QUEUED_OVER_WALL`` times its window in GPU work, the host
-    ran ahead of the GPU and the windows understate a step: say by how much and what to compare."""
-    if steps.empty:
-        return ()
-    queued, wall = float(steps["queued_gpu_us"].median()), float(steps["wall_us"].median())
-    if not wall > 0 or queued < QUEUED_OVER_WALL * wall:
-        return ()
-    return (f"the host ran ahead of the GPU: each step's launches queue a median {queued / 1e3:,.2f} ms of GPU work "
-            f"but its window lasts {wall / 1e3:,.2f} ms, so step times here are how fast the host issues work: a "
-            f"step of a long run takes at least {queued / 1e3:,.2f} ms ({queued / wall:.1f}x); compare runs by "
-            "queued GPU time per step (queued_gpu_us) or time them synchronized (perfkit.compare), or profile later "
-            "in the run, once the host waits for the GPU (perfkit profile --wait 20)",)
 
 
 def _short(v) -> str:
