@@ -133,3 +133,19 @@ def test_cuda_without_gpu_raises():
         pytest.skip("a GPU is visible")
     with pytest.raises(ParameterError, match="no CUDA GPU"):
         amp_ab(make_model, make_batch, loss_fn, device="cuda")
+
+
+def test_speed_finding_blames_small_matmuls_not_the_gpu():
+    """On the H100 the live notebook's 64x32->128 MLP ran 0.86x under bf16: the fix said "keep fp32
+    on this device", which reads as the H100 being bad at bf16. It names the model size now."""
+    from types import SimpleNamespace
+
+    from perfkit.bench.amp_result import _speed_finding
+
+    timing = SimpleNamespace(speedup_ci=(0.83, 0.89), n=20, test=SimpleNamespace(confidence=0.95, min_effect=0.02))
+    slower = _speed_finding(SimpleNamespace(verdict="slower", dtype="bfloat16", device="cuda", speedup=0.86,
+                                            timing=timing))
+    assert "small matmuls" in slower.fix and "this device" not in slower.fix and "perfkit kernels" in slower.fix
+    same = dict(verdict="no change", dtype="bfloat16", speedup=1.0, timing=timing)
+    assert "not bound by its matmuls" in _speed_finding(SimpleNamespace(device="cuda:0", **same)).fix
+    assert "AMX" in _speed_finding(SimpleNamespace(device="cpu", **same)).fix
