@@ -32,6 +32,7 @@ from perfkit.registry import CASE_STUDIES, INVESTIGATIONS, read_notebook
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 CPU_TRACES = sorted((ROOT / "data" / "traces" / "cpu").glob("*.json.gz"))
+GPU_TRACES = sorted((ROOT / "data" / "traces" / "gpu").glob("*.json.gz"))  # recorded on an H100
 TINY_PPO = {"envs": 4, "rollout": 4, "epochs": 1, "minibatch": 16, "channels": 8, "hidden": 32}
 LIVE = {
     "cpu_bound": {"workload": "ppo", "variant": "item_logging", "overrides": TINY_PPO, "steps": 2},
@@ -166,13 +167,22 @@ def trace_arg(request, tmp_path):
     return Path(value)
 
 
-@pytest.mark.parametrize("trace_arg", [pytest.param(p, id=p.name[:40]) for p in CPU_TRACES] + _shared_cases(),
+@pytest.mark.parametrize("trace_arg", [pytest.param(p, id=p.name[:40]) for p in CPU_TRACES + GPU_TRACES]
+                         + _shared_cases(),
                          indirect=True)
 def test_trace_notebooks_run_on_every_trace(session, log_path, trace_arg):
     for name in SINGLE:
         nb = session.run(NOTEBOOKS / f"{name}.py", {"trace_path": str(trace_arg), "perf_log_path": str(log_path),
                                                      **TRACE_TINY.get(name, {})})
         assert _card(nb)["subject"].startswith("trace ")
+
+
+@pytest.mark.parametrize("trace", ["mlp_fp32.pt.trace.json.gz", "mlp_bf16.pt.trace.json.gz"])
+def test_gpu_kernels_notebook_reads_tensor_cores_off_and_on(session, log_path, trace):
+    nb = session.run(NOTEBOOKS / "gpu_kernels.py", {"trace_path": str(ROOT / "data" / "traces" / "gpu" / trace),
+                                                     "perf_log_path": str(log_path)})
+    text, share = html_text(nb), "0 %" if "fp32" in trace else "100 %"
+    assert "NVIDIA H100" in _card(nb)["subject"] + text and f"GEMM time on Tensor Cores: {share}" in text
 
 
 @pytest.mark.parametrize("name", PAIRS)
