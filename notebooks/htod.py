@@ -53,7 +53,7 @@ verdict_card("htod", result, logged, subject=source.subject, device=source.devic
 # GB/s hides a pageable copy's staging on the host; the effective GB/s counts the host's blocked time too.
 
 # %%
-display(HTML(prose.prose(htod.htod_text(result, sweep, perfkit.syncs(trace)))))
+display(HTML(prose.prose(htod.htod_text(result, sweep))))
 display(plots.copy_kinds(result))
 display(HTML(html_table(result.to_frame())))
 display(HTML(html_table(result.sites)))

@@ -47,10 +47,11 @@ def sweep_rows(sweep) -> list[dict]:
     return out
 
 
-def htod_text(result, sweep=None, syncs=None) -> str:
-    """The copy analysis (and sweep, if any) read back in one paragraph; with the trace's
-    ``syncs`` result, the host time blocked in pageable copy calls (a pageable cudaMemcpyAsync
-    returns only after the copy: often far more than the copy's GPU time)."""
+def htod_text(result, sweep=None) -> str:
+    """The copy analysis (and sweep, if any) read back in one paragraph, with the host time blocked
+    in pageable and device-to-host copy calls and the syncs right after them (a pageable
+    cudaMemcpyAsync returns only after the copy: often far more than the copy's GPU time). The figure
+    is the copies table's ``host_blocked_us``, the one the findings quote."""
     frame = result.to_frame()
     if frame.empty:
         text = "The trace has no GPU copies (no GPU events), so no host-device copy could be analyzed."
@@ -60,7 +61,7 @@ def htod_text(result, sweep=None, syncs=None) -> str:
                 f"{int(h['count'].sum())} host-to-device, "
                 f"{int(h.loc[h['memory'] == 'pageable', 'count'].sum())} of them from pageable memory, "
                 f"{int(frame['followed_by_sync'].sum())} copies followed by a blocking sync.")
-        text += _pageable_block_text(frame, syncs)
+        text += _pageable_block_text(frame)
     if sweep is None:
         return text
     if not sweep.available:
@@ -69,15 +70,15 @@ def htod_text(result, sweep=None, syncs=None) -> str:
     return text + " Best measured bandwidth: " + ", ".join(f"{m} {v:.1f} GB/s" for m, v in best.items()) + "."
 
 
-def _pageable_block_text(frame, syncs) -> str:
-    if syncs is None:
-        return ""
-    kinds = syncs.by_kind.set_index("kind")
-    blocked = {k: float(kinds.at[k, "blocked_us"]) for k in ("memcpy_htod_pageable", "memcpy_dtoh") if k in kinds.index}
+def _pageable_block_text(frame) -> str:
+    blocking = {"pageable host-to-device": (frame["direction"] == "HtoD") & (frame["memory"] == "pageable"),
+                "device-to-host": frame["direction"] == "DtoH"}
+    blocked = {what: float(frame.loc[rows, "host_blocked_us"].sum()) for what, rows in blocking.items()}
+    blocked = {what: us for what, us in blocked.items() if us > 0}
     if not blocked:
         return ""
     gpu_us = float(frame.loc[frame["memory"] == "pageable", "time_us"].sum())
-    parts = " and ".join(f"{ms_text(us)} in {'pageable host-to-device' if k.endswith('pageable') else 'device-to-host'} "
-                         "copy calls" for k, us in blocked.items())
-    return (f" The host waited {parts} (the call returns only once the copy is done), against {ms_text(gpu_us)} of GPU "
-            "copy time for the pageable copies: pinning saves the host wait.")
+    parts = " and ".join(f"{ms_text(us)} in {what} copy calls" for what, us in blocked.items())
+    return (f" The host waited {parts} and the syncs right after them (a pageable copy call returns only once the "
+            f"copy is done), against {ms_text(gpu_us)} of GPU copy time for the pageable copies: pinning saves the "
+            "host wait.")
