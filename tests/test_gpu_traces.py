@@ -124,8 +124,11 @@ def test_the_fp32_profile_shows_a_host_ahead_of_the_gpu():
     full = steps[steps["verdict"] != "partial step"]
     assert full["queued_gpu_us"].round(3).tolist() == pytest.approx([round(q, 3) for q in queued], abs=1e-3)
     assert statistics.median(queued) > 2 * statistics.median(b - a for a, b in windows)
-    note = next(w for w in perfkit.diagnose(trace, kernel_fix=False).warnings if w.startswith("the host ran ahead"))
+    d = perfkit.diagnose(trace, kernel_fix=False)
+    note = next(w for w in d.warnings if w.startswith("the host ran ahead"))
     assert f"queue a median {statistics.median(queued) / 1e3:,.2f} ms of GPU work" in note
+    step = next(n for n in d.numbers if n["label"] == "mean step")  # the verdict's own number says so too
+    assert step["text"].endswith(f"each queued {statistics.median(queued) / 1e3:,.2f} ms of GPU work (the host ran ahead)")
     # MFU divides by the GPU's time, not the host's windows (19.5% before, against the windows)
     k = perfkit.kernels(trace)
     assert k.totals["step_us"] == pytest.approx(sum(max(b - a, q) for (a, b), q in zip(windows, queued)), rel=1e-3)

@@ -32,6 +32,7 @@ from ..syncs.analyze import syncs
 from .cpu_bound import PARTIAL_STEP, cpu_bound, overall_numbers
 from .findings import top_host_work
 from .hotspots import hotspots
+from .queued import host_ahead
 from .warmup import warmup_text
 
 MAX_STEP_ROWS = 8
@@ -194,8 +195,10 @@ def _step_rows(steps: pd.DataFrame) -> pd.DataFrame:
 def _numbers(verdict: str, e: dict, o: dict, result) -> list[dict]:
     """The three figures behind ``verdict``, most telling first."""
     n = max(o["steps"], 1)
+    ahead = host_ahead(result.steps[result.steps["verdict"] != PARTIAL_STEP])
+    queued = f"; each queued {ahead[0] / 1e3:,.2f} ms of GPU work (the host ran ahead)" if ahead else ""
     step = {"label": "mean step", "value": o["wall_us"] / n / 1e3, "unit": "ms",
-            "text": f"mean step {o['wall_us'] / n / 1e3:,.2f} ms over {o['steps']} full step(s)"}
+            "text": f"mean step {o['wall_us'] / n / 1e3:,.2f} ms over {o['steps']} full step(s){queued}"}
     busy = {"label": "GPU busy", "value": o["gpu_busy_pct"], "unit": "%",
             "text": f"GPU busy {o['gpu_busy_pct']:.0f}% of the step"}
 

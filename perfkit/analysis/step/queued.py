@@ -35,15 +35,22 @@ def queued_gpu_us(trace, windows: pd.DataFrame, links: pd.DataFrame | None = Non
     return out
 
 
-def host_ahead_warning(steps: pd.DataFrame) -> tuple[str, ...]:
-    """When the median step (``wall_us``, ``queued_gpu_us``) queues at least ``QUEUED_OVER_WALL`` times
-    its window in GPU work, the host ran ahead of the GPU and the windows understate a step: say by
-    how much and what to compare."""
+def host_ahead(steps: pd.DataFrame) -> tuple[float, float] | None:
+    """(median queued GPU time, median window) in us when the median step (``wall_us``,
+    ``queued_gpu_us``) queues at least ``QUEUED_OVER_WALL`` times its window: the host ran ahead of
+    the GPU and the windows understate a step. None otherwise."""
     if steps.empty:
-        return ()
+        return None
     queued, wall = float(steps["queued_gpu_us"].median()), float(steps["wall_us"].median())
-    if not wall > 0 or queued < QUEUED_OVER_WALL * wall:
+    return (queued, wall) if wall > 0 and queued >= QUEUED_OVER_WALL * wall else None
+
+
+def host_ahead_warning(steps: pd.DataFrame) -> tuple[str, ...]:
+    """What ``host_ahead`` found, by how much and what to compare instead; () when it found nothing."""
+    ahead = host_ahead(steps)
+    if ahead is None:
         return ()
+    queued, wall = ahead
     return (f"the host ran ahead of the GPU: each step's launches queue a median {queued / 1e3:,.2f} ms of GPU work "
             f"but its window lasts {wall / 1e3:,.2f} ms, so step times here are how fast the host issues work: a "
             f"step of a long run takes at least {queued / 1e3:,.2f} ms ({queued / wall:.1f}x); compare runs by "
