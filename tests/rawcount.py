@@ -16,7 +16,7 @@ LAUNCH = re.compile(r"^(cuda|cu|hip)(LaunchKernel|ExtLaunchKernel|ModuleLaunchKe
 COMM = re.compile(r"nccl|rccl", re.I)
 
 
-def _union(spans):
+def union_length(spans):
     total, end = 0.0, float("-inf")
     for a, b in sorted(spans):
         if b <= end:
@@ -52,7 +52,7 @@ def raw_facts(path) -> dict:
     loader = [(e["ts"], e["ts"] + e["dur"]) for e in events if str(e.get("name", "")).startswith("enumerate(DataLoader)")]
     launches = [e for e in events if LAUNCH.match(str(e.get("name", "")))]
     wall = sum(b - a for a, b in steps)
-    inside = lambda spans: sum(_union(_clip(spans, a, b)) for a, b in steps)  # noqa: E731
+    inside = lambda spans: sum(union_length(_clip(spans, a, b)) for a, b in steps)  # noqa: E731
     busy = inside(gpu)
     in_steps = [e for e in launches if any(a <= e["ts"] < b for a, b in steps)]
     in_kernels = [e["dur"] for e in kernels if any(a <= e["ts"] < b for a, b in steps)]

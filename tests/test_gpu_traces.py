@@ -13,7 +13,7 @@ import perfkit
 from perfkit.analysis.summary import summarize
 from perfkit.trace import load_trace
 
-from rawcount import raw_facts, supports
+from rawcount import raw_facts, supports, union_length
 
 GPU = Path(__file__).resolve().parents[1] / "data" / "traces" / "gpu"
 MANIFEST = json.loads((GPU / "MANIFEST.json").read_text())
@@ -118,7 +118,7 @@ def test_the_fp32_profile_shows_a_host_ahead_of_the_gpu():
     gpu = [(launch_ts[e["args"]["correlation"]], e["ts"], e["ts"] + e["dur"]) for e in events
            if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("args", {}).get("correlation") in launch_ts]
     windows = _windows(events)[:3]  # the fourth ProfilerStep is cut short by the profiler's stop
-    queued = [_union([(s, e) for t, s, e in gpu if a <= t < b]) for a, b in windows]
+    queued = [union_length([(s, e) for t, s, e in gpu if a <= t < b]) for a, b in windows]
     trace = load_trace(GPU / "mlp_fp32.pt.trace.json.gz", use_cache=False)
     steps = perfkit.cpu_bound(trace).steps
     full = steps[steps["verdict"] != "partial step"]
@@ -134,11 +134,3 @@ def test_the_fp32_profile_shows_a_host_ahead_of_the_gpu():
     assert k.totals["step_us"] == pytest.approx(sum(max(b - a, q) for (a, b), q in zip(windows, queued)), rel=1e-3)
     assert any(w.startswith("MFU divides by the GPU time the steps queued") for w in k.warnings)
 
-
-def _union(spans) -> float:
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(spans):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
