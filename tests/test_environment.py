@@ -229,3 +229,17 @@ def test_device_rows_without_nvml_have_no_nvml_index(clean_env):
     assert r.devices[0]["nvml_index"] is None and r.devices[0]["uuid"] == NODE_UUIDS[3]
     assert any("NVML indices unknown" in w for w in r.warnings) and r.driver_version is None
     assert len(_gpu_report().to_frame()) > 0  # rows built without uuid/nvml_index still print
+
+
+def test_unreadable_uuids_keep_the_driver_version(clean_env):
+    class NoUUIDs(FakePynvml):
+        def nvmlDeviceGetUUID(self, h):
+            raise self.NVMLError("Not Supported")
+
+    nvml = NoUUIDs(NODE_UUIDS)
+    clean_env.setitem(sys.modules, "pynvml", nvml)
+    _fake_cuda_process(clean_env, ["3aaa0000-1111-2222-3333-444455556663"])
+    r = environment_report()
+    assert r.driver_version == "580.159.04" and r.devices[0]["nvml_index"] is None
+    assert any(w.startswith("NVML cannot read the GPUs' UUIDs (Not Supported)") for w in r.warnings)
+    assert (nvml.inits, nvml.shutdowns) == (1, 1)

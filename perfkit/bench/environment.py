@@ -187,14 +187,23 @@ def _nvml_facts(warnings: list) -> tuple[str | None, list | None]:
         pynvml.nvmlInit()
         try:
             version = pynvml.nvmlSystemGetDriverVersion()
-            uuids = [pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
-                     for i in range(pynvml.nvmlDeviceGetCount())]
+            uuids = _nvml_uuids(pynvml, warnings)
         finally:
             pynvml.nvmlShutdown()
     except pynvml.NVMLError as exc:
         warnings.append(f"NVML unavailable ({exc}): driver version and NVML indices unknown")
         return None, None
     return (version.decode() if isinstance(version, bytes) else str(version)), uuids
+
+
+def _nvml_uuids(pynvml, warnings: list) -> list | None:
+    """Each NVML device's UUID in NVML order; None (and a warning) when NVML cannot read them, so the
+    driver version read before still stands."""
+    try:
+        return [pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(pynvml.nvmlDeviceGetCount())]
+    except pynvml.NVMLError as exc:
+        warnings.append(f"NVML cannot read the GPUs' UUIDs ({exc}): NVML indices unknown")
+        return None
 
 
 def _cpu_model() -> str:
