@@ -55,6 +55,9 @@ def test_cpu_bound_step_table_fits_a_page():
     assert table["wall (ms)"].tolist() == (full["wall_us"] / 1e3).tolist()
     assert not table.isna().any().any() and len(table.columns) <= 10
     assert "start_us" in full.columns and not any("start" in c for c in table.columns)
+    ahead = perfkit.cpu_bound(perfkit.load_trace(trace.parents[1] / "gpu" / "mlp_fp32.pt.trace.json.gz"))
+    table = cpu_bound.cpu_bound_steps(ahead)  # a host ahead of the GPU: each step queued more than its window
+    assert (table["GPU work queued (ms)"] > 1.5 * table["wall (ms)"]).sum() == 3
 
 
 def test_findings_evidence_reads_as_text_not_key_value():
