@@ -337,3 +337,12 @@ def test_htod_text_reports_the_host_wait_of_pageable_copies():
     assert "The host waited 1.19 ms in pageable host-to-device copy calls and 0.91 ms in device-to-host" in text
     assert "against 0.01 ms of GPU copy time" in text
     assert "host blocked 1.19 ms in their copy calls" in result.findings[0].title  # the figure the finding quotes
+
+
+def test_cpu_bound_rows_put_the_queued_gpu_work_on_the_card_when_the_host_ran_ahead():
+    gpu = Path(__file__).resolve().parents[1] / "data" / "traces" / "gpu"
+    out = cpu_bound_report.cpu_bound_rows(cpu_bound(load_trace(gpu / "mlp_fp32.pt.trace.json.gz")), "trace f", "H100")
+    assert [r["metric"] for r in out][:3] == ["median_step_ms", "queued_gpu_ms_per_step", "host_busy_ms_per_step"]
+    assert round(out[1]["value"], 2) == 7.19 and round(out[0]["value"], 2) == 3.2
+    in_step = cpu_bound_report.cpu_bound_rows(cpu_bound(load_trace(gpu / "mlp_bf16.pt.trace.json.gz")), "trace b", "H100")
+    assert "queued_gpu_ms_per_step" not in [r["metric"] for r in in_step]

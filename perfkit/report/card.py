@@ -21,6 +21,7 @@ CARD_VERSION = 1
 # Metric names as a person reads them; other names are shown with "_" as spaces.
 LABELS = {
     "median_step_ms": "median step", "host_busy_ms_per_step": "host busy per step", "gpu_busy_pct": "GPU busy",
+    "queued_gpu_ms_per_step": "GPU work queued per step (the host ran ahead)",
     "launches_per_step": "kernel launches per step", "htod_ms_per_step": "host-to-device copy time per step",
     "pageable_htod_per_step": "pageable host-to-device copies per step", "compile_s": "compile time",
     "sync_points_per_step": "sync points per step", "sync_blocked_ms_per_step": "host blocked in syncs per step",

@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.compile import regions_note
+from ..analysis.step.cpu_bound import PARTIAL_STEP
+from ..analysis.step.queued import host_ahead
 from ..analysis.step.rules import COMM_SHARE, HOST_AHEAD_MIN_US, LAUNCH_MIN_PER_STEP, WARMUP_SHARE
 from ..results import html_table
 from ..stats import step_ci
@@ -23,7 +25,9 @@ def cpu_bound_rows(result, subject: str, device: str) -> list[dict]:
     GPU events) and kernel launches per step of a ``cpu_bound`` result, CIs over its steps (all
     of them, as its step table shows them); for a torch.compile trace (``result.compile``) also
     ``compile_s``, the compile seconds of the whole trace (exact for a trace file), second when
-    the verdict is "compiling" (the verdict card shows the first three rows), else last."""
+    the verdict is "compiling" (the verdict card shows the first three rows), else last; when the
+    host ran ahead of the GPU (``queued.host_ahead``), ``queued_gpu_ms_per_step`` second: the median
+    GPU work a step queued, which a step of a long run takes at least."""
     steps = result.steps
     if steps.empty:
         return []
@@ -40,6 +44,10 @@ def cpu_bound_rows(result, subject: str, device: str) -> list[dict]:
         seconds = result.compile["compile_s"]
         compiled = row("cpu_bound", "compile_s", seconds, "s", ci=trace_ci(subject, seconds), **base)
         rows.insert(1 if result.verdict == "compiling" else len(rows), compiled)
+    full = steps[steps["verdict"] != PARTIAL_STEP]
+    if host_ahead(full):  # the windows understate a step: the GPU work each one queued goes on the card
+        queued = full["queued_gpu_us"] / 1e3
+        rows.insert(1, row("cpu_bound", "queued_gpu_ms_per_step", queued.median(), "ms", ci=step_ci(queued), **base))
     return finite_rows(rows)
 
 
