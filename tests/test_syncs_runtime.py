@@ -369,4 +369,5 @@ def test_cuda_mode_says_when_the_tensors_stayed_on_the_cpu(monkeypatch):
     report = det.report
     assert report.mode == "cuda" and report.events == ()
     assert report.warnings[0].startswith("2 calls that would wait for the GPU on a device tensor")
+    assert "which do not wait, and are not counted; no call synced" in report.warnings[0]
     assert "its tensors stayed on the CPU" in report.warnings[0] and "--cpu-as-device" in report.warnings[0]

@@ -189,7 +189,7 @@ def _cpu_tensor_warnings(calls: int, found: bool) -> tuple[str, ...]:
     if not calls:
         return ()
     what = (f"{calls:,} call{'s' if calls != 1 else ''} that would wait for the GPU on a device tensor (.item(), "
-            ".cpu(), nonzero, ...) ran on CPU tensors, which do not wait, and {'are' if calls != 1 else 'is'} not counted")
+            f".cpu(), nonzero, ...) ran on CPU tensors, which do not wait, and {'are' if calls != 1 else 'is'} not counted")
     if found:
         return (what,)
     return (f"{what}; no call synced on a GPU tensor: if the script should train on the GPU, its tensors stayed "

@@ -53,7 +53,7 @@ INPUT_SHARE = 0.10
 HOST_AHEAD_SHARE = 0.10
 # A step whose launches queue at least this multiple of its window in GPU time (``queued_gpu_us``): the
 # host ran ahead of the GPU, as in a short profile where it never had to wait (the H100 MLP fp32 profile
-# of scripts/gpu: 3.4 ms windows each queuing 9.8 ms of GEMMs), and the windows are the host's issue
+# of scripts/gpu: 2.9-4.0 ms windows each queuing 7.2 ms of GEMMs), and the windows are the host's issue
 # time, not a step's. In a steady state a step queues at most its own length on one stream, or the queue
 # would grow without bound; across streams a step's tail can overlap the next step (the MI300X ResNet DDP
 # rank of ../shared queues 1.18x its window: RCCL kernels launched at the end of backward, waiting on
