@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.compile import regions_note
-from ..analysis.step.cpu_bound import PARTIAL_STEP
 from ..analysis.step.queued import host_ahead
 from ..analysis.step.rules import COMM_SHARE, HOST_AHEAD_MIN_US, LAUNCH_MIN_PER_STEP, WARMUP_SHARE
 from ..results import html_table
@@ -44,7 +43,7 @@ def cpu_bound_rows(result, subject: str, device: str) -> list[dict]:
         seconds = result.compile["compile_s"]
         compiled = row("cpu_bound", "compile_s", seconds, "s", ci=trace_ci(subject, seconds), **base)
         rows.insert(1 if result.verdict == "compiling" else len(rows), compiled)
-    full = steps[steps["verdict"] != PARTIAL_STEP]
+    full = result.full_steps
     if host_ahead(full):  # the windows understate a step: the GPU work each one queued goes on the card
         queued = full["queued_gpu_us"] / 1e3
         rows.insert(1, row("cpu_bound", "queued_gpu_ms_per_step", queued.median(), "ms", ci=step_ci(queued), **base))

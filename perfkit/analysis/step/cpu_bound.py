@@ -88,6 +88,11 @@ class CPUBoundResult:
         return self.steps.copy()
 
     @property
+    def full_steps(self) -> pd.DataFrame:
+        """``steps`` without the partial ones the profiler window cut short."""
+        return self.steps[self.steps["verdict"] != PARTIAL_STEP]
+
+    @property
     def overall(self) -> dict:
         """Sums over all steps plus the derived percentages and the median launch queue delay."""
         return overall_numbers(self.steps, self.launches)

@@ -29,7 +29,7 @@ from ...trace.steps import step_windows
 from ..host_ops import HOST_WORK_CATEGORIES
 from ..kernels import gpu_bound_findings
 from ..syncs.analyze import syncs
-from .cpu_bound import PARTIAL_STEP, cpu_bound, overall_numbers
+from .cpu_bound import cpu_bound, overall_numbers
 from .findings import top_host_work
 from .hotspots import hotspots
 from .queued import host_ahead
@@ -151,7 +151,7 @@ def verdict_line(trace) -> dict:
 def _headline(trace, result) -> tuple:
     """(full steps, the verdict's finding, title, the three numbers) of ``cpu_bound``'s ``result``:
     the title of a host-compute-bound verdict carried by Python names where that time goes."""
-    full = result.steps[result.steps["verdict"] != PARTIAL_STEP]
+    full = result.full_steps
     o = overall_numbers(full if len(full) else result.steps, result.launches)
     finding = next((f for f in result.findings if f.title.startswith(result.verdict)), result.findings[0])
     title, numbers = finding.title, _numbers(result.verdict, result.evidence, o, result)
@@ -195,7 +195,7 @@ def _step_rows(steps: pd.DataFrame) -> pd.DataFrame:
 def _numbers(verdict: str, e: dict, o: dict, result) -> list[dict]:
     """The three figures behind ``verdict``, most telling first."""
     n = max(o["steps"], 1)
-    ahead = host_ahead(result.steps[result.steps["verdict"] != PARTIAL_STEP])
+    ahead = host_ahead(result.full_steps)
     queued = f"; each queued {ahead[0] / 1e3:,.2f} ms of GPU work (the host ran ahead)" if ahead else ""
     step = {"label": "mean step", "value": o["wall_us"] / n / 1e3, "unit": "ms",
             "text": f"mean step {o['wall_us'] / n / 1e3:,.2f} ms over {o['steps']} full step(s){queued}"}
