@@ -47,7 +47,7 @@ LIBRARY_PACKAGES = TORCH_PACKAGES + (
     "flashinfer", "xformers", "diffusers", "timm", "peft", "vllm", "torchrl", "stable_baselines3", "gymnasium",
     "tqdm", "typing_extensions", "_pytest", "pluggy",
 )
-_FRAME_COLUMNS = ["name", "parent", "file_id", "pid", "tid", "ts_us", "dur_us"]  # what the walk reads
+_SPAN_COLUMNS = ["file_id", "pid", "tid", "ts_us", "dur_us"]  # what finding a host event's frame reads
 FRAME_COLUMNS = ["frame", "file", "line", "func", "inner_frame", "inner_file", "inner_line", "inner_func"]
 
 
@@ -88,9 +88,10 @@ def user_frames(trace, events: pd.DataFrame, *, packages=LIBRARY_PACKAGES) -> pd
     if events.empty or not rows.any():
         return empty
     trace.require("parent")
-    # The columns the walk reads, not all of them: a trace holds a million frames.
-    frames = ev.loc[rows, _FRAME_COLUMNS]
-    walker = _Walker(frames, packages)
+    # The frames' thread and interval only (a trace holds a million frames); the walk up reads the
+    # whole table's ``parent`` and ``name`` columns in place.
+    frames = ev.loc[rows, _SPAN_COLUMNS]
+    walker = _Walker(ev, rows, packages)
     starts = walker.positions(enclosing(frames, events).to_numpy())
     users = [walker.user(x) for x in starts.tolist()]
     out = empty.copy()
@@ -115,14 +116,19 @@ def _fill(out: pd.DataFrame, prefix: str, positions: list, walker: "_Walker") ->
 
 
 class _Walker:
-    """Walks up python_function frames by position (``Python parent id`` links, the loader's
-    ``parent`` column), with memoized answers; a frame's name is read only when the walk reaches it
-    (a trace holds a million frames, a walk visits a few)."""
+    """Walks up python_function frames by position in the events table (``Python parent id`` links,
+    the loader's ``parent`` column), with memoized answers; a frame's name is read only when the
+    walk reaches it (a trace holds a million frames, a walk visits a few)."""
 
-    def __init__(self, frames: pd.DataFrame, packages):
-        self.up, self.names, self.packages = Ancestors(frames), frames["name"], packages
-        self.parent = self.up.parent.tolist()
+    def __init__(self, events: pd.DataFrame, is_frame: np.ndarray, packages):
+        self.up, self.names, self.packages = Ancestors(events), events["name"], packages
+        # A walk stays on python_function frames (``is_frame``: a mask over ``events``).
+        self.parent = np.where(is_frame[np.clip(self.up.parent, 0, None)], self.up.parent, -1)
+        # A categorical name is read through its code: one text per distinct name, not per frame.
+        categorical = isinstance(self.names.dtype, pd.CategoricalDtype)
+        self._codes = self.names.cat.codes.to_numpy() if categorical else None
         self._name: dict = {}
+        self._kinds: dict = {}
         self._user: dict = {}
 
     def positions(self, labels: np.ndarray) -> np.ndarray:
@@ -130,27 +136,40 @@ class _Walker:
         return self.up.positions(labels)
 
     def name(self, pos: int) -> str:
-        if pos not in self._name:
-            self._name[pos] = str(self.names.iat[pos])
-        return self._name[pos]
+        key = pos if self._codes is None or self._codes[pos] < 0 else ~int(self._codes[pos])  # ~code: -1, -2, ...
+        if key not in self._name:
+            self._name[key] = str(self.names.iat[pos])
+        return self._name[key]
 
     def user(self, pos: int) -> int:
         """First user frame from ``pos`` upward, else the first frame outside torch/stdlib, else -1."""
         if pos < 0:
             return -1
-        if pos not in self._user:
-            user = fallback = -1
-            cur = pos
-            while cur >= 0 and user < 0:
-                parsed = parse_frame(self.name(cur))
-                if parsed is not None:
-                    if not is_library(parsed[0], self.packages):
-                        user = cur
-                    elif fallback < 0 and not is_library(parsed[0], TORCH_PACKAGES):
-                        fallback = cur
-                cur = self.parent[cur]
-            self._user[pos] = user if user >= 0 else fallback
+        user, fallback = self._above(pos)
+        return user if user >= 0 else fallback
+
+    def _above(self, pos: int) -> tuple[int, int]:
+        """(first user frame, first frame outside torch/stdlib) from ``pos`` upward, -1 for none;
+        memoized for every frame on the way, so walks from frames of one stack share their tops."""
+        path, cur = [], pos
+        while cur >= 0 and cur not in self._user and len(path) <= len(self.parent):  # longer: a cycle
+            path.append(cur)
+            cur = int(self.parent[cur])
+        user, fallback = self._user.get(cur, (-1, -1))
+        for frame in reversed(path):
+            kind = self._kind(frame)
+            user, fallback = (frame if kind == "user" else user), (frame if kind == "fallback" else fallback)
+            self._user[frame] = (user, fallback)
         return self._user[pos]
+
+    def _kind(self, pos: int) -> str:
+        """"user", "fallback" (library, not torch or stdlib), "library" or "" (no file and line)."""
+        name = self.name(pos)
+        if name not in self._kinds:
+            parsed = parse_frame(name)
+            self._kinds[name] = "" if parsed is None else "user" if not is_library(parsed[0], self.packages) \
+                else "fallback" if not is_library(parsed[0], TORCH_PACKAGES) else "library"
+        return self._kinds[name]
 
     def library_inner(self, pos: int, user: int) -> int:
         """The innermost frame with a file and line from ``pos`` upward, if it is library code and
@@ -160,5 +179,5 @@ class _Walker:
             parsed = parse_frame(self.name(cur))
             if parsed is not None:
                 return cur if cur != user and is_library(parsed[0], self.packages) else -1
-            cur = self.parent[cur]
+            cur = int(self.parent[cur])
         return -1
