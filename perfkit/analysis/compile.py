@@ -100,9 +100,11 @@ def compile_us(spans: pd.DataFrame) -> float:
 
 def compiled_regions(trace) -> list[str]:
     """Distinct ``Torch-Compiled Region: N/M`` names that ran in the trace, sorted."""
-    ev = trace.select("cpu_op", "user_annotation")
-    names = ev["name"][name_mask(ev["name"], lambda n: n.startswith(REGION_PREFIX))]
-    return sorted(set(names.astype(str)))
+    ev = trace.events
+    # Names tested first (once per distinct name), then only the matching rows read.
+    rows = name_mask(ev["name"], lambda n: n.startswith(REGION_PREFIX))
+    rows[rows] &= (ev["ph"][rows] == "X").to_numpy() & ev["cat"][rows].isin(("cpu_op", "user_annotation")).to_numpy()
+    return sorted(set(ev["name"][rows].astype(str)))
 
 
 def is_triton_kernel(name: str) -> bool:
@@ -116,6 +118,11 @@ def compile_facts(trace, *, spans: pd.DataFrame | None = None) -> dict | None:
     kernel time); ``compile_s``: union of compile spans in seconds; ``compiled_regions``: count of
     distinct ``Torch-Compiled Region: N/M`` names. ``spans``: ``compile_spans(trace)`` when the
     caller has it already."""
+    facts = trace.derived("compile_facts", lambda t: _compile_facts(t, spans))
+    return None if facts is None else dict(facts)
+
+
+def _compile_facts(trace, spans: pd.DataFrame | None) -> dict | None:
     kernels = trace.kernels()
     triton = name_mask(kernels["name"], is_triton_kernel)
     regions = compiled_regions(trace)

@@ -50,7 +50,7 @@ class Trace:
         self.files = tuple(files)
         self.steps = steps
         self.warnings = tuple(warnings)
-        self._launches: dict = {}  # gpu_categories -> (the events table it was built from, the links)
+        self._derived: dict = {}  # key -> (the events and steps tables it was built from, the value)
 
     def __repr__(self) -> str:
         paths = ", ".join(f.path.rsplit("/", 1)[-1] for f in self.files[:3])
@@ -112,10 +112,15 @@ class Trace:
         each call returns its own copy.
         """
         key = tuple(gpu_categories)
-        built = self._launches.get(key)
-        if built is None or built[0] is not self.events:
-            built = self._launches[key] = (self.events, self._link_launches(key))
-        return built[1].copy()
+        return self.derived(("launches", key), lambda trace: trace._link_launches(key)).copy()
+
+    def derived(self, key, build):
+        """``build(self)``, computed once per events and steps tables and ``key`` (several analyses
+        of one command ask for the same table). The value is shared: callers copy what they modify."""
+        built = self._derived.get(key)
+        if built is None or built[0] is not self.events or built[1] is not self.steps:
+            built = self._derived[key] = (self.events, self.steps, build(self))
+        return built[2]
 
     def _link_launches(self, gpu_categories: tuple) -> pd.DataFrame:
         ev = self.events

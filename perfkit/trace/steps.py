@@ -114,6 +114,10 @@ def step_windows(trace) -> pd.DataFrame:
     widened to the rank's GPU activity too, so GPU work that ends after the last host call counts.
     A trace with no steps at all gets one window per rank spanning its events (step -1).
     """
+    return trace.derived("step_windows", _step_windows).copy()
+
+
+def _step_windows(trace) -> pd.DataFrame:
     steps = trace.steps
     if len(steps):
         windows = steps[["rank", "step", "start_us", "end_us"]].reset_index(drop=True)
