@@ -7,6 +7,7 @@ import pytest
 from perfkit.trace import load_trace
 from perfkit.trace.steps import locate, window_index
 
+from conftest import shared_traces
 from tracebuilder import TraceBuilder
 
 OPTIMIZER = "Optimizer.step#Adam.step"
@@ -98,3 +99,17 @@ def test_gpu_events_without_correlation_are_linked_through_ac2g_flows(tmp_path):
     assert links["gpu_name"].tolist() == ["kernel_0", "kernel_1", "kernel_2"]
     assert links["launch_name"].tolist() == ["cudaLaunchKernel"] * 3
     assert links["queue_delay_us"].tolist() == pytest.approx([40, 41, 42])
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", shared_traces(), ids=lambda p: p.name)
+def test_launches_of_fewer_categories_equal_their_rows_of_all_links(path):
+    """Once every category is linked, a call for fewer categories filters those links instead of
+    joining again: the same table as linking them alone (ac2g flow fills, ROCm names, cuda_sync)."""
+    alone = load_trace(path)
+    keys = [("gpu_memcpy",), ("gpu_memcpy", "cuda_sync"), ("kernel",), ("kernel", "gpu_memcpy", "gpu_memset")]
+    direct = {key: alone.launches(key) for key in keys}
+    shared = load_trace(path)
+    shared.launches()
+    for key in keys:
+        pd.testing.assert_frame_equal(shared.launches(key), direct[key])

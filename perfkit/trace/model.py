@@ -40,6 +40,9 @@ class TraceFile:
         return bool(self.flags.get("with_stack"))
 
 
+_ALL_LINKED = (*GPU_CATEGORIES, "cuda_sync")  # what ``Trace.launches`` links by default
+
+
 class Trace:
     """Events, flows, metadata and steps of one or more profiler trace files."""
 
@@ -99,7 +102,7 @@ class Trace:
         """Kernels, memcpys and memsets: the intervals during which a GPU does work."""
         return self.select(*GPU_CATEGORIES)
 
-    def launches(self, gpu_categories: tuple = GPU_CATEGORIES + ("cuda_sync",)) -> pd.DataFrame:
+    def launches(self, gpu_categories: tuple = _ALL_LINKED) -> pd.DataFrame:
         """CPU launch -> GPU activity links, one row per GPU event whose launch is in the trace.
 
         ``gpu_categories``: the GPU-side categories to link (default: kernels, copies, memsets and
@@ -108,19 +111,30 @@ class Trace:
         ``gpu_dur_us``, ``queue_delay_us`` (GPU start minus launch start). Links are joined on
         (file, correlation id); GPU events without a correlation id are linked through ``ac2g`` flow
         events (same id from the launch's start to the GPU event's start) where the trace has them.
-        Built once per events table and categories (several analyses of one command ask for it);
-        each call returns its own copy.
+        Built once per events table and categories (several analyses of one command ask for it),
+        and taken from the links of every category once those are built; each call returns its own
+        copy.
         """
         key = tuple(gpu_categories)
+        built = self._built(("launches", _ALL_LINKED))
+        if built is not None and set(key) <= set(_ALL_LINKED):
+            # The links of fewer categories are rows of all links (each row links one GPU event).
+            return built[built["gpu_cat"].isin(key).to_numpy()].reset_index(drop=True)
         return self.derived(("launches", key), lambda trace: trace._link_launches(key)).copy()
+
+    def _built(self, key):
+        """The value ``derived`` holds for ``key`` if it is current, else None."""
+        built = self._derived.get(key)
+        return built[2] if built is not None and built[0] is self.events and built[1] is self.steps else None
 
     def derived(self, key, build):
         """``build(self)``, computed once per events and steps tables and ``key`` (several analyses
         of one command ask for the same table). The value is shared: callers copy what they modify."""
-        built = self._derived.get(key)
-        if built is None or built[0] is not self.events or built[1] is not self.steps:
-            built = self._derived[key] = (self.events, self.steps, build(self))
-        return built[2]
+        value = self._built(key)
+        if value is None:
+            value = build(self)
+            self._derived[key] = (self.events, self.steps, value)
+        return value
 
     def _link_launches(self, gpu_categories: tuple) -> pd.DataFrame:
         ev = self.events
