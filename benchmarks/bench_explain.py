@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import LayoutWriter, build  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+from bench_load import LayoutWriter, build, user_env  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = Path(os.environ.get("PERFKIT_SHARED", ROOT.parent / "shared")) / "traces/public/tracelens_b200_serving_eager_rank0.json.gz"
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
         n = build(args.source, args.events, {"lines": LayoutWriter("lines", path, gz)})
         gz.unlink()
         print(f"built {path} ({n:,} events, {path.stat().st_size / 1e6:,.0f} MB) from {args.source.name}")
-    env = dict(os.environ, PERFKIT_CACHE_DIR=str(work / "cache"))
+    env = user_env(PERFKIT_CACHE_DIR=str(work / "cache"))
     subprocess.run([sys.executable, "-c", f"from perfkit.trace import load_trace; load_trace({str(path)!r})"],
                    env=env, check=True)
     rows = {label: measure(label, path, work / "annotated.json.gz", env) for label in COMMANDS}
