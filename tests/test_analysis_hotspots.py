@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import perfkit.cli
-from perfkit.analysis.frames import normalize
+from perfkit.analysis.frames import _thread_time_tie_order, normalize
 from perfkit.analysis.step.hotspots import HOTSPOT_COLUMNS, hotspots
 from perfkit.errors import ParameterError
 from perfkit.trace import load_trace
@@ -186,3 +186,20 @@ def test_cli_table_json_and_collapsed(tmp_path, capsys):
     assert {r["function"] for r in json.loads(capsys.readouterr().out)["rows"]} >= {"step", "Tensor.to"}
     assert perfkit.cli.main(["hotspots", path, "--thread", "nope"]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_innermost_segments_order_is_the_lexsort_of_thread_time_and_tie(seed):
+    """The segments' order comes from one sort of a packed key where it fits: the same order as
+    np.lexsort of (thread, time, tie) on whole, quarter, nanosecond and epoch-scale times, ties,
+    negative, huge and non-finite times (the last two fall back to the lexsort)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(400):
+        n = int(rng.integers(0, 200))
+        base = rng.choice([0.0, 1.6e15, 1.4e12, -5.0, 123.456, 1e18])
+        t = base + rng.choice([1.0, 0.25, 0.001, 1e-6, 1e9]) * rng.integers(0, 50, n)
+        if n and rng.random() < 0.1:
+            t[rng.integers(0, n)] = rng.choice([np.nan, np.inf, -0.0])
+        thread = rng.integers(0, rng.choice([1, 4, 1000]), n)
+        tie = rng.integers(0, rng.choice([1, 7, 300]), n)
+        assert (_thread_time_tie_order(thread, t, tie) == np.lexsort((tie, t, thread))).all()
