@@ -10,6 +10,8 @@ import perfkit.bench.environment as env_mod
 from perfkit.bench.environment import EnvironmentReport, environment_report, hardware_defaults
 from perfkit.errors import ParameterError
 
+from fakegpu import CUuuid
+
 torch = pytest.importorskip("torch")
 WATCHED = ("CUDA_LAUNCH_BLOCKING", "OMP_NUM_THREADS", "NCCL_DEBUG", "CUBLAS_WORKSPACE_CONFIG",
            "TORCH_CUDNN_V8_API_DISABLED", "TORCH_COMPILE_DEBUG", "TORCH_LOGS")
@@ -183,23 +185,13 @@ class FakePynvml:
         raise AssertionError(f"unexpected NVML call {name}")
 
 
-class _CUuuid:
-    """torch's _CUuuid prints the UUID without "GPU-"."""
-
-    def __init__(self, text):
-        self.text = text
-
-    def __str__(self):
-        return self.text
-
-
 NODE_UUIDS = [f"GPU-{i}aaa0000-1111-2222-3333-44445555666{i}" for i in range(4)]
 
 
 def _fake_cuda_process(monkeypatch, torch_uuids):
     """environment_report on a process whose torch sees GPUs with ``torch_uuids`` (CUDA order)."""
     props = [SimpleNamespace(name="NVIDIA H100", major=9, minor=0, total_memory=80 * 2**30,
-                             multi_processor_count=132, uuid=_CUuuid(u)) for u in torch_uuids]
+                             multi_processor_count=132, uuid=CUuuid(u)) for u in torch_uuids]
     fake_torch = SimpleNamespace(cuda=SimpleNamespace(get_device_properties=props.__getitem__))
     devices = tuple(env_mod._device_row(fake_torch, i) for i in range(len(props)))
     info = {"torch_version": "2.11.0", "cuda_version": "13.0", "cudnn_version": None, "cuda_available": True,

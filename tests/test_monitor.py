@@ -9,6 +9,8 @@ import pytest
 from perfkit.bench.monitor import CPU_COLUMNS, GPU_METRICS, MonitorResult, SystemMonitor
 from perfkit.errors import ParameterError
 
+from fakegpu import CUuuid
+
 
 def _nvml_works() -> bool:
     try:
@@ -189,15 +191,7 @@ class FakeTorchCuda:
         if not self.initialized:
             raise AssertionError("the monitor must not initialize CUDA")
         uuid = UUIDS[self.nvml_order[i]] if self.nvml_order[i] is not None else "GPU-ffff0000-0000"
-        return SimpleNamespace(uuid=_CUuuid(uuid[4:].upper()))
-
-
-class _CUuuid:
-    def __init__(self, text):
-        self.text = text
-
-    def __str__(self):
-        return self.text
+        return SimpleNamespace(uuid=CUuuid(uuid[4:].upper()))
 
 
 def _run(fake):
