@@ -28,7 +28,6 @@ import sys
 import sysconfig
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
