@@ -100,10 +100,11 @@ def json_text(value, **dumps_kwargs) -> str:
     if not dumps_kwargs:
         try:
             raw = orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
-        except TypeError:
-            raw = b"\x80"
-        if raw.isascii() and b"\x7f" not in raw:  # orjson escapes the C0 controls, not DEL
-            return raw.decode()
+        except TypeError:  # orjson.JSONEncodeError: a value or key it does not take
+            pass
+        else:
+            if raw.isascii() and b"\x7f" not in raw:  # orjson escapes the C0 controls, not DEL
+                return raw.decode()
     return json.dumps(jsonable(value), allow_nan=False, ensure_ascii=True, **dumps_kwargs)
 
 
