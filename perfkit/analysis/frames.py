@@ -29,7 +29,7 @@ from ..trace.ancestry import in_lexsort_order
 from ..trace.names import starts_with
 from ..trace.nesting import depths
 from ..trace.steps import STEP_PREFIX
-from ..trace.threads import thread_codes
+from ..trace.threads import event_threads
 from .host_ops import DATALOADER_PREFIX, HOST_CATEGORIES
 from .stacks import parse_frame
 from .timeline import host_parents
@@ -138,7 +138,7 @@ def _raw_frames(trace) -> pd.DataFrame:
     complete = (ev["ph"] == "X").to_numpy()
     is_py = complete & (ev["cat"] == "python_function").to_numpy()
     is_op = complete & ev["cat"].isin(HOST_CATEGORIES).to_numpy() & ~starts_with(ev["name"], STEP_PREFIX)
-    codes = thread_codes(ev)
+    codes = event_threads(trace)
     rows = np.flatnonzero(is_py | (is_op & ~np.isin(codes, np.unique(codes[is_py]))))
     region = (ev["cat"] == "user_annotation").to_numpy() & ~starts_with(ev["name"], DATALOADER_PREFIX)
     start = ev["ts_us"].to_numpy(dtype=np.float64)[rows]

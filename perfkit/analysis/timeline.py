@@ -15,7 +15,7 @@ from ..trace.ancestry import positions
 from ..trace.intervals import union
 from ..trace.names import starts_with
 from ..trace.steps import STEP_PREFIX
-from ..trace.threads import thread_codes
+from ..trace.threads import event_threads
 from .host_ops import HOST_CATEGORIES
 
 THREAD_COLUMNS = ["thread", "file_id", "rank", "pid", "tid", "label", "steps", "root_frame", "launches", "python_us",
@@ -43,7 +43,7 @@ def thread_table(trace, python_us: pd.Series | None = None, links: pd.DataFrame 
     ``links``: ``trace.launches()`` when the caller already has it."""
     ev = trace.events
     rows = np.flatnonzero((ev["ph"] == "X").to_numpy() & ev["cat"].isin(HOST_CATEGORIES + ("python_function",)).to_numpy())
-    codes = thread_codes(ev)
+    codes = event_threads(trace)
     host_codes = codes[rows]
     uniques, first = np.unique(host_codes, return_index=True)
     pick = rows[first]

@@ -1,7 +1,7 @@
 """Host threads of a trace, identified by (file, pid, tid).
 
 ``thread_codes`` numbers the threads of ``Trace.events`` (categorical pid/tid), so codes are equal
-across subsets of one table; ``thread_key`` numbers the threads of any frame (pid/tid of any dtype),
+across subsets of one table (``event_threads``: those of the whole table, built once per trace); ``thread_key`` numbers the threads of any frame (pid/tid of any dtype),
 equal only within that frame.
 """
 from __future__ import annotations
@@ -17,6 +17,16 @@ def thread_codes(events: pd.DataFrame) -> np.ndarray:
     tid = np.asarray(events["tid"].cat.codes, dtype=np.int64) if hasattr(events["tid"], "cat") else \
         pd.factorize(events["tid"].astype(str))[0].astype(np.int64)
     return (events["file_id"].to_numpy(dtype=np.int64) << 42) | (pid << 21) | tid
+
+
+def event_threads(trace) -> np.ndarray:
+    """``thread_codes`` of every row of ``trace.events``, built once per trace (several analyses of
+    one command ask for it); read-only, as it is shared."""
+    def build(t) -> np.ndarray:
+        codes = thread_codes(t.events)
+        codes.flags.writeable = False
+        return codes
+    return trace.derived("event_threads", build)
 
 
 def thread_key(frame: pd.DataFrame) -> np.ndarray:

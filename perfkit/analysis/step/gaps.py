@@ -33,7 +33,7 @@ from ...trace import intervals
 from ...trace.intervals import Coverage
 from ...trace.names import starts_with
 from ...trace.steps import full_step_windows
-from ...trace.threads import thread_codes
+from ...trace.threads import event_threads
 from ..frames import dominant_frames, frame_table, innermost_segments, subset
 from ..host_ops import DATALOADER_PREFIX
 from ..stacks import TORCH_PACKAGES, is_library
@@ -267,7 +267,7 @@ def _marked_intervals(trace, frames: pd.DataFrame, keys: pd.DataFrame) -> pd.Dat
     for what, mask in (("input", starts_with(names, DATALOADER_PREFIX)), ("compile", compile_name[codes] & (codes >= 0))):
         rows = np.flatnonzero(mask & complete)
         start = ev["ts_us"].to_numpy()[rows]
-        parts.append(pd.DataFrame({"thread": thread_codes(ev)[rows], "what": what, "start": start,
+        parts.append(pd.DataFrame({"thread": event_threads(trace)[rows], "what": what, "start": start,
                                    "end": start + ev["dur_us"].to_numpy()[rows]}))
     return pd.concat(parts, ignore_index=True)
 

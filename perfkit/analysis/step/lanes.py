@@ -22,7 +22,7 @@ from ...trace import intervals
 from ...trace.intervals import Coverage
 from ...trace.names import contains, starts_with
 from ...trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
-from ...trace.threads import thread_codes
+from ...trace.threads import event_threads, thread_codes
 from ..classify import is_comm
 from ..host_ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, host_events
 from ..syncs.analyze import blocking_calls
@@ -134,7 +134,7 @@ def _work_events(trace) -> pd.DataFrame:
     wait = np.zeros(len(rows), dtype=bool)
     for name in WAIT_FRAMES:
         wait |= contains(ev["name"], name)[rows]
-    return pd.DataFrame({"thread": thread_codes(ev)[rows], "rank": ev["rank"].to_numpy()[rows], "start": start,
+    return pd.DataFrame({"thread": event_threads(trace)[rows], "rank": ev["rank"].to_numpy()[rows], "start": start,
                          "end": start + ev["dur_us"].to_numpy()[rows], "op": ops[rows],
                          "wait": wait & python[rows]})
 
