@@ -100,8 +100,14 @@ def blocking_calls(trace, host: pd.DataFrame) -> pd.DataFrame:
     """Rows of ``host`` (host events of ``trace``) that block the calling thread: blocking runtime
     calls and blocking copy launches, device-to-host and pageable host-to-device (the runtime side
     of the rules above; their intervals are host time blocked)."""
+    blocking = trace.derived("blocking_calls", _blocking_labels)
+    return host.loc[host.index.intersection(blocking)]
+
+
+def _blocking_labels(trace) -> pd.Index:
+    """Labels of the runtime calls and copy launches of ``trace`` that block (see blocking_calls)."""
     candidates = _candidates(trace, _copy_launches(trace, trace.launches(("gpu_memcpy",))))
-    return host.loc[host.index.intersection(candidates.index[candidates["source"] != "op"])]
+    return candidates.index[candidates["source"] != "op"]
 
 
 def _complete(ev: pd.DataFrame, categories) -> np.ndarray:
