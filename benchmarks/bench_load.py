@@ -245,16 +245,16 @@ def main(argv=None) -> int:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="perfkit-bench-"))
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; "
           f"HTA: {_hta_source(args)}")
-    rows = []
+    rows, env = [], user_env()
     for path in args.files or []:
-        rows.append(run_file(path, args, work))
+        rows.append(run_file(path, args, work, env))
     spawn = multiprocessing.get_context("spawn")  # builds in a child: this process stays small, and
     for trace in [] if args.files else args.traces:  # the loaders it starts do not inherit its peak RSS (Linux ru_maxrss does)
         with ProcessPoolExecutor(1, mp_context=spawn) as builder:
             paths = builder.submit(build_files, work, trace, args).result()
         os.sync()  # else the kernel writes the GBs just built back to disk during the first rows' loads
         for path in paths:
-            rows.append(run_file(path, args, work))
+            rows.append(run_file(path, args, work, env))
             os.remove(path)  # the disk holds one trace's layouts at a time
     report(rows, hta=bool(args.hta_python or args.hta_quoted))
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
@@ -294,16 +294,17 @@ def user_env(**extra) -> dict:
     """The children's environment: this one, less PYTHONDONTWRITEBYTECODE (set in some sandboxes
     and CI images: every child would compile perfkit's modules from source, 0.05-0.3 s a process
     that a user's Python, which caches bytecode, does not pay), with perfkit's bytecode written
-    once before any child is timed."""
+    before any child is timed. Call it once per run."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "perfkit")], env=env, check=True,
                    stdout=subprocess.DEVNULL)
     return dict(env, **extra)
 
 
-def run_file(path: Path, args, work: Path) -> dict:
+def run_file(path: Path, args, work: Path, env: dict) -> dict:
+    """One row: ``path``'s floors, first loads and cached re-open, children in ``env`` (``user_env()``)."""
     cache = work / "cache" / path.parent.name
-    env = user_env(PERFKIT_CACHE_DIR=str(cache))
+    env = dict(env, PERFKIT_CACHE_DIR=str(cache))
     row = {"file": path.parent.name, "MB": path.stat().st_size / 1e6, "load": os.getloadavg()[0]}
     row["floor"] = floors(path)
     for workers in args.workers:
