@@ -68,8 +68,6 @@ def jsonable(value):
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most values: nothing to do
         return value
-    if kind is float:
-        return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
