@@ -79,8 +79,12 @@ def name_mask(names: pd.Series, predicate) -> np.ndarray:
 
 def compile_spans(trace) -> pd.DataFrame:
     """Complete host events (``COMPILE_CATEGORIES``) of ``trace`` that are compile work: rows of
-    ``trace.events`` (``rank``, ``ts_us``, ``dur_us``, ``name``, ...). Nested spans overlap: take
-    their union (``compile_us``), never their sum."""
+    ``trace.events`` (``rank``, ``ts_us``, ``dur_us``, ``name``, ...), found once per trace (shared:
+    copy before changing it). Nested spans overlap: take their union (``compile_us``), never their sum."""
+    return trace.derived("compile_spans", _compile_spans)
+
+
+def _compile_spans(trace) -> pd.DataFrame:
     ev = trace.events
     # Names tested first, rows copied once: the categories hold a million python_function frames.
     spans = (ev["ph"] == "X").to_numpy() & ev["cat"].isin(COMPILE_CATEGORIES).to_numpy() \
@@ -111,22 +115,21 @@ def is_triton_kernel(name: str) -> bool:
     return name.startswith(TRITON_PREFIX)
 
 
-def compile_facts(trace, *, spans: pd.DataFrame | None = None) -> dict | None:
+def compile_facts(trace) -> dict | None:
     """``{kernels, triton_kernels, triton_time_share, compile_s, compiled_regions}`` of the whole
     trace, or None when it shows no sign of torch.compile (no compile span, compiled region or
     Triton kernel). ``triton_time_share``: Triton kernel time / all kernel time (0-1, None without
     kernel time); ``compile_s``: union of compile spans in seconds; ``compiled_regions``: count of
-    distinct ``Torch-Compiled Region: N/M`` names. ``spans``: ``compile_spans(trace)`` when the
-    caller has it already."""
-    facts = trace.derived("compile_facts", lambda t: _compile_facts(t, spans))
+    distinct ``Torch-Compiled Region: N/M`` names."""
+    facts = trace.derived("compile_facts", _compile_facts)
     return None if facts is None else dict(facts)
 
 
-def _compile_facts(trace, spans: pd.DataFrame | None) -> dict | None:
+def _compile_facts(trace) -> dict | None:
     kernels = trace.kernels()
     triton = name_mask(kernels["name"], is_triton_kernel)
     regions = compiled_regions(trace)
-    seconds = compile_us(compile_spans(trace) if spans is None else spans) / 1e6
+    seconds = compile_us(compile_spans(trace)) / 1e6
     if not (triton.any() or regions or seconds > 0):
         return None
     total_us = float(kernels["dur_us"].sum())

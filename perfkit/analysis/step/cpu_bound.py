@@ -36,7 +36,7 @@ from ...trace.names import starts_with
 from ...trace.schema import LAUNCH_CATEGORIES
 from ...trace.steps import STEP_PREFIX, listed_steps, step_rows, step_windows, stub_steps, window_index
 from ..classify import launch_mask
-from ..compile import compile_facts, compile_spans
+from ..compile import compile_facts
 from ..host_ops import COPY_OPS, HOST_CATEGORIES, host_events, op_table
 from .findings import findings as _findings
 from .layers import LAYER_COLUMNS, host_compute_ops, host_work, step_layers
@@ -137,8 +137,8 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     """
     thresholds = {"compile_share": compile_share, "gpu_bound_busy": gpu_bound_busy, "input_share": input_share,
                   "host_ahead_share": host_ahead_share, "sync_share": sync_share}
-    windows, host, nested, links, spans, work, launches, warmup = _inputs(trace)
-    steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup, links, spans, work)
+    windows, host, nested, links, work, launches, warmup = _inputs(trace)
+    steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup, links, work)
     has_gpu = trace.has_gpu_events
     launched = host["cat"].isin(LAUNCH_CATEGORIES).any()
     kind = "gpu" if has_gpu else "unrecorded" if launched and trace.devices else "cpu"
@@ -150,7 +150,7 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     in_steps = np.isin(step_rows(windows, host), np.flatnonzero(~stub))
     result = dict(steps=steps[STEP_COLUMNS], ops=op_table(host, nested), annotations=_annotations(host, len(windows)),
                   launches=launches, verdict=verdict, evidence=evidence, has_gpu=has_gpu,
-                  tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace, spans=spans), warmup=warmup,
+                  tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace), warmup=warmup,
                   host_ops=host_compute_ops(trace, host, nested, in_steps, work=work), devices=tuple(trace.devices))
     findings = _findings(result, overall, copy_us=_outer_copy_us(host, nested))
     return CPUBoundResult(findings=rank_findings(findings), warnings=_warnings(trace, windows, steps, has_gpu, stub),
@@ -161,29 +161,29 @@ def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:
     """The per-step table of ``cpu_bound`` (``STEP_COLUMNS`` less ``verdict``, same numbers) without
     the op tables, call nesting and verdicts: for analyses that need only the per-step split
     (``perfkit.ranks`` reduces each rank to it)."""
-    windows, host, nested, links, spans, work, launches, warmup = _inputs(trace)
-    steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup, links, spans, work)
+    windows, host, nested, links, work, launches, warmup = _inputs(trace)
+    steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup, links, work)
     return steps[STEP_COLUMNS[:-1]]
 
 
 def _inputs(trace) -> tuple:
     """What the per-step table is built from: step windows, host events and their nesting, launch
-    links, compile spans, host work, the launch table and the warm-up calls."""
+    links, host work, the launch table and the warm-up calls."""
     windows = step_windows(trace)
     host = host_events(trace, HOST_CATEGORIES)
     nested = nest(host)
-    links, spans = trace.launches(), compile_spans(trace)
+    links = trace.launches()
     work = host_work(trace, host, links)
-    return (windows, host, nested, links, spans, work, _launch_table(host, windows, links),
+    return (windows, host, nested, links, work, _launch_table(host, windows, links),
             warmup_events(trace, host=host, links=links))
 
 
 # --- per-step table ------------------------------------------------------------------------------
 
-def _step_table(trace, host, nested, windows, launches, tiny_us, warmup, links, spans, work) -> pd.DataFrame:
+def _step_table(trace, host, nested, windows, launches, tiny_us, warmup, links, work) -> pd.DataFrame:
     """The window's layers of time (``layers.step_layers``) with its launch and kernel columns."""
     steps = windows.rename(columns={"dur_us": "wall_us"}).copy()
-    layers = step_layers(trace, host, nested, windows, warmup, links=links, spans=spans, work=work)
+    layers = step_layers(trace, host, nested, windows, warmup, links=links, work=work)
     for column in LAYER_COLUMNS:
         steps[column] = layers[column].to_numpy()
     _add_launch_columns(steps, launches)

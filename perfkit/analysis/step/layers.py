@@ -49,11 +49,10 @@ _THREAD_SPAN = [*_SPAN, "file_id", "pid", "tid"]
 
 def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.DataFrame,
                 warmup: pd.DataFrame, *, links: pd.DataFrame | None = None,
-                spans: pd.DataFrame | None = None, work: tuple | None = None) -> pd.DataFrame:
+                work: tuple | None = None) -> pd.DataFrame:
     """``LAYER_COLUMNS`` per row of ``windows``. ``host``: host events (``ops.host_events``),
     ``nested``: their ``ops.nest``; ``warmup``: ``warmup.warmup_events(trace)``; ``links``:
-    ``trace.launches()``, ``spans``: ``compile.compile_spans(trace)`` and ``work``: ``host_work(trace,
-    host)`` when the caller has them."""
+    ``trace.launches()`` and ``work``: ``host_work(trace, host)`` when the caller has them."""
     cold = trace.events.loc[warmup["label"].to_numpy(), _SPAN] if len(warmup) else _empty()
     work, issuing = host_work(trace, host, links) if work is None else work
     # Only the columns the layers read: row selections below copy every column they keep.
@@ -77,7 +76,7 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
     blocks = intervals.rank_unions
     work, python, gpu, driving, launching = (blocks(f) for f in (work, python, gpu, driving, launching))
     loader = blocks(host[starts_with(host["name"], DATALOADER_PREFIX)])
-    compiling = blocks(compile_spans(trace) if spans is None else spans)
+    compiling = blocks(compile_spans(trace))
     blocking = blocks(blocking_calls(trace, host))
     base = cover.base
     out["warmup_us"] = base
