@@ -65,12 +65,27 @@ def test_cuts_inside_strings_or_nested_objects_are_remade_exactly(tmp_path, smal
     assert len(expected[0]) == 600
 
 
-def test_chunk_size_and_workers_do_not_change_the_tables(tmp_path, monkeypatch):
-    path = write(tmp_path, "t.json", trace_doc(events(2000)))
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_chunk_size_and_workers_do_not_change_the_tables(tmp_path, monkeypatch, name):
+    monkeypatch.setattr("perfkit.trace.stream.BLOCK_BYTES", 4096)  # many blocks: gzip's pass through the slots
+    path = write(tmp_path, name, trace_doc(events(2000)))
     expected = tables(path, workers=1)
     for chunk in (1000, 4096, 50_000):
         monkeypatch.setattr("perfkit.trace.parse.CHUNK_BYTES", chunk)
         assert_same(tables(path, workers=2), expected)
+
+
+def test_an_event_longer_than_a_shared_slot_leaves_room_for_none(tmp_path, monkeypatch):
+    """A gzip file's chunks are inflated straight into shared slots (a chunk's size plus 5 MiB):
+    an event longer than that sends the rest of the file down the general path, same tables."""
+    monkeypatch.setattr("perfkit.trace.parse.CHUNK_BYTES", 4096)
+    monkeypatch.setattr("perfkit.trace.stream.BLOCK_BYTES", 1 << 20)
+    evs = events(3000)
+    evs[2500]["args"]["note"] = "x" * (6 << 20)
+    path = write(tmp_path, "t.json.gz", trace_doc(evs))
+    expected = tables(path, workers=1)
+    assert_same(tables(path, workers=2), expected)
+    assert len(expected[0]) == 6000
 
 
 def test_metadata_before_and_after_the_events_is_read(tmp_path, small_chunks):
@@ -116,6 +131,17 @@ def test_truncated_gzip_with_salvage_keeps_what_inflates(tmp_path):
     assert 0 < len(trace.events) < 800
     assert any("gzip stream truncated" in w for w in trace.warnings)
     assert any("cut off mid-write" in w for w in trace.warnings)
+
+
+def test_truncated_gzip_salvaged_by_workers_keeps_the_same_events(tmp_path, small_chunks, monkeypatch):
+    monkeypatch.setattr("perfkit.trace.stream.BLOCK_BYTES", 4096)  # blocks pass through the shared slots
+    data = gzip.compress(json.dumps(trace_doc(events(3000)), indent=1).encode())
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(data[: len(data) * 2 // 3])
+    one = load_trace(path, use_cache=False, salvage=True, workers=1)
+    two = load_trace(path, use_cache=False, salvage=True, workers=2)
+    assert_same((two.events, two.flows), (one.events, one.flows))
+    assert 1000 < len(two.events) < 6000 and two.warnings == one.warnings
 
 
 def test_a_bad_event_deep_in_a_big_file_is_named_by_its_index(tmp_path, small_chunks):
@@ -199,16 +225,16 @@ def test_plain_file_shrinking_while_workers_read_it(tmp_path, small_chunks, monk
     from perfkit.trace import parse
 
     path = write(tmp_path, "t.json", trace_doc(events(2000)))
-    cut = parse._Parser._window_cut
-    calls = []
+    range_cuts, calls = parse.range_cuts, []
 
-    def shrink_then_cut(self, fh, target, size):
-        calls.append(target)
-        if len(calls) == 3:
-            os.truncate(path, size // 2)
-        return cut(self, fh, target, size)
+    def shrink_after_three_cuts(fd, start, size, *args):
+        for cut in range_cuts(fd, start, size, *args):
+            calls.append(cut)
+            if len(calls) == 3:
+                os.truncate(path, size // 2)
+            yield cut
 
-    monkeypatch.setattr(parse._Parser, "_window_cut", shrink_then_cut)
+    monkeypatch.setattr(parse, "range_cuts", shrink_after_three_cuts)
     with pytest.raises(TruncatedTraceError):
         load_trace(path, use_cache=False, workers=2)
     assert len(calls) >= 3

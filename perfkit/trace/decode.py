@@ -35,6 +35,18 @@ class ChunkFailure:
     offset: int = -1
     index: int = -1
 
+    def problem(self, start: int, seen: int) -> str:
+        """What was wrong, for a chunk whose first event is at byte ``start`` of the JSON and
+        follows ``seen`` events."""
+        where = start + max(self.offset - 1, 0)  # the chunk's '[' is not in the file
+        if self.kind == "type":
+            return f"traceEvents[{seen + max(self.index, 0)}] {self.message}"
+        if self.kind == "utf8":
+            return f"{self.message} (byte {where:,} of the JSON)"
+        if self.kind == "depth":
+            return f"JSON nested deeper than the decoder follows, in the events after byte {start:,}"
+        return f"not valid JSON: {self.message} (byte {where:,})"
+
 
 def decode_chunk(data: bytes) -> ColumnBuilder | ChunkFailure:
     """Columns of the events in ``data`` (see :class:`ColumnBuilder`), or why there are none."""
