@@ -280,3 +280,31 @@ def test_ranks_load_in_a_pool_from_a_kernel_whose_main_has_no_spec(tmp_path, mon
         other.join()
     assert trace.ranks == [0, 1]
     pd.testing.assert_frame_equal(trace.events, load_trace(paths, workers=1, use_cache=False).events)
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_a_load_asks_for_no_huge_pages_and_leaves_numpy_as_it_found_it(tmp_path, monkeypatch, before):
+    import numpy as np
+
+    from perfkit.trace import load
+
+    switch = np._core.multiarray._set_madvise_hugepage
+    seen = []
+    inner = load._load_files
+
+    def spy(*args, **kwargs):
+        now = switch(False)  # reads the setting (and keeps it off)
+        seen.append(now)
+        switch(now)
+        yield from inner(*args, **kwargs)
+
+    monkeypatch.setattr(load, "_load_files", spy)
+    original = switch(before)
+    try:
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1,
+                                                     "tid": 1, "ts": 1, "dur": 2}]}))
+        load_trace(path, use_cache=False)
+        assert seen == [False] and switch(original) is before
+    finally:
+        switch(original)

@@ -22,7 +22,7 @@ from .parse import CHUNK_BYTES, ParsedTrace, parse_trace
 from .split import refuse_arg_ranks, split_merged_ranks
 from .steps import STEP_COLUMNS, file_steps
 from .values import short_repr as _short
-from .workers import process_pool, release_freed_memory, resolve_workers
+from .workers import process_pool, release_freed_memory, resolve_workers, small_pages
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MAX_FILES = 2**15 - 1  # file_id is int16 (schema.INT_COLUMNS)
@@ -49,7 +49,8 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
                          f"{len(paths):,} trace files: perfkit loads at most {MAX_FILES:,} files at once (file_id is a "
                          "16-bit column)", "Load the ranks in groups (a list of files) or merge the files first")
     workers = resolve_workers(workers)
-    loaded = list(_load_files(paths, use_cache=use_cache, salvage=salvage, progress=progress, workers=workers))
+    with small_pages():
+        loaded = list(_load_files(paths, use_cache=use_cache, salvage=salvage, progress=progress, workers=workers))
     paths, loaded = _split_merged(paths, loaded)
     ranks, warnings = assign_ranks(paths, [meta["rank"] for _, _, meta, _ in loaded],
                                    [_world_size(meta) for _, _, meta, _ in loaded])
