@@ -308,3 +308,23 @@ def test_a_load_asks_for_no_huge_pages_and_leaves_numpy_as_it_found_it(tmp_path,
         assert seen == [False] and switch(original) is before
     finally:
         switch(original)
+
+
+def test_overlapping_loads_put_numpys_huge_pages_back_once_the_last_ends():
+    """Loads in two threads: the first ends while the second still runs."""
+    import numpy as np
+
+    from perfkit.trace.workers import small_pages
+
+    switch = np._core.multiarray._set_madvise_hugepage
+    original = switch(True)
+    try:
+        first, second = small_pages(), small_pages()
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        assert switch(False) is False  # still off for the second load
+        second.__exit__(None, None, None)
+        assert switch(original) is True
+    finally:
+        switch(original)

@@ -31,7 +31,31 @@ def release_freed_memory() -> None:
         pass
 
 
-@contextmanager
+class _HugePageSwitch:
+    """NumPy's huge-page switch, held off while any load runs (see :func:`small_pages`)."""
+
+    def __init__(self):
+        self.lock, self.users, self.before = threading.Lock(), 0, None
+        self.switch = getattr(np._core.multiarray, "_set_madvise_hugepage", None)
+
+    @contextmanager
+    def off(self):
+        with self.lock:
+            if self.users == 0 and self.switch is not None:
+                self.before = self.switch(False)
+            self.users += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.users -= 1
+                if self.users == 0 and self.switch is not None:
+                    self.switch(self.before)
+
+
+_HUGE_PAGES = _HugePageSwitch()
+
+
 def small_pages():
     """NumPy's arrays without transparent huge pages inside, as before outside.
 
@@ -44,14 +68,9 @@ def small_pages():
     huge pages come without compaction they save about 0.03 s of that assembly, so small pages
     lose little where huge pages are cheap and save up to 0.3 s where they are not. The switch is
     NumPy's private ``_set_madvise_hugepage`` (what ``NUMPY_MADVISE_HUGEPAGE`` sets); a NumPy
-    without it is left as it is."""
-    switch = getattr(np._core.multiarray, "_set_madvise_hugepage", None)
-    before = switch(False) if switch is not None else None
-    try:
-        yield
-    finally:
-        if switch is not None:
-            switch(before)
+    without it is left as it is. Loads in several threads at once share one switch: the first to
+    start turns it off, the last to end puts it back."""
+    return _HUGE_PAGES.off()
 
 
 def default_workers() -> int:
