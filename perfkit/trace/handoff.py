@@ -34,11 +34,16 @@ class Slots:
         if not self.free or size > self.size:
             return -1
         slot = self.free.pop()
+        self.begin(slot, events)
+        self.memory[slot + size - 1] = ord("]")
+        return slot
+
+    def begin(self, slot: int, events) -> int:
+        """Write ``[`` and ``events`` (bytes, or a view of this memory) at ``slot``; the bytes written."""
         with memoryview(self.memory) as memory:
             memory[slot] = ord("[")
-            memory[slot + 1:slot + size - 1] = events
-            memory[slot + size - 1] = ord("]")
-        return slot
+            memory[slot + 1:slot + 1 + len(events)] = events
+        return 1 + len(events)
 
     def close(self) -> None:
         self.memory.close()
@@ -56,10 +61,8 @@ class SlotWriter:
 
     def __init__(self, slots: Slots, first: bytes, cut: Callable, dispatch: Callable, wait: Callable):
         self.slots, self.cut, self.dispatch, self.wait = slots, cut, dispatch, wait
-        self.slot, self.fill, self.searched = self._free_slot(), 1 + len(first), 0
-        with memoryview(slots.memory) as memory:
-            memory[self.slot] = ord("[")
-            memory[self.slot + 1:self.slot + self.fill] = first
+        self.slot, self.searched = self._free_slot(), 0
+        self.fill = slots.begin(self.slot, first)
 
     def write(self, block) -> bool:
         """Append ``block`` and dispatch the chunks it completes; False (nothing written) when it
@@ -90,10 +93,10 @@ class SlotWriter:
             return False
         end, start = found[0] - slot, found[1] - slot
         following = self._free_slot()
-        memory[following] = ord("[")
-        memory[following + 1:following + 1 + fill - start] = memory[slot + start:slot + fill]
+        with memory[slot + start:slot + fill] as rest:
+            self.fill = self.slots.begin(following, rest)
         memory[slot + end] = ord("]")
-        self.slot, self.fill, self.searched = following, 1 + fill - start, 0
+        self.slot, self.searched = following, 0
         self.dispatch(slot, end + 1, start - 1)
         return True
 

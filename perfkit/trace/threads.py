@@ -1,8 +1,8 @@
 """Host threads of a trace, identified by (file, pid, tid).
 
 ``thread_codes`` numbers the threads of ``Trace.events`` (categorical pid/tid), so codes are equal
-across subsets of one table (``event_threads``: those of the whole table, built once per trace); ``thread_key`` numbers the threads of any frame (pid/tid of any dtype),
-equal only within that frame.
+across subsets of one table (``event_threads``: those of the whole table, built once per trace);
+``thread_key`` numbers the threads of any frame (pid/tid of any dtype), equal only within that frame.
 """
 from __future__ import annotations
 
