@@ -11,7 +11,7 @@ import pytest
 
 import perfkit
 from perfkit.cli import main
-from perfkit.profiling.session import overhead_pct, overhead_warnings
+from perfkit.profiling.session import overhead_noise_pct, overhead_pct, overhead_warnings
 from perfkit.report.perflog import PerfLog
 
 PPO = """
@@ -127,12 +127,31 @@ def test_notebook_context_manager(tmp_path):
 
 
 @pytest.mark.parametrize("times, expected", [
-    ([9.0, 1.0, 1.0, 1.5, 1.5], 50.0),  # first wait step (start-up) left out
-    ([9.0, 2.0], None),                 # no warm-up step: not measured
+    ([9.0, 1.0, 1.0, 7.0, 1.5, 1.5], 50.0),  # first wait step (start-up) and first profiled one (its start) left out
+    ([9.0, 1.0, 1.0, 7.0, 1.5, None], None),  # one timed profiled step: no median to compare
+    ([9.0, 1.0, None, 7.0, 1.5, 1.5], None),  # one timed wait step after start-up: likewise
+    ([9.0, 2.0], None),                       # no profiled step: not measured
 ])
 def test_overhead_pct(times, expected):
-    got = overhead_pct(times, wait=3, warmup=2)
+    got = overhead_pct(times, wait=3, warmup=1, active=2)
     assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+@pytest.mark.parametrize("pct, noise, says", [
+    (30.0, 35.0, "not measurable"),    # within the spread of the steps without the profiler
+    (30.0, 25.0, "30% slower"),        # beyond it: a cost
+    (9.0, None, None),                 # under the 10% bar: nothing to say
+    (11.0, None, "11% slower"),        # over it
+    (-11.0, None, "could not be measured"),
+])
+def test_overhead_warnings_table(pct, noise, says):
+    got = overhead_warnings(pct, 5, noise)
+    assert (says in got[0]) if says else got == []
+
+
+def test_overhead_noise_is_half_the_range_of_the_wait_steps():
+    assert overhead_noise_pct([9.0, 1.0, 1.2, 0.8, 1.0], wait=5) == pytest.approx(20.0)
+    assert overhead_noise_pct([9.0, 1.0], wait=5) is None
 
 
 MASKED = """
@@ -226,3 +245,32 @@ def test_overhead_warnings_say_what_the_figure_means():
     assert "made steps 32% slower" in overhead_warnings(32.0, 5)[0]
     noise = overhead_warnings(-85.0, 5)[0]
     assert "could not be measured (-85%" in noise and "over 4 of them" in noise and "--wait" in noise
+
+
+class _Event:
+    """A CUDA event's stand-in: ``elapsed_time`` in milliseconds from its own clock reading."""
+
+    def __init__(self, ms: float):
+        self.ms = ms
+
+    def elapsed_time(self, other) -> float:
+        return other.ms - self.ms
+
+
+def test_steps_are_timed_on_the_gpu_clock_when_every_compared_step_has_an_event(monkeypatch, tmp_path):
+    import torch
+
+    from perfkit.profiling.recorder import Recorder
+    from perfkit.profiling.session import step_clock
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    r = Recorder(tmp_path / "t.pt.trace.json.gz", wait=3, warmup=1, active=2)
+    r.step_times_s = [0.5, 0.002, 0.002, 0.009, 0.004, 0.004]  # the host ran ahead of a GPU-bound step
+    r._marks = [_Event(ms) for ms in (100.0, 110.0, 120.0, 140.0, 150.0, 160.0)]
+    times, clock = step_clock(r)
+    assert clock == "GPU" and times[1:] == pytest.approx([0.010, 0.010, 0.020, 0.010, 0.010])
+    assert overhead_pct(times, 3, 1, 2) == pytest.approx(0.0)  # on the host clock it would read +100%
+    r._marks[2] = None  # CUDA first used after that boundary: the comparison falls back to the host
+    assert step_clock(r)[1] == "host"
+    r._marks = [None] * 6  # a CPU-only script
+    assert step_clock(r) == (r.step_times_s, "host")

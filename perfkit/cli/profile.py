@@ -39,15 +39,25 @@ def run(args) -> int:
 
 def format_result(r) -> str:
     """The one screen: where the trace is, what was recorded, the profiler's cost, the diagnosis."""
-    pct = "not measured (needs 2+ wait and 1+ warm-up steps)" if r.overhead_pct is None else f"{r.overhead_pct:+.1f}%"
     lines = [f"trace      {r.trace or '-'}",
              f"steps      {r.steps_recorded} recorded (steps from: {r.step_source})",
-             f"overhead   {pct} step time with the profiler on", "", r.diagnosis_text]
+             f"overhead   {overhead_text(r)}", "", r.diagnosis_text]
     lines += [f"more trace {p}" for p in r.extra_traces]
     lines += [f"warning: {w}" for w in r.warnings]
     if r.scan is not None:
         lines += ["", "scan of the script:", format_scan(r.scan)]
     return "\n".join(lines)
+
+
+def overhead_text(r) -> str:
+    """The profiler's cost as measured, or why it is not a number."""
+    if r.overhead_pct is None:
+        return "not measured (needs 3+ wait steps and 3+ warm-up and active steps)"
+    noise = r.overhead_noise_pct
+    if noise is not None and abs(r.overhead_pct) <= noise:
+        return (f"not measurable: {r.overhead_pct:+.1f}% is within the +/-{noise:.1f}% the steps without the "
+                f"profiler varied by ({r.overhead_clock} clock)")
+    return f"{r.overhead_pct:+.1f}% step time with the profiler on ({r.overhead_clock} clock)"
 
 
 def _report(trace, quiet: bool) -> None:

@@ -24,6 +24,7 @@ from .recorder import Recorder
 
 TRACE_SUFFIX = ".pt.trace.json.gz"
 OVERHEAD_WARN_PCT = 10.0  # the issue's bar: above it the recorded steps are noticeably slower than real ones
+MIN_SIDE = 2  # timed steps each side of the overhead comparison needs (one step is no median)
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,10 @@ class ProfileResult:
     """What a profiling run produced. ``trace``: path of the trace written (None: nothing
     recorded); ``loaded``: the loaded Trace; ``steps_recorded``: complete steps recorded (window: ``ProfilerStep`` spans);
     ``step_source``: optimizer, function or window; ``overhead_pct``: step time with the profiler
-    on (warm-up steps) over step time without it (wait steps after the first), minus 1, in percent
-    (None: too few steps to tell); ``diagnosis`` and ``diagnosis_text``; ``error`` and
+    on over step time without it, minus 1, in percent (None: too few steps to tell, :func:`overhead_pct`),
+    ``overhead_clock``: "GPU" (CUDA events at the step boundaries) or "host", ``overhead_noise_pct``: how
+    much the steps without the profiler varied (an overhead within it is not measurable);
+    ``diagnosis`` and ``diagnosis_text``; ``error`` and
     ``exit_status`` of the script; ``scan``: ``perfkit scan`` findings of the script (or None)."""
 
     trace: Path | None
@@ -47,12 +50,15 @@ class ProfileResult:
     scan: object = None
     loaded: object = field(default=None, repr=False, compare=False)
     extra_traces: tuple[Path, ...] = ()
+    overhead_clock: str = "host"
+    overhead_noise_pct: float | None = None
 
     def to_json(self) -> dict:
         """``{trace, steps_recorded, step_source, overhead_pct, diagnosis, warnings}`` (+ scan, error)."""
         out = {"trace": str(self.trace) if self.trace else None, "steps_recorded": self.steps_recorded,
-               "step_source": self.step_source, "overhead_pct": self.overhead_pct, "diagnosis": self.diagnosis,
-               "warnings": list(self.warnings)}
+               "step_source": self.step_source, "overhead_pct": self.overhead_pct,
+               "overhead_clock": self.overhead_clock, "overhead_noise_pct": self.overhead_noise_pct,
+               "diagnosis": self.diagnosis, "warnings": list(self.warnings)}
         if self.extra_traces:
             out["more_traces"] = [str(p) for p in self.extra_traces]
         if self.scan is not None:
@@ -73,15 +79,41 @@ def trace_path(name: str, folder=None, now: _dt.datetime | None = None) -> Path:
     return folder / f"{Path(name).stem or 'profile'}-{now:%Y-%m-%d-%H%M%S}{TRACE_SUFFIX}"
 
 
-def overhead_pct(step_times_s, wait: int, warmup: int) -> float | None:
-    """Profiler overhead in percent: median warm-up step time (profiler on) over the median wait step
-    time after the first wait step (profiler off; the first holds start-up), minus 1. None when either
-    side has no step."""
-    off = list(step_times_s[1:wait])
-    on = list(step_times_s[wait:wait + warmup])
-    if not off or not on or statistics.median(off) <= 0:
+def overhead_pct(step_times_s, wait: int, warmup: int, active: int) -> float | None:
+    """Profiler overhead in percent: the median profiled step (warm-up and active steps after the first,
+    whose time holds the profiler's start on the GPU's clock) over the median wait step after the first
+    (start-up), minus 1. None when either side has fewer than ``MIN_SIDE`` timed steps (None entries are
+    steps without a time)."""
+    off, on = _overhead_sides(step_times_s, wait, warmup, active)
+    if len(off) < MIN_SIDE or len(on) < MIN_SIDE or statistics.median(off) <= 0:
         return None
     return (statistics.median(on) / statistics.median(off) - 1.0) * 100.0
+
+
+def overhead_noise_pct(step_times_s, wait: int) -> float | None:
+    """How much the wait steps (after the first) vary, in percent of their median: half their range. An
+    overhead no larger than this is not measurable with these steps. None with fewer than ``MIN_SIDE``."""
+    off = [t for t in step_times_s[1:wait] if t is not None]
+    if len(off) < MIN_SIDE or statistics.median(off) <= 0:
+        return None
+    return (max(off) - min(off)) / 2 / statistics.median(off) * 100.0
+
+
+def _overhead_sides(step_times_s, wait: int, warmup: int, active: int) -> tuple[list, list]:
+    off = [t for t in step_times_s[1:wait] if t is not None]
+    on = [t for t in step_times_s[wait + 1:wait + warmup + active] if t is not None]
+    return off, on
+
+
+def step_clock(recorder) -> tuple[list, str]:
+    """The step times to measure the overhead on, and their clock: the GPU's (CUDA events) when every
+    step the comparison reads has one, else the host's."""
+    s = recorder.schedule
+    device = recorder.device_step_times_s()
+    needed = device[1:s["wait"] + s["warmup"] + s["active"]]
+    if needed and all(t is not None for t in needed):
+        return device, "GPU"
+    return recorder.step_times_s, "host"
 
 
 def profile_script(target, args=(), *, module: bool = False, wait: int = 5, warmup: int = 2, active: int = 3,
@@ -106,17 +138,19 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     """Load and diagnose what ``recorder`` wrote, with the warnings about how the recording went."""
     warnings = _schedule_warnings(recorder, error)
     s = recorder.schedule
-    pct = overhead_pct(recorder.step_times_s, s["wait"], s["warmup"])
-    warnings += overhead_warnings(pct, s["wait"])
+    times, clock = step_clock(recorder)
+    pct, noise = overhead_pct(times, s["wait"], s["warmup"], s["active"]), overhead_noise_pct(times, s["wait"])
+    warnings += overhead_warnings(pct, s["wait"], noise)
+    timing = {"overhead_clock": clock, "overhead_noise_pct": noise}
     if not recorder.traces:
         return ProfileResult(None, 0, recorder.step_source, pct, {}, "no trace was recorded", tuple(warnings),
-                             error, exit_status, scan)
+                             error, exit_status, scan, **timing)
     trace = load_trace(recorder.traces[0], use_cache=False)
     found = diagnose(trace, path=str(recorder.traces[0]))
     diagnosis, text = found.to_json(), found.text()
     recorded = _window_steps(trace) if recorder.step_source == "window" else recorder.active_steps_seen
     return ProfileResult(recorder.traces[0], recorded, recorder.step_source, pct, diagnosis, text,
-                         tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]))
+                         tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]), **timing)
 
 
 def _window_steps(trace) -> int:
@@ -124,12 +158,15 @@ def _window_steps(trace) -> int:
     return int((trace.steps["source"] != "whole trace").sum()) if len(trace.steps) else 0
 
 
-def overhead_warnings(pct: float | None, wait: int) -> list[str]:
-    """What the measured profiler overhead (``overhead_pct``) means: a cost over
-    ``OVERHEAD_WARN_PCT`` overstates host work; a figure that far below zero is noise (the steps
-    without the profiler varied more than its cost), not a speed-up."""
+def overhead_warnings(pct: float | None, wait: int, noise_pct: float | None = None) -> list[str]:
+    """What the measured profiler overhead (``overhead_pct``) means: one within the wait steps' own spread
+    (``noise_pct``) is not measurable; a cost over ``OVERHEAD_WARN_PCT`` overstates host work; a figure that
+    far below zero is noise (the steps without the profiler varied more than its cost), not a speed-up."""
     if pct is None:
         return []
+    if noise_pct is not None and abs(pct) <= noise_pct and abs(pct) > OVERHEAD_WARN_PCT:
+        return [f"the profiler's overhead is not measurable ({pct:+.0f}%, within the {noise_pct:.0f}% the "
+                f"{max(wait - 1, 0)} steps without it varied by); raise --wait for a steadier baseline"]
     if pct > OVERHEAD_WARN_PCT:
         return [f"the profiler made steps {pct:.0f}% slower (over {OVERHEAD_WARN_PCT:.0f}%): times in the "
                 "trace overstate host work; Python-heavy steps pay most for with_stack"]
