@@ -1,4 +1,4 @@
-"""``perfkit kernels TRACE [--json] [--top N] [--device NAME]``: what the GPU does with its time."""
+"""``perfkit kernels TRACE [--json] [--top N] [--device NAME] [--peaks FILE]``: what the GPU does with its time."""
 from __future__ import annotations
 
 from ..analysis.kernels import kernels
@@ -17,7 +17,7 @@ def run(args) -> int:
     if args.top is not None and args.top < 1:
         raise ParameterError(f"--top must be at least 1, got {args.top}")
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
-    result = kernels(trace, device=args.device, use_cache=not args.no_cache)
+    result = kernels(trace, device=args.device, peaks=args.peaks, use_cache=not args.no_cache)
     print(json_text(result.to_json(top=args.top)) if args.json else format_kernels(result, args.trace, args.top or 15))
     return 0
 
@@ -40,9 +40,24 @@ def format_kernels(result, path, top: int = 15) -> str:
         lines.append(f"{o['kernel_us'] / 1e3:>10,.3f}{o['calls']:>8,}  {o['family']:<12}{o['dtype'] or '-':<6}"
                      f"{_num(o['tflops_per_s'], 2):>9}{_num(o['gbs'], 0):>9}{_num(o['intensity'], 1):>8}"
                      f"{_num(o['pct_of_peak'], 1):>8}  {o['bound'] if isinstance(o['bound'], str) else '-':<8}{o['op']}")
+    lines += _shape_lines(result.shapes, top)
     lines += [""] + [f"{f.severity:<8} {f.title}\n         fix: {f.fix}" for f in result.findings]
     lines += [f"warning  {w}" for w in result.warnings]
     return "\n".join(lines) + "\n"
+
+
+def _shape_lines(shapes, top: int) -> list[str]:
+    """The per-shape roofline table (ops with modeled FLOPs), most kernel time first."""
+    if shapes.empty:
+        return []
+    lines = ["", f"{'ms':>10}{'calls':>7}  {'dtype':<6}{'TFLOP/s':>9}{'GB/s':>9}{'roof ms':>9}{'% roof':>8}  "
+                 f"{'bound':<8}{'op':<28}shape"]
+    for r in shapes.head(top).to_dict("records"):
+        lines.append(f"{r['kernel_us'] / 1e3:>10,.3f}{r['calls']:>7,}  {r['dtype'] or '-':<6}"
+                     f"{_num(r['tflops_per_s'], 1):>9}{_num(r['gbs'], 0):>9}{_num(r['roofline_us'] / 1e3, 3):>9}"
+                     f"{_num(r['pct_of_peak'], 1):>8}  {r['bound'] if isinstance(r['bound'], str) else '-':<8}"
+                     f"{r['op']:<28}{r['shape'][:80]}")
+    return lines
 
 
 def _device_line(result) -> str:

@@ -206,6 +206,9 @@ def add_validate(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--only", nargs="+", default=None, metavar="CHECK", help=f"checks to run: {', '.join(CHECK_NAMES)}")
     p.add_argument("--out", type=Path, default=None, help="also write the markdown table to this file")
     p.add_argument("--json", action="store_true", help="print the checks as JSON records instead of markdown")
+    p.add_argument("--write-peaks", type=Path, default=None, metavar="FILE",
+                   help="instead of the checks, measure this GPU's achievable peaks (large bf16/fp16/tf32/fp32 "
+                        "GEMMs, a large device copy) and write them to FILE for `perfkit kernels --peaks FILE`")
     return p
 
 
@@ -248,6 +251,8 @@ def add_kernels(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=None, help="kernels and ops to list (default 15; --json: all unless given)")
     p.add_argument("--device", help="GPU to compare against instead of the trace's deviceProperties (e.g. H100-SXM, "
                                     "A100-80GB, MI300X)")
+    p.add_argument("--peaks", metavar="FILE", help="measured peaks (perfkit validate --write-peaks FILE on the same "
+                                                   "GPU) in place of the datasheet's")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar and shapes caches")
     return p
 

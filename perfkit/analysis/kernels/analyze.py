@@ -9,10 +9,10 @@ from ...trace.shapes import op_shapes
 from ...trace.steps import full_step_windows, step_rows
 from ..step.queued import queued_gpu_us
 from .attribute import kernel_links
-from .devices import device_for
+from .devices import device_for, read_peaks
 from .findings import build_findings
 from .flops import MATRIX_FAMILIES
-from .opmodel import op_instances, op_table, peak_of
+from .opmodel import capped, op_instances, op_table, peak_of, raised_roofs, shape_table
 from .result import KERNEL_COLUMNS, KernelsResult
 
 NO_GPU = ("no GPU activity: the trace has no kernels, copies or memsets, so there is no GPU time to break down; "
@@ -22,16 +22,19 @@ NO_SHAPES = ("no op carries Input Dims: FLOPs, bytes and the roofline need shape
 NON_COMPUTE = ("memcpy", "memset", "comm")
 
 
-def kernels(trace, *, device: str | None = None, use_cache: bool = True) -> KernelsResult:
+def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = True) -> KernelsResult:
     """GPU time by kernel (class, Tensor Core use, dtype), FLOPs and bytes per op from recorded shapes,
     achieved TFLOP/s and GB/s against the device's peaks, totals (GEMM FLOPs and time, Tensor Core share,
     MFU) and findings with fixes. Times in microseconds, FLOP/s in TFLOP/s (1e12), bandwidth in GB/s (1e9).
 
     ``device``: a GPU name or key of ``devices.DEVICES`` overriding the trace's ``deviceProperties``
-    (ParameterError when unknown). ``use_cache``: read/write the op-shapes cache (``trace.shapes``).
+    (ParameterError when unknown). ``peaks``: a peaks file (path) or :func:`~.devices.read_peaks` of one:
+    measured peaks of the trace's GPU in place of the datasheet's (ParameterError when it lacks that GPU).
+    ``use_cache``: read/write the op-shapes cache (``trace.shapes``).
     Never raises for a trace without GPU events or without shapes: the result says so in its warnings.
     """
-    dev, dev_name = device_for(trace.devices, device)
+    measured = read_peaks(peaks) if peaks is not None and not isinstance(peaks, dict) else peaks
+    dev, dev_name = device_for(trace.devices, device, measured)
     if not trace.has_gpu_events:
         return KernelsResult.empty(dev, dev_name, (NO_GPU,))
     warnings = list(_device_warnings(dev, dev_name))
@@ -42,10 +45,14 @@ def kernels(trace, *, device: str | None = None, use_cache: bool = True) -> Kern
     instances = op_instances(trace, links, shapes)
     busy = busy_us(links)
     table = kernel_table(links, instances, busy)
-    ops = op_table(instances, dev)
+    dev, notes = raised_roofs(dev, shape_table(instances, dev))
+    ops, op_notes = capped(op_table(instances, dev), "op group(s)")
+    shapes_table, shape_notes = capped(shape_table(instances, dev), "op shape(s)")
+    warnings += notes + op_notes + shape_notes
     totals, window_note = _totals(trace, links, instances, dev, busy)
     warnings += window_note
-    return KernelsResult(device=dev, device_name=dev_name, kernels=table, ops=ops, instances=instances,
+    return KernelsResult(device=dev, device_name=dev_name, kernels=table, ops=ops, shapes=shapes_table,
+                         instances=instances,
                          totals=totals, findings=tuple(build_findings(table, instances, dev, busy)),
                          warnings=tuple(warnings), has_gpu=True)
 

@@ -11,13 +11,24 @@ its figures here are per GCD (half the package's datasheet figure), which is wha
 Devices are found by the ``name`` Kineto writes in ``deviceProperties`` (``NVIDIA H100 80GB HBM3``,
 ``AMD Instinct MI300X VF``), or by ``--device`` / ``device=`` (a key of :data:`DEVICES` or any name
 the patterns match).
+
+A **peaks file** (``perfkit validate --write-peaks FILE`` measures one; ``perfkit kernels --peaks FILE``
+reads it) replaces the datasheet with what a card does: ``{"perfkit_peaks": 1, "<device name>": {"matrix":
+{dtype: TFLOP/s}, "vector": {dtype: TFLOP/s}, "mem_bw_gbs": GB/s, "source": "..."}}``, one entry per device;
+:func:`read_peaks` and :func:`write_peaks` are its only reader and writer.
 """
 from __future__ import annotations
 
+import json
+import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from ...atomic import write_text_atomic
 from ...errors import ParameterError
+
+PEAKS_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,7 @@ class Device:
     vector: dict = field(default_factory=dict)
     mem_bw_gbs: float = 0.0
     source: str = ""
+    measured: bool = False  # from a peaks file: a floor of what the card does, not a datasheet ceiling
 
     def peak_tflops(self, dtype: str, unit: str):
         """Peak TFLOP/s of ``dtype`` on ``unit`` ("matrix"/"vector"), or None when the datasheet gives none."""
@@ -152,13 +164,79 @@ def find_device(name: str):
     return None
 
 
-def device_for(trace_devices: list, override: str | None = None) -> tuple:
+def device_for(trace_devices: list, override: str | None = None, peaks: dict | None = None) -> tuple:
     """(Device or None, the name looked up). ``override`` (``--device``) must name a known device:
-    ParameterError otherwise. Without it, the first ``deviceProperties`` name is used."""
+    ParameterError otherwise. Without it, the first ``deviceProperties`` name is used. ``peaks``
+    (:func:`read_peaks`) are looked up first, by the same name: a peaks file that does not hold the device
+    raises ParameterError (measured peaks of another card would mislead)."""
+    name = override or next((str(d.get("name") or "") for d in trace_devices if d.get("name")), "")
+    if peaks:
+        found = peaks.get(name) or next((d for n, d in peaks.items() if find_device(n) is find_device(name)
+                                         and find_device(name) is not None), None)
+        if found is None:
+            wanted = repr(name) if name else "the trace's GPU (deviceProperties names none)"
+            raise ParameterError(f"the peaks file holds {', '.join(map(repr, peaks))}, not {wanted}: "
+                                 "measure this GPU's peaks with perfkit validate --write-peaks FILE on it, or pass "
+                                 "--device with a name in the file")
+        return found, name
     if override:
         found = find_device(override)
         if found is None:
             raise ParameterError(f"--device {override!r} is not a known GPU; use one of: {', '.join(DEVICES)}")
         return found, override
-    name = next((str(d.get("name") or "") for d in trace_devices if d.get("name")), "")
     return find_device(name), name
+
+
+def write_peaks(path, peaks: dict) -> Path:
+    """Write measured ``peaks`` (``{name: {"matrix": ..., "vector": ..., "mem_bw_gbs": ..., "source": ...}}``)
+    to ``path`` as a peaks file, atomically; returns the path. Raises ParameterError for an entry
+    :func:`read_peaks` would refuse."""
+    doc = {"perfkit_peaks": PEAKS_FORMAT, **peaks}
+    _parse_peaks(doc, str(path))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def read_peaks(path) -> dict:
+    """``{device name: Device}`` from a peaks file (module doc). Raises ParameterError naming the file and
+    what is wrong: not JSON, another format version, an entry without positive finite TFLOP/s or
+    bandwidth."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ParameterError(f"peaks file {str(path)!r} not found: write one with perfkit validate --write-peaks "
+                             f"{path}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ParameterError(f"peaks file {str(path)!r} is not a JSON peaks file ({exc}): write one with perfkit "
+                             "validate --write-peaks FILE") from None
+    return _parse_peaks(doc, str(path))
+
+
+def _parse_peaks(doc, where: str) -> dict:
+    if not isinstance(doc, dict) or doc.get("perfkit_peaks") != PEAKS_FORMAT:
+        raise ParameterError(f"peaks file {where!r}: expected {{\"perfkit_peaks\": {PEAKS_FORMAT}, ...}} as perfkit "
+                             "validate --write-peaks writes it")
+    out = {}
+    for name, entry in doc.items():
+        if name == "perfkit_peaks":
+            continue
+        if not isinstance(entry, dict):
+            raise ParameterError(f"peaks file {where!r}: the entry {name!r} is not an object")
+        units = {u: entry.get(u, {}) for u in ("matrix", "vector")}
+        bad = [f"{u}.{d}" for u, peaks in units.items() for d, v in (peaks.items() if isinstance(peaks, dict) else
+               [("?", None)]) if not _positive(v)]
+        if bad or not _positive(entry.get("mem_bw_gbs")) or not any(units.values()):
+            what = ", ".join(bad) or "mem_bw_gbs or every TFLOP/s figure"
+            raise ParameterError(f"peaks file {where!r}: {name!r} needs positive finite numbers ({what} is not)")
+        out[str(name)] = Device(str(name), str(name), dict(units["matrix"]), dict(units["vector"]),
+                                float(entry["mem_bw_gbs"]), str(entry.get("source", f"measured ({where})")), True)
+    if not out:
+        raise ParameterError(f"peaks file {where!r} holds no device")
+    return out
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0

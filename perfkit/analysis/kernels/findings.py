@@ -112,7 +112,7 @@ def _odd_gemms(instances: pd.DataFrame, device, busy_us: float) -> list[Finding]
 def _gemm_peaks(g: pd.DataFrame, device):
     if device is None:
         return None
-    peaks = [peak_of(device, unit_of("gemm", tc, notc, us), d, tf) for tc, notc, us, d, tf in
+    peaks = [peak_of(device, unit_of("gemm", tc, notc, us, d), d, tf) for tc, notc, us, d, tf in
              zip(g["tc_us"], g["notc_us"], g["kernel_us"], g["dtype"], g["tf32"])]
     return pd.Series([p if p else float("nan") for p in peaks], index=g.index, dtype=float) * 1.0
 

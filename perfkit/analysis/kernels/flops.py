@@ -12,8 +12,12 @@ usual ones, and the same as TraceLens's perf models (``TraceLens/PerfModel/perf_
 - Attention ``softmax(Q K^T) V``: ``4 * B * H * S_q * S_k * D`` forward (two GEMMs), half of it when
   causal; the backward 2.5x the forward (five GEMMs instead of two; FlashAttention-2 paper, section 3.2).
 - Elementwise, reduction and norm ops: bytes only = the tensor inputs plus one output the size of the
-  largest input (none for a reduction); FLOPs = one per element of the largest input. Gathers
-  (``index_select``, ``embedding``) are left unmodeled: they read only the rows they select.
+  largest input (none for a reduction; one byte per element for a comparison, whose output is bool);
+  FLOPs = one per element of the largest input. An in-place op (``add_``) writes its first input
+  instead of a new output; ``copy_`` reads its source and writes its destination, ``fill_`` and
+  ``zero_`` only write (counted as reads too, an H200 ``copy_`` from bf16 to fp32 read 123% of the
+  memory roof, ``fill_`` 120% on a GH200). Gathers (``index_select``, ``embedding``) are left
+  unmodeled: they read only the rows they select.
 
 Functions return ``Model(family, flops, bytes, dtype)`` or a short reason string when the op cannot
 be modeled (no shapes, a missing argument): unmodeled ops are never guessed.
@@ -213,6 +217,14 @@ GATHER_OPS = ("aten::index_select", "aten::embedding", "aten::gather", "aten::in
               "aten::embedding_dense_backward", "aten::index_put_", "aten::scatter_add_", "aten::embedding_bag")
 
 
+# Ops whose output is bool (one byte per element), whatever their inputs.
+COMPARISON_OPS = ("aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge", "aten::logical_and",
+                  "aten::logical_or", "aten::logical_xor", "aten::logical_not", "aten::isnan", "aten::isinf",
+                  "aten::isfinite", "aten::isneginf", "aten::isposinf", "aten::signbit")
+# Ops that write their first input and read nothing of it.
+WRITE_ONLY_OPS = ("aten::fill_", "aten::zero_")
+
+
 def memory_bound(family: str, name: str, dims: list, types: list):
     if name in GATHER_OPS:
         return "gathers move only the rows they select: bytes not modeled"
@@ -221,6 +233,21 @@ def memory_bound(family: str, name: str, dims: list, types: list):
         return "no tensor inputs with known types"
     sizes = [math.prod(shape) * size for shape, _, size in tensors]
     largest = max(range(len(tensors)), key=lambda i: sizes[i])
-    keeps_shape = family != "reduction" or "softmax" in name
-    moved = sum(sizes) + (sizes[largest] if keeps_shape else 0)
-    return Model(family, float(math.prod(tensors[largest][0])), float(moved), tensors[largest][1])
+    elements = math.prod(tensors[largest][0])
+    first_is_tensor = _tensor(dims, types, 0) is not None
+    if name in WRITE_ONLY_OPS and first_is_tensor:
+        moved = sizes[0]
+    elif name == "aten::copy_" and first_is_tensor:
+        moved = sum(sizes[:2])  # the source read, the destination written
+    elif _in_place(name) and first_is_tensor:
+        moved = sum(sizes) + sizes[0]  # every input read, the first written back
+    elif family == "reduction" and "softmax" not in name:
+        moved = sum(sizes)
+    else:
+        moved = sum(sizes) + (elements if name in COMPARISON_OPS else sizes[largest])
+    return Model(family, float(elements), float(moved), tensors[largest][1])
+
+
+def _in_place(name: str) -> bool:
+    """``aten::add_``, ``aten::clamp_min_``: an op that writes its first argument (not ``__iand__``-style)."""
+    return name.endswith("_") and not name.endswith("__")

@@ -7,7 +7,7 @@ import pandas as pd
 
 from ...results import findings_frame, html_section, html_table, html_text, html_warnings
 from ...text import jsonable
-from .opmodel import INSTANCE_COLUMNS, OP_COLUMNS
+from .opmodel import INSTANCE_COLUMNS, OP_COLUMNS, SHAPE_COLUMNS
 
 KERNEL_COLUMNS = ["name", "cat", "calls", "total_us", "share", "class", "tensor_core", "dtype"]
 ROOFLINE_COLUMNS = ["family", "flops", "bytes", "kernel_us", "tflops_per_s", "intensity"]
@@ -16,7 +16,8 @@ ROOFLINE_COLUMNS = ["family", "flops", "bytes", "kernel_us", "tflops_per_s", "in
 @dataclass(frozen=True, eq=False, repr=False)
 class KernelsResult:
     """``kernels``: per GPU event name (``KERNEL_COLUMNS``; ``share`` of GPU busy time, ``tensor_core``
-    True/False/None). ``ops``: per (op, family, dtype) (``opmodel.OP_COLUMNS``). ``instances``: one row
+    True/False/None). ``ops``: per (op, family, dtype) (``opmodel.OP_COLUMNS``). ``shapes``: per (op, input
+    shape, dtype) with modeled FLOPs, on the roofline (``opmodel.SHAPE_COLUMNS``). ``instances``: one row
     per op that owns GPU work. ``totals``: see :func:`perfkit.analysis.kernels.kernels`. ``device``:
     the :class:`~.devices.Device` or None when unknown. ``has_gpu``: False for a trace without GPU events."""
 
@@ -24,6 +25,7 @@ class KernelsResult:
     device_name: str
     kernels: pd.DataFrame
     ops: pd.DataFrame
+    shapes: pd.DataFrame
     instances: pd.DataFrame
     totals: dict
     findings: tuple
@@ -33,7 +35,8 @@ class KernelsResult:
     @classmethod
     def empty(cls, device, device_name: str, warnings: tuple) -> "KernelsResult":
         return cls(device=device, device_name=device_name, kernels=pd.DataFrame(columns=KERNEL_COLUMNS),
-                   ops=pd.DataFrame(columns=OP_COLUMNS), instances=pd.DataFrame(columns=INSTANCE_COLUMNS),
+                   ops=pd.DataFrame(columns=OP_COLUMNS), shapes=pd.DataFrame(columns=SHAPE_COLUMNS),
+                   instances=pd.DataFrame(columns=INSTANCE_COLUMNS),
                    totals={}, findings=(), warnings=warnings, has_gpu=False)
 
     def to_frame(self) -> pd.DataFrame:
@@ -68,10 +71,12 @@ class KernelsResult:
     def to_json(self, top: int | None = None) -> dict:
         kernels = self.kernels if top is None else self.kernels.head(top)
         ops = self.ops if top is None else self.ops.head(top)
+        shapes = self.shapes if top is None else self.shapes.head(top)
         return jsonable({
             "device": self._device_json(), "has_gpu": self.has_gpu,
             "kernels": [_kernel_json(r) for r in kernels.to_dict("records")],
             "ops": [_op_json(r) for r in ops.to_dict("records")],
+            "shapes": [_shape_json(r) for r in shapes.to_dict("records")],
             "totals": dict(self.totals), "findings": [dict(f.__dict__) for f in self.findings],
             "warnings": list(self.warnings),
         })
@@ -99,6 +104,15 @@ class KernelsResult:
 def _kernel_json(r: dict) -> dict:
     return {"name": r["name"], "calls": r["calls"], "total_us": r["total_us"], "share": r["share"],
             "class": r["class"], "tensor_core": r["tensor_core"], "dtype": r["dtype"]}
+
+
+def _shape_json(r: dict) -> dict:
+    """A row of ``shapes``: ``pct_of_roof`` is the share of the roofline the group reaches, ``bound`` which roof
+    binds it (compute or memory)."""
+    out = {k: r[k] for k in ("op", "shape", "dtype", "calls", "kernel_us", "flops", "bytes", "tflops_per_s", "gbs",
+                             "intensity", "roofline_us", "bound")}
+    out["pct_of_roof"] = r["pct_of_peak"]
+    return out
 
 
 def _op_json(r: dict) -> dict:

@@ -1,0 +1,48 @@
+"""Roofs of ``perfkit.analysis.kernels.opmodel``: which unit's peak an op is held to, measured peaks as floors,
+and no percentage above 100."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfkit.analysis.kernels.devices import DEVICES, Device
+from perfkit.analysis.kernels.opmodel import capped, raised_roofs, unit_of
+
+
+@pytest.mark.parametrize("tc, notc, dtype, unit", [
+    (60.0, 40.0, "bf16", "matrix"),   # most time on Tensor Cores
+    (40.0, 60.0, "bf16", "vector"),   # most time known to be off them
+    (0.0, 0.0, "bf16", "matrix"),     # unknown, in a type the matrix units take
+    (0.0, 0.0, "fp32", "vector"),     # unknown, fp32: the CUDA cores unless a name says otherwise
+    (0.0, 49.0, "fp16", "matrix"),    # 51% unknown
+    (0.0, 51.0, "fp16", "vector"),    # 49% unknown
+])
+def test_unit_of_table(tc, notc, dtype, unit):
+    assert unit_of("gemm", tc, notc, 100.0, dtype) == unit
+    assert unit_of("elementwise", tc, notc, 100.0, dtype) == "vector"
+
+
+def _shapes(**rows) -> pd.DataFrame:
+    return pd.DataFrame([dict(op="aten::mm", dtype="bf16", unit="matrix", bound="compute", tflops_per_s=0.0, gbs=0.0,
+                              pct_of_peak=50.0) | r for r in rows.values()])
+
+
+def test_measured_peaks_are_floors_the_trace_can_raise():
+    measured = Device("NVIDIA H200", "NVIDIA H200", {"bf16": 797.0}, {"fp32": 50.9}, 4272.0, "test", True)
+    rows = _shapes(a=dict(tflops_per_s=836.7, pct_of_peak=105.0),
+                   b=dict(op="aten::fill_", dtype="fp32", unit="vector", bound="memory", gbs=4524.6, pct_of_peak=105.9))
+    raised, notes = raised_roofs(measured, rows)
+    assert raised.matrix["bf16"] == pytest.approx(836.7) and raised.mem_bw_gbs == pytest.approx(4524.6)
+    assert "2 op shape(s) ran faster than the peaks file says" in notes[0]
+    same, none = raised_roofs(measured, _shapes(a=dict(tflops_per_s=700.0, pct_of_peak=99.9)))
+    assert same is measured and none == []
+    datasheet = DEVICES["H200"]  # a datasheet is a ceiling: never raised
+    assert raised_roofs(datasheet, rows) == (datasheet, [])
+
+
+def test_no_percentage_above_100_leaves_the_table():
+    table = _shapes(a=dict(pct_of_peak=171.7), b=dict(pct_of_peak=100.0))
+    out, notes = capped(table, "op group(s)")
+    assert np.isnan(out.loc[0, "pct_of_peak"]) and out.loc[0, "bound"] == "above roof"
+    assert out.loc[1, "pct_of_peak"] == 100.0 and "1 op group(s) ran above their roof (aten::mm bf16 172%)" in notes[0]
