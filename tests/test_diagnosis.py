@@ -3,6 +3,8 @@ verdict (host compute sent to CUDA graphs, a cold first launch, a sync after the
 unrecorded GPU), its surfaces agreeing, and the CLI."""
 import json
 
+import pytest
+
 import perfkit
 import perfkit.cli
 from perfkit.analysis.step.diagnosis import diagnose
@@ -75,19 +77,26 @@ def test_a_cold_first_launch_is_warm_up_not_launch_overhead(tmp_path):
     assert "schedule(wait=1, warmup=3" in d.fix
 
 
-def test_warm_up_is_left_out_and_the_rest_of_the_step_decides(tmp_path):
+@pytest.mark.parametrize("cold_us, verdict", [
+    (6_500, "warm-up"),       # a 6.5 ms first launch in a 10 ms window (the MI250 toy step): it measures start-up
+    (3_000, "launch-bound"),  # 3 ms of 6.5: under half, so it is left out and the rest decides
+])
+def test_warm_up_is_left_out_and_the_rest_of_the_step_decides(tmp_path, cold_us, verdict):
     b = TraceBuilder()
-    b.step(0, 0, 10_000)
-    b.cpu_op("aten::add_", 0, 6_600)
-    b.launch("add_kernel", 10, 6_500, 6_520, 5)   # the first launch of add_kernel: 6.5 ms of code loading
-    t = 6_600
+    b.step(0, 0, cold_us + 3_500)
+    b.cpu_op("aten::add_", 0, cold_us + 100)
+    b.launch("add_kernel", 10, cold_us, cold_us + 20, 5)   # the first launch of add_kernel: code loading
+    t = cold_us + 100
     for i in range(40):
         b.cpu_op("aten::mul", t, 80)
         b.launch("mul_kernel", t + 10, 6, t + 20, 4)
         t += 84
     d = diagnose(load_trace(b.write(tmp_path / "rocm.json"), use_cache=False))
-    assert d.verdict == "launch-bound"
-    assert any("warm-up left out of the verdict" in w and "6.5 ms" in w for w in d.warnings)
+    assert d.verdict == verdict
+    if verdict == "warm-up":
+        assert "looks launch-bound" in d.fix and "reduce-overhead" not in d.fix
+    else:
+        assert any("warm-up left out of the verdict" in w and f"{cold_us / 1e3:.1f} ms" in w for w in d.warnings)
 
 
 def test_a_sync_after_the_last_step_is_outside_the_steps(tmp_path):

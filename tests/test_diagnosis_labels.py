@@ -19,8 +19,8 @@ from rawcount import raw_facts, supports
 
 LABELS = {  # trace: (verdict, why, from the raw events)
     "hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz": (
-        "launch-bound", "one 6.5 ms first hipLaunchKernel (70% of the 9.3 ms step: warm-up, set apart); the rest: "
-                        "14 launches, GPU busy 2%, the host dispatching small ops"),
+        "warm-up", "one 6.5 ms first hipLaunchKernel holds 70% of the 9.3 ms window: it measures start-up (the "
+                   "rest, 14 launches and GPU busy 2%, looks launch-bound)"),
     "hta_critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz": (
         "warm-up", "the first aten::to (CUDA context creation, 29.9 s) and first conv2d hold 98% of the window"),
     "hta_critical_path__cuda_event_sync__event_sync_trace.json.gz": (
@@ -84,6 +84,22 @@ LABELS = {  # trace: (verdict, why, from the raw events)
         "launch-bound", "8,042 launches per step (compiled Triton kernels, median 22 us), GPU busy 60%"),
 }
 CPU_ONLY = {"hta_cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"}
+# What the user should do, read off the same raw events: a phrase the printed fix must hold. By verdict, with
+# the traces whose fix differs (already compiled, workers already on, an allocation in the step, no stacks).
+VERDICT_FIXES = {"warm-up": "--wait", "communication-bound": "no_sync()", "input-bound": "num_workers>0",
+                 "launch-bound": "fewer, larger GPU operations", "GPU activity not recorded": "ProfilerActivity.CUDA",
+                 "GPU-bound (host ahead)": "removing syncs or launch overhead will not shorten the step",
+                 "host-compute-bound": "Python does the work", "GPU-bound": "Fuse chains of elementwise ops"}
+FIXES = {
+    "hta_critical_path__cuda_event_sync__event_sync_trace.json.gz": "Allocate the buffers once",
+    "hta_triton_example__triton_example.json.gz": "with_stack=True",
+    "kineto_h100_out_of_order_after_fix.json.gz": "with_stack=True",
+    "kineto_h100_out_of_order_before_fix.json.gz": "with_stack=True",
+    "param_rtx2080ti_resnet_train.json.gz": "already runs worker processes",  # _MultiProcessingDataLoaderIter
+    "tracelens_b200_serving_eager_rank0.json.gz": "already runs torch.compile'd code",
+    "tracelens_mi300x_xdit_sd35_compiled.json.gz": "already runs torch.compile'd code",
+    "tracelens_mi300x_compile_triton_small.json.gz": "already runs torch.compile'd code",
+}
 
 
 def test_every_shared_gpu_trace_has_a_label():
@@ -107,6 +123,7 @@ def test_every_report_gives_the_hand_label(name, capsys):
     assert perfkit.cli.main(["critical-path", str(path), "--json"]) == 0
     quick = perfkit.diagnose(trace, kernel_fix=False)  # critical-path's line: the same title and fix
     assert json.loads(capsys.readouterr().out)["diagnosis"] == {"verdict": verdict, "title": quick.title, "fix": quick.fix}
+    assert FIXES.get(name, VERDICT_FIXES[verdict]) in d.fix, d.fix
     # a fix that sends the user the wrong way is worse than none
     if verdict in ("host-compute-bound", "GPU activity not recorded", "warm-up", "input-bound"):
         assert "reduce-overhead" not in d.fix

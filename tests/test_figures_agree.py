@@ -3,6 +3,7 @@ every trace in data/traces/ and ../shared/traces/public: step time, GPU busy tim
 per device and per compute stream, busy + idle = step wall time."""
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import perfkit
@@ -47,5 +48,7 @@ def test_one_trace_one_set_of_figures(path):
     assert s["gpu_busy_us"].sum() == pytest.approx(full["gpu_busy_us"].sum(), rel=1e-9, abs=0.01)
     assert anatomy.gpu_busy_us == pytest.approx(full["gpu_busy_us"].mean(), rel=1e-9, abs=0.01)
     less_warm = (full["wall_us"] - full["warmup_us"]).to_numpy()
-    shares = d.steps["gpu_busy_share"].to_numpy() * less_warm
-    assert shares.sum() == pytest.approx(full["gpu_busy_us"].sum(), rel=1e-6, abs=0.01)
+    shares = d.steps["gpu_busy_share"].to_numpy() * less_warm  # NaN for a step that is warm-up whole
+    steady = full["gpu_busy_us"] - full["gpu_busy_warmup_us"]  # the share's numerator leaves warm-up out too
+    assert np.nansum(shares) == pytest.approx(steady.sum(), rel=1e-6, abs=0.01)
+    assert (d.steps[[c for c in d.steps if c.endswith("_share")]].fillna(0) <= 1 + 1e-9).all().all()

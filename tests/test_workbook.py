@@ -114,9 +114,9 @@ def test_installed_wheel_runs_a_notebook_from_an_empty_folder(tmp_path):
 
 
 def test_planted_slowdown_is_flagged_and_an_unchanged_rerun_is_not(tmp_path, no_home):
-    """Three `perfkit run`s of a timed busy loop (tests/fixtures/notebooks/timed_work.py, logged
-    like an investigation's headline metric): the second (no change) flags nothing, the third,
-    with the work doubled, is "regressed"."""
+    """Three `perfkit run`s of a step of known cost (tests/fixtures/notebooks/timed_work.py, logged
+    like an investigation's headline metric; drawn, not timed, so a busy machine cannot change the
+    outcome): the second (no change) flags nothing, the third, with the work doubled, is "regressed"."""
     out = tmp_path / "reports"
     for work, change in ((1.0, "first"), (1.0, "again"), (2.0, "2x work")):
         runs = run_all(["timed_work"], {"work": work, "change": change}, out_dir=out, progress=False,

@@ -32,6 +32,7 @@ COMM_KERNEL = re.compile(r"nccl|rccl", re.IGNORECASE)
 LAUNCH_PREFIXES = ("cudaLaunchKernel", "cuLaunchKernel", "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
                    "cudaGraphLaunch", "hipGraphLaunch", "cudaLaunchCooperativeKernel", "cuLaunchKernelEx",
                    "hipExtModuleLaunchKernel", "cudaLaunchKernelExC")
+GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
 
 
 def copy_direction(name: str) -> str:
@@ -78,6 +79,12 @@ def is_launch(name: str) -> bool:
 def launch_mask(names: pd.Series) -> np.ndarray:
     """``is_launch`` of every name of a column (once per category of a categorical)."""
     return starts_with(names, LAUNCH_PREFIXES)
+
+
+def graph_launch_mask(names: pd.Series) -> np.ndarray:
+    """Which launch calls replay a whole CUDA/HIP graph (``cudaGraphLaunch``: torch.compile's
+    mode="reduce-overhead", ``torch.cuda.graphs``) rather than one kernel."""
+    return starts_with(names, GRAPH_LAUNCH_PREFIXES)
 
 
 def busy_us(gpu: pd.DataFrame) -> float:

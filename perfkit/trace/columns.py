@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..limits import ID_RANGES, STREAM_ALL, TIME_RANGE_US, span
 from .events import ABSENT, NO_ARGS
-from .schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COLUMNS, normalize_category
+from .schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COLUMNS, LEGACY_PIDS, normalize_category
 from .values import Drops, checked_floats, checked_ints
 
 _STRING_COLUMNS = ("name", "cat", "ph", "pid", "tid")
@@ -242,6 +242,10 @@ class ColumnBuilder:
             rows = np.flatnonzero(np.isin(local, blank))
             memory = table.setdefault("cpu_instant_event", len(table))
             codes[rows] = [memory if names[i] == "[memory]" else codes[i] for i in rows.tolist()]
+            pids = _field(events, "pid")
+            legacy = {pid: table.setdefault(cat, len(table)) for pid, cat in LEGACY_PIDS.items()}
+            codes[rows] = [legacy.get(pids[i], codes[i]) if isinstance(pids[i], str) else codes[i]
+                           for i in rows.tolist()]
         return codes
 
     @staticmethod

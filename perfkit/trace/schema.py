@@ -94,6 +94,11 @@ NESTED_CATEGORIES = ("cpu_op", "user_annotation", *LAUNCH_CATEGORIES)
 FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu", "fwdbwd")
 
 
+# The pre-Kineto export of torch.autograd.profiler (a bare JSON array, no "cat"): its ops carry
+# pid "CPU functions" and its kernels pid "CUDA functions". Events without a category are read by these.
+LEGACY_PIDS = {"CPU functions": "cpu_op", "CUDA functions": "kernel"}
+
+
 def normalize_category(cat, name: str) -> str:
     """Modern category for ``cat``; instant ``[memory]`` events without one become cpu_instant_event."""
     if not cat:

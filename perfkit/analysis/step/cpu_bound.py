@@ -9,7 +9,8 @@ the host did in it (all in microseconds):
 * ``compile_us``: union of compile spans (``compile.compile_spans``: Dynamo/AOTAutograd/Inductor/
   Triton compile work, not the run-time wrappers of compiled code) outside data loading;
 * ``sync_us``: union of blocking calls (``syncs.blocking_calls``: synchronize calls and copies that
-  wait for the GPU) outside data loading and compiling;
+  wait for the GPU) outside data loading and compiling; ``sync_idle_us``: the GPU idle in them and in the refill
+  after each (from the sync's return until the host issues new work, ``layers.refills``);
 * ``host_other_us``: the rest of the host's busy time (ops and runtime calls of any thread, union);
 * ``host_busy_us`` = dataloader + compile + sync + other; ``cpu_gpu_ratio`` = host_busy / gpu_busy;
 * ``launches`` / ``launch_us``: kernel launch calls (runtime and driver, cudaGraphLaunch included)
@@ -47,20 +48,22 @@ from .warmup import warmup_events
 __all__ = ["CPUBoundResult", "VERDICTS", "cpu_bound", "decide", "overall_numbers"]
 
 STEP_COLUMNS = [
-    "rank", "step", "start_us", "end_us", "wall_us", "warmup_us", "gpu_busy_us", "gpu_busy_pct", "gpu_idle_pct",
-    "comm_us", "comm_exposed_us", "host_busy_us", "cpu_gpu_ratio", "dataloader_us", "compile_us", "sync_us",
-    "sync_blocked_us", "host_other_us", "launch_side_us", "host_compute_us", "python_us", "untraced_us",
+    "rank", "step", "start_us", "end_us", "wall_us", "warmup_us", "gpu_busy_us", "gpu_busy_warmup_us", "gpu_busy_pct",
+    "gpu_idle_pct", "comm_us", "comm_exposed_us", "comm_exposed_warmup_us", "host_busy_us", "cpu_gpu_ratio", "dataloader_us", "compile_us", "sync_us",
+    "sync_blocked_us", "sync_comm_us", "sync_idle_us", "host_other_us", "launch_side_us", "host_compute_us", "python_us", "untraced_us",
     "dataloader_idle_us", "launch_side_idle_us", "host_compute_idle_us", "python_idle_us", "python_launch_idle_us",
-    "launches", "launch_us", "queue_delay_us", "kernels", "tiny_kernels", "tiny_kernel_pct", "median_kernel_us",
+    "untraced_launch_idle_us", "copy_busy_us", "launches", "launch_us", "queue_delay_us", "kernels", "tiny_kernels", "tiny_kernel_pct", "median_kernel_us",
     "queued_gpu_us", "verdict",
 ]
 # The per-step verdict of a step the profiler window cut short (``ops.stub_steps``).
 PARTIAL_STEP = "partial step"
 PARTIAL_NOTE = "cut short at the edge of the profiler window"  # in the warning that names them
-_SUMMED = ["wall_us", "warmup_us", "gpu_busy_us", "comm_us", "comm_exposed_us", "host_busy_us", "dataloader_us",
-           "compile_us", "sync_us", "sync_blocked_us", "host_other_us", "launch_side_us", "host_compute_us",
+_SUMMED = ["wall_us", "warmup_us", "gpu_busy_us", "gpu_busy_warmup_us", "comm_us", "comm_exposed_us",
+           "comm_exposed_warmup_us", "host_busy_us", "dataloader_us",
+           "compile_us", "sync_us", "sync_blocked_us", "sync_comm_us", "sync_idle_us", "host_other_us", "launch_side_us", "host_compute_us",
            "python_us", "untraced_us", "dataloader_idle_us", "launch_side_idle_us", "host_compute_idle_us",
-           "python_idle_us", "python_launch_idle_us", "launches", "launch_us", "kernels", "tiny_kernels"]
+           "python_idle_us", "python_launch_idle_us", "untraced_launch_idle_us", "copy_busy_us", "launches",
+           "launch_us", "kernels", "tiny_kernels"]
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -153,8 +156,8 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
                   tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace), warmup=warmup,
                   host_ops=host_compute_ops(trace, host, nested, in_steps, work=work), devices=tuple(trace.devices))
     findings = _findings(result, overall, copy_us=_outer_copy_us(host, nested))
-    return CPUBoundResult(findings=rank_findings(findings), warnings=_warnings(trace, windows, steps, has_gpu, stub),
-                          **result)
+    warnings = _warnings(trace, windows, steps, has_gpu, stub) + partial_gpu_warning(launches, has_gpu)
+    return CPUBoundResult(findings=rank_findings(findings), warnings=warnings, **result)
 
 
 def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:
@@ -174,7 +177,7 @@ def _inputs(trace) -> tuple:
     nested = nest(host)
     links = trace.launches()
     work = host_work(trace, host, links)
-    return (windows, host, nested, links, work, _launch_table(host, windows, links),
+    return (windows, host, nested, links, work, _launch_table(host, nested, windows, links),
             warmup_events(trace, host=host, links=links))
 
 
@@ -193,13 +196,17 @@ def _step_table(trace, host, nested, windows, launches, tiny_us, warmup, links, 
     return steps
 
 
-def _launch_table(host, windows, links) -> pd.DataFrame:
-    """One row per launch call inside a step: rank, window row, call duration, queue delay (us).
-    ``links``: ``trace.launches()``."""
+def _launch_table(host, nested, windows, links) -> pd.DataFrame:
+    """One row per launch call inside a step: rank, window row, name, ``top_op`` (the outermost op the
+    user called around it, "" for none), call duration, queue delay (us). ``links``: ``trace.launches()``."""
     calls = host[host["cat"].isin(LAUNCH_CATEGORIES)]
     calls = calls[launch_mask(calls["name"])]
+    top = nested["top"].reindex(calls.index).to_numpy()
+    names = host["name"].astype(str)
+    top_op = np.where(top >= 0, names.reindex(np.where(top >= 0, top, calls.index)).to_numpy(), "")
     out = pd.DataFrame({"rank": calls["rank"].to_numpy(), "window": step_rows(windows, calls),
-                        "name": calls["name"].to_numpy(), "launch_us": calls["dur_us"].to_numpy()}, index=calls.index)
+                        "name": calls["name"].to_numpy(), "top_op": top_op,
+                        "launch_us": calls["dur_us"].to_numpy()}, index=calls.index)
     delay = links[links["gpu_cat"] == "kernel"].drop_duplicates("cpu_index").set_index("cpu_index")["queue_delay_us"]
     out["queue_delay_us"] = delay.reindex(out.index).to_numpy()
     return out[out["window"] >= 0].reset_index(drop=True)
@@ -225,7 +232,10 @@ def _add_kernel_columns(steps, trace, windows, tiny_us) -> None:
 
 def _add_ratios(frame: pd.DataFrame) -> None:
     wall = frame["wall_us"].where(frame["wall_us"] > 0)
-    frame["gpu_busy_pct"] = (100.0 * frame["gpu_busy_us"] / wall).fillna(0.0)
+    steady = (frame["wall_us"] - frame["warmup_us"]).where(lambda w: w > 0)
+    # over the step less its warm-up, as every verdict share is; a step that is warm-up whole: over its window
+    frame["gpu_busy_pct"] = (100.0 * (frame["gpu_busy_us"] - frame["gpu_busy_warmup_us"]) / steady).fillna(
+        100.0 * frame["gpu_busy_us"] / wall).fillna(0.0)
     frame["gpu_idle_pct"] = 100.0 - frame["gpu_busy_pct"]
     frame["cpu_gpu_ratio"] = frame["host_busy_us"] / frame["gpu_busy_us"].where(frame["gpu_busy_us"] > 0)
     kernels = frame["kernels"].where(frame["kernels"] > 0)
@@ -288,6 +298,28 @@ def _warnings(trace, windows: pd.DataFrame, steps: pd.DataFrame, has_gpu: bool, 
         out.append(f"{listed_steps(windows[stub])}: {PARTIAL_NOTE}; its row says {PARTIAL_STEP!r} "
                    "instead of a verdict and the overall verdict leaves it out")
     return tuple(out) + host_ahead_warning(steps[~stub] if (~stub).any() else steps)
+
+
+# Launch calls with no GPU event recorded, from this share of the steps' launches (and at least
+# PARTIAL_MIN_LAUNCHES of them): the GPU side of the recording is partial (CUPTI's buffer filled or the
+# profiler stopped before the device flushed), so GPU busy and every kernel figure are understated. A
+# trace with 378 of 530 launches unmatched read as an idle GPU with no word of it (perfkit rule).
+PARTIAL_GPU_SHARE = 0.10
+PARTIAL_MIN_LAUNCHES = 10
+
+
+def partial_gpu_warning(launches: pd.DataFrame, has_gpu: bool) -> tuple:
+    """One warning when the steps' launch calls often have no GPU event (``launches``: the launch table,
+    whose ``queue_delay_us`` is NaN for a launch that matched no kernel)."""
+    if not has_gpu or launches.empty:
+        return ()
+    missing = int(launches["queue_delay_us"].isna().sum())
+    if missing < PARTIAL_MIN_LAUNCHES or missing < PARTIAL_GPU_SHARE * len(launches):
+        return ()
+    return (f"the GPU recording is partial: {missing:,} of {len(launches):,} launch calls in the steps have no kernel "
+            "in the trace (CUPTI dropped them or the profiler stopped first), so GPU busy time and the kernel "
+            "figures are understated; record fewer steps per trace or raise CUPTI's buffer "
+            "(TORCH_CUPTI_BUFFER_SIZE) and profile again",)
 
 
 def _short(v) -> str:

@@ -105,6 +105,32 @@ class CriticalPathResult:
                             html_table(self.steps), html_warnings(self.warnings))
 
 
+# The path kinds each verdict expects to find longest on a step's path; outside them, ``path_note`` says why the
+# two measures differ (a step's verdict weighs what the GPU waits for; the path, the chain of dependencies).
+_PATH_KINDS = {"GPU-bound": {"kernel", "memcpy"}, "GPU-bound (host ahead)": {"kernel", "memcpy", "comm"},
+               "communication-bound": {"comm", "sync_wait"}, "input-bound": {"host", "idle"},
+               "launch-bound": {"host", "launch", "idle"}, "host-compute-bound": {"host", "idle"},
+               "sync-bound": {"sync_wait", "kernel", "memcpy"}, "CPU-only trace": {"host", "idle"},
+               "compiling": {"host", "idle"}}
+_GPU_SIDE = {"kernel", "memcpy", "comm"}
+
+
+def path_note(bound_by: str, verdict: str) -> str:
+    """Why a step's longest path kind differs from its verdict, or "" when they agree (warm-up, a partial step
+    and a verdict perfkit cannot judge agree with any kind)."""
+    expected = _PATH_KINDS.get(verdict)
+    if expected is None or bound_by in expected or not bound_by:
+        return ""
+    if bound_by in _GPU_SIDE:
+        return (f"the path runs through the GPU's {bound_by} work, but the GPU idles enough of the step for the "
+                f"host to limit it ({verdict})")
+    if verdict == "communication-bound":
+        return (f"the path runs through the host ({bound_by}) up to the collectives, which then wait for a slower "
+                "peer (communication-bound: perfkit ranks)")
+    return (f"the path's {bound_by} time overlaps the GPU work the host queued ahead: the GPU stays busy "
+            f"({verdict})")
+
+
 def critical_path(trace, *, annotation: str | None = None) -> CriticalPathResult:
     """Critical path of each full step window of ``trace`` (the module doc gives the model and
     kinds; partial steps at the profiler window's edge are left out, with a warning: ``ops.stub_steps``).

@@ -30,10 +30,11 @@ from ..host_ops import HOST_WORK_CATEGORIES
 from ..kernels import gpu_bound_findings
 from ..syncs.analyze import syncs
 from .cpu_bound import cpu_bound, overall_numbers
-from .findings import top_host_work
+from .findings import copy_bound, top_host_work
 from .hotspots import hotspots
 from .queued import host_ahead
-from .warmup import warmup_text
+from .rules import SECOND_CAUSE_SHARE, SYNCS_BEFORE_GRAPHS, launch_bound, sync_cost
+from .warmup import warmup_count_text, warmup_text
 
 MAX_STEP_ROWS = 8
 SHARES = ("gpu_busy", "comm_exposed", "dataloader", "compile", "sync", "launch_side", "host_compute", "python",
@@ -112,21 +113,23 @@ def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True, sync=No
     caller has it already (it is computed otherwise). Never raises for traces without
     GPU events, stacks or steps: a trace without steps is judged as one window, with a warning."""
     result = cpu_bound(trace)
-    full, verdict_finding, title, numbers = _headline(trace, result)
-    fix = verdict_finding.fix
     sync = syncs(trace) if sync is None else sync
+    full, verdict_finding, title, numbers = _headline(trace, result, sync)
+    fix = verdict_finding.fix
     name = path or (trace.files[0].path if trace.files else "TRACE")
     warnings = list(result.warnings)
     if len(trace.steps) == 0:
         warnings.insert(0, "no profiler steps: the whole trace is judged as one window; record with "
                            "torch.profiler.schedule and call prof.step() once per step for a verdict per step")
     if len(result.warmup):
-        warnings.append(f"warm-up left out of the verdict: {len(result.warmup)} first call(s) held "
+        warnings.append(f"warm-up left out of the verdict: {warmup_count_text(result.warmup)} held "
                         f"{result.warmup['dur_us'].sum() / 1e3:,.1f} ms ({warmup_text(result.warmup)})")
     outside = outside_steps(trace, sync, windows=result.steps)
     if outside["syncs"]["count"] or outside["host_busy_us"] > 0:
         warnings.append(outside_note(outside))
-    if result.verdict == "GPU-bound" and kernel_fix:
+    if result.verdict == "sync-bound":
+        fix = _sync_fix(sync, fix)
+    if result.verdict == "GPU-bound" and kernel_fix and not copy_bound(result.steps):
         lead, note = _kernel_lead(trace)
         warnings += note
         if lead is not None:
@@ -141,16 +144,21 @@ def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True, sync=No
 
 def verdict_line(trace) -> dict:
     """``verdict``, ``title`` and ``fix`` of ``diagnose(trace, kernel_fix=False)``, without what only
-    the whole diagnosis shows (sync points and host work outside the steps, warnings): for a command
-    that prints the verdict beside its own table (``perfkit critical-path``)."""
+    the whole diagnosis shows (sync points and host work outside the steps, warnings), and ``steps``:
+    ``{(rank, step): verdict}``: for a command that prints the verdict beside its own table
+    (``perfkit critical-path``)."""
     result = cpu_bound(trace)
-    _, finding, title, _ = _headline(trace, result)
-    return {"verdict": result.verdict, "title": title, "fix": finding.fix}
+    sync = syncs(trace)
+    _, finding, title, _ = _headline(trace, result, sync)
+    fix = _sync_fix(sync, finding.fix) if result.verdict == "sync-bound" else finding.fix
+    steps = {(int(r), int(s)): v for r, s, v in zip(result.steps["rank"], result.steps["step"], result.steps["verdict"])}
+    return {"verdict": result.verdict, "title": title, "fix": fix, "steps": steps}
 
 
-def _headline(trace, result) -> tuple:
+def _headline(trace, result, sync) -> tuple:
     """(full steps, the verdict's finding, title, the three numbers) of ``cpu_bound``'s ``result``:
-    the title of a host-compute-bound verdict carried by Python names where that time goes."""
+    the title of a host-compute-bound verdict carried by Python names where that time goes, and every title
+    by the cause behind the verdict (``second_cause``; ``sync``: ``syncs(trace)``)."""
     full = result.full_steps
     o = overall_numbers(full if len(full) else result.steps, result.launches)
     finding = next((f for f in result.findings if f.title.startswith(result.verdict)), result.findings[0])
@@ -160,7 +168,8 @@ def _headline(trace, result) -> tuple:
         if where:
             numbers[0] = dict(numbers[0], text=f"{numbers[0]['text']}; most in {where}")
             title = f"{title}; most in {where}"
-    return full, finding, title, numbers
+    also = second_cause(result.verdict, result.evidence, sync)
+    return full, finding, f"{title}; also: {also}" if also else title, numbers
 
 
 def _top_python(trace) -> str:
@@ -171,6 +180,39 @@ def _top_python(trace) -> str:
         return ""
     r = rows.iloc[0]
     return f"{r['function']} ({r['file']}:{r['line']})" if r["file"] else str(r["function"])
+
+
+def second_cause(verdict: str, e: dict, sync) -> str:
+    """The cause behind the verdict, when one holds ``SECOND_CAUSE_SHARE`` of the step or more ("" else): the
+    largest of the others (syncs by what removing them could save, ``rules.sync_cost``). A launch-bound step
+    with ``SYNCS_BEFORE_GRAPHS`` GPU-confirmed syncs per step or more names them whatever their share: a CUDA
+    graph, its fix, captures only the work between two syncs, and once launches are cheap they hold the step."""
+    total = sync.total
+    steps = max(total["steps"], 1)
+    syncs = (f"{total['in_steps']['count'] / steps:,.0f} sync point(s) per step, "
+             f"{total['in_steps']['blocked_us'] / steps / 1e3:,.2f} ms blocked each step")
+    if verdict == "launch-bound" and total["in_steps"]["count"] >= SYNCS_BEFORE_GRAPHS * steps and total["gpu_confirmed"]:
+        return f"{syncs}: a CUDA graph captures only the work between two syncs, so move them out first (perfkit syncs)"
+    shares = {"sync-bound": (sync_cost(e), syncs),
+              "input-bound": (e["dataloader_idle_share"], f"DataLoader {e['dataloader_idle_share']:.0%} of the step "
+                                                          "with the GPU idle"),
+              "launch-bound": (e["issuing_idle_share"] if launch_bound(e) else 0.0,
+                               f"the host issuing launches {e['issuing_idle_share']:.0%} of the step with the GPU idle"),
+              "host-compute-bound": (e["own_work_idle_share"], f"the host's own work {e['own_work_idle_share']:.0%} "
+                                                               "of the step with the GPU idle"),
+              "communication-bound": (e["comm_exposed_share"], f"collectives not under compute "
+                                                               f"{e['comm_exposed_share']:.0%} of the step")}
+    others = {k: v for k, v in shares.items() if k != verdict and np.isfinite(v[0]) and v[0] >= SECOND_CAUSE_SHARE}
+    if not others or verdict in ("warm-up", "GPU activity not recorded", "CPU-only trace"):
+        return ""
+    return max(others.values(), key=lambda v: v[0])[1]
+
+
+def _sync_fix(sync, generic: str) -> str:
+    """A sync-bound verdict's fix: that of the sync site blocking longest in the steps (a pageable copy is
+    pinned, an ``.item()`` is kept on the GPU), with where it is; ``generic`` when no site is confirmed."""
+    lead = next((f for f in sync.findings if f.severity != "info" and not f.title.startswith("possible ")), None)
+    return generic if lead is None else f"{lead.fix} Largest: {lead.title}."
 
 
 def _kernel_lead(trace) -> tuple:
@@ -188,7 +230,8 @@ def _step_rows(steps: pd.DataFrame) -> pd.DataFrame:
     wall = (steps["wall_us"] - steps["warmup_us"]).where(lambda w: w > 0)
     for k in SHARES:
         base = steps["wall_us"] if k == "warmup" else wall
-        rows[f"{k}_share"] = (steps[f"{k}_us"] / base.where(base > 0)).to_numpy()
+        part = steps[f"{k}_us"] - steps[f"{k}_warmup_us"] if f"{k}_warmup_us" in steps else steps[f"{k}_us"]
+        rows[f"{k}_share"] = (part / base.where(base > 0)).to_numpy()
     return rows.reset_index(drop=True)
 
 
@@ -229,9 +272,9 @@ def _numbers(verdict: str, e: dict, o: dict, result) -> list[dict]:
                                                 "text": f"{o['compile_us'] / 1e6:,.2f} s compiling"}, step]
     if verdict == "warm-up":
         return [{"label": "warm-up", "value": 100 * e["warmup_share"], "unit": "%",
-                 "text": f"first calls hold {100 * e['warmup_share']:.0f}% of the step"},
+                 "text": f"warm-up holds {100 * e['warmup_share']:.0f}% of the window"},
                 {"label": "warm-up time", "value": o["warmup_us"] / 1e3, "unit": "ms",
-                 "text": f"{o['warmup_us'] / 1e3:,.1f} ms in {len(result.warmup)} first call(s)"}, step]
+                 "text": f"{o['warmup_us'] / 1e3:,.1f} ms in {warmup_count_text(result.warmup)}"}, step]
     if verdict == "GPU-bound (host ahead)":
         return [{"label": "launch-to-kernel delay", "value": e["queue_delay_us"] / 1e3, "unit": "ms",
                  "text": f"kernels start a median {e['queue_delay_us'] / 1e3:,.1f} ms after their launch"}, busy, step]

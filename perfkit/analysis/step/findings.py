@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...results import Finding
+from ..classify import graph_launch_mask
 from ..host_ops import COPY_OPS
 from .rules import (COMPILE_NOTE_SHARE, COMPILE_SHARE, COPY_OPS_SHARE, DATALOADER_NOTE_SHARE, HOST_AHEAD_MIN_US,
     LOW_UTILIZATION, TINY_KERNEL_MIN_COUNT, TINY_KERNEL_SHARE)
@@ -33,6 +34,19 @@ _COMPILED_LAUNCH_FIX = ("The model already runs torch.compile'd code ({regions} 
 _CPU_INPUT_FIX = ("Load data in the background: DataLoader(num_workers>0, persistent_workers=True, prefetch_factor=2+) "
                   "so the next batch is ready when the step needs it; make per-sample transforms cheaper or batch "
                   "them. (No GPU activity was recorded, so pin_memory does not apply.)")
+_WORKERS_INPUT_FIX = ("The DataLoader already runs worker processes (_MultiProcessingDataLoaderIter), and the step still "
+                      "waits for batches: raise num_workers (to the cores free), keep them alive "
+                      "(persistent_workers=True) and ahead (prefetch_factor=4), make the per-sample transform or "
+                      "collate cheaper (batch it, move it to the GPU), or preload a dataset that fits onto the GPU.")
+# A GPU-bound step whose GPU time is mostly copies: the fix is about the copies, not the kernels (an A100
+# step moving 154 MB pageable host-to-device and back, 0 kernels, was told "mixed precision, torch.compile").
+COPY_FIX = ("{share:.0%} of the GPU's busy time is copies, not kernels: pin the host side (tensor.pin_memory(), "
+            "DataLoader(pin_memory=True)) and copy with non_blocking=True so copies overlap compute, and copy less "
+            "(keep tensors on the GPU between steps, copy once per step, in a compact dtype such as uint8 or bf16).")
+COPY_BOUND_SHARE = 0.50
+_COMPILED_GPU_FIX = ("The model already runs torch.compile'd code, so fusing by compiling is done: make the kernels "
+                     "themselves faster (perfkit kernels lists the top ones): mixed precision (torch.autocast), larger "
+                     "or better-shaped matmuls (multiples of 8/16), torch.compile(mode='max-autotune') for the GEMMs.")  # copies at or above this share of GPU busy time make the GPU-bound fix the copy fix
 _WARMUP = ("Profile after warm-up: let the compiled code run a few steps before the profiler records "
            "(torch.profiler.schedule(wait=1, warmup=3, active=5)), so the numbers measure the loop.")
 _RECOMPILE = ("It compiled in {k} of {n} steps, so it is recompiling: run with TORCH_LOGS=recompiles to see which "
@@ -68,6 +82,68 @@ def verdict_finding(verdict: str, evidence: dict, o: dict, tables: dict, compile
                    _fix(verdict, evidence, o, tables, compiled_regions), _threshold_text(evidence))
 
 
+def workers_running(annotations) -> bool:
+    """The trace's DataLoader iterator is the multi-process one: ``num_workers`` is already above 0."""
+    return annotations is not None and len(annotations) > 0 and \
+        annotations["name"].astype(str).str.contains("_MultiProcessingDataLoaderIter", regex=False).any()
+
+
+def copy_share(steps: pd.DataFrame) -> float:
+    """Copies' share of the GPU's busy time over the full steps (``copy_busy_us`` / ``gpu_busy_us``)."""
+    full = steps[steps["verdict"] != "partial step"] if "verdict" in steps else steps
+    busy = float(full["gpu_busy_us"].sum())
+    return float(full["copy_busy_us"].sum()) / busy if busy > 0 else 0.0
+
+
+def copy_bound(steps) -> bool:
+    return steps is not None and len(steps) > 0 and "copy_busy_us" in steps and copy_share(steps) >= COPY_BOUND_SHARE
+
+
+def later_steps_text(steps: pd.DataFrame) -> str:
+    """" The 2 steps after it: GPU-bound 1, launch-bound 1.": what the steps that are not warm-up say, for a
+    warm-up verdict (the cause behind it); "" when every step is warm-up."""
+    verdicts = steps["verdict"][~steps["verdict"].isin(("warm-up", "partial step"))] if len(steps) else steps
+    if not len(verdicts):
+        return ""
+    counts = ", ".join(f"{v} {c}" for v, c in verdicts.value_counts().items())
+    return f" The {len(verdicts)} step(s) after the warm-up: {counts}."
+
+
+def _behind_text(e: dict) -> str:
+    """" What is left of the window looks launch-bound: ..." from ``rules.decide``'s ``behind_warmup`` (its fix
+    is not given: one-time work distorts what is left, and the first thing to do is profile later steps)."""
+    behind = e.get("behind_warmup")
+    if not behind or behind == "warm-up":
+        return ""
+    return f" What is left of the window looks {behind}: judge it on a profile of later steps."
+
+
+def graph_launches(launches) -> int:
+    """CUDA/HIP graph replays among a step table's launch calls (``cpu_bound``'s ``launches``)."""
+    return 0 if launches is None or launches.empty else int(graph_launch_mask(launches["name"]).sum())
+
+
+def _graphed_launch_fix(launches: pd.DataFrame, o: dict) -> str:
+    """Launch-bound although the step replays CUDA graphs: what is left to capture is the launches outside
+    the graphs, named by the op the user called around them."""
+    n = max(o["steps"], 1)
+    graphed = graph_launch_mask(launches["name"])
+    outside = launches[~graphed]
+    ops = outside["top_op"].astype(str)
+    optimizer = ops.str.startswith(("aten::_foreach_", "aten::_fused_"))
+    ops = ops.where(~optimizer, "the optimizer's foreach ops").replace("", "(no op)")
+    tops = ops.value_counts().head(5)
+    listed = ", ".join(f"{name} {count / n:.0f}" for name, count in tops.items())
+    optimizer = bool(optimizer.any())
+    return (f"The step already replays CUDA graphs ({graphed.sum() / n:.0f} graph launch(es) per step, as "
+            f"torch.compile(mode='reduce-overhead') or torch.cuda.graphs make): the GPU waits on the "
+            f"{len(outside) / n:.0f} launches per step outside them (by op, per step: {listed}) and the Python "
+            "between them. Capture those too: move the ops listed into the compiled function"
+            + (", compile the optimizer step (torch.compile(optimizer.step)) or use a fused optimizer "
+               "(Adam/AdamW(fused=True): one launch per step)" if optimizer else "")
+            + ", and give each launch more work (a larger batch).")
+
+
 def _severity(verdict: str, evidence: dict, o: dict) -> str:
     if verdict == "GPU-bound":
         return "info"
@@ -85,7 +161,7 @@ def _title(verdict: str, e: dict, o: dict, tables: dict) -> str:
         return (f"GPU activity not recorded: {int(o['launches']):,} kernel launches but no kernels; the trace lists "
                 f"{_devices_text(tables.get('devices', ()))}")
     if verdict == "warm-up":
-        return (f"warm-up: first calls hold {o['warmup_us'] / 1e3:,.1f} ms of {o['wall_us'] / 1e3:,.1f} ms "
+        return (f"warm-up: one-time work holds {o['warmup_us'] / 1e3:,.1f} ms of {o['wall_us'] / 1e3:,.1f} ms "
                 f"({e['warmup_share']:.0%}) over {n} step(s): {warmup_text(tables['warmup'], 2)}")
     if verdict == "communication-bound":
         return (f"communication-bound: collectives not hidden under compute take {o['comm_exposed_us'] / 1e3:,.2f} ms "
@@ -129,8 +205,16 @@ def _fix(verdict: str, e: dict, o: dict, tables: dict, compiled_regions: int) ->
                 f"({100 - o['gpu_busy_pct']:.0f}%) lies at the window's edges or in GPU-side waits (streams waiting "
                 "on each other, collectives, work issued before the profiler started): check the GPU timeline, then "
                 "make the GPU work faster (the top kernels; mixed precision, fused kernels).")
+    if verdict == "input-bound" and workers_running(tables.get("annotations")):
+        return _WORKERS_INPUT_FIX
     if verdict == "input-bound" and e["gpu_busy_share"] is None:
         return _CPU_INPUT_FIX
+    if verdict == "GPU-bound" and copy_bound(tables.get("steps")):
+        return COPY_FIX.format(share=copy_share(tables["steps"]))
+    if verdict == "GPU-bound" and compiled_regions:
+        return _COMPILED_GPU_FIX
+    if verdict == "launch-bound" and graph_launches(tables.get("launches")):
+        return _graphed_launch_fix(tables["launches"], o)
     if verdict == "launch-bound" and compiled_regions:
         return _COMPILED_LAUNCH_FIX.format(regions=compiled_regions)
     if verdict == "GPU activity not recorded":
@@ -139,9 +223,10 @@ def _fix(verdict: str, e: dict, o: dict, tables: dict, compiled_regions: int) ->
                 "limits the step. Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (CUPTI must "
                 "be loadable: check that libcupti is on the library path and that no other profiler holds it).")
     if verdict == "warm-up":
-        return ("Profile after warm-up: start recording once the first steps have run "
-                "(torch.profiler.schedule(wait=1, warmup=3, active=5)); the listed first calls are one-time costs "
-                "(CUDA context and module loading, cuBLAS/cuDNN handles and autotuning, lazy initialization).")
+        return ("Profile after warm-up: start recording once the first steps have run (perfkit profile --wait 5, "
+                "or torch.profiler.schedule(wait=1, warmup=3, active=5)); what is set apart is one-time cost "
+                "(CUDA context and module loading, cuBLAS/cuDNN handles and autotuning, model initialization, "
+                f"lazy initialization).{later_steps_text(tables['steps']) or _behind_text(e)}")
     if verdict == "host-compute-bound":
         return _host_compute_fix(top_host_work(tables, o), e)
     return FIXES[verdict]

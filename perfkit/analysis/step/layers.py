@@ -6,7 +6,10 @@ window's length):
 
 * ``gpu_busy_us``: union of kernels, copies and memsets; ``comm_us``: union of collective kernels
   (NCCL/RCCL); ``comm_exposed_us``: the part of ``comm_us`` no other GPU work overlaps (communication
-  not hidden under compute);
+  not hidden under compute); these three are the whole window's, and ``gpu_busy_warmup_us`` and
+  ``comm_exposed_warmup_us`` their parts during the warm-up calls: a share of the step less its
+  warm-up takes them out of its numerator too (a 1,065 ms window with 572 ms of warm-up read "GPU busy
+  52%" against the whole window, and exposed collectives 313 ms "of 266 ms");
 * host layers, each outside the ones before it: ``dataloader_us`` (DataLoader ``__next__``),
   ``compile_us`` (compile spans), ``sync_us`` (blocking calls), then the rest of the ops split in
   ``launch_side_us`` (ops that launched GPU work, with their runtime calls, less the ops inside them
@@ -17,10 +20,22 @@ window's length):
 * ``untraced_us``: time in which neither the GPU nor any traced host event was busy (untraced host
   code, e.g. Python in a trace recorded without ``with_stack=True``).
 * ``sync_blocked_us``: union of the blocking calls alone (what ``syncs`` counts as blocked time);
+* ``sync_comm_us``: the blocking calls, outside DataLoader and compile spans, during at least half of
+  which collective kernels ran: the host waiting on communication (DLRM's ``.item()`` after an
+  all_to_all), which is communication, not a host cause.
+* ``sync_idle_us``: the GPU idle during the blocking calls and the refill after each one, outside
+  DataLoader and compile spans: a sync returns once the GPU's queue is empty, so the GPU then idles until
+  the host issues the next work (``refills``). It tells syncs that drain the GPU from syncs that wait on
+  a queue the GPU works through anyway (``rules.sync_eligible``); the refill's host work stays in the
+  layers below.
 * ``dataloader_idle_us``, ``launch_side_idle_us``, ``host_compute_idle_us``, ``python_idle_us``: the
   same layers counted only while the GPU is idle: what the host did while the GPU waited for it
   (launching while the GPU still has queued work keeps no GPU waiting); ``python_launch_idle_us``:
-  the part of ``python_idle_us`` in frames that issue GPU work (a launch runs inside them).
+  the part of ``python_idle_us`` in frames that issue GPU work (a launch runs inside them);
+  ``untraced_launch_idle_us``: the part of ``untraced_us`` with the GPU idle that lies between two launch
+  calls of a thread at most ``rules.DENSE_LAUNCH_GAP_US`` apart: the host issuing work in code the trace
+  does not show (Python without stacks, Triton's launcher).
+* ``copy_busy_us``: union of the window's copies and memsets (the GPU moving data, not computing).
 """
 from __future__ import annotations
 
@@ -38,11 +53,13 @@ from ..classify import is_comm, launch_mask
 from ..compile import compile_spans
 from ..host_ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES
 from ..syncs.analyze import blocking_calls
+from .rules import DENSE_LAUNCH_GAP_US
 
-LAYER_COLUMNS = ["warmup_us", "gpu_busy_us", "comm_us", "comm_exposed_us", "dataloader_us", "compile_us", "sync_us",
-                 "sync_blocked_us", "launch_side_us", "host_compute_us", "host_other_us", "host_busy_us",
+LAYER_COLUMNS = ["warmup_us", "gpu_busy_us", "gpu_busy_warmup_us", "copy_busy_us", "comm_us", "comm_exposed_us",
+                 "comm_exposed_warmup_us", "dataloader_us", "compile_us", "sync_us",
+                 "sync_blocked_us", "sync_comm_us", "sync_idle_us", "launch_side_us", "host_compute_us", "host_other_us", "host_busy_us",
                  "python_us", "untraced_us", "dataloader_idle_us", "launch_side_idle_us", "host_compute_idle_us",
-                 "python_idle_us", "python_launch_idle_us"]
+                 "python_idle_us", "python_launch_idle_us", "untraced_launch_idle_us"]
 _SPAN = ["rank", "ts_us", "dur_us"]
 _THREAD_SPAN = [*_SPAN, "file_id", "pid", "tid"]
 
@@ -53,10 +70,11 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
     """``LAYER_COLUMNS`` per row of ``windows``. ``host``: host events (``ops.host_events``),
     ``nested``: their ``ops.nest``; ``warmup``: ``warmup.warmup_events(trace)``; ``links``:
     ``trace.launches()`` and ``work``: ``host_work(trace, host)`` when the caller has them."""
-    cold = trace.events.loc[warmup["label"].to_numpy(), _SPAN] if len(warmup) else _empty()
+    cold = warmup[_SPAN] if len(warmup) else _empty()
     work, issuing = host_work(trace, host, links) if work is None else work
     # Only the columns the layers read: row selections below copy every column they keep.
     ops = (work["cat"] == "cpu_op").to_numpy()
+    calls = work[(work["cat"].isin(LAUNCH_CATEGORIES)).to_numpy() & launch_mask(work["name"])][_THREAD_SPAN]
     work = work[_THREAD_SPAN]
     launching = _less(work[issuing], work[~issuing & ops])
     ev = trace.events
@@ -69,12 +87,14 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
 
     out = pd.DataFrame(index=windows.index)
     out["gpu_busy_us"] = window_cover(gpu, windows)
+    out["copy_busy_us"] = window_cover(gpu[gpu["cat"].isin(("gpu_memcpy", "gpu_memset")).to_numpy()], windows)
     out["comm_us"] = window_cover(comm, windows)
     out["comm_exposed_us"] = np.maximum(out["gpu_busy_us"] - window_cover(compute, windows), 0.0)
     # Each set's union per rank once; a layer below is the union of a few of those unions.
     cover = _Cover(windows, cold)
     blocks = intervals.rank_unions
     work, python, gpu, driving, launching = (blocks(f) for f in (work, python, gpu, driving, launching))
+    comm_blocks, compute_blocks = blocks(comm), blocks(compute)
     loader = blocks(host[starts_with(host["name"], DATALOADER_PREFIX)])
     compiling = blocks(compile_spans(trace))
     blocking = blocks(blocking_calls(trace, host))
@@ -95,10 +115,19 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
     out["python_us"] = np.maximum(cover(work, loader, compiling, blocking, python) - everything, 0.0)
     traced = cover(work, loader, compiling, blocking, python, gpu)
     out["untraced_us"] = np.maximum(windows["dur_us"].to_numpy() - base - traced, 0.0)
+    between = blocks(_dense_launch_gaps(calls))
+    out["untraced_launch_idle_us"] = np.minimum(np.maximum(
+        cover(work, loader, compiling, blocking, python, gpu, between) - base - traced, 0.0), out["untraced_us"])
+    stalled = _joined(blocking, refills(blocking, gpu))
+    out["sync_comm_us"] = np.maximum(cover(loader, compiling, mostly_under(blocking, comm_blocks)) - dl_compile, 0.0)
     # The same layers counted only while the GPU idles: what the host did when the GPU waited.
     busy = cover(gpu)
+    out["gpu_busy_warmup_us"] = np.maximum(out["gpu_busy_us"].to_numpy() - busy, 0.0)
+    steady_exposed = np.maximum(cover(comm_blocks, compute_blocks) - cover(compute_blocks), 0.0)
+    out["comm_exposed_warmup_us"] = np.maximum(out["comm_exposed_us"].to_numpy() - steady_exposed, 0.0)
     dl_idle = cover(loader, gpu) - busy
     layered_idle = cover(loader, compiling, blocking, gpu)
+    out["sync_idle_us"] = np.maximum(cover(loader, compiling, stalled, gpu) - cover(loader, compiling, gpu), 0.0)
     out["dataloader_idle_us"] = np.maximum(dl_idle, 0.0)
     out["launch_side_idle_us"] = np.maximum(cover(loader, compiling, blocking, launching, gpu) - layered_idle, 0.0)
     everything_idle = np.maximum(cover(work, loader, compiling, gpu), layered_idle)
@@ -107,6 +136,51 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
     out["python_launch_idle_us"] = np.minimum(
         np.maximum(cover(work, loader, compiling, blocking, driving, gpu) - everything_idle, 0.0), out["python_idle_us"])
     return out[LAYER_COLUMNS]
+
+
+def _dense_launch_gaps(calls: pd.DataFrame) -> pd.DataFrame:
+    """(rank, ts_us, dur_us) of the gaps between consecutive launch calls of a thread that are at most
+    ``DENSE_LAUNCH_GAP_US`` long."""
+    if calls.empty:
+        return _empty()
+    order = np.lexsort((calls["ts_us"].to_numpy(), thread_codes(calls)))
+    c = calls.iloc[order]
+    thread = thread_codes(c)
+    end = (c["ts_us"] + c["dur_us"]).to_numpy(dtype=np.float64)
+    start = c["ts_us"].to_numpy(dtype=np.float64)
+    gap = start[1:] - end[:-1]
+    keep = (thread[1:] == thread[:-1]) & (gap > 0) & (gap <= DENSE_LAUNCH_GAP_US)
+    return pd.DataFrame({"rank": c["rank"].to_numpy()[1:][keep], "ts_us": end[:-1][keep], "dur_us": gap[keep]})
+
+
+def refills(blocking: dict, gpu: dict) -> dict:
+    """``{rank: (starts, ends)}``: from the end of each block of blocking calls to the start of the next
+    GPU work on its rank (nothing where no GPU work follows). Both arguments are ``rank_unions``."""
+    out = {}
+    for rank, (starts, ends) in blocking.items():
+        gpu_starts = gpu.get(rank, (np.empty(0), np.empty(0)))[0]
+        nxt = np.searchsorted(gpu_starts, ends, side="left")
+        has = nxt < len(gpu_starts)
+        out[rank] = (ends[has], gpu_starts[nxt[has]])
+    return out
+
+
+def mostly_under(blocks: dict, under: dict) -> dict:
+    """The blocks of ``blocks`` (``{rank: (starts, ends)}``) that ``under`` covers for at least half their length."""
+    out = {}
+    for rank, (starts, ends) in blocks.items():
+        if rank not in under or not len(starts):
+            continue
+        covered = intervals.Coverage.of(*under[rank]).within(starts, ends)
+        keep = covered >= 0.5 * (ends - starts)
+        out[rank] = (starts[keep], ends[keep])
+    return out
+
+
+def _joined(a: dict, b: dict) -> dict:
+    """Two ``{rank: (starts, ends)}`` sets as one (overlaps kept: covers take unions)."""
+    return {r: tuple(np.concatenate([p[i] for p in (a.get(r), b.get(r)) if p is not None]) for i in (0, 1))
+            for r in set(a) | set(b)}
 
 
 class _Cover:

@@ -14,6 +14,15 @@ compared with the median of all other calls of its name. Only the
 outermost such call of a nest is listed (a cold ``aten::mm`` and the launch inside it are one cost).
 Calls that wait for the GPU are never warm-up: synchronize calls, scalar reads (``SYNC_OPS``) and the
 ops around them last as long as the GPU work queued before them.
+
+A **cold first step** is warm-up whole: a rank's first full step window lasting at least ``WARMUP_FACTOR``
+times the median of its later full steps (at least ``MIN_LATER_STEPS`` of them) and ``WARMUP_MIN_US``
+longer. A profile that starts with the loop (``perfkit profile --wait 0``) records model initialization on
+the CPU, the CUDA context, module loads and library handles in its first step, much of it in calls that
+never recur (``aten::uniform_`` initializing weights) or in many first calls each under the per-call floor
+(the first launch of every kernel): the H200 transformer of scripts/gpu took 842 ms in its first step and
+16 ms in each later one, and its per-call warm-up found 589 ms of the 826 ms difference. Such a window is
+one row (named ``ProfilerStep#N (first step)``, ``cat`` "step"); the calls inside it are not listed again.
 """
 from __future__ import annotations
 
@@ -21,9 +30,13 @@ import numpy as np
 import pandas as pd
 
 from ...trace.ancestry import with_ancestors
+from ...trace import intervals
 from ...trace.schema import LAUNCH_CATEGORIES
+from ...trace.steps import step_windows, stub_steps
 from ..classify import SYNC_RUNTIME
+from ..compile import compile_spans
 from ..host_ops import SYNC_OPS, host_events
+from .rules import COMPILE_SHARE
 
 # Among the first calls of a name: lazy initialization happens on first use, cuDNN's benchmark
 # mode tries algorithms on the first call of each new shape (a few calls of one op name).
@@ -36,13 +49,51 @@ WARMUP_FACTOR = 10.0
 # And at least 1 ms: a 60 us first call beside 5 us later ones is a cache miss, not a cold start
 # worth setting apart (CUDA context/module loads and cuBLAS/cuDNN handle creation take 10s-100s of ms).
 WARMUP_MIN_US = 1000.0
+# Later full steps needed to call a first step cold: the default perfkit profile window holds 3 steps.
+MIN_LATER_STEPS = 2
 COLUMNS = ["label", "rank", "name", "cat", "ts_us", "dur_us", "later_median_us", "later_calls"]
 
 
 def warmup_events(trace, *, host: pd.DataFrame | None = None, links: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The warm-up calls of ``trace`` (module doc), outermost only, in time order (``COLUMNS``;
-    ``label`` is the event's label in ``trace.events``). ``host``: ``host_events(trace)`` (of these
-    categories or more) and ``links``: ``trace.launches()``, when the caller has them."""
+    """The warm-up of ``trace`` (module doc): cold first steps, then the warm-up calls outside them,
+    outermost only, in time order (``COLUMNS``; ``label`` is the call's label in ``trace.events``, -1 for
+    a step). ``host``: ``host_events(trace)`` (of these categories or more) and ``links``:
+    ``trace.launches()``, when the caller has them."""
+    calls = warmup_calls(trace, host=host, links=links)
+    cold = cold_first_steps(step_windows(trace), compile_spans(trace))
+    if cold.empty:
+        return calls
+    inside = np.zeros(len(calls), dtype=bool)
+    for w in cold.itertuples():
+        inside |= ((calls["rank"] == w.rank) & (calls["ts_us"] >= w.ts_us)
+                   & (calls["ts_us"] < w.ts_us + w.dur_us)).to_numpy()
+    both = [f for f in (cold, calls[~inside]) if len(f)]
+    return pd.concat(both, ignore_index=True).sort_values("ts_us", kind="stable").reset_index(drop=True)[COLUMNS]
+
+
+def cold_first_steps(windows: pd.DataFrame, compiling: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The cold first step of each rank (module doc) among ``windows`` (``step_windows``; partial steps
+    at the window's edges are left out), as ``COLUMNS`` rows. A first step that compiles (``compiling``:
+    compile spans covering ``COMPILE_SHARE`` of it or more) is left to the compiling rule."""
+    rows = []
+    if compiling is not None and len(compiling) and len(windows):
+        compiled = intervals.window_cover(compiling, windows) >= COMPILE_SHARE * windows["dur_us"].to_numpy()
+        windows = windows[~compiled]
+    full = windows[~stub_steps(windows)] if len(windows) else windows
+    for rank, grp in full.groupby("rank", sort=False):
+        grp = grp.sort_values("start_us")
+        if len(grp) < 1 + MIN_LATER_STEPS:
+            continue
+        first, later = grp.iloc[0], float(grp["dur_us"].iloc[1:].median())
+        if first["dur_us"] >= WARMUP_FACTOR * later and first["dur_us"] - later >= WARMUP_MIN_US:
+            rows.append({"label": -1, "rank": rank, "name": f"ProfilerStep#{int(first['step'])} (first step)",
+                         "cat": "step", "ts_us": float(first["start_us"]), "dur_us": float(first["dur_us"]),
+                         "later_median_us": later, "later_calls": len(grp) - 1})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def warmup_calls(trace, *, host: pd.DataFrame | None = None, links: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The warm-up calls of ``trace`` (module doc), outermost only, in time order (``COLUMNS``)."""
     categories = ("cpu_op", *LAUNCH_CATEGORIES)
     host = host_events(trace, categories) if host is None else host
     mine = host["cat"].isin(categories).to_numpy()
@@ -143,10 +194,20 @@ def _inside_another(found: pd.DataFrame, parents: pd.Series) -> np.ndarray:
 
 
 def warmup_text(found: pd.DataFrame, limit: int = 3) -> str:
-    """"aten::mm 421.3 ms (later calls: median 12 us)" for the longest ``limit`` calls."""
+    """"aten::mm 421.3 ms (later calls: median 12 us)" for the longest ``limit`` calls (a cold first
+    step: "later steps")."""
     rows = found.sort_values("dur_us", ascending=False).head(limit)
-    return "; ".join(f"{r.name} {r.dur_us / 1e3:,.1f} ms (later calls: median {_us(r.later_median_us)})"
-                     for r in rows.itertuples())
+    return "; ".join(f"{r.name} {r.dur_us / 1e3:,.1f} ms (later {'steps' if r.cat == 'step' else 'calls'}: "
+                     f"median {_us(r.later_median_us)})" for r in rows.itertuples())
+
+
+def warmup_count_text(found: pd.DataFrame) -> str:
+    """"a cold first step and 3 first call(s)", "21 first call(s)": what ``found`` holds, counted."""
+    steps = int((found["cat"] == "step").sum()) if len(found) else 0
+    calls = len(found) - steps
+    parts = ([f"{'a cold first step' if steps == 1 else f'{steps} cold first steps'}"] if steps else []) + \
+        ([f"{calls} first call(s)"] if calls or not steps else [])
+    return " and ".join(parts)
 
 
 def _us(value: float) -> str:

@@ -1,0 +1,99 @@
+"""The verdict rules of ``perfkit.analysis.step.rules``, called directly on small evidence: one row on each
+side of every threshold the module documents. No trace, no ../shared: a changed threshold or comparison
+fails here within seconds."""
+from __future__ import annotations
+
+import pytest
+
+from perfkit.analysis.step import rules
+
+T = {"compile_share": rules.COMPILE_SHARE, "gpu_bound_busy": rules.GPU_BOUND_BUSY, "input_share": rules.INPUT_SHARE,
+     "host_ahead_share": rules.HOST_AHEAD_SHARE, "sync_share": rules.SYNC_SHARE}
+WALL = 10_000.0  # us: shares below are of this one-step window
+
+
+def row(**shares) -> dict:
+    """A one-step row: each ``<layer>=share`` becomes ``<layer>_us``; launches, kernels and the queue
+    delay are given as themselves (``launches``, ``median_kernel_us``, ``queue_delay_us``)."""
+    out = {"wall_us": WALL, "steps": 1, "launches": shares.pop("launches", 0), "tiny_kernel_pct": 0.0,
+           "median_kernel_us": shares.pop("median_kernel_us", 5.0), "queue_delay_us": shares.pop("queue_delay_us", 10.0)}
+    out.update({f"{k}_us": v * WALL for k, v in shares.items()})
+    return out
+
+
+def decide(**shares) -> str:
+    return rules.decide(row(**shares), T)[0]
+
+
+# -- sync: eligible from SYNC_SHARE blocked, weighed by what removing the syncs could save ----------------
+@pytest.mark.parametrize("sync, verdict", [
+    (0.10, "sync-bound"),          # at the threshold (inclusive)
+    (0.099, "host-compute-bound"),  # just under: the host's own work (5%) is all that is left
+])
+def test_sync_share_threshold(sync, verdict):
+    assert decide(gpu_busy=0.3, sync=sync, host_compute_idle=0.05) == verdict
+
+
+@pytest.mark.parametrize("sync_idle, verdict", [
+    (0.10, "sync-bound"),   # the queue is deep, but the GPU idles at the syncs for 10% of the step
+    (0.099, "host-compute-bound"),  # under it: the syncs wait on a queue the GPU works through anyway
+])
+def test_a_deep_queue_rules_syncs_out_unless_they_drain_the_gpu(sync_idle, verdict):
+    deep = rules.HOST_AHEAD_SHARE * WALL  # median launch-to-kernel delay at the host-ahead share
+    # the host's own work explains over half the GPU's idle 40%, so this is not "GPU-bound (host ahead)"
+    assert decide(gpu_busy=0.6, sync=0.3, sync_idle=sync_idle, host_compute_idle=0.12, python_idle=0.09,
+                  queue_delay_us=deep) == verdict
+
+
+@pytest.mark.parametrize("busy, own, verdict", [
+    (0.60, 0.29, "sync-bound"),          # blocked 30% of which the GPU idles 40%: the syncs can save 30%
+    (0.60, 0.31, "host-compute-bound"),  # the host's own work while the GPU idles outweighs them
+    (0.75, 0.24, "sync-bound"),          # the GPU idles 25%: removing the syncs saves at most that
+    (0.75, 0.26, "host-compute-bound"),  # ... which 26% of host work beats
+])
+def test_sync_cost_is_the_blocked_time_capped_by_the_gpus_idle_share(busy, own, verdict):
+    assert decide(gpu_busy=busy, sync=0.30, host_compute_idle=own) == verdict
+
+
+def test_sync_cost_table():
+    e = {"sync_share": 0.34, "gpu_busy_share": 0.42}
+    assert rules.sync_cost(e) == pytest.approx(0.34)
+    assert rules.sync_cost({"sync_share": 0.34, "gpu_busy_share": 0.70}) == pytest.approx(0.30)
+    assert rules.sync_cost({"sync_share": 0.34, "gpu_busy_share": None}) == pytest.approx(0.34)  # CPU-only
+
+
+# -- warm-up: from WARMUP_SHARE of the window, and the verdict behind it ----------------------------------
+@pytest.mark.parametrize("warm, verdict", [
+    (0.50, "warm-up"),            # at the threshold: the window measures start-up more than the loop
+    (0.49, "launch-bound"),       # under it: the rest of the window decides
+])
+def test_warmup_share_threshold(warm, verdict):
+    # shares are of the window less its warm-up: the rest is a launch-bound loop
+    r = row(gpu_busy=0.2, launch_side_idle=0.5, host_compute_idle=0.1, launches=40)
+    r["warmup_us"] = warm * WALL
+    r = {k: (v * (1 - warm) if k.endswith("_us") and k not in ("wall_us", "warmup_us", "queue_delay_us",
+                                                               "median_kernel_us") else v) for k, v in r.items()}
+    got, evidence = rules.decide(r, T)
+    assert got == verdict
+    if verdict == "warm-up":
+        assert evidence["behind_warmup"] == "launch-bound"
+
+
+# -- communication: exposed collectives against the host causes, before the host-ahead rule ---------------
+@pytest.mark.parametrize("comm, verdict", [
+    (0.10, "communication-bound"),      # at COMM_STEP_SHARE and above every host cause
+    (0.099, "GPU-bound (host ahead)"),  # under it: the queue is deep and the host explains little idle time
+])
+def test_exposed_collectives_come_before_a_deep_queue(comm, verdict):
+    deep = rules.HOST_AHEAD_SHARE * WALL
+    assert decide(gpu_busy=0.5, comm_exposed=comm, launch_side_idle=0.05, launches=40,
+                  queue_delay_us=deep) == verdict
+
+
+@pytest.mark.parametrize("on_comm, verdict", [
+    (0.60, "communication-bound"),  # the host's 74% blocked is mostly waiting on the collective: not a host cause
+    (0.50, "sync-bound"),           # 24% blocked on other work: a host cause larger than the exposed 20%
+])
+def test_blocking_on_a_collective_is_communication(on_comm, verdict):
+    assert decide(gpu_busy=0.66, comm_exposed=0.20, sync=0.74, sync_comm=on_comm, launch_side_idle=0.02,
+                  launches=40) == verdict
