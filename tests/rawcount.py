@@ -14,6 +14,7 @@ GPU = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 LAUNCH = re.compile(r"^(cuda|cu|hip)(LaunchKernel|ExtLaunchKernel|ModuleLaunchKernel|ExtModuleLaunchKernel|"
                     r"GraphLaunch|LaunchCooperativeKernel|LaunchKernelEx|LaunchKernelExC)")
 COMM = re.compile(r"nccl|rccl", re.I)
+SYNC = re.compile(r"^(cuda|hip|cu)(StreamSynchronize|DeviceSynchronize|EventSynchronize|CtxSynchronize|Memcpy$)")
 
 
 def union_length(spans):
@@ -59,6 +60,12 @@ def raw_facts(path) -> dict:
     host = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver", "Operator", "Runtime")
             and any(a <= e["ts"] < b for a, b in steps)]
     longest = max((e["dur"] for e in host), default=0.0)
+    # blocking calls: synchronize calls, and copies from pageable memory (the call returns once copied)
+    pageable = {e.get("args", {}).get("correlation") for e in events if e.get("cat") in ("gpu_memcpy", "Memcpy")
+                and "Pageable" in str(e.get("name", ""))}
+    blocking = [(e["ts"], e["ts"] + e["dur"]) for e in host if e.get("cat") in ("cuda_runtime", "Runtime")
+                and (SYNC.search(str(e.get("name", ""))) or (str(e.get("name", "")).startswith(("cudaMemcpyAsync", "hipMemcpyAsync"))
+                     and e.get("args", {}).get("correlation") in pageable))]
     gap = 0.0  # the longest stretch of a step with no GPU work, as a share of the step
     for a, b in steps:
         end = a
@@ -69,6 +76,7 @@ def raw_facts(path) -> dict:
     return {"steps": len(steps), "longest_gpu_gap_share": gap, "wall_us": wall, "gpu_events": len(gpu), "busy_share": busy / wall if wall else 0.0,
             "comm_exposed_share": (busy - inside(other)) / wall if wall else 0.0,
             "loader_share": inside(loader) / wall if wall else 0.0, "launches": len(launches),
+            "sync_share": inside(blocking) / wall if wall else 0.0,
             "launches_per_step": len(in_steps) / max(len(steps), 1),
             "median_kernel_us": statistics.median(in_kernels) if in_kernels else None,
             "longest_host_call_share": longest / (wall / len(steps)) if wall else 0.0,
@@ -92,6 +100,8 @@ def supports(verdict: str, raw: dict) -> None:
     elif verdict == "host-compute-bound":  # few launches, or one long stretch with no GPU work at all
         assert raw["busy_share"] < 0.8
         assert raw["launches_per_step"] < 10 or raw["longest_gpu_gap_share"] >= 0.25
+    elif verdict == "sync-bound":
+        assert raw["sync_share"] >= 0.1 and raw["busy_share"] < 0.8
     elif verdict == "GPU-bound (host ahead)":
         assert raw["busy_share"] < 0.8 and raw["launches_per_step"] >= 10
     else:

@@ -1,7 +1,8 @@
-"""The traces recorded on an H100 (scripts/gpu/session.sh, 2026-11-26): what bounds their steps, written
-down by hand from the raw events (``rawcount``: plain json, no perfkit), and what the GPU showed that
-the CPU traces could not: GPU-confirmed syncs at the .item() lines, pageable copies, Tensor Cores off
-and on, and a host that ran ahead of the GPU. They run in CI without a GPU."""
+"""The traces recorded on GPUs (an H100 on 2026-11-26, an H200 on 2026-11-28, ``scripts/gpu/session.py``): what
+bounds their steps and what the user should do, written down by hand from the raw events (``rawcount``: plain
+json, no perfkit), and what the GPU showed that the CPU traces could not: GPU-confirmed syncs at the .item()
+lines, pageable copies, Tensor Cores off and on, a host that ran ahead of the GPU, CUDA graphs, a cold first
+step. They run in CI without a GPU."""
 import gzip
 import json
 import statistics
@@ -32,6 +33,40 @@ LABELS = {  # trace: (verdict, why, from the raw events)
     "mlp_fp32.pt.trace.json.gz": ("GPU-bound", "fp32 GEMMs on the CUDA cores fill the GPU (busy 97%)"),
     "mlp_bf16.pt.trace.json.gz": (SMALL, "63 launches per 3.4 ms host step, GPU busy 26%: bf16 GEMMs of 40 us "
                                          "wait for the host's autocast and optimizer ops"),
+    # perfkit profile of the plain training scripts in scripts/gpu/ on an H200 (2026-11-28)
+    "transformer_bf16.pt.trace.json.gz": ("GPU-bound", "GPU busy 98% of each 15.5-17.2 ms window: 87 GEMM and 27 "
+                                                       "attention kernels hold 54% of it, 322 elementwise/norm/copy 46%"),
+    "transformer_fp32.pt.trace.json.gz": ("GPU-bound", "sm80 ffma SGEMMs (no Tensor Cores) of 1.2 ms: 112 ms of GPU "
+                                                       "work per step queued behind 7.5-8.2 ms host windows"),
+    "small_mlp_eager.pt.trace.json.gz": (SMALL, "42 launches per 3.9-5.0 ms window, median kernel 3.1 us, GPU busy 4%"),
+    "small_mlp_reduce_overhead.pt.trace.json.gz": (SMALL, "2 cudaGraphLaunch + 14 cudaLaunchKernel per step (7 of "
+                                                          "them Adam's foreach ops), median kernel 1.8 us, busy 3-6%"),
+    "dataloader_workers0.pt.trace.json.gz": ("input-bound", "enumerate(DataLoader) 20.7-27.1 ms of 26.3-32.6 ms "
+                                                            "windows, GPU busy 5-6%"),
+    "dataloader_workers4.pt.trace.json.gz": (SMALL, "DataLoader 0.17-0.26 ms with 4 workers; 41 launches per "
+                                                    "3.4-4.0 ms window, median kernel 5.6 us, busy 16-19%"),
+    "item_logging.pt.trace.json.gz": ("sync-bound", "2 cudaStreamSynchronize per step inside aten::item (1.4 ms "
+                                                    "after the forward, 2.0 ms after clip_grad_norm_), 3.0-3.4 ms of "
+                                                    "10.3-11.5 ms windows; the GPU idles behind each"),
+    "copies_pageable.pt.trace.json.gz": ("sync-bound", "one Memcpy HtoD (Pageable -> Device) of 64 MiB per step: "
+                                                       "cudaMemcpyAsync blocks the host 10.9-11.0 ms of 15.5-16.5 ms"),
+    "copies_pinned.pt.trace.json.gz": (SMALL, "the pinned copy returns in 0.02 ms and runs 1.21 ms on the GPU; 23 "
+                                              "launches per 2.8-4.1 ms window, median kernel 8.2 us, busy 43-63%"),
+    "first_call.pt.trace.json.gz": ("warm-up", "ProfilerStep#0 lasts 841.8 ms (CPU weight init aten::uniform_ "
+                                               "139 ms, 151 first launches 35.6 ms, cuBLAS/cuDNN set-up), the two "
+                                               "after it 15.6 and 16.9 ms"),
+}
+# What the user should do, from the same raw events: a phrase the printed fix must hold.
+FIXES = {
+    "mlp_fp32.pt.trace.json.gz": "set_float32_matmul_precision",
+    "transformer_bf16.pt.trace.json.gz": "elementwise",            # fuse the 46% that is not GEMM or attention
+    "transformer_fp32.pt.trace.json.gz": "set_float32_matmul_precision",
+    "small_mlp_eager.pt.trace.json.gz": "torch.compile",
+    "small_mlp_reduce_overhead.pt.trace.json.gz": "already replays CUDA graphs",  # not "use reduce-overhead"
+    "dataloader_workers0.pt.trace.json.gz": "num_workers>0",
+    "item_logging.pt.trace.json.gz": ".item()",
+    "copies_pageable.pt.trace.json.gz": "pin_memory",
+    "first_call.pt.trace.json.gz": "--wait",
 }
 
 
@@ -47,13 +82,17 @@ def _windows(events) -> list:
 
 def test_manifest_lists_every_recorded_trace_with_its_counts():
     assert MANIFEST["files"] and {f["device"] for f in MANIFEST["files"]} == {"cuda"}
-    listed = {f["file"] for f in MANIFEST["files"]}
-    assert listed | {"mlp_fp32.pt.trace.json.gz", "mlp_bf16.pt.trace.json.gz"} == {p.name for p in GPU.glob("*.gz")}
-    assert set(LABELS) == {p.name for p in GPU.glob("*.gz")}
-    for f in MANIFEST["files"]:
+    listed = {f["file"] for f in MANIFEST["files"] + MANIFEST["profiled"]}
+    assert listed == {p.name for p in GPU.glob("*.gz")} == set(LABELS)
+    for f in MANIFEST["files"] + MANIFEST["profiled"]:
         events = _events(f["file"])
         assert len(events) == f["events"] and sum(e.get("cat") == "kernel" for e in events) == f["kernel"]
         assert (GPU / f["file"]).stat().st_size == f["bytes"]
+
+
+@pytest.mark.parametrize("name", sorted(FIXES))
+def test_every_fix_gives_the_hand_fix(name):
+    assert FIXES[name] in perfkit.diagnose(load_trace(GPU / name, use_cache=False)).fix
 
 
 @pytest.mark.parametrize("name", sorted(LABELS))
@@ -134,3 +173,66 @@ def test_the_fp32_profile_shows_a_host_ahead_of_the_gpu():
     assert k.totals["step_us"] == pytest.approx(sum(max(b - a, q) for (a, b), q in zip(windows, queued)), rel=1e-3)
     assert any(w.startswith("MFU divides by the GPU time the steps queued") for w in k.warnings)
 
+
+
+def _per_window(name: str, keep) -> list[int]:
+    events = _events(name)
+    return [sum(1 for e in events if keep(e) and a <= e["ts"] < b) for a, b in _windows(events)]
+
+
+def test_item_logging_blocks_twice_a_step_at_its_item_calls():
+    raw = _per_window("item_logging.pt.trace.json.gz", lambda e: e.get("name") == "cudaStreamSynchronize")
+    assert raw == [2, 2, 2]  # loss.item() after the forward, the grad norm's .item() before the optimizer
+    s = perfkit.syncs(load_trace(GPU / "item_logging.pt.trace.json.gz", use_cache=False))
+    inside = s.sync_points[s.sync_points["step"] >= 0]
+    assert inside.groupby("step").size().tolist() == raw and set(inside["kind"]) == {"item"}
+
+
+def test_the_pageable_copy_blocks_the_host_and_its_pinned_twin_does_not():
+    def copies(name, memory):
+        return _per_window(name, lambda e: e.get("cat") == "gpu_memcpy" and f"({memory} -> Device)" in e["name"])
+    assert copies("copies_pageable.pt.trace.json.gz", "Pageable") == [1, 1, 1]
+    assert copies("copies_pinned.pt.trace.json.gz", "Pinned") == [1, 1, 1]
+    blocked = [e["dur"] for e in _events("copies_pageable.pt.trace.json.gz") if e.get("name") == "cudaMemcpyAsync"]
+    assert max(blocked) > 10_000  # us: the host waits out the 64 MiB staging copy
+    pageable = perfkit.htod(load_trace(GPU / "copies_pageable.pt.trace.json.gz", use_cache=False))
+    pinned = perfkit.htod(load_trace(GPU / "copies_pinned.pt.trace.json.gz", use_cache=False))
+    assert "pin_memory" in pageable.findings[0].fix and not any("pageable" in f.title for f in pinned.findings)
+
+
+def test_reduce_overhead_replays_two_graphs_a_step_and_launches_the_optimizer_outside_them():
+    from perfkit.analysis.step.findings import graph_launches
+
+    raw = _per_window("small_mlp_reduce_overhead.pt.trace.json.gz", lambda e: e.get("name") == "cudaGraphLaunch")
+    assert raw == [2, 2, 2]  # the compiled forward and backward
+    r = perfkit.cpu_bound(load_trace(GPU / "small_mlp_reduce_overhead.pt.trace.json.gz", use_cache=False))
+    assert graph_launches(r.launches) == sum(raw)
+    assert "fused=True" in perfkit.diagnose(load_trace(GPU / "small_mlp_reduce_overhead.pt.trace.json.gz")).fix
+
+
+def test_a_profile_from_the_first_step_sets_the_cold_step_apart():
+    lengths = [b - a for a, b in _windows(_events("first_call.pt.trace.json.gz"))]
+    assert lengths[0] > 10 * statistics.median(lengths[1:])  # 841.8 ms against 15.6 and 16.9 ms
+    d = perfkit.diagnose(load_trace(GPU / "first_call.pt.trace.json.gz", use_cache=False))
+    cold = d.warm_up[d.warm_up["name"].str.endswith("(first step)")]
+    assert len(cold) == 1 and cold["dur_us"].iloc[0] == pytest.approx(lengths[0], abs=1)
+    assert "The 2 step(s) after the warm-up" in d.fix
+
+
+def test_per_shape_rates_of_the_bf16_block_against_the_h200s_measured_peaks():
+    """One aten::mm shape recounted from the raw events: its kernels through the launches inside each call."""
+    events = _events("transformer_bf16.pt.trace.json.gz")
+    dims = [[1024, 32768], [32768, 4096]]
+    calls = [e for e in events if e.get("name") == "aten::mm" and e.get("args", {}).get("Input Dims") == dims]
+    launches = {e["args"]["correlation"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                and "correlation" in e.get("args", {})
+                and any(c["tid"] == e["tid"] and c["ts"] <= e["ts"] <= c["ts"] + c["dur"] for c in calls)}
+    kernel_us = sum(e["dur"] for e in events if e.get("cat") == "kernel" and e["args"].get("correlation") in launches)
+    tflops = len(calls) * 2 * 1024 * 32768 * 4096 / kernel_us / 1e6
+    k = perfkit.kernels(load_trace(GPU / "transformer_bf16.pt.trace.json.gz", use_cache=False),
+                        peaks=Path(__file__).resolve().parents[1] / "data" / "peaks" / "nvidia-h200.json")
+    row = k.shapes[(k.shapes["op"] == "aten::mm") & (k.shapes["shape"] == str(dims))].iloc[0]
+    assert row["calls"] == len(calls) and row["kernel_us"] == pytest.approx(kernel_us)
+    assert row["tflops_per_s"] == pytest.approx(tflops) and tflops > 800  # above the file's 797: a floor, raised
+    assert (k.shapes["pct_of_peak"].dropna() <= 100).all() and (k.ops["pct_of_peak"].dropna() <= 100).all()
+    assert any("ran faster than the peaks file says" in w for w in k.warnings) and 0.3 < k.totals["mfu"] < 0.45

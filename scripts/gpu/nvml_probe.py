@@ -1,5 +1,5 @@
 """What NVML and torch each say about the visible GPUs, and perfkit's environment report and system
-monitor on them, with CUDA_VISIBLE_DEVICES unset, set to an index and set to a UUID (scripts/gpu/session.sh)."""
+monitor on them, with CUDA_VISIBLE_DEVICES unset, set to an index and set to a UUID (scripts/gpu/session.py nvml)."""
 import os
 import subprocess
 import sys
