@@ -240,7 +240,7 @@ def test_cpu_bound_points_at_step_anatomy():
 def test_ranks_notebook_names_the_planted_straggler(session, log_path):
     nb = session.run(NOTEBOOKS / "ranks.py", {"perf_log_path": str(log_path), "workers": 1, "change": "ranks"})
     card = _card(nb)
-    assert card["verdict"].startswith("rank 2 is ") and "its DataLoader" in card["verdict"]
+    assert card["verdict"].startswith("rank 2 reaches the collectives") and "its DataLoader" in card["verdict"]
     assert card["subject"] == "trace ddp4_slow_dataloader" and card["device"] == "NVIDIA A100-SXM4-80GB"
     assert [n["label"] for n in card["numbers"]] == ["median step", "waiting for peers per step",
                                                      "worst straggler's excess"]
@@ -248,7 +248,7 @@ def test_ranks_notebook_names_the_planted_straggler(session, log_path):
     assert any({"rank", "file", "steps", "excess_pct", "cause"} <= set(h) for h in _headers(nb))
     log = PerfLog(log_path).read("ranks")
     mine = log[log["change"] == "ranks"].set_index("metric")["value"]
-    assert mine["straggling_ranks"] == 1 and 15 < mine["straggler_excess_pct"] < 20
+    assert mine["straggling_ranks"] == 1 and 12 < mine["straggler_excess_pct"] < 16  # of the median rank's step
 
 
 def _rank_sources(tmp_path):

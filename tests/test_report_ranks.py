@@ -106,7 +106,7 @@ def test_rank_files_table_shows_file_names_in_ms(job):
 def test_ranks_text_reads_the_result_back(job):
     text = ranks.ranks_text(job)
     assert text.startswith("4 rank file(s), 6 profiled step(s).")
-    assert "rank 2 (+17% in 6 of 6 steps, cause: input)" in text and "rank 2 last" in text
+    assert "rank 2 (+14% in 6 of 6 steps, cause: input)" in text and "rank 2 last" in text
 
 
 # -- figures ----------------------------------------------------------------------------------------

@@ -162,3 +162,30 @@ def test_untraced_time_between_dense_launches_is_launch_overhead(tmp_path):
     d = perfkit.diagnose(_load(tmp_path, b))
     assert d.verdict == "launch-bound", d.title
     assert "will not shorten the step" not in d.fix
+
+
+def test_a_rank_that_starts_late_is_named_by_its_arrival_not_its_collective_time(tmp_path):
+    """A 4xMI300X DDP step: the rank that arrives last does so by 1.6-3.8 ms because it starts its step late (its
+    backward is no slower); step less collective time read "40% slower"."""
+    from perfkit.analysis.ranks.analyze import ranks
+
+    late = {3: 2_500.0}
+    for rank in range(4):
+        b = TraceBuilder(rank=rank)
+        for step in range(4):
+            t0 = step * 20_000 + late.get(rank, 0.0) + 10 * ((rank + step) % 3)
+            b.step(step, t0, 20_000 - late.get(rank, 0.0))
+            t = t0 + 10
+            for bucket in range(8):  # backward, with a bucket all-reduce every 1.5 ms on its own stream
+                _op_with_launch(b, "aten::mm", t, 30.0, 1_400.0)
+                ar_start = t + 1_450
+                last = step * 20_000 + late[3] + 10 + bucket * 1_500 + 1_450 + 30
+                b.launch("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", t + 40, 5, ar_start, max(last, ar_start) + 300 - ar_start,
+                         stream=20)
+                t += 1_500
+        b.write(tmp_path / f"rank{rank}.json")
+    result = ranks(tmp_path, workers=1, use_cache=False)
+    s = result.stragglers
+    assert set(s["rank"]) == {3} and set(s["cause"]) == {"late start"}
+    assert s["excess_us"].between(2_400, 2_600).all()  # its lateness, not its collectives' summed time
+    assert any("starts its steps late" in f.title for f in result.findings)

@@ -26,12 +26,13 @@ from ...results import Finding, findings_frame, html_section, html_table, html_t
 from ...text import jsonable
 from ...trace import Trace
 from ...trace.load import resolve_paths
-from .collectives import arrivals, clock_warning, collective_table
+from .collectives import arrivals, clock_warning, collective_table, lateness, step_waits
 from .engines import map_paths
 from .stragglers import FIXES, MIN_NOISE_STEPS, STRAGGLER_PCT, by_rank, find_stragglers
 from .tables import RankTables, reduce_file
 
-STEP_COLUMNS = ["rank", "file", "step", "start_us", "wall_us", "own_us", "wait_us", "gpu_busy_us", "gpu_busy_pct",
+STEP_COLUMNS = ["rank", "file", "step", "start_us", "wall_us", "own_us", "wait_us", "late_us", "start_late_us",
+                "gpu_busy_us", "gpu_busy_pct",
                 "compute_us", "comm_us", "overlap_us", "overlap_pct", "dataloader_us", "sync_us", "host_other_us",
                 "late_arrivals"]
 RANK_COLUMNS = ["rank", "file", "device", "steps", "median_step_us", "median_own_us", "wall_us", "wait_us",
@@ -168,11 +169,14 @@ def _identify(tables: list[RankTables]) -> tuple[list[int], list[str]]:
 def _step_rows(tables: list[RankTables], ids: list[int], arrived: pd.DataFrame) -> pd.DataFrame:
     steps = pd.concat([t.steps.assign(file_id=i, rank=ids[i], file=t.path) for i, t in enumerate(tables)],
                       ignore_index=True)
-    per_step = arrived.groupby(["file_id", "step"]).agg(wait_us=("wait_us", "sum"), late_arrivals=("last", "sum"))
+    per_step = arrived.groupby(["file_id", "step"]).agg(late_arrivals=("last", "sum"))
     keyed = per_step.reindex(pd.MultiIndex.from_frame(steps[["file_id", "step"]]), fill_value=0)
-    steps["wait_us"] = keyed["wait_us"].to_numpy(dtype=np.float64)
+    steps["wait_us"] = step_waits(arrived).reindex(pd.MultiIndex.from_frame(steps[["file_id", "step"]]),
+                                                   fill_value=0.0).to_numpy(dtype=np.float64)
     steps["late_arrivals"] = keyed["late_arrivals"].to_numpy(dtype=np.int64)
     steps["own_us"] = steps["wall_us"] - steps["wait_us"]
+    steps["late_us"] = lateness(arrived).reindex(pd.MultiIndex.from_frame(steps[["file_id", "step"]])).to_numpy()
+    steps["start_late_us"] = steps["start_us"] - steps.groupby("step")["start_us"].transform("median")
     _add_ratios(steps)
     return steps
 
@@ -206,17 +210,20 @@ def _findings(r: dict) -> list[Finding]:
 
 
 def _straggler_finding(s: dict, noise: float, pct: float) -> Finding:
-    cause = {"input": "its DataLoader", "host": "its host ops", "sync": "its host-device syncs",
-             "compute": "its GPU compute", "comm wait": "its collectives (beyond waiting for peers)",
-             "unattributed": "no measured part (a late start or untraced work)"}[s["cause"]]
+    cause = {"late start": "it starts its steps late (it runs them no slower)", "input": "it runs longer: its DataLoader",
+             "host": "it runs longer: its host ops", "sync": "it runs longer: its host-device syncs",
+             "compute": "it runs longer: its GPU compute",
+             "comm wait": "it runs longer: its collectives (beyond waiting for peers)",
+             "unattributed": "it runs longer, in no measured part (untraced work)"}[s["cause"]]
     extra = f" (+{s['cause_us'] / 1e3:.2f} ms/step)" if np.isfinite(s["cause_us"]) else ""
     severity = _severity(s["steps"], s["of_steps"], noise)
-    return Finding(severity, f"rank {s['rank']} is {s['excess_pct']:.0f}% slower than the median rank in "
-                   f"{s['steps']} of {s['of_steps']} step(s): {cause}{extra}",
+    return Finding(severity, f"rank {s['rank']} reaches the collectives {s['excess_us'] / 1e3:,.2f} ms after the median "
+                   f"rank ({s['excess_pct']:.0f}% of a step) in {s['steps']} of {s['of_steps']} step(s): {cause}{extra}",
                    {"rank": s["rank"], "file": Path(s["file"]).name, "excess_us": s["excess_us"],
                     "excess_pct": s["excess_pct"], "cause": s["cause"], "noise_us": noise},
-                   FIXES[s["cause"]], f"own step time (step minus peer waits) >= {pct:.0%} over the median "
-                   "rank's and > 2x step-to-step noise (perfkit rule, see stragglers.py)")
+                   FIXES[s["cause"]], f"arrival at the collectives >= {pct:.0%} of the median step after the median "
+                   "rank's (own step time where no collective matches) and > 2x step-to-step noise (perfkit rule, see "
+                   "stragglers.py)")
 
 
 def _severity(flagged: int, of_steps: int, noise: float) -> str:

@@ -8,7 +8,13 @@ occurrence in the step, see ``tables``):
 
 * ``skew_us``: last arrival minus first arrival (kernel start times);
 * per rank, ``wait_us``: the last arrival minus its own, at most its kernel's duration: the time
-  its collective spent waiting for a peer, not moving data.
+  its collective spent waiting for a peer, not moving data. A step's wait (``step_waits``) is the union
+  of its collectives' waits: DDP's bucket all-reduces overlap, and a rank 2 ms behind waits 2 ms at each,
+  at once, not ten times over;
+* per rank and step, ``lateness``: its arrival minus the median rank's arrival, at the collective where it
+  is latest (never negative): how far behind the median rank it is. The rank that arrives last waits
+  least, so its collective kernels' time holds the transfer, not its lateness: a 4xMI300X DDP rank 1.6-3.8
+  ms late read "40% slower" from its step less its collectives' time.
 
 Start times are compared across files, so this assumes the ranks' clocks agree: true on one host;
 across hosts, Kineto writes each host's clock (keep them NTP/PTP-synchronized). Kernels that end
@@ -18,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from ...trace.intervals import length
 
 KEY = ["step", "name", "occurrence"]
 ARRIVAL_COLUMNS = ["file_id", "rank", "step", "name", "occurrence", "ts_us", "dur_us", "wait_us", "last"]
@@ -86,3 +94,23 @@ def _match_warnings(kernels: pd.DataFrame, members: pd.Series) -> list[str]:
                    f"{uneven.at[step, 'min']} to {uneven.at[step, 'max']}): collectives are matched by name and order, "
                    "so calls of different process groups may be paired; read the arrival skew with care")
     return out
+
+
+def step_waits(arrived: pd.DataFrame) -> pd.Series:
+    """Per (file_id, step): the union (us) of the intervals its collectives waited for a peer."""
+    if arrived.empty:
+        return pd.Series(dtype=np.float64, index=pd.MultiIndex.from_arrays([[], []], names=["file_id", "step"]))
+    out = {}
+    for key, grp in arrived.groupby(["file_id", "step"], sort=False):
+        start = grp["ts_us"].to_numpy(dtype=np.float64)
+        out[key] = length(start, start + grp["wait_us"].to_numpy(dtype=np.float64))
+    return pd.Series(out, dtype=np.float64).rename_axis(["file_id", "step"])
+
+
+def lateness(arrived: pd.DataFrame) -> pd.Series:
+    """Per (file_id, step): the rank's arrival minus the median rank's, at the collective where it is latest,
+    at least 0 (us)."""
+    if arrived.empty:
+        return pd.Series(dtype=np.float64, index=pd.MultiIndex.from_arrays([[], []], names=["file_id", "step"]))
+    late = arrived["ts_us"] - arrived.groupby(KEY, sort=False)["ts_us"].transform("median")
+    return late.clip(lower=0.0).groupby([arrived["file_id"], arrived["step"]]).max()
