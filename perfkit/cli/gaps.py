@@ -1,6 +1,7 @@
 """``perfkit gaps TRACE [--json]``: every GPU idle interval, why it happened and in which function."""
 from __future__ import annotations
 
+from ..analysis.step.diagnosis import verdict_line
 from ..analysis.step.gaps import gpu_gaps
 from ..text import json_text
 from ..trace import load_trace
@@ -13,12 +14,34 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    result = gpu_gaps(load_trace(trace_arg(args.trace), use_cache=not args.no_cache))
-    print(json_text(result.to_json()) if args.json else format_gaps(result, args.trace, args.top))
+    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
+    result = gpu_gaps(trace)
+    line = verdict_line(trace) if result.has_gpu else None
+    if line is not None:
+        line.pop("steps")
+    print(json_text(dict(result.to_json(), diagnosis=line)) if args.json else
+          format_gaps(result, args.trace, args.top, line))
     return 0
 
 
-def format_gaps(result, path, top: int = 10) -> str:
+# The gap classes that read as each verdict's cause; a largest class outside them gets a line on why.
+_READS_AS = {"launch-bound": ("launch", "host_python"), "host-compute-bound": ("host_python",),
+             "input-bound": ("input",), "sync-bound": ("sync_wait", "host_python"), "compiling": ("compile",)}
+
+
+def reading_note(largest: str, verdict: str) -> str:
+    """How to read the gap classes beside the verdict when they seem to disagree ("" when they agree)."""
+    if largest == "host_python" and verdict == "launch-bound":
+        return ("host_python holds all the Python the GPU waited on, the Python that issues launches (module "
+                "forwards) as well as the host's own work; the verdict weighs the two apart (perfkit diagnose)")
+    expected = _READS_AS.get(verdict)
+    if expected is None or largest in expected:
+        return ""
+    return (f"the largest idle class is {largest}, but the verdict weighs every cause by its share of the step "
+            "less warm-up (perfkit diagnose shows the numbers)")
+
+
+def format_gaps(result, path, top: int = 10, diagnosis: dict | None = None) -> str:
     if not result.has_gpu:
         return f"{path}: " + " ".join(result.warnings) + "\n"
     totals = result.totals
@@ -35,5 +58,10 @@ def format_gaps(result, path, top: int = 10) -> str:
         lines.append(f"{g['dur_us'] / 1e3:>10,.3f}{g['step']:>6}  {g['class']:<13}{g['function'] or '-'}{where} "
                      f"[{g['thread']}]")
     lines += [""] + [f"{f.severity:<8} {f.title}\n         fix: {f.fix}" for f in result.findings]
+    if diagnosis is not None:
+        lines.append(f"verdict  {diagnosis['title']} (perfkit diagnose: the numbers and the fix)")
+        largest = max(totals.items(), key=lambda kv: kv[1]["dur_us"])[0] if totals else ""
+        note = reading_note(largest, diagnosis["verdict"])
+        lines += [f"reading  {note}"] if note else []
     lines += [f"warning  {w}" for w in result.warnings]
     return "\n".join(lines) + "\n"
