@@ -8,6 +8,7 @@ from ...trace.intervals import union
 from ...trace.shapes import op_shapes
 from ...trace.steps import full_step_windows, step_rows
 from ..step.queued import queued_gpu_us
+from ..classify import before_window
 from .attribute import kernel_links
 from .devices import device_for, read_peaks
 from .findings import build_findings
@@ -39,6 +40,10 @@ def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = T
         return KernelsResult.empty(dev, dev_name, (NO_GPU,))
     warnings = list(_device_warnings(dev, dev_name))
     links = kernel_links(trace)
+    early = before_window(links, links["launched"].to_numpy())
+    warnings += before_window_note(links[early])
+    before = {"before_window_events": int(early.sum()), "before_window_us": float(links["dur_us"][early].sum())}
+    links = links[~early]
     shapes = op_shapes(trace, use_cache=use_cache)
     if shapes.empty:
         warnings.append(NO_SHAPES)
@@ -50,6 +55,7 @@ def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = T
     shapes_table, shape_notes = capped(shape_table(instances, dev), "op shape(s)")
     warnings += notes + op_notes + shape_notes
     totals, window_note = _totals(trace, links, instances, dev, busy)
+    totals.update(before)
     warnings += window_note
     return KernelsResult(device=dev, device_name=dev_name, kernels=table, ops=ops, shapes=shapes_table,
                          instances=instances,
@@ -62,6 +68,15 @@ def gpu_bound_findings(trace, *, device: str | None = None) -> list:
     :class:`perfkit.results.Finding` with ``title``, ``evidence`` and ``fix``. Empty when the trace has
     no GPU events or nothing stands out. For the GPU-bound verdict to name the leading one."""
     return list(kernels(trace, device=device).findings)
+
+
+def before_window_note(early: pd.DataFrame) -> list:
+    """One line on the GPU work launched before the window (``classify.before_window``), left out here."""
+    if early.empty:
+        return []
+    return [f"{len(early):,} GPU events ({early['dur_us'].sum() / 1e3:,.2f} ms) were launched before the profiler's "
+            "window (no launch call in the trace, ahead of the first launched work on their GPU): the previous "
+            "step's tail, left out of every figure here, as TraceLens does"]
 
 
 def _device_warnings(dev, name: str) -> tuple:

@@ -22,30 +22,35 @@ from .classify import kernel_class, name_dtype, tensor_core
 def kernel_links(trace) -> pd.DataFrame:
     """One row per GPU event (kernel, memcpy, memset): ``gpu_index`` (label in ``trace.events``),
     ``name``, ``cat``, ``rank``, ``device``, ``ts_us``, ``dur_us``, ``bytes``, ``class``,
-    ``tensor_core`` (True/False/None), ``name_dtype``, ``owner`` (op label or -1)."""
+    ``tensor_core`` (True/False/None), ``name_dtype``, ``owner`` (op label or -1), ``owner_op`` (its name,
+    "" for none) and ``launched`` (its launch call is in the trace)."""
     ev = trace.events
     gpu = trace.gpu_events()
     links = trace.launches(GPU_CATEGORIES)[["gpu_index", "cpu_index"]].drop_duplicates("gpu_index")
     launch = pd.Series(links["cpu_index"].to_numpy(), index=links["gpu_index"].to_numpy())
     cpu_index = launch.reindex(gpu.index).fillna(-1).to_numpy(dtype=np.int64)
+    owner = owners(ev, cpu_index)
     out = pd.DataFrame({
         "gpu_index": gpu.index.to_numpy(), "name": as_text(gpu["name"]).to_numpy(),
         "cat": as_text(gpu["cat"]).to_numpy(), "rank": gpu["rank"].to_numpy(), "device": gpu["device"].to_numpy(),
         "ts_us": gpu["ts_us"].to_numpy(), "dur_us": gpu["dur_us"].to_numpy(), "bytes": gpu["bytes"].to_numpy(),
-        "owner": owners(ev, cpu_index),
+        "owner": owner, "launched": cpu_index >= 0,
+        "owner_op": np.where(owner >= 0, as_text(ev["name"].iloc[np.clip(owner, 0, None)]).to_numpy(), ""),
     })
-    return out.join(name_facts(out[["name", "cat"]].drop_duplicates()), on=["name", "cat"])
+    keys = ["name", "cat", "owner_op"]
+    return out.join(name_facts(out[keys].drop_duplicates()), on=keys)
 
 
 def name_facts(names: pd.DataFrame) -> pd.DataFrame:
-    """Per distinct (name, cat): ``class``, ``tensor_core`` and ``name_dtype`` from the name."""
-    classes = [kernel_class(n, c) for n, c in zip(names["name"], names["cat"])]
+    """Per distinct (name, cat, owner_op): ``class`` (the op's first, ``classify.kernel_class``),
+    ``tensor_core`` and ``name_dtype`` from the name."""
+    classes = [kernel_class(n, c, o or None) for n, c, o in zip(names["name"], names["cat"], names["owner_op"])]
     return pd.DataFrame({
         "class": classes,
         "tensor_core": pd.array([tensor_core(n, k) for n, k in zip(names["name"], classes)], dtype="boolean"),
         "name_dtype": pd.Series([name_dtype(n) if c == "kernel" else None for n, c in zip(names["name"], names["cat"])],
                                 dtype=object).to_numpy(),
-    }, index=pd.MultiIndex.from_frame(names[["name", "cat"]]))
+    }, index=pd.MultiIndex.from_frame(names))
 
 
 def owners(ev: pd.DataFrame, launches: np.ndarray) -> np.ndarray:

@@ -13,19 +13,33 @@ Names are matched by the naming schemes of the libraries that write them:
   fourth name field starts with the data type (S single, H half, B bfloat16, D double, I8 int8).
 - Attention kernels (``flash``, ``fmha``, ``attn_fwd``) are built on matrix instructions.
 
+A kernel launched inside a recorded op is classed by that op first (``kernel_class(name, cat, op)``, as
+TraceLens does through the op's External id): the op ``vllm::fused_add_rms_norm`` makes a norm kernel whose
+name holds ``_typeConvert`` (read as "conv" by name), ``aten::miopen_convolution`` makes convolution kernels
+named like Tensile GEMMs (``Cijk_*``), a quantize op makes no attention kernel. The name decides where the op
+says nothing (an op perfkit does not know, a kernel launched outside every op: Triton from Python, a graph
+replay), and collectives, copies and memsets are always what their name and category say.
+
+Tensor Cores are a property of matrix work: only gemm, conv and attention kernels can be on them, and only
+instruction-level evidence (``xmma``, ``mma``, ``mfma``, a Tensile ``_MI`` shape) or a matrix library's name
+says so; a ``bf16`` in the name of a routing or norm kernel says its data type, not its unit.
+
 Anything a rule does not decide stays ``None`` ("unknown"): a guess would turn into a wrong finding.
 """
 from __future__ import annotations
 
 import re
 
+from ..classify import COMM_KERNEL
+
 CLASSES = ("gemm", "conv", "attention", "elementwise", "reduction", "norm", "comm", "memcpy", "memset",
            "triton", "other")
 # Classes whose kernels never use matrix units (their tensor_core is False, not unknown).
 VECTOR_CLASSES = ("elementwise", "reduction", "norm", "comm", "memcpy", "memset")
+MATRIX_CLASSES = ("gemm", "conv", "attention")
 
 _RULES = (  # (class, pattern), first match wins; matched case-insensitively against the whole name
-    ("comm", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|sendrecv|cross_device_reduce"),
+    ("comm", COMM_KERNEL.pattern),  # one definition of a collective: perfkit.analysis.classify
     ("attention", r"flash|fmha|attn_fwd|attn_bwd|attention|_sdpa|mha_fwd|mha_bwd"),
     ("conv", r"conv|fprop|dgrad|wgrad|implicit_gemm|winograd|scudnn|xmma_(fprop|dgrad|wgrad)|fft\dd_|\d{3,5}cudnn"),
     ("norm", r"(layer|batch|group|rms|instance)_?norm|bn_(fw|bw)|welford|norm_(fwd|bwd)"),
@@ -44,6 +58,7 @@ _NOT_TC = re.compile(r"(^|_)[a-z]*sgemm|(^|_)[a-z]*dgemm|gemv|scudnn|f32f32_f32f
 _TC = re.compile(r"xmma|nvjet|tensorop|wmma|gmma|hmma|imma|mfma|_mi\d+x\d+x\d+|"
                  r"[shi]\d{3,5}gemm|[shi](884|1688|16816|8816)|tf32|bf16|bfloat16|e4m3|e5m2|e2m1|flash|fmha",
                  re.IGNORECASE)
+_MMA = re.compile(r"xmma|wmma|gmma|hmma|imma|mfma|_mi\d+x\d+x\d+|tensorop", re.IGNORECASE)  # instructions, not types
 _TENSILE_TYPES = {"S": "fp32", "D": "fp64", "H": "fp16", "B": "bf16", "I": "int8", "F": "fp8"}
 
 _DTYPES = (  # (dtype, pattern) in order of precedence: a tf32 kernel also says f32
@@ -69,23 +84,48 @@ TORCH_TYPES = {
 }
 
 
-def kernel_class(name: str, category: str = "kernel") -> str:
-    """One of ``CLASSES`` for a GPU event: copies and memsets by category, kernels by name."""
+# Op names -> class, first match wins, for the kernels an op launches (module doc). "conv" not "convert".
+_OP_RULES = (
+    ("attention", r"attention|sdpa|flash_attn|_fmha|paged_attention"),
+    ("conv", r"conv(?!ert)|cudnn_convolution|miopen_convolution"),
+    ("gemm", r"::(mm|addmm|_addmm_activation|bmm|baddbmm|matmul|linear|_scaled_mm|gemm\w*|\w*_gemm\w*)$"),
+    ("norm", r"norm"),
+    ("reduction", r"::(sum|mean|amax|amin|max|min|argmax|argmin|softmax|_softmax|log_softmax|_log_softmax|topk|"
+                  r"cumsum|sort|var|std|prod)$"),
+    ("elementwise", r"quant|rotary|rope|cast|::copy_|::fill_|::zero_|::_to_copy|activation|silu|gelu|relu|sigmoid"),
+)
+_COMPILED_OP_RULES = tuple((cls, re.compile(p, re.IGNORECASE)) for cls, p in _OP_RULES)
+
+
+def op_class(op: str | None):
+    """The class of the kernels an op launches, from the op's name, or None when the name does not say."""
+    if not op:
+        return None
+    for cls, pattern in _COMPILED_OP_RULES:
+        if pattern.search(op):
+            return cls
+    return None
+
+
+def kernel_class(name: str, category: str = "kernel", op: str | None = None) -> str:
+    """One of ``CLASSES`` for a GPU event: copies and memsets by category, collectives by name, then by the op
+    that launched it (``op``: its name, module doc), else by the kernel's name."""
     if category == "gpu_memcpy":
         return "memcpy"
     if category == "gpu_memset":
         return "memset"
-    for cls, pattern in _COMPILED_RULES:
-        if pattern.search(name):
-            return cls
-    return "other"
+    by_name = next((cls for cls, pattern in _COMPILED_RULES if pattern.search(name)), "other")
+    return by_name if by_name == "comm" else op_class(op) or by_name
 
 
 def tensor_core(name: str, cls: str):
     """True when the kernel's name says it runs on matrix units, False when it says it does not
-    (or its class never does), None when the name does not say."""
+    (or its class never does), None when the name does not say. Only matrix classes can be on them:
+    a data type in a name (``bf16``) decides nothing for the others (module doc)."""
     if cls in VECTOR_CLASSES:
         return False
+    if cls not in MATRIX_CLASSES:
+        return True if _MMA.search(name) else None
     if _NOT_TC.search(name):
         return False
     if name.startswith("Cijk_"):

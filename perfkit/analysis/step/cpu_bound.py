@@ -36,7 +36,7 @@ from ...trace.ancestry import nest
 from ...trace.names import starts_with
 from ...trace.schema import LAUNCH_CATEGORIES
 from ...trace.steps import STEP_PREFIX, listed_steps, step_rows, step_windows, stub_steps, window_index
-from ..classify import launch_mask
+from ..classify import before_window, launch_mask
 from ..compile import compile_facts
 from ..host_ops import COPY_OPS, HOST_CATEGORIES, host_events, op_table
 from .findings import findings as _findings
@@ -156,7 +156,8 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
                   tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace), warmup=warmup,
                   host_ops=host_compute_ops(trace, host, nested, in_steps, work=work), devices=tuple(trace.devices))
     findings = _findings(result, overall, copy_us=_outer_copy_us(host, nested))
-    warnings = _warnings(trace, windows, steps, has_gpu, stub) + partial_gpu_warning(launches, has_gpu)
+    warnings = (_warnings(trace, windows, steps, has_gpu, stub) + partial_gpu_warning(launches, has_gpu)
+                + before_window_warning(trace, links))
     return CPUBoundResult(findings=rank_findings(findings), warnings=warnings, **result)
 
 
@@ -320,6 +321,19 @@ def partial_gpu_warning(launches: pd.DataFrame, has_gpu: bool) -> tuple:
             "in the trace (CUPTI dropped them or the profiler stopped first), so GPU busy time and the kernel "
             "figures are understated; record fewer steps per trace or raise CUPTI's buffer "
             "(TORCH_CUPTI_BUFFER_SIZE) and profile again",)
+
+
+def before_window_warning(trace, links: pd.DataFrame) -> tuple:
+    """One warning naming the GPU work launched before the window (``classify.before_window``): the GPU ran it
+    inside the steps, so it is in GPU busy, but it is the previous step's, not these steps' own."""
+    gpu = trace.gpu_events()
+    early = before_window(gpu, gpu.index.isin(links["gpu_index"].to_numpy()))
+    if not early.any():
+        return ()
+    return (f"{int(early.sum()):,} GPU events ({float(gpu['dur_us'].to_numpy()[early].sum()) / 1e3:,.2f} ms) were "
+            "launched before the profiler's window (no launch call in the trace): they ran at the start of the "
+            "recording, and where that is inside a step they are in its GPU busy time, but they are the previous "
+            "step's work (perfkit kernels leaves them out)",)
 
 
 def _short(v) -> str:

@@ -46,3 +46,13 @@ def test_no_percentage_above_100_leaves_the_table():
     out, notes = capped(table, "op group(s)")
     assert np.isnan(out.loc[0, "pct_of_peak"]) and out.loc[0, "bound"] == "above roof"
     assert out.loc[1, "pct_of_peak"] == 100.0 and "1 op group(s) ran above their roof (aten::mm bf16 172%)" in notes[0]
+
+
+@pytest.mark.parametrize("name", ["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "rcclGenericKernel",
+                                  "void c10d::symmetric_memory::multimem_all_reduce_kernel<float, 4>(...)",
+                                  "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(...)"])
+def test_one_definition_of_a_collective_on_every_surface(name):
+    from perfkit.analysis.classify import is_comm
+    from perfkit.analysis.kernels.classify import kernel_class
+
+    assert kernel_class(name) == "comm" and is_comm(pd.Series([name])).all()

@@ -1,0 +1,39 @@
+"""Kernel classes from the op that launched them, then the name; Tensor Cores only for matrix work."""
+from __future__ import annotations
+
+import pytest
+
+from perfkit.analysis.kernels.classify import kernel_class, op_class, tensor_core
+
+
+@pytest.mark.parametrize("name, op, cls", [
+    ("void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(_typeConvert<c10::BFloat16>)", "vllm::fused_add_rms_norm",
+     "norm"),                                                         # the name alone reads "conv"
+    ("Cijk_Ailk_Bljk_SB_MT64x64x16_MI32x32x2x1_SN", "aten::miopen_convolution", "conv"),  # a GEMM-like name
+    ("void quantize_with_block_size<(BlockScaleQuantizationType)1, __nv_bfloat16, 16>(attn)", "trtllm::fp4_quantize",
+     "elementwise"),
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "aten::mm", "gemm"),
+    ("triton_tem_fused_mm_0", None, "gemm"),                          # no op: the name decides
+    ("triton_tem_fused_mm_0", "CompiledFunction", "gemm"),            # an op that says nothing: the name decides
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "aten::mm", "comm"),  # a collective is always one
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >", "aten::fill_", "elementwise"),
+])
+def test_kernel_class_from_its_op_then_its_name(name, op, cls):
+    assert kernel_class(name, "kernel", op) == cls
+
+
+@pytest.mark.parametrize("op, cls", [("aten::conv2d", "conv"), ("aten::_convert_indices", None),
+                                     ("aten::native_layer_norm", "norm"), ("aten::softmax", "reduction"),
+                                     ("aten::add", None)])
+def test_op_class_table(op, cls):
+    assert op_class(op) == cls
+
+
+@pytest.mark.parametrize("name, cls, tc", [
+    ("moe_align_block_size_kernel<__nv_bfloat16>", "other", None),  # a type in the name is not a unit
+    ("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm>", "gemm", True),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_ffma", "gemm", False),
+    ("vectorized_layer_norm_kernel<c10::BFloat16>", "norm", False),
+])
+def test_tensor_cores_are_for_matrix_work(name, cls, tc):
+    assert tensor_core(name, cls) == tc
