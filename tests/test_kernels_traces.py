@@ -30,6 +30,10 @@ def test_runs_on_every_trace(path, capsys):
     assert sum(k["calls"] for k in doc["kernels"]) + doc["totals"]["before_window_events"] == _raw_gpu_events(path)
     shapes = any("Input Dims" in (e.get("args") or {}) for e in _events(path))
     assert shapes or any("record_shapes=True" in w for w in doc["warnings"])
+    # no figure above its roof, anywhere (a percentage of a peak above 100 is a bug by definition)
+    assert all(r["pct_of_peak"] is None or r["pct_of_peak"] <= 100 for r in doc["ops"])
+    assert all(r["pct_of_roof"] is None or r["pct_of_roof"] <= 100 for r in doc["shapes"])
+    assert doc["totals"]["mfu"] is None or 0 <= doc["totals"]["mfu"] <= 1
 
 
 if not TRACES:

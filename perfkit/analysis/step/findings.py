@@ -9,7 +9,7 @@ from ...results import Finding
 from ..classify import graph_launch_mask
 from ..host_ops import COPY_OPS
 from .rules import (COMPILE_NOTE_SHARE, COMPILE_SHARE, COPY_OPS_SHARE, DATALOADER_NOTE_SHARE, HOST_AHEAD_MIN_US,
-    LOW_UTILIZATION, TINY_KERNEL_MIN_COUNT, TINY_KERNEL_SHARE)
+    LOW_UTILIZATION, MENTION_SHARE, TINY_KERNEL_MIN_COUNT, TINY_KERNEL_SHARE)
 from .warmup import warmup_text
 
 FIXES = {
@@ -164,11 +164,12 @@ def _title(verdict: str, e: dict, o: dict, tables: dict) -> str:
         return (f"warm-up: one-time work holds {o['warmup_us'] / 1e3:,.1f} ms of {o['wall_us'] / 1e3:,.1f} ms "
                 f"({e['warmup_share']:.0%}) over {n} step(s): {warmup_text(tables['warmup'], 2)}")
     if verdict == "communication-bound":
-        return (f"communication-bound: collectives not hidden under compute take {o['comm_exposed_us'] / 1e3:,.2f} ms "
+        exposed = o["comm_exposed_us"] - o.get("comm_exposed_warmup_us", 0.0)  # the share's own time base
+        return (f"communication-bound: collectives not hidden under compute take {exposed / 1e3:,.2f} ms "
                 f"of {_ms(o['wall_us'] - o['warmup_us'])} ({e['comm_exposed_share']:.0%}); GPU busy "
-                f"{o['gpu_busy_pct']:.0f}% of {n} step(s)" + ("" if e["gpu_busy_share"] >= 0.8 else
-                f"; host blocked in syncs {e['sync_share']:.0%}, waiting on them"
-                if e["sync_share"] >= 0.1 else ""))
+                f"{o['gpu_busy_pct']:.0f}% of {n} step(s)" + ("" if e["gpu_busy_share"] >= e["threshold_gpu_bound_busy"]
+                else f"; host blocked in syncs {e['sync_share']:.0%}, waiting on them"
+                if e["sync_share"] >= e["threshold_sync_share"] else ""))
     if verdict == "launch-bound":
         return (f"launch-bound: {e['launches_per_step']:,.0f} launches per step, median kernel "
                 f"{_us(e['median_kernel_us'])}; the host issuing them holds {e['issuing_idle_share']:.0%} of the step "
@@ -199,7 +200,7 @@ def _fix(verdict: str, e: dict, o: dict, tables: dict, compiled_regions: int) ->
         return _cpu_only_fix(e, tables["ops"], tables["annotations"])
     if verdict == "GPU-bound (host ahead)":
         blocked = (f" The host time blocked in syncs ({e['sync_share']:.0%} of the step) is the host waiting for "
-                   "that queue, not a cause." if e["sync_share"] >= 0.01 else "")
+                   "that queue, not a cause." if e["sync_share"] >= MENTION_SHARE else "")
         return (f"The host is {e['queue_delay_us'] / 1e3:.1f} ms ahead of the GPU: work is queued, so removing syncs "
                 f"or launch overhead will not shorten the step.{blocked} The GPU's idle time in the window "
                 f"({100 - o['gpu_busy_pct']:.0f}%) lies at the window's edges or in GPU-side waits (streams waiting "

@@ -94,6 +94,8 @@ DENSE_LAUNCH_GAP_US = 100.0
 # Everything else with an idle GPU is host-compute-bound: the host computes (CPU ops, Python).
 
 # --- finding thresholds (findings below the verdict) ---
+# A share under this is not worth a sentence in a verdict's text (the blocked time a host-ahead fix mentions).
+MENTION_SHARE = 0.01
 # A cause other than the verdict's holding at least this share of the step (less warm-up) is named beside
 # the verdict ("also: ..."), as the next thing to fix: the floor of the input, sync and compile rules.
 SECOND_CAUSE_SHARE = 0.10
