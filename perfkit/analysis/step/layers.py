@@ -91,13 +91,14 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
     out["comm_us"] = window_cover(comm, windows)
     out["comm_exposed_us"] = np.maximum(out["gpu_busy_us"] - window_cover(compute, windows), 0.0)
     # Each set's union per rank once; a layer below is the union of a few of those unions.
-    cover = _Cover(windows, cold)
     blocks = intervals.rank_unions
     work, python, gpu, driving, launching = (blocks(f) for f in (work, python, gpu, driving, launching))
     comm_blocks, compute_blocks = blocks(comm), blocks(compute)
     loader = blocks(host[starts_with(host["name"], DATALOADER_PREFIX)])
     compiling = blocks(compile_spans(trace))
     blocking = blocks(blocking_calls(trace, host))
+    cold = pd.concat([cold, untraced_around(cold, _joined(work, python, gpu, loader, compiling))], ignore_index=True)
+    cover = _Cover(windows, cold)
     base = cover.base
     out["warmup_us"] = base
     dl, dl_compile = cover(loader), cover(loader, compiling)
@@ -177,10 +178,32 @@ def mostly_under(blocks: dict, under: dict) -> dict:
     return out
 
 
-def _joined(a: dict, b: dict) -> dict:
-    """Two ``{rank: (starts, ends)}`` sets as one (overlaps kept: covers take unions)."""
-    return {r: tuple(np.concatenate([p[i] for p in (a.get(r), b.get(r)) if p is not None]) for i in (0, 1))
-            for r in set(a) | set(b)}
+def _joined(*sets: dict) -> dict:
+    """``{rank: (starts, ends)}`` sets as one (overlaps kept: covers take unions)."""
+    return {r: tuple(np.concatenate([p[i] for p in (s.get(r) for s in sets) if p is not None]) for i in (0, 1))
+            for r in set().union(*sets)}
+
+
+def untraced_around(cold: pd.DataFrame, traced: dict) -> pd.DataFrame:
+    """(rank, ts_us, dur_us) of the untraced time on either side of each warm-up call: the gaps with no traced
+    host or GPU event (``traced``: ``{rank: (starts, ends)}``) before and after the stretch of traced activity
+    holding the call, when the call is at least half of that stretch. First calls and the untraced host code
+    around them (lazy set-up in Python a trace without stacks does not show) are one warm-up: an A100 model's
+    first call held a 629.6 ms cudaLaunchKernel and 293 ms of untraced host time around it."""
+    rows = []
+    for rank, calls in cold.groupby("rank", sort=False):
+        if rank not in traced:
+            continue
+        starts, ends = intervals.union(*traced[rank])
+        for ts, dur in zip(calls["ts_us"].to_numpy(dtype=np.float64), calls["dur_us"].to_numpy(dtype=np.float64)):
+            b = int(np.searchsorted(starts, ts, side="right")) - 1
+            if b < 0 or ends[b] - starts[b] > 2 * dur:
+                continue
+            if b > 0:
+                rows.append((rank, ends[b - 1], starts[b] - ends[b - 1]))
+            if b + 1 < len(starts):
+                rows.append((rank, ends[b], starts[b + 1] - ends[b]))
+    return pd.DataFrame(rows, columns=_SPAN).astype({"ts_us": np.float64, "dur_us": np.float64})
 
 
 class _Cover:

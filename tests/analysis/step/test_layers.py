@@ -46,3 +46,25 @@ def test_blocking_mostly_under_a_collective_is_communication(tmp_path):
     b.sync("cudaStreamSynchronize", 600, 100)               # 600-700: nothing under it
     row = _steps(tmp_path, b)
     assert row["sync_comm_us"] == pytest.approx(420.0) and row["sync_us"] == pytest.approx(520.0)
+
+
+@pytest.mark.parametrize("setup_us, pooled", [
+    (0, 292_980.0),        # the untraced gap after the call's stretch (it ends with the first kernel, +20 us)
+    (700_000, 0.0),        # a 700 ms set-up op touching the call: the call is under half its stretch
+])
+def test_untraced_time_around_a_first_call_is_warm_up(tmp_path, setup_us, pooled):
+    """An A100 model's first call: one 629.6 ms cudaLaunchKernel and 293 ms of untraced host time around it. The
+    gap joins the warm-up when the cold call is at least half of its stretch of traced activity."""
+    b = TraceBuilder()
+    b.step(0, 0, 2_000_000)
+    if setup_us:
+        b.cpu_op("aten::setup_once", 1_000 - setup_us + 1_000, setup_us - 1_000)  # ends where the first call starts
+    b.cpu_op("aten::addmm", 1_000, 629_700)
+    b.launch("first_gemm", 1_050, 629_600, 630_700, 20)
+    t = 630_700 + 293_000                                              # untraced until the next call
+    for _ in range(40):
+        b.cpu_op("aten::addmm", t, 30)
+        b.launch("gemm", t + 5, 8, t + 15, 20)
+        t += 50
+    row = _steps(tmp_path, b)
+    assert row["warmup_us"] == pytest.approx(629_700 + pooled)
