@@ -74,6 +74,17 @@ display(plots.arrival_skew(result))
 display(HTML(html_table(ranks.rank_files_table(result.collectives.sort_values("skew_us", ascending=False).head(top)))))
 
 # %% [markdown]
+# ## Bandwidth of each collective
+# Bytes as nccl-tests count them (the buffer for all-reduce, the full output for all-gather, the full
+# input for reduce-scatter), from the sizes PyTorch records on each collective; bus bandwidth is bytes
+# over the transfer (from the last rank's arrival to the end) times nccl-tests' factor (all-reduce
+# 2(n-1)/n, all-gather and reduce-scatter (n-1)/n), comparable with the link's own figure. With one
+# rank's trace the kernel's whole time is used, so the figure is a floor.
+
+# %%
+display(HTML(html_table(ranks.rank_files_table(result.bandwidth.sort_values("bytes", ascending=False).head(top)))))
+
+# %% [markdown]
 # ## Stragglers
 # A rank straggles in a step when its own step time is at least `straggler_pct` over the median
 # rank's and more than twice the step-to-step noise; its cause is the part of its step (DataLoader,

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..analysis.ranks.analyze import ranks
+from ..analysis.ranks.bandwidth import NO_SIZES
 from ..text import clip, json_text
 from .parsers import add_ranks
 
@@ -34,7 +35,7 @@ def format_ranks(d: dict, top: int = 8) -> str:
                      f"{_pct(r['gpu_busy_pct']):>9} {_ms(r['compute_us'] / n)} {_ms(r['comm_us'] / n)} "
                      f"{_pct(r['overlap_pct']):>8} {_ms(r['dataloader_us'] / n)} {_ms(r['sync_us'] / n)} "
                      f"{r['late_arrivals']:>5}  {Path(r['file']).name}")
-    lines += ["", _stragglers(d)] + _skew(d["collectives"], top)
+    lines += ["", _stragglers(d)] + _skew(d["collectives"], top) + _bandwidth(d, top)
     lines += [""] + [f"{f['severity']:<8} {f['title']}\n         fix: {f['fix']}" for f in d["findings"]]
     lines += [f"warning  {w}" for w in d["warnings"]]
     return "\n".join(lines) + "\n"
@@ -56,6 +57,26 @@ def _skew(collectives: list, top: int) -> list[str]:
     out += [f"  step {c['step']} {clip(c['name'], 48)} #{c['occurrence']}: {c['skew_us'] / 1e3:.2f} ms, "
             f"first rank {c['first_rank']}, last rank {c['last_rank']}" for c in worst]
     return out
+
+
+def _bandwidth(d: dict, top: int) -> list[str]:
+    table = d["bandwidth"]
+    if not table:
+        return ["", f"bus bandwidth: {NO_SIZES}"] if d["collectives"] else []
+    largest = sorted(table, key=lambda c: -c["bytes"])[:top]
+    out = ["", f"bus bandwidth (largest {len(largest)} of {len(table)} collectives by bytes; nccl-tests' bus factors):"]
+    out += [f"  step {c['step']} {c['collective']} {_size(c['bytes'])} {c['dtype']}, {c['group_size']:.0f} ranks"
+            f"{' ' + c['algorithm'] if c['algorithm'] else ''}: {_gbs(c['busbw_gbs'])} over {c['transfer_us'] / 1e3:.2f} ms"
+            f" ({c['measured']})" for c in largest]
+    return out
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 1e6:,.1f} MB" if nbytes >= 1e5 else f"{nbytes / 1e3:,.1f} kB"
+
+
+def _gbs(value) -> str:
+    return f"{value:,.1f} GB/s" if value is not None else "- GB/s"
 
 
 def _ms(us) -> str:

@@ -82,10 +82,24 @@ def ranks_text(result) -> str:
         if worst is not None:
             text += (f" The largest arrival skew is {worst['skew_us'] / 1e3:,.2f} ms (step {worst['step']}, "
                      f"rank {worst['last_rank']} last).")
+    text += _bandwidth_sentence(result.bandwidth)
     late = result.straggling_ranks
     names = "; ".join(f"rank {r['rank']} (+{r['excess_pct']:.0f}% in {r['steps']} of {r['of_steps']} steps, "
                       f"cause: {r['cause']})" for r in late.to_dict("records"))
     return text + (f" Stragglers: {names}." if names else " No rank is a straggler by the rule below.")
+
+
+def _bandwidth_sentence(table: pd.DataFrame) -> str:
+    """The largest collective's bus bandwidth, and whether it is a floor (one rank's kernel holds its wait)."""
+    if table.empty:
+        return ""
+    big = table.loc[table["bytes"].idxmax()]
+    floor = big["measured"] != "transfer (last arrival to end)"
+    article = "an" if big["collective"][0] in "aeiou" else "a"
+    return (f" The largest collective, {article} {big['collective']} of {big['bytes'] / 1e6:,.1f} MB ({big['dtype']}, "
+            f"{big['group_size']:.0f} ranks), moves at {big['busbw_gbs']:,.1f} GB/s bus bandwidth over "
+            f"{big['transfer_us'] / 1e3:,.2f} ms" + (" (one rank's kernel, which includes its wait for the others: "
+                                                      "a floor)." if floor else ", from the last rank's arrival."))
 
 
 def rank_files_table(frame: pd.DataFrame) -> pd.DataFrame:

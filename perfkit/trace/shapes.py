@@ -84,17 +84,19 @@ def op_shapes(trace, *, use_cache: bool = True) -> pd.DataFrame:
         if shapes.empty:
             continue
         mine = ops[ops["file_id"].to_numpy() == file_id]
-        parts.append(_match(mine, shapes))
+        parts.append(match_rows(mine, shapes, SHAPE_COLUMNS))
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype="category") for c in SHAPE_COLUMNS})
     return pd.concat(parts).sort_index()
 
 
-def _match(ops: pd.DataFrame, shapes: pd.DataFrame) -> pd.DataFrame:
-    """``shapes`` rows joined to ``ops`` on (pid, tid, ts, name): the strings are compared as codes,
-    each shape row's value looked up among the ops' distinct values (absent: it matches nothing)."""
+def match_rows(ops: pd.DataFrame, shapes: pd.DataFrame, columns) -> pd.DataFrame:
+    """``columns`` of the ``shapes`` rows (read from the file beside the events table: pid, tid, ts, name
+    and ``columns``) joined to the events ``ops`` on (pid, tid, ts, name), indexed by the event's label. The
+    strings are compared as codes, each row's value looked up among the events' distinct values (absent: it
+    matches nothing); of two rows with one key the first is kept."""
     keys = pd.DataFrame({"ts": ops["ts_us"].to_numpy(), "label": ops.index.to_numpy()})
-    right = pd.DataFrame({"ts": shapes["ts"].to_numpy(), **{c: shapes[c] for c in SHAPE_COLUMNS}})
+    right = pd.DataFrame({"ts": shapes["ts"].to_numpy(), **{c: shapes[c] for c in columns}})
     for col in ("pid", "tid", "name"):
         mine = ops[col] if isinstance(ops[col].dtype, pd.CategoricalDtype) else ops[col].astype(str).astype("category")
         theirs = shapes[col].cat
@@ -104,7 +106,7 @@ def _match(ops: pd.DataFrame, shapes: pd.DataFrame) -> pd.DataFrame:
     right = right[(right[["pid", "tid", "name"]].to_numpy() >= 0).all(axis=1)]
     right = right.drop_duplicates(["pid", "tid", "ts", "name"])
     joined = keys.merge(right, on=["pid", "tid", "ts", "name"], how="inner")
-    return joined.set_index("label")[list(SHAPE_COLUMNS)].rename_axis(None)
+    return joined.set_index("label")[list(columns)].rename_axis(None)
 
 
 def file_shapes(path: Path, *, use_cache: bool = True) -> pd.DataFrame:

@@ -26,6 +26,7 @@ from ...results import Finding, findings_frame, html_section, html_table, html_t
 from ...text import jsonable
 from ...trace import Trace
 from ...trace.load import resolve_paths
+from .bandwidth import bandwidth_findings, bandwidth_table, link_for, size_warnings
 from .collectives import arrivals, clock_warning, collective_table, lateness, step_waits
 from .engines import map_paths
 from .stragglers import FIXES, MIN_NOISE_STEPS, STRAGGLER_PCT, by_rank, find_stragglers
@@ -48,13 +49,15 @@ WAIT_SHARE = 0.10
 @dataclass(frozen=True, eq=False, repr=False)
 class RanksResult:
     """Per rank-file and step (``steps``, ``STEP_COLUMNS``), per rank (``ranks``, ``RANK_COLUMNS``),
-    per communication kernel and rank (``arrivals``), per collective (``collectives``), the
+    per communication kernel and rank (``arrivals``), per collective (``collectives``), per collective of
+    known size its bytes and bus bandwidth (``bandwidth``, ``bandwidth.BANDWIDTH_COLUMNS``), the
     straggling (rank, step) rows (``stragglers``), the step-to-step noise (us, NaN when unknown),
     devices, findings and warnings. ``to_frame()`` is the per-rank table."""
 
     steps: pd.DataFrame
     arrivals: pd.DataFrame
     collectives: pd.DataFrame
+    bandwidth: pd.DataFrame
     stragglers: pd.DataFrame
     noise_us: float
     straggler_pct: float
@@ -87,11 +90,11 @@ class RanksResult:
 
     def to_json(self) -> dict:
         """``{ranks, stragglers: [{rank, file, step, excess_pct, cause, ...}], steps, collectives,
-        noise_us, straggler_pct, findings, warnings}`` (JSON-ready)."""
+        bandwidth, noise_us, straggler_pct, findings, warnings}`` (JSON-ready)."""
         return jsonable({
             "ranks": self.ranks.to_dict("records"), "stragglers": self.stragglers.to_dict("records"),
             "steps": self.steps.to_dict("records"), "collectives": self.collectives.to_dict("records"),
-            "noise_us": self.noise_us, "straggler_pct": 100.0 * self.straggler_pct,
+            "bandwidth": self.bandwidth.to_dict("records"), "noise_us": self.noise_us, "straggler_pct": 100.0 * self.straggler_pct,
             "findings": [dict(f.__dict__) for f in self.findings], "warnings": list(self.warnings)})
 
     def __repr__(self) -> str:
@@ -105,6 +108,8 @@ class RanksResult:
                             html_text("Stragglers (rank, step)"), html_table(self.stragglers),
                             html_text("Collectives by arrival skew"),
                             html_table(self.collectives.sort_values("skew_us", ascending=False)),
+                            html_text("Collectives by bytes: bus bandwidth over the transfer"),
+                            html_table(self.bandwidth.sort_values("bytes", ascending=False), max_rows=32),
                             html_warnings(self.warnings))
 
 
@@ -142,9 +147,10 @@ def combine(tables: list[RankTables], *, straggler_pct: float = STRAGGLER_PCT) -
     collectives = collective_table(arrived)
     steps = _step_rows(tables, ids, arrived)
     stragglers, noise = find_stragglers(steps, straggler_pct=straggler_pct)
-    result = dict(steps=steps[STEP_COLUMNS], arrivals=arrived, collectives=collectives, stragglers=stragglers,
+    result = dict(steps=steps[STEP_COLUMNS], arrivals=arrived, collectives=collectives,
+                  bandwidth=bandwidth_table(kernels, arrived), stragglers=stragglers,
                   noise_us=noise, straggler_pct=float(straggler_pct), devices={t.path: t.device for t in tables})
-    warnings += match_warnings + clock_warning(collectives) + _quality_warnings(steps, noise, straggler_pct)
+    warnings += match_warnings + size_warnings(kernels) + clock_warning(collectives) + _quality_warnings(steps, noise, straggler_pct)
     return RanksResult(findings=rank_findings(_findings(result)), warnings=tuple(warnings), **result)
 
 
@@ -206,7 +212,7 @@ def _findings(r: dict) -> list[Finding]:
     per_rank = by_rank(stragglers, steps.groupby("file").size())
     out = [_straggler_finding(row, r["noise_us"], r["straggler_pct"]) for row in per_rank.to_dict("records")]
     out += _wait_finding(steps, r["collectives"], bool(len(stragglers)))
-    return out
+    return out + bandwidth_findings(r["bandwidth"], link_for(r["devices"].values()))
 
 
 def _straggler_finding(s: dict, noise: float, pct: float) -> Finding:

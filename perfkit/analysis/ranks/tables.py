@@ -11,7 +11,8 @@
   "nccl" or "rccl"); ``compute_us``: union of the other kernels (memcpy/memset are neither);
   ``overlap_us``: time both run at once (comm + compute - their union);
 * one row per communication kernel (``collectives``): its step, name, ``occurrence`` (0 for the
-  first kernel of that name in the step, 1 for the second...), ``ts_us``, ``dur_us``. Ranks are
+  first kernel of that name in the step, 1 for the second...), ``ts_us``, ``dur_us`` and what it moved
+  (``bandwidth.MESSAGE_COLUMNS``: collective, algorithm, dtype, group size, bytes). Ranks are
   matched on (step, name, occurrence) by ``perfkit.analysis.ranks.collectives``.
 """
 from __future__ import annotations
@@ -27,10 +28,11 @@ from ...trace.intervals import window_cover
 from ...trace.steps import step_windows, window_index
 from ..classify import is_comm
 from ..step.cpu_bound import step_table
+from .bandwidth import MESSAGE_COLUMNS, kernel_messages
 
 STEP_COLUMNS = ["step", "start_us", "end_us", "wall_us", "gpu_busy_us", "compute_us", "comm_us", "overlap_us",
                 "dataloader_us", "sync_us", "host_other_us", "kernels"]
-COLLECTIVE_COLUMNS = ["step", "name", "occurrence", "ts_us", "dur_us"]
+COLLECTIVE_COLUMNS = ["step", "name", "occurrence", "ts_us", "dur_us", *MESSAGE_COLUMNS]
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def reduce_trace(trace: Trace) -> RankTables:
     steps["overlap_us"] = np.maximum(steps["comm_us"] + steps["compute_us"] - window_cover(kernels, windows), 0.0)
     meta = trace.files[0]
     return RankTables(path=meta.path, claimed_rank=claimed_rank(meta.distributed), device=_device(trace),
-                      steps=steps[STEP_COLUMNS], collectives=_collectives(kernels[comm], windows),
+                      steps=steps[STEP_COLUMNS], collectives=_collectives(trace, kernels[comm], windows),
                       warnings=trace.warnings)
 
 
@@ -82,13 +84,16 @@ def claimed_rank(distributed: dict) -> int | None:
         return None
 
 
-def _collectives(comm: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+def _collectives(trace: Trace, comm: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     row = window_index(windows, comm["ts_us"], comm["rank"])
     inside = row >= 0
+    comm = comm[inside]
+    messages = kernel_messages(trace, comm) if len(comm) else pd.DataFrame(columns=MESSAGE_COLUMNS)
     frame = pd.DataFrame({"step": windows["step"].to_numpy()[row[inside]],
-                          "name": comm["name"].astype(str).to_numpy()[inside],
-                          "ts_us": comm["ts_us"].to_numpy(dtype=np.float64)[inside],
-                          "dur_us": comm["dur_us"].to_numpy(dtype=np.float64)[inside]})
+                          "name": comm["name"].astype(str).to_numpy(),
+                          "ts_us": comm["ts_us"].to_numpy(dtype=np.float64),
+                          "dur_us": comm["dur_us"].to_numpy(dtype=np.float64),
+                          **{c: messages[c].to_numpy() for c in MESSAGE_COLUMNS}})
     frame = frame.sort_values(["step", "ts_us"], kind="stable", ignore_index=True)
     frame["occurrence"] = frame.groupby(["step", "name"], sort=False).cumcount().astype(np.int64)
     return frame[COLLECTIVE_COLUMNS]

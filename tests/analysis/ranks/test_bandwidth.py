@@ -1,0 +1,156 @@
+"""Collective bandwidth (``perfkit.analysis.ranks.bandwidth``): bytes and bus factors as nccl-tests count them,
+sizes from the kernel or the ``record_param_comms`` op around its launch, the transfer from the last arrival,
+and the link rule, on small traces and on the shared traces' recorded sizes."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import shared_trace
+from perfkit.analysis.ranks import bandwidth as bw
+from perfkit.analysis.ranks.analyze import ranks
+from perfkit.cli import main
+from tracebuilder import TraceBuilder
+
+ALLREDUCE = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+NELEMS = 16 << 20  # 64 MiB of float
+
+
+@pytest.mark.parametrize("recorded, kind, side, factor_of_4", [
+    ("allreduce", "all-reduce", "in", 1.5), ("allreduce_coalesced", "all-reduce", "in", 1.5),
+    ("_allgather_base", "all-gather", "out", 0.75), ("all_gather_into_tensor_coalesced", "all-gather", "out", 0.75),
+    ("_reduce_scatter_base", "reduce-scatter", "in", 0.75), ("reduce_scatter_tensor", "reduce-scatter", "in", 0.75),
+    ("all_to_all", "all-to-all", "in", 0.75), ("broadcast", "broadcast", "in", 1.0), ("send", "send", "in", 1.0),
+])
+def test_collective_kinds_follow_nccl_tests(recorded, kind, side, factor_of_4):
+    got = bw.collective_kind(recorded)
+    assert got[:2] == (kind, side) and got[2](4) == pytest.approx(factor_of_4)
+
+
+def test_a_barrier_moves_no_data():
+    assert bw.collective_kind("barrier") is None
+
+
+@pytest.mark.parametrize("name, algorithm", [
+    (ALLREDUCE, "RING_LL"), ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "RING_LL"),
+    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)", "RING_SIMPLE"),
+    ("ncclKernel_AllReduce_TREE_LL128_Sum_bf16(x)", "TREE_LL128"), ("ncclDevKernel_Generic(x)", ""),
+])
+def test_algorithm_from_the_kernel_name(name, algorithm):
+    assert bw.algorithm(name) == algorithm
+
+
+def _job(directory, *, on_kernel: bool, late_us: float = 1000.0, tail_us: float = 2000.0, gpu="NVIDIA A100-SXM4-80GB"):
+    """Two ranks, one step, one 64 MiB float all-reduce; rank 1 arrives ``late_us`` after rank 0 and both end
+    ``tail_us`` after it. Sizes on the kernel (``on_kernel``) or on a record_param_comms op around the launch."""
+    args = {"Collective name": "allreduce", "In msg nelems": NELEMS, "Out msg nelems": NELEMS, "Group size": 2,
+            "dtype": "Float"}
+    for rank in range(2):
+        b = TraceBuilder(rank=rank, gpu_name=gpu)
+        arrive = 10_000 + (late_us if rank else 0.0)
+        b.step(0, 0, 20_000)
+        if not on_kernel:
+            op = b.cpu_op("record_param_comms", 100, 50)
+            op["args"].update(args)
+        _, kernel = b.launch(ALLREDUCE, 120, 10, gpu_ts=arrive, gpu_dur=10_000 + late_us + tail_us - arrive)
+        if on_kernel:
+            kernel["args"].update(args)
+        b.write(directory / f"rank{rank}.json")
+    return directory
+
+
+@pytest.mark.parametrize("on_kernel", [True, False], ids=["on the kernel", "on record_param_comms"])
+def test_bytes_and_bus_bandwidth_over_the_transfer(tmp_path, on_kernel):
+    result = ranks(_job(tmp_path, on_kernel=on_kernel), workers=1, use_cache=False)
+    row = result.bandwidth.iloc[0]
+    assert (row["collective"], row["algorithm"], row["dtype"], row["group_size"]) == ("all-reduce", "RING_LL", "Float", 2)
+    assert row["bytes"] == NELEMS * 4 and row["ranks"] == 2
+    assert row["transfer_us"] == 2000.0 and row["wait_us"] == 1000.0  # the last rank's kernel; rank 0 waited 1 ms
+    assert row["busbw_gbs"] == pytest.approx(NELEMS * 4 / 2e-3 / 1e9 * 1.0)  # 2(n-1)/n = 1 for two ranks
+    assert row["measured"] == "transfer (last arrival to end)"
+    assert result.to_json()["bandwidth"][0]["bytes"] == NELEMS * 4
+
+
+def test_one_rank_uses_the_whole_kernel_and_says_it_is_a_floor(tmp_path):
+    _job(tmp_path, on_kernel=True)
+    row = ranks([tmp_path / "rank0.json"], workers=1, use_cache=False).bandwidth.iloc[0]
+    assert row["transfer_us"] == 3000.0 and row["measured"] == "one rank: includes waiting" and math.isnan(row["wait_us"])
+
+
+def test_kernels_without_sizes_are_said_not_guessed(tmp_path, capsys):
+    for rank in range(2):
+        b = TraceBuilder(rank=rank)
+        b.step(0, 0, 20_000)
+        b.launch(ALLREDUCE, 120, 10, gpu_ts=10_000, gpu_dur=1000)
+        b.launch(ALLREDUCE, 1200, 10, gpu_ts=12_000, gpu_dur=1000)
+        b.write(tmp_path / f"rank{rank}.json")
+    result = ranks(tmp_path, workers=1, use_cache=False)
+    assert result.bandwidth.empty and not any("message size" in w for w in result.warnings)
+    assert main(["ranks", str(tmp_path)]) == 0 and bw.NO_SIZES in capsys.readouterr().out
+    kernels = pd.DataFrame({"bytes": [1e6, np.nan]})
+    assert bw.size_warnings(kernels)[0].startswith("1 of 2 communication kernels record no message size")
+
+
+def _table(busbw: float, nbytes: float, measured="transfer (last arrival to end)") -> pd.DataFrame:
+    return pd.DataFrame([{"collective": "all-reduce", "bytes": nbytes, "busbw_gbs": busbw, "measured": measured}])
+
+
+@pytest.mark.parametrize("busbw, nbytes, flagged", [
+    (bw.LINK_SHARE * 300.0 - 0.01, bw.LARGE_BYTES, True),      # under a quarter of the link, large: flagged
+    (bw.LINK_SHARE * 300.0, bw.LARGE_BYTES, False),            # at the line: not
+    (bw.LINK_SHARE * 300.0 - 0.01, bw.LARGE_BYTES - 1, False),  # small messages are latency-bound
+])
+def test_the_link_rule(busbw, nbytes, flagged):
+    assert bool(bw.bandwidth_findings(_table(busbw, nbytes), ("NVLink 3", 300.0))) == flagged
+
+
+def test_the_link_rule_ignores_one_rank_floors_and_unknown_links():
+    assert not bw.bandwidth_findings(_table(1.0, bw.LARGE_BYTES, "one rank: includes waiting"), ("NVLink 3", 300.0))
+    assert not bw.bandwidth_findings(_table(1.0, bw.LARGE_BYTES), None)
+
+
+def test_a_slow_large_all_reduce_across_ranks_is_flagged(tmp_path):
+    # 64 MiB in 2 ms: 33.6 GB/s bus bandwidth on A100 NVLink 3 (300 GB/s per direction): under 75
+    result = ranks(_job(tmp_path, on_kernel=True), workers=1, use_cache=False)
+    titles = [f.title for f in result.findings]
+    assert any("1 of 1 large collectives (all-reduce" in t and "300 GB/s NVLink 3" in t for t in titles), titles
+
+
+@pytest.mark.parametrize("devices, link", [(["NVIDIA A100-SXM4-80GB"] * 2, ("NVLink 3", 300.0)),
+                                           (["NVIDIA H100 PCIe"], None), (["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"], None)])
+def test_link_for(devices, link):
+    assert bw.link_for(devices) == link
+
+
+def test_recorded_sizes_on_shared_traces():
+    """Raw args: the HTA NCCL trace's first all-reduce records In msg nelems 2,049,000 Float (8,196,000 bytes) on
+    2 ranks; the B200 all-gather records Out msg nelems 201,088 BFloat16 on 8 ranks (402,176 bytes, 21.953 us)."""
+    hta = ranks([shared_trace("hta_nccl_parser_config__nccl_data.json.gz")], workers=1).bandwidth
+    first = hta.iloc[0]
+    assert (first["collective"], first["bytes"], first["group_size"]) == ("all-reduce", 8_196_000, 2)
+    assert len(hta) == 21 and (hta["algorithm"] == "RING_LL").all()
+    b200 = ranks([shared_trace("tracelens_b200_serving_eager_rank0.json.gz")], workers=1).bandwidth.iloc[0]
+    assert (b200["collective"], b200["bytes"]) == ("all-gather", 402_176)
+    assert b200["busbw_gbs"] == pytest.approx(402_176 / 21.953e-6 / 1e9 * 7 / 8)
+    assert np.isfinite(b200["busbw_gbs"])
+
+
+def test_the_ddp_rank_reads_sizes_from_record_param_comms():
+    """MI300X ResNet DDP: RCCL's Generic kernels record nothing; the record_param_comms op around each launch
+    records the all-reduce (BFloat16, 8 ranks): 8,816,192 elements = 17,632,384 bytes in step 17."""
+    table = ranks([shared_trace("tracelens_mi300x_resnet_ddp_actckpt_bf16_rank0.json.gz")], workers=1).bandwidth
+    assert 17_632_384 in set(table.loc[table["collective"] == "all-reduce", "bytes"])
+    assert set(table["group_size"]) == {8}
+
+
+def test_the_report_names_the_largest_collective_and_whether_its_figure_is_a_floor(tmp_path):
+    from perfkit.report.ranks import ranks_text
+
+    text = ranks_text(ranks(_job(tmp_path, on_kernel=True), workers=1, use_cache=False))
+    assert "an all-reduce of 67.1 MB (Float, 2 ranks), moves at 33.6 GB/s bus bandwidth over 2.00 ms, from the last " \
+           "rank's arrival" in text
+    one = ranks_text(ranks([tmp_path / "rank0.json"], workers=1, use_cache=False))
+    assert "22.4 GB/s bus bandwidth over 3.00 ms (one rank's kernel, which includes its wait" in one
