@@ -1,9 +1,16 @@
 """Atomic file writes, in one place: everything perfkit writes (caches, reports, traces, logs)
-appears whole or not at all, and an interrupted write never destroys the previous version."""
+appears whole or not at all, and an interrupted write never destroys the previous version.
+
+What the user points perfkit at is written to, never replaced: a symlink is followed (the file it
+names is replaced, the link stays), and a target that is not a regular file (``-`` for standard
+output, ``/dev/stdout``, a device, a FIFO) is streamed to once the whole output is ready."""
 from __future__ import annotations
 
 import errno
 import os
+import shutil
+import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -17,6 +24,10 @@ def atomic_write(target, write: Callable[[str], None]) -> None:
     makes 0600 files, which other users could not read). Raises :class:`OutputError` naming
     ``target`` when it cannot be written (the previous version, if any, is left as it was)."""
     target = Path(target)
+    if _streamed(target):
+        _stream(target, write)
+        return
+    target = Path(os.path.realpath(target)) if target.is_symlink() else target
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
     except OSError as exc:
@@ -32,6 +43,34 @@ def atomic_write(target, write: Callable[[str], None]) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _streamed(target: Path) -> bool:
+    """``-`` or an existing target that is not a regular file (after symlinks): written to, not replaced."""
+    if str(target) == "-":
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(target).st_mode) and not stat.S_ISDIR(os.stat(target).st_mode)
+    except OSError:
+        return False
+
+
+def _stream(target: Path, write: Callable[[str], None]) -> None:
+    """``write`` into a temporary file, then copy it to ``target`` (or standard output for ``-``)."""
+    with tempfile.TemporaryDirectory(prefix=".perfkit-out.") as folder:
+        tmp = os.path.join(folder, "out")
+        write(tmp)
+        try:
+            with open(tmp, "rb") as src:
+                if str(target) == "-":
+                    sys.stdout.flush()
+                    shutil.copyfileobj(src, sys.stdout.buffer)
+                    sys.stdout.buffer.flush()
+                else:
+                    with open(target, "wb") as dst:
+                        shutil.copyfileobj(src, dst)
+        except OSError as exc:
+            raise output_error(target, exc) from exc
 
 
 _FIXES = {

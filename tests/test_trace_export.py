@@ -72,8 +72,34 @@ def test_existing_directory_is_refused_unless_overwrite(tmp_path, dlrm):
     with pytest.raises(ParameterError, match="already exists"):
         export_parquet(dlrm[:1], out)
     assert (out / "mine.txt").read_text() == "keep"
-    export_parquet(dlrm[:1], out, overwrite=True)
-    assert not (out / "mine.txt").exists() and (out / "events" / "rank=0").is_dir()
+    with pytest.raises(ParameterError, match="not a Parquet dataset perfkit wrote"):
+        export_parquet(dlrm[:1], out, overwrite=True)  # a folder of the user's: never replaced
+    assert (out / "mine.txt").read_text() == "keep"
+    ours = tmp_path / "ours"
+    export_parquet(dlrm[:2], ours)
+    export_parquet(dlrm[:1], ours, overwrite=True)  # a dataset perfkit wrote: replaced
+    assert (ours / "events" / "rank=0").is_dir() and not (ours / "events" / "rank=1").exists()
+
+
+def _small(path):
+    from tracebuilder import TraceBuilder
+
+    b = TraceBuilder()
+    b.step(0, 0, 100)
+    b.cpu_op("aten::add", 10, 5)
+    return b.write(path)
+
+
+@pytest.mark.parametrize("where", ["the input folder", "the input file", "a folder above the input", "."])
+def test_overwrite_never_deletes_an_input(tmp_path, monkeypatch, capsys, where):
+    run = tmp_path / "run"
+    run.mkdir()
+    trace = _small(run / "rank0.json")
+    target = {"the input folder": run, "the input file": trace, "a folder above the input": tmp_path, ".": "."}[where]
+    monkeypatch.chdir(run)
+    assert main(["export", "--parquet", str(target), "--overwrite", str(run)]) == 2
+    assert "a trace being exported" in capsys.readouterr().err
+    assert trace.is_file() and trace.read_bytes() == _small(tmp_path / "again.json").read_bytes()
 
 
 def test_cli_export(tmp_path, dlrm, capsys):

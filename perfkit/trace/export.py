@@ -29,7 +29,7 @@ import pandas as pd
 from .. import __version__
 from ..atomic import atomic_write, output_error, write_text_atomic
 from ..errors import ParameterError
-from .load import load_trace
+from .load import load_trace, resolve_paths
 from .model import Trace
 from .schema import SCHEMA_VERSION
 
@@ -57,18 +57,34 @@ def occupied(directory: str | os.PathLike) -> bool:
     return target.exists() and (not target.is_dir() or any(target.iterdir()))
 
 
+def check_target(target: Path, sources: list, *, overwrite: bool) -> None:
+    """Refuse a target the export may not replace: an occupied one without ``overwrite``; with it, one that
+    is or holds an input trace, or that is not a dataset perfkit wrote (perfkit deletes only what it made)."""
+    if not occupied(target):
+        return
+    if not overwrite:
+        raise ParameterError(f"{target} already exists; choose a new directory or pass overwrite=True to replace it")
+    for src in (Path(os.path.abspath(p)) for p in sources):
+        if src == target or target in src.parents:
+            raise ParameterError(f"{target} holds {src}, a trace being exported: replacing it would delete the input; "
+                                 "write the dataset to a new directory")
+    if not (target.is_dir() and (target / _MANIFEST).is_file()):
+        raise ParameterError(f"{target} is not a Parquet dataset perfkit wrote (no {_MANIFEST} in it): --overwrite "
+                             "replaces only those; choose a new directory")
+
+
 def export_parquet(source, directory, *, overwrite: bool = False, **load_options) -> ParquetDataset:
     """Load ``source`` (as :func:`~perfkit.trace.load_trace` does, with ``load_options``) and write
     it to ``directory`` as a Parquet dataset partitioned by rank.
 
     The dataset is written beside ``directory`` and moved into place when complete, so a failed
     export leaves nothing half-written. Raises :class:`ParameterError` when ``directory`` exists
-    and is not empty (unless ``overwrite``), TraceError for unreadable traces, OutputError when the
-    dataset cannot be written (no space, a read-only file system).
+    and is not empty (unless ``overwrite``), when ``overwrite`` would replace something that is not a
+    dataset perfkit wrote (no ``_perfkit.json``) or would delete a trace being exported, TraceError for
+    unreadable traces, OutputError when the dataset cannot be written (no space, a read-only file system).
     """
-    target = Path(directory)
-    if occupied(target) and not overwrite:
-        raise ParameterError(f"{target} already exists; choose a new directory or pass overwrite=True to replace it")
+    target = Path(os.path.abspath(directory))
+    check_target(target, resolve_paths(source), overwrite=overwrite)
     trace = load_trace(source, **load_options)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
