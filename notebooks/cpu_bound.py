@@ -9,13 +9,15 @@
 # %% [markdown]
 # # Is the step CPU-bound?
 # Splits each profiler step into GPU busy time and what the host did (DataLoader, torch.compile
-# compiling, blocking syncs, other host work), then names what limits it, checking in this order:
-# **compiling** (compile spans are the largest share of the step), **GPU-bound** (GPU busy >= 80%),
-# **input-bound** (DataLoader), **CPU-only trace** (no GPU activity recorded), **GPU-bound (host
-# ahead)** (kernels start long after their launch: the GPU has queued work), **sync-bound**
-# (host blocked in syncs), **launch-bound** (many short kernels: the host issuing them is the cost),
-# **host-compute-bound** (CPU ops or Python doing work that launches nothing), **communication-bound**,
-# **warm-up** (first calls hold the step) and **GPU activity not recorded**.
+# compiling, blocking syncs, other host work), then names what limits it, checking in this order
+# (`rules.decide`): **GPU activity not recorded** (kernel launches but no GPU events), **warm-up** (first
+# calls hold the window), **compiling** (compile spans are the largest share of the step), **GPU-bound**
+# (GPU busy >= 80%; **communication-bound** when collectives not under compute hold half of that),
+# **input-bound** (DataLoader), **CPU-only trace** (no GPU events and no launches),
+# **communication-bound** (collectives not under compute outweigh every host cause), **GPU-bound (host
+# ahead)** (kernels start long after their launch: the GPU has queued work), then the largest of
+# **sync-bound** (host blocked in syncs), **launch-bound** (many launches per step: the host issuing them
+# is the cost) and **host-compute-bound** (CPU ops or Python doing work that launches nothing).
 # Every threshold and its source: `perfkit/analysis/step/rules.py`.
 
 # %% tags=["parameters"]

@@ -56,7 +56,6 @@ COMPILE_FRAMES = re.compile(
 COMPILE_CATEGORIES = ("cpu_op", "user_annotation", "python_function")
 REGION_PREFIX = "Torch-Compiled Region"
 TRITON_PREFIX = "triton_"
-COMPILE_KEYS = ("kernels", "triton_kernels", "triton_time_share", "compile_s", "compiled_regions")
 
 
 def is_compile_span(name: str) -> bool:

@@ -33,8 +33,6 @@ from ..errors import ParameterError, PerfkitError
 from ..workloads.base import check_int
 from ..workloads.record import export_gzipped_trace
 
-STEP_SOURCES = ("optimizer", "function", "window")
-
 
 class Recorder:
     """Context manager that profiles the code run inside it and writes the trace to ``path``

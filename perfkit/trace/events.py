@@ -51,4 +51,3 @@ class Event(msgspec.Struct, gc=False):  # in Kineto's order too (see Args)
 
 
 EVENTS = msgspec.json.Decoder(list[Event])
-TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])

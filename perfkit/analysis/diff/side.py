@@ -3,7 +3,7 @@
 A profiler window often ends with a partial step: ``prof.step()`` opens ``ProfilerStep#N`` and the
 profiler stops microseconds later (an 18 us step next to 5 ms ones), or its first step starts
 mid-way. Such a stub counted as a step halves every per-step number of a two-step trace. A step is
-a **stub** by ``ops.stub_steps``' rule (first or last of its rank, under ``ops.STUB_SHARE`` of the
+a **stub** by ``trace.steps.stub_steps``' rule (first or last of its rank, under ``trace.steps.STUB_SHARE`` of the
 shortest other step). Stubs are dropped: their events are
 left out and per-step values divide by the full steps only. Events outside every step still count
 (per-step values are "per full step of this window"); GPU work counts in the step of its launch.

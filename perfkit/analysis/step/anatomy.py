@@ -7,7 +7,7 @@ critical path 90% host"
 The sentence opens with the verdict of ``diagnosis.diagnose`` (``verdict``, with its ``fix``): the
 same verdict ``perfkit diagnose``, ``cpu_bound`` and ``summary`` give for the trace.
 
-All figures are means per full step window (``ops.full_step_windows``: partial steps at the
+All figures are means per full step window (``trace.steps.full_step_windows``: partial steps at the
 profiler window's edge left out), in milliseconds in the sentence and
 microseconds in the fields:
 

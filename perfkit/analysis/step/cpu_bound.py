@@ -55,7 +55,7 @@ STEP_COLUMNS = [
     "untraced_launch_idle_us", "copy_busy_us", "launches", "launch_us", "queue_delay_us", "kernels", "tiny_kernels", "tiny_kernel_pct", "median_kernel_us",
     "queued_gpu_us", "verdict",
 ]
-# The per-step verdict of a step the profiler window cut short (``ops.stub_steps``).
+# The per-step verdict of a step the profiler window cut short (``trace.steps.stub_steps``).
 PARTIAL_STEP = "partial step"
 PARTIAL_NOTE = "cut short at the edge of the profiler window"  # in the warning that names them
 _SUMMED = ["wall_us", "warmup_us", "gpu_busy_us", "gpu_busy_warmup_us", "comm_us", "comm_exposed_us",

@@ -133,7 +133,7 @@ def path_note(bound_by: str, verdict: str) -> str:
 
 def critical_path(trace, *, annotation: str | None = None) -> CriticalPathResult:
     """Critical path of each full step window of ``trace`` (the module doc gives the model and
-    kinds; partial steps at the profiler window's edge are left out, with a warning: ``ops.stub_steps``).
+    kinds; partial steps at the profiler window's edge are left out, with a warning: ``trace.steps.stub_steps``).
 
     ``annotation``: compute it over each instance of this host annotation instead (a name or a
     name prefix, e.g. ``"ProfilerStep"`` or a record_function label), numbered 0, 1, ... in time

@@ -12,7 +12,7 @@ Set apart from the verdict:
   share (a step that is almost all warm-up is "warm-up");
 * **outside the profiled steps**: host work, syncs and copies before the first or after the last
   step window (``outside_steps``), never in a per-step figure or in-step advice;
-* **partial steps** at the profiler window's edges (``ops.stub_steps``), with a warning.
+* **partial steps** at the profiler window's edges (``trace.steps.stub_steps``), with a warning.
 """
 from __future__ import annotations
 

@@ -43,10 +43,11 @@ _WORKERS_INPUT_FIX = ("The DataLoader already runs worker processes (_MultiProce
 COPY_FIX = ("{share:.0%} of the GPU's busy time is copies, not kernels: pin the host side (tensor.pin_memory(), "
             "DataLoader(pin_memory=True)) and copy with non_blocking=True so copies overlap compute, and copy less "
             "(keep tensors on the GPU between steps, copy once per step, in a compact dtype such as uint8 or bf16).")
+# Copies at or above this share of GPU busy time make the GPU-bound fix the copy fix.
 COPY_BOUND_SHARE = 0.50
 _COMPILED_GPU_FIX = ("The model already runs torch.compile'd code, so fusing by compiling is done: make the kernels "
                      "themselves faster (perfkit kernels lists the top ones): mixed precision (torch.autocast), larger "
-                     "or better-shaped matmuls (multiples of 8/16), torch.compile(mode='max-autotune') for the GEMMs.")  # copies at or above this share of GPU busy time make the GPU-bound fix the copy fix
+                     "or better-shaped matmuls (multiples of 8/16), torch.compile(mode='max-autotune') for the GEMMs.")
 _WARMUP = ("Profile after warm-up: let the compiled code run a few steps before the profiler records "
            "(torch.profiler.schedule(wait=1, warmup=3, active=5)), so the numbers measure the loop.")
 _RECOMPILE = ("It compiled in {k} of {n} steps, so it is recompiling: run with TORCH_LOGS=recompiles to see which "
@@ -300,7 +301,8 @@ def _cpu_only_fix(e: dict, ops: pd.DataFrame, annotations: pd.DataFrame) -> str:
                        zip(annotations["name"].head(2), annotations["total_us"], annotations["count"]))
     ranges = f" The longest record_function ranges: {ranges}." if ranges else ""
     loader = (f" The DataLoader takes {e['dataloader_share']:.0%} of the step: load in background workers "
-              "(DataLoader(num_workers>0, persistent_workers=True))." if e["dataloader_share"] >= 0.05 else "")
+              "(DataLoader(num_workers>0, persistent_workers=True))."
+              if e["dataloader_share"] >= DATALOADER_NOTE_SHARE else "")
     return (f"No GPU activity was recorded: the step is host time.{ranges} Speed up the host work where it goes "
             f"(top ops by self time: {listed}): batch per-sample Python loops into tensor ops, set torch.set_num_threads to the "
             f"physical cores, move logging and bookkeeping out of the loop.{loader} If this job should use a GPU, "

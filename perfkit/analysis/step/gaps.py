@@ -155,7 +155,7 @@ _ROW_KEYS = ("rank", "device", "step", "start_us", "dur_us", "class", "thread", 
 
 def gpu_gaps(trace) -> GapsResult:
     """Every GPU idle interval of every full step window (partial steps at the profiler window's
-    edge left out, with a warning: ``ops.stub_steps``), classified (see the module doc). Never raises
+    edge left out, with a warning: ``trace.steps.stub_steps``), classified (see the module doc). Never raises
     for a trace without GPU events: the result has ``has_gpu=False`` and says so in its warnings."""
     if not trace.has_gpu_events:
         return GapsResult(gaps=pd.DataFrame(columns=GAP_COLUMNS), steps=pd.DataFrame(), has_gpu=False, findings=(),

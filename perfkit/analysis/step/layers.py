@@ -1,6 +1,6 @@
 """What the host and the GPU did in each step window: disjoint layers of time, warm-up set apart.
 
-Per window (``ops.step_windows``), all in microseconds, every layer computed with the warm-up calls
+Per window (``trace.steps.step_windows``), all in microseconds, every layer computed with the warm-up calls
 (``warmup.warmup_events``) taken out of the window (``warmup_us`` holds them; ``wall_us`` stays the
 window's length):
 
@@ -67,8 +67,8 @@ _THREAD_SPAN = [*_SPAN, "file_id", "pid", "tid"]
 def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.DataFrame,
                 warmup: pd.DataFrame, *, links: pd.DataFrame | None = None,
                 work: tuple | None = None) -> pd.DataFrame:
-    """``LAYER_COLUMNS`` per row of ``windows``. ``host``: host events (``ops.host_events``),
-    ``nested``: their ``ops.nest``; ``warmup``: ``warmup.warmup_events(trace)``; ``links``:
+    """``LAYER_COLUMNS`` per row of ``windows``. ``host``: host events (``host_ops.host_events``),
+    ``nested``: their ``trace.ancestry.nest``; ``warmup``: ``warmup.warmup_events(trace)``; ``links``:
     ``trace.launches()`` and ``work``: ``host_work(trace, host)`` when the caller has them."""
     cold = warmup[_SPAN] if len(warmup) else _empty()
     work, issuing = host_work(trace, host, links) if work is None else work

@@ -10,7 +10,7 @@ Candidates (host side):
   ``cudaMemcpyAsync`` whose GPU copy reads "Pageable -> Device" returns only after the data is
   copied, so its duration is host time blocked (the pinned version of the copy returns at once and
   its wait shows up where the host synchronizes, e.g. ``cudaEventSynchronize``);
-* ops that read device data on the host (``ops.SYNC_OPS``: aten::item / _local_scalar_dense,
+* ops that read device data on the host (``host_ops.SYNC_OPS``: aten::item / _local_scalar_dense,
   nonzero, is_nonzero, masked_select, unique, repeat_interleave).
 
 Per-step figures (``per_step``, findings) count only the entries inside full step windows

@@ -34,6 +34,10 @@ def test_op_class_table(op, cls):
     ("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm>", "gemm", True),
     ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_ffma", "gemm", False),
     ("vectorized_layer_norm_kernel<c10::BFloat16>", "norm", False),
+    # AMD Tensile: only an _MI<m>x<n>x<k> field names a matrix (MFMA) instruction, whatever the type
+    pytest.param("Cijk_Ailk_Bljk_BBS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0", "gemm", True, id="tensile-mfma"),
+    pytest.param("Cijk_Ailk_Bljk_BBS_BH_MT64x64x16_SN_1LDSB0", "gemm", False, id="tensile-no-mi-shape"),
+    pytest.param("Cijk_Alik_Bljk_SB_MT64x64x8_SN_GRVW1", "gemm", False, id="tensile-fp32-no-mi-shape"),
 ])
 def test_tensor_cores_are_for_matrix_work(name, cls, tc):
     assert tensor_core(name, cls) == tc

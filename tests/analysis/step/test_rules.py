@@ -97,3 +97,78 @@ def test_exposed_collectives_come_before_a_deep_queue(comm, verdict):
 def test_blocking_on_a_collective_is_communication(on_comm, verdict):
     assert decide(gpu_busy=0.66, comm_exposed=0.20, sync=0.74, sync_comm=on_comm, launch_side_idle=0.02,
                   launches=40) == verdict
+
+
+# -- every threshold of ``decide``'s docstring, one row on each side ---------------------------------------
+# Literal numbers, never ``rules.X`` times something: a row built from the constant would move with it.
+# The window is one 10 ms step unless ``steps`` says more; shares are of it.
+def _row(steps: int = 1, **shares) -> dict:
+    r = row(**shares)
+    r["steps"] = steps
+    return r
+
+
+@pytest.mark.parametrize("shares, kind, verdict", [
+    pytest.param(dict(compile=0.10, gpu_busy=0.05), "gpu", "compiling", id="compile_share-at"),
+    pytest.param(dict(compile=0.099, gpu_busy=0.05), "gpu", "host-compute-bound", id="compile_share-under"),
+    pytest.param(dict(compile=0.30, gpu_busy=0.29), "gpu", "compiling", id="compile-larger-than-every-cause"),
+    pytest.param(dict(compile=0.30, gpu_busy=0.30), "gpu", "host-compute-bound", id="compile-tied-with-a-cause"),
+    pytest.param(dict(gpu_busy=0.80), "gpu", "GPU-bound", id="gpu_bound_busy-at"),
+    pytest.param(dict(gpu_busy=0.799), "gpu", "host-compute-bound", id="gpu_bound_busy-under"),
+    pytest.param(dict(gpu_busy=0.90, comm_exposed=0.45), "gpu", "communication-bound", id="COMM_SHARE-at"),
+    pytest.param(dict(gpu_busy=0.90, comm_exposed=0.449), "gpu", "GPU-bound", id="COMM_SHARE-under"),
+    pytest.param(dict(gpu_busy=0.30, dataloader_idle=0.10), "gpu", "input-bound", id="input_share-at"),
+    pytest.param(dict(gpu_busy=0.30, dataloader_idle=0.099), "gpu", "host-compute-bound", id="input_share-under"),
+    pytest.param(dict(gpu_busy=0.30, dataloader_idle=0.20, host_compute_idle=0.21), "gpu", "host-compute-bound",
+                 id="input-not-the-largest-host-cause"),
+    pytest.param(dict(gpu_busy=0.0, dataloader_idle=0.05, host_compute_idle=0.5), "cpu", "CPU-only trace",
+                 id="cpu-only"),
+    pytest.param(dict(gpu_busy=0.50, comm_exposed=0.10), "gpu", "communication-bound", id="COMM_STEP_SHARE-at"),
+    pytest.param(dict(gpu_busy=0.50, comm_exposed=0.099), "gpu", "host-compute-bound", id="COMM_STEP_SHARE-under"),
+    pytest.param(dict(gpu_busy=0.50, comm_exposed=0.20, host_compute_idle=0.20), "gpu", "communication-bound",
+                 id="comm-tied-with-the-largest-host-cause"),
+    pytest.param(dict(gpu_busy=0.50, comm_exposed=0.20, host_compute_idle=0.21), "gpu", "host-compute-bound",
+                 id="comm-under-a-host-cause"),
+    pytest.param(dict(gpu_busy=0.50, queue_delay_us=1000.0), "gpu", "GPU-bound (host ahead)",
+                 id="host_ahead_share-at"),
+    pytest.param(dict(gpu_busy=0.50, queue_delay_us=999.0), "gpu", "host-compute-bound", id="host_ahead_share-under"),
+    # 20 steps of 500 us: the delay is 20% of a step either way, so only the absolute floor decides
+    pytest.param(dict(steps=20, gpu_busy=0.50, queue_delay_us=100.0), "gpu", "GPU-bound (host ahead)",
+                 id="HOST_AHEAD_MIN_US-at"),
+    pytest.param(dict(steps=20, gpu_busy=0.50, queue_delay_us=99.0), "gpu", "host-compute-bound",
+                 id="HOST_AHEAD_MIN_US-under"),
+    pytest.param(dict(gpu_busy=0.50, queue_delay_us=1000.0, host_compute_idle=0.25), "gpu", "host-compute-bound",
+                 id="host-ahead-but-the-host-explains-half-the-idle-time"),
+    pytest.param(dict(gpu_busy=0.30, sync=0.10), "gpu", "sync-bound", id="sync_share-at"),
+    pytest.param(dict(gpu_busy=0.30, sync=0.099), "gpu", "host-compute-bound", id="sync_share-under"),
+    pytest.param(dict(gpu_busy=0.30, launch_side_idle=0.5, host_compute_idle=0.1, launches=10), "gpu",
+                 "launch-bound", id="LAUNCH_MIN_PER_STEP-at"),
+    pytest.param(dict(gpu_busy=0.30, launch_side_idle=0.5, host_compute_idle=0.1, launches=9), "gpu",
+                 "host-compute-bound", id="LAUNCH_MIN_PER_STEP-under"),
+    pytest.param(dict(gpu_busy=0.30, launch_side_idle=0.30, host_compute_idle=0.30, launches=40), "gpu",
+                 "launch-bound", id="launch-issuing-tied-with-own-work"),
+    pytest.param(dict(gpu_busy=0.30, launch_side_idle=0.30, host_compute_idle=0.31, launches=40), "gpu",
+                 "host-compute-bound", id="launch-issuing-under-own-work"),
+])
+def test_decide_on_each_side_of_every_threshold(shares, kind, verdict):
+    assert rules.decide(_row(**shares), T, kind)[0] == verdict
+
+
+@pytest.mark.parametrize("kind, verdict", [
+    pytest.param("unrecorded", "GPU activity not recorded", id="unrecorded-before-every-rule"),
+    pytest.param("gpu", "GPU-bound", id="recorded"),
+])
+def test_an_unrecorded_gpu_decides_before_any_share(kind, verdict):
+    assert rules.decide(_row(gpu_busy=0.9), T, kind)[0] == verdict
+
+
+@pytest.mark.parametrize("evidence, bound", [
+    pytest.param({"launches_per_step": 10, "issuing_idle_share": 0.2, "own_work_idle_share": 0.2}, True,
+                 id="launches-at-and-tied"),
+    pytest.param({"launches_per_step": 9.9, "issuing_idle_share": 0.2, "own_work_idle_share": 0.1}, False,
+                 id="launches-under"),
+    pytest.param({"launches_per_step": 40, "issuing_idle_share": 0.2, "own_work_idle_share": 0.21}, False,
+                 id="issuing-under-own-work"),
+])
+def test_launch_bound_table(evidence, bound):
+    assert rules.launch_bound(evidence) is bound
