@@ -10,11 +10,14 @@ recorded until then.
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
+import os
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..analysis.step.diagnosis import diagnose
+from ..atomic import output_error
 from ..detect.script import run_as_main
 from ..detect.static import scan
 from ..errors import ParameterError
@@ -69,14 +72,25 @@ class ProfileResult:
 
 
 def trace_path(name: str, folder=None, now: _dt.datetime | None = None) -> Path:
-    """``<folder>/<name>-<YYYY-MM-DD>-<HHMMSS>.pt.trace.json.gz``; ``folder`` defaults to the workbook's
-    ``traces/`` (created). Raises ParameterError when ``folder`` exists and is not a directory."""
-    folder = Path(folder) if folder is not None else workbook_root() / "traces"
+    """``<folder>/<name>-<YYYY-MM-DD>-<HHMMSS>.pt.trace.json.gz``, with ``-2``, ``-3``... when that name is
+    taken (two runs started in one second), reserved by creating it empty (``finish`` removes it when no
+    trace was recorded); ``folder`` (absolute, so a script that changes directory does not move it) defaults
+    to the workbook's ``traces/`` (created). Raises ParameterError when ``folder`` exists and is not a
+    directory, OutputError when it cannot be written."""
+    folder = Path(os.path.abspath(folder)) if folder is not None else workbook_root() / "traces"
     if folder.exists() and not folder.is_dir():
         raise ParameterError(f"--out {str(folder)!r} is a file: pass a folder for the trace")
-    folder.mkdir(parents=True, exist_ok=True)
-    now = now or _dt.datetime.now()
-    return folder / f"{Path(name).stem or 'profile'}-{now:%Y-%m-%d-%H%M%S}{TRACE_SUFFIX}"
+    base = f"{Path(name).stem or 'profile'}-{(now or _dt.datetime.now()):%Y-%m-%d-%H%M%S}"
+    for n in itertools.count(1):
+        path = folder / f"{base}{'' if n == 1 else f'-{n}'}{TRACE_SUFFIX}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            return path
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise output_error(path, exc) from exc
 
 
 def overhead_pct(step_times_s, wait: int, warmup: int, active: int) -> float | None:
@@ -143,6 +157,7 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     warnings += overhead_warnings(pct, s["wait"], noise)
     timing = {"overhead_clock": clock, "overhead_noise_pct": noise}
     if not recorder.traces:
+        _release(recorder.path)
         return ProfileResult(None, 0, recorder.step_source, pct, {}, "no trace was recorded", tuple(warnings),
                              error, exit_status, scan, **timing)
     trace = load_trace(recorder.traces[0], use_cache=False)
@@ -151,6 +166,15 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     recorded = _window_steps(trace) if recorder.step_source == "window" else recorder.active_steps_seen
     return ProfileResult(recorder.traces[0], recorded, recorder.step_source, pct, diagnosis, text,
                          tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]), **timing)
+
+
+def _release(path: Path) -> None:
+    """Remove the empty file ``trace_path`` reserved when nothing was written into it."""
+    try:
+        if path.stat().st_size == 0:
+            path.unlink()
+    except OSError:
+        pass
 
 
 def _window_steps(trace) -> int:
