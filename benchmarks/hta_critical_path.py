@@ -14,7 +14,7 @@ as ``idle``, so HTA's length is compared with perfkit's path minus idle. HTA run
 records (``distributedInfo.rank``). Then HTA's path stretch by stretch (runs on one host thread or GPU
 stream) beside perfkit's path on the same lane over the same span, and how much of HTA's kernel-kernel
 overhead is a stream waiting for a collective on another stream. ``--only NAME`` runs the cases whose
-trace name contains NAME. The README's agreement tables come from this output.
+trace name contains NAME. The agreement tables in docs/explaining.md come from this output.
 """
 from __future__ import annotations
 

@@ -22,6 +22,8 @@ from perfkit.report.publish.params import notebook_parameters
 from perfkit.report.publish.selection import select_notebooks
 from perfkit.registry import CASE_STUDIES, INVESTIGATIONS, NOTEBOOK_SETS, expand_sets
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 TINY_PPO = {"envs": 4, "rollout": 4, "epochs": 1, "minibatch": 16, "channels": 8, "hidden": 32}

@@ -58,6 +58,7 @@ def test_trace_commands_on_project_traces(path, capsys):
     check_trace(capsys, path)
 
 
+@pytest.mark.slow
 @pytest.mark.shared
 @pytest.mark.skipif(not SHARED, reason=f"{SHARED_TRACES} not found: real traces live in ../shared/traces")
 @pytest.mark.parametrize("path", SHARED, ids=[p.name[:60] for p in SHARED])
@@ -76,6 +77,7 @@ def test_diff_on_project_pairs(a, b, capsys):
     check_diff(capsys, CPU / f"{a}.json.gz", CPU / f"{b}.json.gz")
 
 
+@pytest.mark.slow
 @pytest.mark.shared
 @pytest.mark.parametrize("a, b", SHARED_PAIRS, ids=[f"{a[:25]}-{b[:25]}" for a, b in SHARED_PAIRS])
 def test_diff_on_shared_pairs(a, b, capsys):

@@ -17,6 +17,8 @@ from perfkit.trace import load_trace
 from conftest import SHARED_TRACES, shared_trace
 from rawcount import raw_facts, supports
 
+pytestmark = pytest.mark.slow
+
 LABELS = {  # trace: (verdict, why, from the raw events)
     "hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz": (
         "warm-up", "one 6.5 ms first hipLaunchKernel holds 70% of the 9.3 ms window: it measures start-up (the "

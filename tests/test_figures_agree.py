@@ -13,6 +13,8 @@ from perfkit.trace import load_trace
 
 from conftest import shared_traces
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = sorted((ROOT / "data" / "traces" / "cpu").glob("*.json.gz")) + shared_traces()
 

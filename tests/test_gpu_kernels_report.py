@@ -50,6 +50,7 @@ def _addmm_flops(path: Path) -> float:
     return total
 
 
+@pytest.mark.slow
 def test_notebook_on_a_cpu_only_trace_says_there_are_no_gpu_kernels(session, tmp_path):
     log = tmp_path / "log.csv"
     nb = session.run(NOTEBOOK, {"trace_path": "mppi_float_tensor.json.gz", "perf_log_path": str(log)})
@@ -62,6 +63,7 @@ def test_notebook_on_a_cpu_only_trace_says_there_are_no_gpu_kernels(session, tmp
     assert not log.exists()  # nothing measured, nothing logged
 
 
+@pytest.mark.slow
 def test_notebook_on_a_gpu_trace_with_shapes(session, tmp_path):
     path = shared_trace(BERT)
     log = tmp_path / "log.csv"
@@ -128,6 +130,7 @@ def _arm_rows(nb) -> list[tuple[str, ...]]:
     return [tuple(re.findall(r"<td>(.*?)</td>", tr, flags=re.S)) for tr in re.findall(r"<tr>(.*?)</tr>", text, re.S)]
 
 
+@pytest.mark.slow
 def test_amp_regression_shows_each_arms_gemm_dtypes_and_tensor_core_share(session, tmp_path):
     before, after = shared_trace("sidnb13_h100_transformer_fwd_tf32.pt.trace.json.gz"), shared_trace(BERT)
     nb = session.run(ROOT / "notebooks" / "amp_regression.py", {
@@ -146,6 +149,7 @@ def test_amp_regression_shows_each_arms_gemm_dtypes_and_tensor_core_share(sessio
     assert [r[1] for r in rows if r[0] == "after"] == ["bf16"]
 
 
+@pytest.mark.slow
 def test_amp_regression_on_cpu_traces_says_neither_has_gemms(session, tmp_path):
     nb = session.run(ROOT / "notebooks" / "amp_regression.py", {"mode": "trace", "perf_log_path": str(tmp_path / "l.csv")})
     text = html_text(nb)

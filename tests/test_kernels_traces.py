@@ -11,6 +11,8 @@ from perfkit import load_trace
 from perfkit.analysis.kernels import kernels
 from perfkit.cli import main
 
+pytestmark = pytest.mark.slow
+
 DATA = sorted((ROOT / "data" / "traces" / "cpu").glob("*.json.gz")) + [ROOT / "data" / "traces" / "ranks" /
                                                                        "ddp4_slow_dataloader"]
 TRACES = shared_traces() + [p for p in DATA if p.exists()]

@@ -1,4 +1,4 @@
-"""The package's layout rules (README "Layout", ../shared/STYLE.md points 1, 13 and 18), checked on
+"""The package's layout rules (docs/layout.md, ../shared/STYLE.md points 1, 13 and 18), checked on
 the source itself: layers point one way, no import cycle (function-level imports counted), imports
 at the top of modules, modules under 400 lines."""
 import ast

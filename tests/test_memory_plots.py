@@ -76,6 +76,7 @@ def test_figure_on_a_shared_gpu_trace_has_a_panel_per_device():
     assert {line.get_label() for line in cuda.get_lines()} >= {"allocated", "reserved", "peak"}
 
 
+@pytest.mark.slow
 def test_notebook_trace_mode_shows_the_memory_timeline(recorded, tmp_path):
     session = KernelSession(tmp_path)
     try:
@@ -95,6 +96,7 @@ def test_notebook_trace_mode_shows_the_memory_timeline(recorded, tmp_path):
 ANATOMY = Path(__file__).resolve().parents[1] / "notebooks" / "step_anatomy.py"
 
 
+@pytest.mark.slow
 def test_step_anatomy_report_shows_memory_over_time(recorded, tmp_path):
     """The report `perfkit profile --memory --report` writes: step_anatomy on a trace with [memory]
     events shows the timeline with the growth per step; without them, one line on how to record it."""

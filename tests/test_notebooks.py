@@ -29,6 +29,8 @@ from perfkit.report.perflog import PerfLog
 from perfkit.report.publish.params import notebook_parameters
 from perfkit.registry import CASE_STUDIES, INVESTIGATIONS, read_notebook
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 CPU_TRACES = sorted((ROOT / "data" / "traces" / "cpu").glob("*.json.gz"))
@@ -268,7 +270,7 @@ def test_ranks_notebook_on_globs_single_files_and_real_ranks(session, log_path, 
         nb = session.run(NOTEBOOKS / "ranks.py", {"trace_path": trace_path, "perf_log_path": str(log_path),
                                                    "workers": 1})
         assert _card(nb)["subject"] == subject
-        if subject.startswith("trace dlrm"):  # rank 7 arrives last at the first all-to-all (README)
+        if subject.startswith("trace dlrm"):  # rank 7 arrives last at the first all-to-all (docs/ranks.md)
             assert "rank 7 last" in html_text(nb) and "Tesla V100" in _card(nb)["device"]
         if trace_path == str(CPU_TRACES[0]):
             assert "one rank file: nothing to compare" in html_text(nb)

@@ -14,6 +14,8 @@ import pytest
 
 from perfkit.cli import main
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -40,7 +42,6 @@ def _assert_indexed(folder: Path) -> None:
     assert "sync_points" in (folder / "reports" / "perf_log.csv").read_text()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["init", "clone"])
 def test_readme_papermill_block_runs_as_written(tmp_path, layout, capsys):
     lines = _readme_block()

@@ -14,6 +14,8 @@ from perfkit.cli import main
 from perfkit.profiling.session import overhead_noise_pct, overhead_pct, overhead_warnings
 from perfkit.report.perflog import PerfLog
 
+pytestmark = pytest.mark.slow
+
 PPO = """
 import sys
 from perfkit.workloads.registry import make_workload
@@ -223,7 +225,6 @@ def test_dash_m_runs_a_module_with_its_argv(tmp_path, capsys, monkeypatch):
         ("mypkg/train.py", 8, "bool-mask-index")]  # --scan finds the module's file
 
 
-@pytest.mark.slow
 def test_report_writes_a_dated_report_set_and_perf_log_rows(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PERFKIT_HOME", str(tmp_path / "home"))
     script = tmp_path / "train.py"

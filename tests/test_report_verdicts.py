@@ -248,6 +248,7 @@ def _figures(nb) -> int:
     return sum("image/png" in o.get("data", {}) for o in outputs(nb))
 
 
+@pytest.mark.slow
 def test_cpu_bound_notebook_on_a_compiling_trace(session, log_path, compiling_path):
     nb = session.run(NOTEBOOKS / "cpu_bound.py", {"trace_path": str(compiling_path), "perf_log_path": str(log_path)})
     card, text = _card(nb), _text(nb)
@@ -260,6 +261,7 @@ def test_cpu_bound_notebook_on_a_compiling_trace(session, log_path, compiling_pa
     assert log.loc[log["metric"] == "compile_s", "value"].tolist() == [pytest.approx(1.42)]
 
 
+@pytest.mark.slow
 def test_cpu_bound_notebook_on_a_cpu_only_trace_has_no_gpu_figure(session, log_path):
     nb = session.run(NOTEBOOKS / "cpu_bound.py", {"trace_path": "ppo_compiled.json.gz",
                                                    "perf_log_path": str(log_path)})
@@ -271,6 +273,7 @@ def test_cpu_bound_notebook_on_a_cpu_only_trace_has_no_gpu_figure(session, log_p
     assert _figures(nb) == 3
 
 
+@pytest.mark.slow
 def test_cpu_bound_notebook_on_a_host_ahead_trace_shows_the_launch_delays(session, log_path):
     nb = session.run(NOTEBOOKS / "cpu_bound.py", {"trace_path": str(shared_trace(HOST_AHEAD)),
                                                    "perf_log_path": str(log_path)})
@@ -280,6 +283,7 @@ def test_cpu_bound_notebook_on_a_host_ahead_trace_shows_the_launch_delays(sessio
     assert _figures(nb) == 4  # the three above plus the launch-delay histogram
 
 
+@pytest.mark.slow
 def test_sync_points_notebook_heads_with_waits_and_lists_host_reads_apart(session, log_path):
     nb = session.run(NOTEBOOKS / "sync_points.py", {"trace_path": str(shared_trace(DLRM)),
                                                      "perf_log_path": str(log_path)})
@@ -292,6 +296,7 @@ def test_sync_points_notebook_heads_with_waits_and_lists_host_reads_apart(sessio
     assert {"sync_points_per_step", "host_scalar_reads_per_step"} <= metrics and "syncs_per_step" not in metrics
 
 
+@pytest.mark.slow
 def test_diff_notebook_shows_improvements_apart_waits_ranges_and_dropped_steps(session, log_path, pinned_pair):
     nb = session.run(NOTEBOOKS / "compile_ab.py", {"mode": "trace", "trace_path": str(pinned_pair[0]),
                                                     "trace_path_b": str(pinned_pair[1]),
@@ -305,6 +310,7 @@ def test_diff_notebook_shows_improvements_apart_waits_ranges_and_dropped_steps(s
     assert "A: dropped 1 partial step(s) at the edge of the profiler window" in text
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (SHARED_MEMORY / "cs336_nothanmin_memsnap_fwd_fp32.pickle.gz").exists(),
                     reason="real memory snapshots live in ../shared/traces/memory")
 def test_memory_leak_notebook_on_one_real_snapshot_never_says_leak(session, log_path):
@@ -317,6 +323,7 @@ def test_memory_leak_notebook_on_one_real_snapshot_never_says_leak(session, log_
     assert "within the recorded window" in text and str(SHARED_MEMORY) not in html_text(nb)
 
 
+@pytest.mark.slow
 def test_memory_leak_notebook_compares_several_snapshots(session, log_path, tmp_path):
     paths = [str(snapshot_file(tmp_path / f"s{i}.pickle.gz", sizes))
              for i, sizes in enumerate([[10], [500], [500], [500]])]

@@ -20,6 +20,8 @@ from perfkit.report.publish.runner import run_all, run_notebook
 from perfkit.report.publish.selection import find_notebook
 from perfkit.registry import INVESTIGATIONS
 
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
 HOSTILE = "<script>alert(1)</script>"
 DAY = "2024-05-06"

@@ -49,6 +49,7 @@ def raw_counts(path):
 TRACES = shared_traces()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not TRACES, reason=f"{SHARED_TRACES} not found: real traces live in ../shared/traces")
 @pytest.mark.parametrize("path", TRACES, ids=[p.name[:50] for p in TRACES])
 def test_counts_match_raw_json(path):
@@ -160,6 +161,7 @@ LAYOUT_TRACES = [  # old 2021 schema, ROCm, json.dump'ed one-line, 8-GPU pretty,
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", LAYOUT_TRACES)
 def test_every_layout_and_compression_gives_the_same_tables(name, tmp_path, monkeypatch):
     """The first 20,000 events of each trace; the reference is parsed whole, the others in 32 KiB

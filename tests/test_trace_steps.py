@@ -101,6 +101,7 @@ def test_gpu_events_without_correlation_are_linked_through_ac2g_flows(tmp_path):
     assert links["queue_delay_us"].tolist() == pytest.approx([40, 41, 42])
 
 
+@pytest.mark.slow
 @pytest.mark.shared
 @pytest.mark.parametrize("path", shared_traces(), ids=lambda p: p.name)
 def test_launches_of_fewer_categories_equal_their_rows_of_all_links(path):

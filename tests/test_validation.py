@@ -21,6 +21,7 @@ def cpu_report():
     return validate("cpu")  # preset "auto" is "quick" on a CPU
 
 
+@pytest.mark.slow
 def test_quick_cpu_run_checks_every_claim_it_can(cpu_report):
     status = {c.name: c.status for c in cpu_report.checks}
     assert list(status) == list(checks.CHECKS) and cpu_report.preset == "quick"
@@ -34,6 +35,7 @@ def test_quick_cpu_run_checks_every_claim_it_can(cpu_report):
     assert not [c for c in cpu_report.checks if c.status == "error"]
 
 
+@pytest.mark.slow
 def test_runtime_sync_figures_are_counted_step_by_step(cpu_report):
     check = next(c for c in cpu_report.checks if c.name == "runtime_syncs_ppo")
     steps, every = check.values["item_logging_per_step"], check.values["metrics_every"]
@@ -43,6 +45,7 @@ def test_runtime_sync_figures_are_counted_step_by_step(cpu_report):
     assert "detector mode cpu-as-device" in check.measured
 
 
+@pytest.mark.slow
 def test_markdown_has_machine_counts_and_commands(cpu_report):
     text = cpu_report.to_markdown()
     assert "# perfkit validation on no GPU (CPU only)" in text
@@ -52,6 +55,7 @@ def test_markdown_has_machine_counts_and_commands(cpu_report):
     assert len([line for line in text.splitlines() if line.startswith("| ")]) == 3 + len(checks.CHECKS)  # machine, header, checks
 
 
+@pytest.mark.slow
 def test_json_is_valid_with_non_finite_values(cpu_report):
     payload = json.loads(json.dumps(cpu_report.to_json(), allow_nan=False))
     compile_values = next(c for c in payload["checks"] if c["check"] == "compile_ab_mlp")["values"]
@@ -166,6 +170,7 @@ def test_cli_writes_the_table_and_exits_nonzero_on_failure(tmp_path, monkeypatch
     assert payload["checks"][0]["status"] == "fail"
 
 
+@pytest.mark.slow
 def test_validation_rows_flag_passes_and_skip_checks_without_expectation(cpu_report):
     from perfkit.report.validation import validation_rows
 

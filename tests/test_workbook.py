@@ -17,6 +17,8 @@ from perfkit.report.perflog import PerfLog
 from perfkit.report.publish.runner import run_all
 from perfkit.registry import shipped_notebooks
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "data" / "traces" / "cpu" / "leaky_clean.json.gz"
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"

@@ -42,7 +42,7 @@ RUN_METRICS = 20
 MIN_EFFECT = 0.10
 # Run-to-run spread (1 sigma, fraction of the value) assumed until a metric has MIN_HISTORY runs.
 # Measured: back-to-back `perfkit run` pairs on a shared 2-core machine moved live timings by up
-# to ~15% with narrow per-run CIs (see README "Performance log").
+# to ~15% with narrow per-run CIs (see docs/reports.md).
 RUN_TO_RUN = 0.10
 MIN_HISTORY = 3
 HISTORY = 10
