@@ -91,6 +91,9 @@ MAX_TABLE_BYTES = Limit(
 # Event value ranges (inclusive). 2**53 us (285 years) is where float64 stops holding whole
 # microseconds; ids are stored as int64 (device int16, stream int32: schema.INT_COLUMNS).
 TIME_RANGE_US = (0, 2**53 - 1)
+# An event lasts at most a week: a profiler window covers seconds to hours, so a longer 'dur' (a 1e15 us
+# kernel in a 3 ms trace read "GPU busy 1,000,000,000,000 ms") is a broken value, dropped and counted.
+DUR_RANGE_US = (0, 7 * 24 * 3600 * 10**6)
 INT64_RANGE = (-(2**63), 2**63 - 1)
 ID_RANGES = {
     "device": (-1, 2**15 - 1),

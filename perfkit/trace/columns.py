@@ -15,7 +15,7 @@ from operator import attrgetter
 import numpy as np
 import pandas as pd
 
-from ..limits import ID_RANGES, STREAM_ALL, TIME_RANGE_US, span
+from ..limits import DUR_RANGE_US, ID_RANGES, STREAM_ALL, TIME_RANGE_US, span
 from .events import ABSENT, NO_ARGS
 from .schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COLUMNS, LEGACY_PIDS, normalize_category
 from .values import Drops, checked_floats, checked_ints
@@ -117,7 +117,7 @@ def _sizes(args: list) -> list:
 # What an event's field must be, by column, for the warning that counts the events dropped for it.
 _TIME = f"missing, not finite or outside {span(TIME_RANGE_US)} us"
 DROP_LABELS = {
-    "ts_us": f"'ts' is {_TIME}", "dur_us": f"'dur' is {_TIME}",
+    "ts_us": f"'ts' is {_TIME}", "dur_us": f"'dur' is missing, not finite or outside {span(DUR_RANGE_US)} us (a week)",
     **{col: f"'{key}' is not finite or outside {span(ID_RANGES[col])}" for col, key in (
         ("device", "device"), ("stream", "stream"), ("correlation", "correlation"),
         ("external_id", "External id"), ("bytes", "bytes"), ("python_id", "Python id"),
@@ -212,7 +212,7 @@ class ColumnBuilder:
         n = len(events)
         checked = {
             "ts_us": checked_floats(_field(events, "ts"), TIME_RANGE_US),
-            "dur_us": checked_floats(_field(events, "dur"), TIME_RANGE_US),
+            "dur_us": checked_floats(_field(events, "dur"), DUR_RANGE_US),
             "correlation": checked_ints(_field(args, "correlation"), ID_RANGES["correlation"]),
             "external_id": self._external_ids(args),
         }

@@ -12,8 +12,8 @@ from ..classify import before_window
 from .attribute import kernel_links
 from .devices import device_for, read_peaks
 from .findings import build_findings
-from .flops import MATRIX_FAMILIES
-from .opmodel import capped, op_instances, op_table, peak_of, raised_roofs, shape_table
+from .flops import IMPOSSIBLE_SHAPE, MATRIX_FAMILIES
+from .opmodel import IMPOSSIBLE_RATE, capped, op_instances, op_table, peak_of, raised_roofs, shape_table
 from .result import KERNEL_COLUMNS, KernelsResult
 
 NO_GPU = ("no GPU activity: the trace has no kernels, copies or memsets, so there is no GPU time to break down; "
@@ -48,6 +48,7 @@ def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = T
     if shapes.empty:
         warnings.append(NO_SHAPES)
     instances = op_instances(trace, links, shapes)
+    warnings += impossible_note(instances)
     busy = busy_us(links)
     table = kernel_table(links, instances, busy)
     dev, notes = raised_roofs(dev, shape_table(instances, dev))
@@ -68,6 +69,17 @@ def gpu_bound_findings(trace, *, device: str | None = None) -> list:
     :class:`perfkit.results.Finding` with ``title``, ``evidence`` and ``fix``. Empty when the trace has
     no GPU events or nothing stands out. For the GPU-bound verdict to name the leading one."""
     return list(kernels(trace, device=device).findings)
+
+
+def impossible_note(instances: pd.DataFrame) -> list:
+    """One line on the ops left unmodeled because their shapes or rates cannot be real (``flops``, ``opmodel``)."""
+    reasons = instances["reason"].fillna("").astype(str) if len(instances) else pd.Series(dtype=str)
+    bad = instances[reasons.str.startswith((IMPOSSIBLE_SHAPE, IMPOSSIBLE_RATE)).to_numpy()] if len(reasons) else instances
+    if bad.empty:
+        return []
+    first = bad.iloc[0]
+    return [f"{len(bad):,} op(s) have shapes or kernel times no GPU could run (first: {first['op']}, "
+            f"{first['reason']}): left out of FLOPs, bytes, rates and MFU; their kernel time stays in the tables"]
 
 
 def before_window_note(early: pd.DataFrame) -> list:

@@ -20,7 +20,8 @@ usual ones, and the same as TraceLens's perf models (``TraceLens/PerfModel/perf_
   unmodeled: they read only the rows they select.
 
 Functions return ``Model(family, flops, bytes, dtype)`` or a short reason string when the op cannot
-be modeled (no shapes, a missing argument): unmodeled ops are never guessed.
+be modeled (no shapes, a missing argument, a shape no GPU could hold: a negative dimension or more than
+``MAX_ELEMENTS`` elements, a convolution stride below 1): unmodeled ops are never guessed.
 """
 from __future__ import annotations
 
@@ -58,6 +59,14 @@ ATTENTION_OPS = {
 }
 ATTENTION_BACKWARD_FACTOR = 2.5
 MATRIX_FAMILIES = ("gemm", "conv", "attention")
+# Elements of one tensor beyond which a recorded shape cannot be real: 2^40 (1.1e12) elements are 2 TB in
+# bf16, ten times the memory of the largest GPU perfkit knows (a B200's 180 GB).
+MAX_ELEMENTS = 1 << 40
+IMPOSSIBLE_SHAPE = "impossible shape"
+
+
+class _Impossible(ValueError):
+    """A recorded shape or convolution argument no GPU could run (see ``MAX_ELEMENTS``)."""
 BYTE_FAMILIES = ("elementwise", "reduction", "norm")
 
 
@@ -98,6 +107,13 @@ def model(name: str, family: str, dims: list, types: list, concrete: list):
     """The op's :class:`Model`, or a reason string when it cannot be modeled."""
     if not dims:
         return "no Input Dims (record_shapes=False)"
+    try:
+        return _model(name, family, dims, types, concrete)
+    except _Impossible as exc:
+        return f"{IMPOSSIBLE_SHAPE} ({exc}): not modeled"
+
+
+def _model(name: str, family: str, dims: list, types: list, concrete: list):
     if family in MATRIX_FAMILIES and op_family(name) != family:
         return f"no FLOP model for {name}"
     if family == "gemm":
@@ -118,6 +134,8 @@ def _tensor(dims: list, types: list, i):
     shape, known = dims[i], torch_dtype(types[i])
     if known is None or not all(isinstance(d, int) for d in shape):
         return None
+    if any(d < 0 for d in shape) or math.prod(shape) > MAX_ELEMENTS:
+        raise _Impossible(f"argument {i} is {shape}")
     return shape, known[0], known[1]
 
 
@@ -153,8 +171,10 @@ def _ints(concrete: list, i, rank: int):
     values = _loads(concrete[i]) if str(concrete[i]).startswith("[") else [concrete[i]]
     try:
         values = [int(v) for v in values]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
+    if any(abs(v) > MAX_ELEMENTS for v in values):
+        raise _Impossible(f"argument {i} is {values}")
     return values * rank if len(values) == 1 else values if len(values) == rank else None
 
 
@@ -171,8 +191,12 @@ def conv(name: str, dims: list, types: list, concrete: list):
         spatial, out_channels = sx[2:], None
     elif stride is None or pad is None or dil is None:
         return "convolution without stride/padding (Concrete Inputs not recorded)"
+    elif min(stride) < 1 or min(dil) < 1 or min(pad) < 0:
+        raise _Impossible(f"stride {stride}, padding {pad}, dilation {dil}")
     else:
         spatial = [(h + 2 * p - d * (k - 1) - 1) // s + 1 for h, p, d, k, s in zip(sx[2:], pad, dil, sw[2:], stride)]
+        if min(spatial, default=1) < 1:
+            raise _Impossible(f"the output of {sx} by {sw} would be {spatial}")
         out_channels = sw[0]
     flops = 2.0 * sx[0] * math.prod(spatial) * math.prod(sw)
     out = sx[0] * (out_channels or sw[1]) * math.prod(spatial if out_channels else sx[2:])

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .classify import torch_dtype
+from .devices import DEVICES
 from .flops import GEMM_OPS, MATRIX_FAMILIES, Model, gemm_mnk, model, op_family, parse_args
 
 INSTANCE_COLUMNS = ["label", "op", "family", "rank", "step", "kernel_us", "tc_us", "notc_us", "tf32", "dtype",
@@ -24,6 +25,14 @@ OP_COLUMNS = ["op", "family", "dtype", "calls", "flops", "bytes", "kernel_us", "
 # ``roofline_us`` the time the roof allows for its FLOPs and bytes (max of compute and memory time).
 SHAPE_COLUMNS = ["op", "shape", "dtype", "family", "calls", "kernel_us", "flops", "bytes", "tflops_per_s", "gbs",
                  "intensity", "unit", "peak_tflops", "roofline_us", "pct_of_peak", "bound"]
+
+
+# Rates no GPU reaches, whatever the device: twice the highest dense peak perfkit knows (B200 fp4) and ten
+# times the highest memory bandwidth (caches can beat HBM a few times over, never tenfold). An op above
+# either has shapes or kernel times that are wrong: it is left unmodeled (its reason says so), never shown.
+MAX_TFLOPS = 2 * max(max(d.matrix.values(), default=0) for d in DEVICES.values())
+MAX_GBS = 10 * max(d.mem_bw_gbs for d in DEVICES.values())
+IMPOSSIBLE_RATE = "impossible rate"
 
 
 def op_instances(trace, links: pd.DataFrame, shapes: pd.DataFrame) -> pd.DataFrame:
@@ -42,8 +51,21 @@ def op_instances(trace, links: pd.DataFrame, shapes: pd.DataFrame) -> pd.DataFra
     text = shapes.reindex(labels)
     for col in ("input_dims", "input_types", "concrete_inputs"):
         per[col] = text[col].astype(object).fillna("").to_numpy() if col in text else ""
-    per = _with_models(per)
+    per = _impossible_rates(_with_models(per))
     return per.reset_index(names="label")[INSTANCE_COLUMNS]
+
+
+def _impossible_rates(per: pd.DataFrame) -> pd.DataFrame:
+    """Instances whose FLOPs or bytes over their kernel time exceed ``MAX_TFLOPS``/``MAX_GBS`` unmodeled."""
+    us = per["kernel_us"].where(per["kernel_us"] > 0)
+    tflops, gbs = per["flops"] / us / 1e6, per["bytes"] / us / 1e3
+    over = ((tflops > MAX_TFLOPS) | (gbs > MAX_GBS)).to_numpy()
+    if over.any():
+        per.loc[over, "reason"] = [f"{IMPOSSIBLE_RATE} ({t:,.3g} TFLOP/s, {b:,.3g} GB/s over {k:g} us: more than any "
+                                   "GPU): not modeled" for t, b, k in zip(tflops[over], gbs[over], per["kernel_us"][over])]
+        per.loc[over, ["flops", "bytes"]] = np.nan
+        per.loc[over, "modeled"] = False
+    return per
 
 
 def _per_owner(owned: pd.DataFrame) -> pd.DataFrame:

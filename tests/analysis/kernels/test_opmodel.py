@@ -56,3 +56,31 @@ def test_one_definition_of_a_collective_on_every_surface(name):
     from perfkit.analysis.kernels.classify import kernel_class
 
     assert kernel_class(name) == "comm" and is_comm(pd.Series([name])).all()
+
+
+def _gemm_trace(path, a, b, kernel_us=10.0):
+    from tracebuilder import TraceBuilder
+
+    builder = TraceBuilder(gpu_name="NVIDIA H100 80GB HBM3")
+    builder.step(0, 0, 1000)
+    op = builder.cpu_op("aten::mm", 10, 50)
+    op["args"].update({"Input Dims": [a, b], "Input type": ["float", "float"]})
+    builder.launch("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", 20, 5, gpu_ts=100, gpu_dur=kernel_us)
+    return builder.write(path)
+
+
+@pytest.mark.parametrize("a, b, impossible", [
+    ([2**20, 2**20], [2**20, 2**19], True),   # 1.2e18 FLOPs in 10 us: 1.2e23 FLOP/s, no GPU
+    ([4096, 4096], [4096, 4096], False),      # 1.4e11 FLOPs in 10 us: 13,744 TFLOP/s, under MAX_TFLOPS
+])
+def test_a_rate_no_gpu_reaches_is_left_unmodeled_and_said(tmp_path, a, b, impossible):
+    from perfkit.analysis.kernels.analyze import kernels
+    from perfkit.analysis.kernels.opmodel import IMPOSSIBLE_RATE, MAX_TFLOPS
+    from perfkit.trace import load_trace
+
+    result = kernels(load_trace(_gemm_trace(tmp_path / "t.json", a, b), use_cache=False))
+    row = result.instances.iloc[0]
+    assert str(row["reason"]).startswith(IMPOSSIBLE_RATE) == impossible
+    assert any("no GPU could run" in w for w in result.warnings) == impossible
+    rates = result.ops["tflops_per_s"].dropna()
+    assert (rates <= MAX_TFLOPS).all() and (0 <= result.totals["mfu"] <= 1 if result.totals["mfu"] is not None else True)
