@@ -19,4 +19,6 @@ def run(args) -> int:
     to_stdout = str(args.out) == "-" or os.path.realpath(str(args.out)) == os.path.realpath("/dev/stdout")
     print(f"wrote {result.path}: the original events plus {result.total_added:,} perfkit events ({added}); "
           "open it in ui.perfetto.dev or chrome://tracing", file=sys.stderr if to_stdout else sys.stdout)
+    for warning in result.warnings:
+        print(f"warning  {warning}", file=sys.stderr if to_stdout else sys.stdout)
     return 0

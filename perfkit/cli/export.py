@@ -20,5 +20,6 @@ def run(args) -> int:
                              use_cache=not args.no_cache, salvage=args.salvage, progress=sys.stderr.isatty())
     rows = ", ".join(f"{n:,} {table}" for table, n in dataset.rows.items())
     print(f"wrote {dataset.directory}: ranks {list(dataset.ranks)}; {rows}")
+    print("".join(f"warning  {w}\n" for w in dataset.warnings), end="")
     print(f"read it with DuckDB: SELECT * FROM read_parquet('{dataset.directory}/events/*/*.parquet', hive_partitioning=true)")
     return 0

@@ -58,6 +58,7 @@ class AnnotateResult:
 
     path: Path
     added: dict
+    warnings: tuple = ()  # what the loader set aside (the annotated file keeps every original event)
 
     @property
     def total_added(self) -> int:
@@ -84,7 +85,7 @@ def annotate(trace_path, out, *, use_cache: bool = True) -> AnnotateResult:
     parts = _splice(source, memoryview(text), orjson.dumps(events)[1:-1])
     atomic_write(out, lambda tmp: _write(tmp, parts, gz=out.name.endswith(".gz")))
     counts = pd.Series([e["ph"] for e in events]).value_counts().to_dict() if events else {}
-    return AnnotateResult(path=out, added={str(k): int(v) for k, v in counts.items()})
+    return AnnotateResult(path=out, added={str(k): int(v) for k, v in counts.items()}, warnings=tuple(trace.warnings))
 
 
 def added_events(trace) -> list[dict]:

@@ -28,7 +28,7 @@ def show_findings(result, *more_warnings: str, extra=(), info: str = "Notes (sev
     attention first (or a sentence saying nothing does), then the "info" findings under the
     heading ``info`` (a trace diff's improvements, notes), then the warnings."""
     findings = tuple(result.findings) + tuple(f for r in extra for f in r.findings)
-    warnings = tuple(result.warnings) + tuple(w for r in extra for w in r.warnings) + tuple(more_warnings)
+    warnings = tuple(dict.fromkeys((*result.warnings, *(w for r in extra for w in r.warnings), *more_warnings)))
     problems, notes = split_findings(findings)
     nothing = "<p>No problem found (no finding above severity info).</p>"
     show(html_table(findings_frame(problems)) if problems else nothing)

@@ -45,6 +45,7 @@ class ParquetDataset:
     directory: Path
     ranks: tuple
     rows: dict
+    warnings: tuple = ()  # what the loader set aside: those events are not in the dataset
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{n:,} {table}" for table, n in self.rows.items())
@@ -99,7 +100,7 @@ def export_parquet(source, directory, *, overwrite: bool = False, **load_options
         raise output_error(target, exc) from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return ParquetDataset(target, tuple(trace.ranks), rows)
+    return ParquetDataset(target, tuple(trace.ranks), rows, tuple(trace.warnings))
 
 
 def write_ranks(trace: Trace, directory) -> dict:

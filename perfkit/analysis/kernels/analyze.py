@@ -37,8 +37,8 @@ def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = T
     measured = read_peaks(peaks) if peaks is not None and not isinstance(peaks, dict) else peaks
     dev, dev_name = device_for(trace.devices, device, measured)
     if not trace.has_gpu_events:
-        return KernelsResult.empty(dev, dev_name, (NO_GPU,))
-    warnings = list(_device_warnings(dev, dev_name))
+        return KernelsResult.empty(dev, dev_name, (*trace.warnings, NO_GPU))
+    warnings = list(trace.warnings) + list(_device_warnings(dev, dev_name))
     links = kernel_links(trace)
     early = before_window(links, links["launched"].to_numpy())
     warnings += before_window_note(links[early])

@@ -380,7 +380,7 @@ def _step_row(win, segs: list) -> list:
 
 
 def _warnings(trace, timelines: dict) -> tuple:
-    out = []
+    out = list(trace.warnings)  # what the loader set aside, said in every command's output
     if not trace.has_gpu_events:
         out.append("no GPU events: the critical path is the main thread's host time; re-profile with "
                    "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")

@@ -257,7 +257,7 @@ def _root_threads(frames: pd.DataFrame, stack_id: np.ndarray, n: int) -> np.ndar
 
 
 def _warnings(trace, frames: pd.DataFrame, summary: pd.DataFrame) -> tuple:
-    out = []
+    out = list(trace.warnings)  # what the loader set aside, said in every command's output
     if not trace.has_python_stacks:
         out.append("no python_function events: rows are host ops (cpu_op, record_function ranges, runtime calls); "
                    "re-profile with torch.profiler.profile(with_stack=True) to see Python functions")

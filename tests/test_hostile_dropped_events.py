@@ -1,0 +1,33 @@
+"""An event the loader drops (here a ``dur`` of -50) is said once in every command's output, not only by
+summary, diagnose, diff and ranks."""
+from __future__ import annotations
+
+import pytest
+
+from perfkit.cli import main
+from tracebuilder import TraceBuilder
+
+SAID = "'dur' is missing, not finite or outside"
+
+
+@pytest.fixture
+def trace(tmp_path):
+    b = TraceBuilder(gpu_name="NVIDIA H100 80GB HBM3")
+    for s in range(3):
+        b.step(s, s * 1000, 900)
+        b.python("train.py(10): step", s * 1000 + 5, 800)
+        b.cpu_op("aten::add", s * 1000 + 10, 50)
+        b.launch("elementwise_kernel", s * 1000 + 20, 5, gpu_ts=s * 1000 + 100, gpu_dur=300)
+    b.cpu_op("aten::broken", 2500, -50)
+    return b.write(tmp_path / "t.json")
+
+
+@pytest.mark.parametrize("command", [
+    ["kernels"], ["hotspots"], ["critical-path"], ["annotate", "-o", "{out}/a.json"], ["export", "--parquet", "{out}/ds"],
+    ["summary"], ["diagnose"],
+])
+def test_every_command_says_what_was_dropped_once(trace, tmp_path, capsys, command):
+    argv = [a.format(out=tmp_path) for a in command]
+    assert main([argv[0], str(trace), *argv[1:]]) == 0
+    printed = capsys.readouterr()
+    assert (printed.out + printed.err).count(SAID) == 1, printed.out + printed.err
