@@ -31,3 +31,24 @@ def test_every_command_says_what_was_dropped_once(trace, tmp_path, capsys, comma
     assert main([argv[0], str(trace), *argv[1:]]) == 0
     printed = capsys.readouterr()
     assert (printed.out + printed.err).count(SAID) == 1, printed.out + printed.err
+
+
+def test_diagnose_says_steps_overlap(tmp_path, capsys):
+    b = TraceBuilder()
+    for s in range(3):
+        b.step(s, s * 1000, 2500)  # each window 2.5x the spacing
+        b.cpu_op("aten::add", s * 1000 + 10, 50)
+    assert main(["diagnose", str(b.write(tmp_path / "t.json"))]) == 0
+    assert "2 ProfilerStep# window(s) overlap the next" in capsys.readouterr().out
+
+
+def test_one_trace_plain_and_gzipped_in_a_folder_is_refused_not_counted_twice(tmp_path, capsys):
+    import gzip
+
+    b = TraceBuilder()
+    b.step(0, 0, 100)
+    plain = b.write(tmp_path / "rank0.json")
+    (tmp_path / "rank0.json.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    for command in (["summary", str(tmp_path)], ["sql", "SELECT count(*) FROM events", str(tmp_path)]):
+        assert main(command) == 2
+        assert "holds rank0.json and rank0.json.gz" in capsys.readouterr().err

@@ -31,7 +31,8 @@ def file_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     marked = complete & starts_with(ev["name"], "ProfilerStep#") & ev["cat"].isin(["cpu_op", "user_annotation"]).to_numpy()
     if marked.any():
         numbers = ev["name"][marked].astype(str).str.slice(len("ProfilerStep#")).map(_step_number)
-        return _table(numbers, ts[marked], end[marked], "ProfilerStep"), ""
+        table = _table(numbers, ts[marked], end[marked], "ProfilerStep")
+        return table, overlap_note(table)
     host = complete & ev["cat"].isin(_HOST_CATS).to_numpy()
     if not host.any():
         return _empty(), "no host events, so no steps"
@@ -51,6 +52,20 @@ def file_steps(ev: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return _table([0], [first], [last], "whole trace"), (
         "no ProfilerStep# events and no DataLoader/Optimizer.step annotations: the whole trace is one step; "
         "call prof.step() once per training step when profiling")
+
+
+def overlap_note(table: pd.DataFrame) -> str:
+    """A warning when ``ProfilerStep#`` windows repeat a number or overlap the next window ("" when neither):
+    per-step figures then count the shared time in more than one step."""
+    repeated = table["step"][table["step"].duplicated()].unique()
+    overlapping = int((table["start_us"].to_numpy()[1:] < table["end_us"].to_numpy()[:-1]).sum())
+    if not len(repeated) and not overlapping:
+        return ""
+    parts = ([f"{overlapping} ProfilerStep# window(s) overlap the next"] if overlapping else []) + (
+        [f"ProfilerStep#{int(repeated[0])} appears more than once"] if len(repeated) else [])
+    return (f"{' and '.join(parts)}: steps should follow one another, so per-step figures count the shared time in "
+            "more than one step; was prof.step() called from two threads, or a profiler started inside another? "
+            "Read per-step numbers with care")
 
 
 def _step_number(text: str) -> int:

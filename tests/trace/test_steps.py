@@ -32,3 +32,25 @@ def windows(*ranks) -> pd.DataFrame:
 ])
 def test_stub_step_table(ranks, stubs):
     assert stub_steps(windows(*ranks)).tolist() == stubs
+
+
+def _profiler_steps(windows):
+    import pandas as pd
+
+    from perfkit.trace.steps import file_steps
+
+    rows = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts_us": float(a),
+             "dur_us": float(b - a)} for n, a, b in windows]
+    ev = pd.DataFrame(rows)
+    ev["name"] = ev["name"].astype("category")
+    return file_steps(ev)
+
+
+@pytest.mark.parametrize("windows, says", [
+    ([(1, 0, 100), (2, 100, 200)], ""),                                   # back to back: fine
+    ([(1, 0, 250), (2, 100, 350), (3, 200, 450)], "2 ProfilerStep# window(s) overlap the next"),  # 2.5x their spacing
+    ([(1, 0, 100), (1, 10, 90), (2, 100, 200)], "ProfilerStep#1 appears more than once"),          # a nested duplicate
+])
+def test_overlapping_or_repeated_steps_are_said(windows, says):
+    _, note = _profiler_steps(windows)
+    assert (says in note) if says else note == ""
