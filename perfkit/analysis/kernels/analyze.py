@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...trace.intervals import union
+from ...trace.intervals import length, union
 from ...trace.shapes import op_shapes
 from ...trace.steps import full_step_windows, step_rows
 from ..step.queued import queued_gpu_us
@@ -37,7 +37,7 @@ def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = T
     measured = read_peaks(peaks) if peaks is not None and not isinstance(peaks, dict) else peaks
     dev, dev_name = device_for(trace.devices, device, measured)
     if not trace.has_gpu_events:
-        return KernelsResult.empty(dev, dev_name, (*trace.warnings, NO_GPU))
+        return KernelsResult.empty(dev, dev_name, (NO_GPU, *trace.warnings))
     warnings = list(trace.warnings) + list(_device_warnings(dev, dev_name))
     links = kernel_links(trace)
     early = before_window(links, links["launched"].to_numpy())
@@ -50,6 +50,7 @@ def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = T
     instances = op_instances(trace, links, shapes)
     warnings += impossible_note(instances)
     busy = busy_us(links)
+    warnings += stream_overlap_note(links, busy)
     table = kernel_table(links, instances, busy)
     dev, notes = raised_roofs(dev, shape_table(instances, dev))
     ops, op_notes = capped(op_table(instances, dev), "op group(s)")
@@ -69,6 +70,32 @@ def gpu_bound_findings(trace, *, device: str | None = None) -> list:
     :class:`perfkit.results.Finding` with ``title``, ``evidence`` and ``fix``. Empty when the trace has
     no GPU events or nothing stands out. For the GPU-bound verdict to name the leading one."""
     return list(kernels(trace, device=device).findings)
+
+
+# Overlap on one stream worth a warning: over 1 us per event (whole-microsecond rounding) and, summed, at
+# least 1% of GPU busy time (Hopper's programmatic dependent launch overlaps a few microseconds legitimately:
+# 10 events, 19 us on the shared B200 trace).
+STREAM_OVERLAP_US = 1.0
+STREAM_OVERLAP_SHARE = 0.01
+
+
+def stream_overlap_note(links: pd.DataFrame, busy: float) -> list:
+    """One line when GPU events overlap the previous one on their stream (``STREAM_OVERLAP_*``): their times
+    are summed as recorded, and each kernel's share is of the time it covers."""
+    if links.empty or busy <= 0:
+        return []
+    e = links.sort_values(["rank", "device", "stream", "ts_us"], kind="stable")
+    keys = e[["rank", "device", "stream"]].to_numpy()
+    same = (keys[1:] == keys[:-1]).all(axis=1)
+    reach = pd.Series((e["ts_us"] + e["dur_us"]).to_numpy()).groupby([keys[:, 0], keys[:, 1], keys[:, 2]]).cummax()
+    over = np.where(same, np.minimum(reach.to_numpy()[:-1] - e["ts_us"].to_numpy()[1:], e["dur_us"].to_numpy()[1:]), 0.0)
+    bad = over > STREAM_OVERLAP_US
+    if over[bad].sum() < STREAM_OVERLAP_SHARE * busy:
+        return []
+    return [f"{int(bad.sum()):,} GPU events start before the previous one on their stream ends ({over[bad].sum() / 1e3:,.3f} "
+            f"ms, {over[bad].sum() / busy:.0%} of GPU busy time; only programmatic dependent launch overlaps kernels of "
+            "one stream, and only briefly): their times are summed as recorded, and each kernel's share is of the time "
+            "it covers"]
 
 
 def impossible_note(instances: pd.DataFrame) -> list:
@@ -109,8 +136,9 @@ def busy_us(links: pd.DataFrame) -> float:
 
 
 def kernel_table(links: pd.DataFrame, instances: pd.DataFrame, busy: float) -> pd.DataFrame:
-    """Per GPU event name (``KERNEL_COLUMNS``), most time first; ``share`` is of GPU busy time, and
-    ``dtype`` is the name's, else the most common dtype of the ops that launched it."""
+    """Per GPU event name (``KERNEL_COLUMNS``), most time first; ``share`` is the union of the name's events
+    over GPU busy time (at most 1 even where events overlap, see ``stream_overlap_note``), and ``dtype`` is
+    the name's, else the most common dtype of the ops that launched it."""
     g = links.groupby(["name", "cat"], sort=False, observed=True).agg(
         calls=("dur_us", "size"), total_us=("dur_us", "sum"), cls=("class", "first"),
         tensor_core=("tensor_core", "first"), dtype=("name_dtype", "first")).reset_index()
@@ -118,7 +146,9 @@ def kernel_table(links: pd.DataFrame, instances: pd.DataFrame, busy: float) -> p
     g["dtype"] = g["dtype"].astype(object)
     missing = g["dtype"].isna() & (g["cat"] == "kernel")
     g.loc[missing, "dtype"] = g.loc[missing, "name"].map(op_dtype)
-    g["share"] = g["total_us"] / busy if busy > 0 else np.nan
+    covered = links.groupby(["name", "cat"], sort=False, observed=True)[["ts_us", "dur_us"]].apply(
+        lambda e: length(e["ts_us"].to_numpy(), (e["ts_us"] + e["dur_us"]).to_numpy()))
+    g["share"] = covered.reindex(pd.MultiIndex.from_frame(g[["name", "cat"]])).to_numpy() / busy if busy > 0 else np.nan
     g = g.rename(columns={"cls": "class"}).sort_values("total_us", ascending=False, kind="stable", ignore_index=True)
     g["tensor_core"] = g["tensor_core"].astype(object).where(g["tensor_core"].notna(), None)
     g["dtype"] = g["dtype"].astype(object).where(g["dtype"].notna(), None)

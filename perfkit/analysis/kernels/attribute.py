@@ -21,7 +21,7 @@ from .classify import kernel_class, name_dtype, tensor_core
 
 def kernel_links(trace) -> pd.DataFrame:
     """One row per GPU event (kernel, memcpy, memset): ``gpu_index`` (label in ``trace.events``),
-    ``name``, ``cat``, ``rank``, ``device``, ``ts_us``, ``dur_us``, ``bytes``, ``class``,
+    ``name``, ``cat``, ``rank``, ``device``, ``stream``, ``ts_us``, ``dur_us``, ``bytes``, ``class``,
     ``tensor_core`` (True/False/None), ``name_dtype``, ``owner`` (op label or -1), ``owner_op`` (its name,
     "" for none) and ``launched`` (its launch call is in the trace)."""
     ev = trace.events
@@ -32,7 +32,7 @@ def kernel_links(trace) -> pd.DataFrame:
     owner = owners(ev, cpu_index)
     out = pd.DataFrame({
         "gpu_index": gpu.index.to_numpy(), "name": as_text(gpu["name"]).to_numpy(),
-        "cat": as_text(gpu["cat"]).to_numpy(), "rank": gpu["rank"].to_numpy(), "device": gpu["device"].to_numpy(),
+        "cat": as_text(gpu["cat"]).to_numpy(), "rank": gpu["rank"].to_numpy(), "device": gpu["device"].to_numpy(), "stream": gpu["stream"].to_numpy(),
         "ts_us": gpu["ts_us"].to_numpy(), "dur_us": gpu["dur_us"].to_numpy(), "bytes": gpu["bytes"].to_numpy(),
         "owner": owner, "launched": cpu_index >= 0,
         "owner_op": np.where(owner >= 0, as_text(ev["name"].iloc[np.clip(owner, 0, None)]).to_numpy(), ""),

@@ -84,3 +84,26 @@ def test_a_rate_no_gpu_reaches_is_left_unmodeled_and_said(tmp_path, a, b, imposs
     assert any("no GPU could run" in w for w in result.warnings) == impossible
     rates = result.ops["tflops_per_s"].dropna()
     assert (rates <= MAX_TFLOPS).all() and (0 <= result.totals["mfu"] <= 1 if result.totals["mfu"] is not None else True)
+
+
+@pytest.mark.parametrize("second_start, overlapping", [
+    (100 + 300 - 1, False),   # 1 us: rounding
+    (100 + 300 - 5, False),   # 5 us of 595 busy: under 1%
+    (100 + 300 - 7, True),    # 7 us: over 1% of busy time
+    (150, True),              # half of each kernel
+])
+def test_overlap_on_one_stream_is_said_and_no_share_exceeds_one(tmp_path, second_start, overlapping):
+    """Two kernels of one name on one stream, the second starting before the first ends (1 us of rounding
+    tolerated): said once, and the name's share is of the time it covers."""
+    from tracebuilder import TraceBuilder
+
+    from perfkit.analysis.kernels.analyze import kernels
+    from perfkit.trace import load_trace
+
+    b = TraceBuilder()
+    b.step(0, 0, 2000)
+    b.launch("gemm_kernel", 10, 5, gpu_ts=100, gpu_dur=300)
+    b.launch("gemm_kernel", 20, 5, gpu_ts=second_start, gpu_dur=300)
+    result = kernels(load_trace(b.write(tmp_path / "t.json"), use_cache=False))
+    assert any("start before the previous one on their stream ends" in w for w in result.warnings) == overlapping
+    assert result.kernels["share"].max() <= 1.0
