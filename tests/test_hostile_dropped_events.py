@@ -41,14 +41,3 @@ def test_diagnose_says_steps_overlap(tmp_path, capsys):
     assert main(["diagnose", str(b.write(tmp_path / "t.json"))]) == 0
     assert "2 ProfilerStep# window(s) overlap the next" in capsys.readouterr().out
 
-
-def test_one_trace_plain_and_gzipped_in_a_folder_is_refused_not_counted_twice(tmp_path, capsys):
-    import gzip
-
-    b = TraceBuilder()
-    b.step(0, 0, 100)
-    plain = b.write(tmp_path / "rank0.json")
-    (tmp_path / "rank0.json.gz").write_bytes(gzip.compress(plain.read_bytes()))
-    for command in (["summary", str(tmp_path)], ["sql", "SELECT count(*) FROM events", str(tmp_path)]):
-        assert main(command) == 2
-        assert "holds rank0.json and rank0.json.gz" in capsys.readouterr().err

@@ -160,11 +160,6 @@ def _directory_traces(path: Path) -> list[Path]:
     if not entries:
         raise TraceError(path, "directory has no trace files (*.json, *.json.gz)",
                          "Point at the directory tensorboard_trace_handler wrote, or at a trace file")
-    names = {p.name for p in entries}
-    twice = [p.name for p in entries if p.name.endswith(".json") and f"{p.name}.gz" in names]
-    if twice:
-        raise TraceError(path, f"holds {twice[0]} and {twice[0]}.gz: the same trace plain and compressed would be "
-                         "read as two ranks and counted twice", "Keep one of them, or pass the files you mean")
     return [_regular_file(p) for p in entries]
 
 
