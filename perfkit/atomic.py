@@ -18,16 +18,16 @@ from typing import Callable
 from .errors import OutputError
 
 
-def atomic_write(target, write: Callable[[str], None]) -> None:
+def atomic_write(target, write: Callable[[str], None], *, user_output: bool = False) -> None:
     """Call ``write(tmp_path)`` on a temporary file beside ``target``, fsync it, then move it into
     place with the mode a plain ``open()`` would give (0644 under the usual umask: ``mkstemp``
     makes 0600 files, which other users could not read). Raises :class:`OutputError` naming
     ``target`` when it cannot be written (the previous version, if any, is left as it was)."""
     target = Path(target)
-    if _streamed(target):
+    if user_output and _streamed(target):  # a path the user named (annotate -o): never a cache that waits on a FIFO
         _stream(target, write)
         return
-    target = Path(os.path.realpath(target)) if target.is_symlink() else target
+    target = Path(os.path.realpath(target)) if user_output and target.is_symlink() else target
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
     except OSError as exc:
@@ -101,8 +101,8 @@ def _umask() -> int:
     return mask
 
 
-def write_text_atomic(target, text: str) -> None:
-    atomic_write(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+def write_text_atomic(target, text: str, *, user_output: bool = False) -> None:
+    atomic_write(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), user_output=user_output)
 
 
 def fsync_path(path) -> None:

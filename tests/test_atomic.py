@@ -18,7 +18,7 @@ def test_a_symlink_is_followed_not_replaced(tmp_path):
     real.write_text("old")
     link = tmp_path / "link.txt"
     link.symlink_to(real)
-    write_text_atomic(link, "new")
+    write_text_atomic(link, "new", user_output=True)
     assert link.is_symlink() and real.read_text() == "new"
 
 
@@ -28,13 +28,13 @@ def test_a_fifo_is_streamed_to_not_replaced(tmp_path):
     got = []
     reader = threading.Thread(target=lambda: got.append(Path(fifo).read_text()))
     reader.start()
-    write_text_atomic(fifo, "through the pipe")
+    write_text_atomic(fifo, "through the pipe", user_output=True)
     reader.join(timeout=30)
     assert got == ["through the pipe"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
 def test_dash_is_standard_output(capfdbinary):
-    atomic_write("-", lambda tmp: Path(tmp).write_bytes(b"to stdout"))
+    atomic_write("-", lambda tmp: Path(tmp).write_bytes(b"to stdout"), user_output=True)
     assert capfdbinary.readouterr().out == b"to stdout"
 
 
@@ -42,7 +42,7 @@ def test_a_device_that_refuses_the_bytes_is_an_output_error_and_stays_a_device(t
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")
     with pytest.raises(OutputError, match="/dev/full"):
-        write_text_atomic("/dev/full", "x" * 100_000)
+        write_text_atomic("/dev/full", "x" * 100_000, user_output=True)
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 

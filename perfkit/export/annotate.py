@@ -83,7 +83,7 @@ def annotate(trace_path, out, *, use_cache: bool = True) -> AnnotateResult:
     events = added_events(trace)
     text = read_text(source)
     parts = _splice(source, memoryview(text), orjson.dumps(events)[1:-1])
-    atomic_write(out, lambda tmp: _write(tmp, parts, gz=out.name.endswith(".gz")))
+    atomic_write(out, lambda tmp: _write(tmp, parts, gz=out.name.endswith(".gz")), user_output=True)
     counts = pd.Series([e["ph"] for e in events]).value_counts().to_dict() if events else {}
     return AnnotateResult(path=out, added={str(k): int(v) for k, v in counts.items()}, warnings=tuple(trace.warnings))
 
