@@ -53,14 +53,19 @@ MAX_DECOMPRESSED_BYTES = Limit(
 MAX_NESTING_DEPTH = Limit(
     "PERFKIT_MAX_NESTING_DEPTH", 200, "levels",
     "against input nested deeper than any real trace or program (JSON args and metadata; "
-    "Python expressions in `perfkit scan`)")
+    "Python expressions and folders in `perfkit scan`)")
 SNAPSHOT_MAX_ITEMS = Limit(
     "PERFKIT_SNAPSHOT_MAX_ITEMS", 10_000_000, "items",
     "the expansion of a memory snapshot (segments + blocks + history events + their stack frames; "
     "a pickle can repeat one list by reference millions of times in a few hundred bytes)")
+# Python's syntax tree costs 200-500 bytes of memory per byte of source: a 15 MB file took 3.2 GB and
+# 87 s, a 2 MiB file of dense code (`[1,1,...]`) takes 1.1 GB and 20 s; PyTorch's largest file is 1.4 MB.
 SCAN_MAX_FILE_BYTES = Limit(
-    "PERFKIT_SCAN_MAX_FILE_BYTES", 16 << 20, "bytes",
-    "the memory `perfkit scan` spends parsing one source file")
+    "PERFKIT_SCAN_MAX_FILE_BYTES", 2 << 20, "bytes",
+    "the memory `perfkit scan` spends parsing one source file (200-500 bytes per byte of source)")
+SQL_TIMEOUT_S = Limit(
+    "PERFKIT_SQL_TIMEOUT_S", 300, "seconds",
+    "how long one `perfkit sql` query may run (`SELECT count(*) FROM range(1e14)` would run for hours)")
 SQL_MAX_ROWS = Limit(
     "PERFKIT_SQL_MAX_ROWS", 1_000_000, "rows",
     "the memory of a `perfkit sql` result turned into a DataFrame (`SELECT * FROM range(300000000)` would be GBs)")

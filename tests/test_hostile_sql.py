@@ -1,14 +1,20 @@
 """Fuzz, round 2: `perfkit sql` confined to the trace's views (issue 24: `read_csv('/etc/passwd')`,
 `glob('/home/*')`, `COPY ... TO` and `ATTACH` worked), huge results capped, empty queries refused,
-and CSV output a spreadsheet shows instead of running (cells starting with = + - @ tab CR)."""
+and CSV output a spreadsheet shows instead of running (cells starting with = + - @ tab CR). Round 3
+(issue 38): a statement timeout (PERFKIT_SQL_TIMEOUT_S), Ctrl-C that stops the query, and out-of-memory
+advice that works while DuckDB's configuration is locked."""
+import _thread
 import csv
 import io
+import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fuzzkit import Budget, event, run_cli, run_main, write_trace
+from perfkit.analysis import sql as sql_module
 from perfkit.analysis.sql import sql
 from perfkit.errors import ParameterError
 from perfkit.text import csv_cell, csv_cell_value
@@ -108,3 +114,56 @@ def test_running_out_of_memory_is_one_line_not_a_traceback(trace):
     out = run_cli("sql", "SELECT list(range) FROM range(300000000)", trace, budget=Budget(mem_mb=2048, wall_s=90))
     out.assert_clean(codes=(1, 2))
     assert "Out of Memory" in out.err and len(out.err.strip().splitlines()) == 1, out.why()
+
+
+# --- issue 38 item 4: a statement timeout, Ctrl-C that stops the query, advice the user can follow --
+
+_HOURS_LONG = "SELECT count(*) FROM range(100000000000000)"  # 1e14 rows: hours of DuckDB time
+
+
+def test_a_query_past_the_timeout_is_stopped_with_a_one_line_error(trace, monkeypatch):
+    monkeypatch.setenv("PERFKIT_SQL_TIMEOUT_S", "1")
+    with pytest.raises(ParameterError, match=r"the SQL query was stopped after 1 s \(PERFKIT_SQL_TIMEOUT_S"):
+        sql(_HOURS_LONG, trace)
+    out = run_main("sql", _HOURS_LONG, trace)
+    out.assert_clean(codes=(2,))
+    assert len(out.err.strip().splitlines()) == 1 and "PERFKIT_SQL_TIMEOUT_S=4" in out.err, out.why()
+
+
+def _ctrl_c_once_the_query_runs(monkeypatch):
+    """Press Ctrl-C (``interrupt_main``: SIGINT's KeyboardInterrupt) half a second after the query starts."""
+    started = threading.Event()
+    real_run = sql_module._run
+
+    def run(*args):
+        started.set()
+        return real_run(*args)
+
+    def press():
+        if started.wait(60):
+            time.sleep(0.5)
+            _thread.interrupt_main()
+
+    monkeypatch.setattr(sql_module, "_run", run)
+    threading.Thread(target=press, daemon=True).start()
+
+
+def test_ctrl_c_stops_the_query(trace, monkeypatch):
+    # The query ran in the main thread inside DuckDB, where no Python signal handler runs: Ctrl-C was ignored.
+    monkeypatch.setenv("PERFKIT_SQL_TIMEOUT_S", "120")  # a broken Ctrl-C ends as a timeout, not a hang
+    _ctrl_c_once_the_query_runs(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        sql(_HOURS_LONG, trace)
+    _ctrl_c_once_the_query_runs(monkeypatch)
+    out = run_main("sql", _HOURS_LONG, trace)
+    assert out.rc == 130 and out.err.strip() == "perfkit sql: interrupted", out.why()
+    assert len(sql("SELECT 1 AS x", trace)) == 1  # nothing left running or locked
+
+
+def test_out_of_memory_advice_is_something_the_user_can_do(trace):
+    # DuckDB's own advice, `SET memory_limit`, is refused while perfkit locks the configuration.
+    out = run_cli("sql", "SELECT list(range) FROM range(300000000)", trace, budget=Budget(mem_mb=2048, wall_s=90))
+    out.assert_clean(codes=(1, 2))
+    line = out.err.strip()
+    assert "Out of Memory" in line and len(line.splitlines()) == 1, out.why()
+    assert "Possible solutions" not in line and "--allow-files" in line and "SET threads = 1;" in line, out.why()

@@ -11,7 +11,7 @@ ALL = [v for v in vars(limits).values() if isinstance(v, limits.Limit)]
 
 def test_every_limit_is_documented_in_the_refusals_page():
     page = (ROOT / "docs" / "refusals.md").read_text()
-    assert len(ALL) == 8
+    assert len(ALL) == 9
     for limit in ALL:
         assert f"`{limit.env}`" in page
 

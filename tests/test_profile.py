@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import perfkit
 from perfkit.cli import main
-from perfkit.profiling.session import overhead_noise_pct, overhead_pct, overhead_warnings
+from perfkit.profiling.timing import overhead_noise_pct, overhead_pct, overhead_warnings
 from perfkit.report.perflog import PerfLog
 
 pytestmark = pytest.mark.slow
@@ -72,9 +75,11 @@ def test_script_that_raises_keeps_what_was_recorded(tmp_path, capsys):
 
 
 def test_script_without_torch_gets_a_clear_message(tmp_path, capsys):
-    code, r, _ = _profile(capsys, tmp_path, "print(sum(range(10)))\n")
-    assert code == 0 and r["trace"] is None and r["steps_recorded"] == 0
-    assert "nothing was recorded" in r["warnings"][0]
+    code, r, printed = _profile(capsys, tmp_path, "print(sum(range(10)))\n")
+    assert code == 1 and r["trace"] is None and r["steps_recorded"] == 0  # a run that recorded no step failed
+    assert "nothing was recorded" in r["warnings"][0] and "perfkit profile: nothing recorded: no optimizer" in printed
+    assert "--step FUNCTION" in r["warnings"][0] and "--step plan" in r["warnings"][0]  # the form a script takes
+    assert not list((tmp_path / "t").glob("*.gz"))  # the reserved trace name is released
 
 
 def test_bad_step_function_is_a_parameter_error(tmp_path, capsys):
@@ -116,7 +121,88 @@ def test_step_function_defined_in_the_script(tmp_path, capsys, step):
     assert code == 0 and r["step_source"] == "function" and r["steps_recorded"] == 2, r
     assert _profiler_steps(r["trace"]) == ["ProfilerStep#4", "ProfilerStep#5"]
     code, r, _ = _profile(capsys, tmp_path, SCRIPT_STEPS, "--step", "never_defined")
-    assert r["trace"] is None and "never_defined was never called" in r["warnings"][0]
+    assert code == 1 and r["trace"] is None and "--step never_defined: the script never defined it" in r["warnings"][0]
+
+
+NAMED = """
+class Planner:
+    def act(self):
+        return 1
+
+
+def plan(p):
+    return p.act()
+
+
+def unused():
+    return 0
+
+
+for _ in range(3):
+    plan(Planner())
+"""
+
+
+@pytest.mark.parametrize("step, says", [
+    ("NoSuch.method", "--step NoSuch.method: the script never defined it"),
+    ("Planner.nope", "--step Planner.nope: the script never defined it"),
+    ("not_there", "--step not_there: the script never defined it"),
+    ("unused", "unused was never called"),
+])
+def test_a_step_function_that_is_never_defined_fails_the_run(tmp_path, capsys, step, says):
+    code, r, printed = _profile(capsys, tmp_path, NAMED, "--step", step)
+    assert code == 1 and r["steps_recorded"] == 0 and says in r["warnings"][0]
+    assert f"perfkit profile: nothing recorded: {says}" in printed
+
+
+@pytest.mark.parametrize("seconds", ["inf", "1e300", "604801"])
+def test_a_window_longer_than_a_week_is_refused_in_one_line(tmp_path, capsys, seconds):
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    assert main(["profile", "--seconds", seconds, "--out", str(tmp_path / "t"), str(script)]) == 2
+    out, err = capsys.readouterr()
+    assert len(err.strip().splitlines()) == 1 and "at most a week" in err and "ran" not in out
+    assert not list((tmp_path / "t").glob("*.gz"))
+
+
+def test_dash_m_finds_a_module_in_the_working_folder(tmp_path, capsys, monkeypatch):
+    """``python -m`` puts the working folder first on sys.path; the ``perfkit`` command's own sys.path does not
+    hold it, so ``perfkit profile -m mymod`` run beside mymod.py said "not found"."""
+    name = f"pk_cwd_module_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(PPO)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    code = main(["profile", "--json", "--wait", "2", "--warmup", "1", "--active", "2", "--out", "t", "-m", name,
+                 "--", "4"])
+    out = capsys.readouterr().out
+    assert code == 0 and json.loads(out[out.index("{"):])["steps_recorded"] == 2
+
+
+CLOSER = """
+import sys
+import torch
+print("argv", sys.argv[1:])
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(6):
+    model(torch.randn(8, 4)).sum().backward()
+    opt.step()
+sys.stdout.close()
+"""
+
+
+def test_a_script_that_closes_stdout_still_gets_the_report(tmp_path):
+    """The report goes to stderr when the script closed stdout (it was a ValueError traceback); the script
+    sees every ``--`` after the first; Kineto's "USDT: ... profiler_start" lines are kept off the terminal."""
+    script = tmp_path / "closer.py"
+    script.write_text(CLOSER)
+    run = subprocess.run([sys.executable, "-m", "perfkit", "profile", "--wait", "2", "--warmup", "1", "--active", "2",
+                          "--out", str(tmp_path / "t"), str(script), "--", "a", "--", "b", "--json"],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "PERFKIT_HOME": str(tmp_path)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "argv ['a', '--', 'b', '--json']" in run.stdout
+    assert "steps      2 recorded (steps from: optimizer)" in run.stderr and "Traceback" not in run.stderr
+    assert "USDT" not in run.stderr and "profiler_start" not in run.stderr
 
 
 def test_notebook_context_manager(tmp_path):

@@ -20,15 +20,22 @@ shared notebook cannot read (``read_csv('/etc/passwd')``, ``glob``), write (``CO
 ``ATTACH``) or load extensions. A result is cut at ``PERFKIT_SQL_MAX_ROWS`` rows (streamed, so
 ``SELECT * FROM range(300000000)`` costs one batch past the cap), with a warning in
 ``frame.attrs["warnings"]``.
+
+A query runs in a worker thread while the calling thread waits, so that it can be stopped: after
+``PERFKIT_SQL_TIMEOUT_S`` seconds, or at Ctrl-C, the caller calls DuckDB's ``interrupt()``. (A
+query run in the main thread could not be: DuckDB holds it in C++, where Python runs no signal
+handler, so `SELECT count(*) FROM range(1e14)` ignored Ctrl-C for hours.)
 """
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pandas as pd
 
 from ..errors import MissingDependencyError, ParameterError, PerfkitError
-from ..limits import SQL_MAX_ROWS
+from ..limits import SQL_MAX_ROWS, SQL_TIMEOUT_S
 from ..trace import Trace, load_trace
 
 VIEWS = ("events", "flows", "steps", "ranks")
@@ -46,13 +53,15 @@ def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool =
     return its result as a DataFrame (at most ``PERFKIT_SQL_MAX_ROWS`` rows; a longer result is
     cut there and ``frame.attrs["warnings"]`` says so). ``allow_files``: let the query read and
     write files (``read_csv``, ``COPY ... TO``, ``ATTACH``); by default it sees the views only.
-    Raises ParameterError for an empty query, one with no result (only comments, ``CREATE``...) or
-    a failing one (with DuckDB's message and the view names), TraceError for unreadable traces,
+    Raises ParameterError for an empty query, one with no result (only comments, ``CREATE``...), a
+    failing one (with DuckDB's message and the view names) or one still running after
+    ``PERFKIT_SQL_TIMEOUT_S`` seconds (it is stopped), PerfkitError when DuckDB runs out of memory,
+    KeyboardInterrupt at Ctrl-C once the query has stopped, TraceError for unreadable traces,
     MissingDependencyError without duckdb."""
     if not isinstance(query, str) or not query.strip():
         raise ParameterError(f"the SQL query is empty; {_EXAMPLE}")
     duckdb = _duckdb()
-    max_rows = SQL_MAX_ROWS.value()
+    max_rows, timeout_s = SQL_MAX_ROWS.value(), SQL_TIMEOUT_S.value()
     trace = trace_or_dir if isinstance(trace_or_dir, Trace) else load_trace(trace_or_dir, use_cache=use_cache)
     with duckdb.connect(":memory:") as con:
         for name, table in arrow_tables(trace).items():
@@ -61,19 +70,65 @@ def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool =
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
         try:
-            relation = con.sql(query)
-            if relation is None:
-                raise ParameterError(f"the SQL query returns no table (only comments, or a statement such as "
-                                     f"CREATE or SET); ask with a SELECT, {_EXAMPLE}")
-            return _fetch(relation.limit(max_rows + 1), max_rows)
-        except (MemoryError, OSError) as exc:  # DuckDB's out-of-memory comes through pyarrow's reader
-            if not isinstance(exc, MemoryError) and "out of memory" not in str(exc).lower():
+            return _interruptible(con, lambda: _run(con, query, max_rows), timeout_s)
+        except (MemoryError, OSError, duckdb.OutOfMemoryException) as exc:  # also via pyarrow's reader
+            if isinstance(exc, OSError) and "out of memory" not in str(exc).lower():
                 raise
             raise PerfkitError(f"the SQL query ran out of memory ({_first_line(exc)}): aggregate, add a LIMIT, or "
-                               "select fewer columns") from None
+                               f"select fewer columns{_memory_hint(allow_files)}") from None
         except duckdb.Error as exc:
             raise ParameterError(f"SQL query failed (views: {', '.join(VIEWS)}; their columns: `perfkit sql --help`"
                                  f"{_files_hint(exc, allow_files)}): {' '.join(str(exc).split())}") from None
+
+
+def _run(con, query: str, max_rows: int) -> pd.DataFrame:
+    relation = con.sql(query)
+    if relation is None:
+        raise ParameterError(f"the SQL query returns no table (only comments, or a statement such as "
+                             f"CREATE or SET); ask with a SELECT, {_EXAMPLE}")
+    return _fetch(relation.limit(max_rows + 1), max_rows)
+
+
+def _interruptible(con, work, timeout_s: int):
+    """``work()`` run in a worker thread, stopped with ``con.interrupt()`` after ``timeout_s`` seconds
+    (ParameterError) or at Ctrl-C (KeyboardInterrupt, once DuckDB has stopped). The caller waits on
+    an Event: a Thread.join interrupted by Ctrl-C can report a live thread as finished."""
+    outcome, done = {}, threading.Event()
+
+    def target():
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="perfkit-sql", daemon=True).start()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not done.wait(min(0.25, max(deadline - time.monotonic(), 0.0))):
+            if time.monotonic() >= deadline:
+                con.interrupt()
+                done.wait()
+                raise ParameterError(f"the SQL query was stopped after {timeout_s:,} s ({SQL_TIMEOUT_S.env}, which "
+                                     f"guards {SQL_TIMEOUT_S.guards}): filter or aggregate first, add a LIMIT, or "
+                                     f"raise it, e.g. {SQL_TIMEOUT_S.env}={timeout_s * 4}")
+    except KeyboardInterrupt:
+        con.interrupt()  # the connection cannot be closed while the query runs: stop it first
+        done.wait()
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _memory_hint(allow_files: bool) -> str:
+    """DuckDB's own advice (``SET memory_limit``, ``SET threads``) is refused while the configuration is locked."""
+    if allow_files:
+        return "; or start the query with `SET threads = 1;` (each thread holds its own buffers)"
+    return ("; DuckDB's own advice (`SET threads`, `SET memory_limit`) is refused while perfkit locks its "
+            "configuration: for a query you trust, pass --allow-files (allow_files=True) and start the query "
+            "with `SET threads = 1;`")
 
 
 def _first_line(exc) -> str:

@@ -3,11 +3,12 @@ function; errors become a one-line message and a non-zero exit code.
 
 The arguments and help of every subcommand are in :mod:`perfkit.cli.parsers` (``add_<name>``, listed in
 ``PARSERS``; a parser may set ``unknown_args_hint``, a sentence added when the command line has
-arguments it does not know), which imports nothing heavy, so ``perfkit --help`` is quick. The body of
-``perfkit <name>`` is ``run(args) -> int`` in ``perfkit/cli/<name>.py`` (``perfkit critical-path``:
-``critical_path.py``), with its imports (pandas and up) at the top; :func:`main` imports that one
-module once the arguments are parsed. Each body module also has ``register(subparsers)``, its parser
-bound to its ``run`` as ``func``, for a parser of your own.
+arguments it does not know, and ``check_inputs``, run on the parsed arguments before the body is
+imported, so that a missing file is refused at once), which imports nothing heavy, so ``perfkit --help``
+is quick. The body of ``perfkit <name>`` is ``run(args) -> int`` in ``perfkit/cli/<name>.py``
+(``perfkit critical-path``: ``critical_path.py``), with its imports (pandas and up) at the top;
+:func:`main` imports that one module once the arguments are parsed. Each body module also has
+``register(subparsers)``, its parser bound to its ``run`` as ``func``, for a parser of your own.
 Everything a command prints to stdout passes through :class:`perfkit.text.PrintableStream`, so no
 escape sequence from a trace, script or file name reaches the terminal.
 Exit codes: 0 done, 1 the command's own failure verdict, 2 an error (bad input or usage),
@@ -26,14 +27,15 @@ from .parsers import PARSERS
 
 COMMANDS = ("profile", "diagnose", "summary", "syncs", "diff", "ranks", "sql", "detect", "scan", "run", "log",
             "validate", "hotspots", "critical_path", "gaps", "kernels", "memory", "annotate", "init", "export")
+# A later ``--`` while argparse reads the command line: no argument from the system holds a NUL.
+_KEPT = "\0--"
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="perfkit", description="PyTorch performance investigations.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in COMMANDS:
-        PARSERS[name](sub)
+    parser.commands = {name: PARSERS[name](sub) for name in COMMANDS}  # for errors with one command's usage
     return parser
 
 
@@ -43,11 +45,13 @@ def main(argv=None) -> int:
     stdout = sys.stdout
     sys.stdout = PrintableStream(stdout)
     try:
+        if getattr(args, "check_inputs", None) is not None:  # a missing file is refused before the imports
+            args.check_inputs(args)
         # perfkit <command>'s body is perfkit/cli/<command>.py ("critical-path": critical_path.py), imported
         # here, inside the try, so that a missing optional package becomes the one-line message below
         command = importlib.import_module(f"{__name__}.{args.command.replace('-', '_')}")
         code = int(command.run(args) or 0)
-        sys.stdout.flush()
+        _flush(sys.stdout)
         return code
     except PerfkitError as exc:
         print(f"perfkit {args.command}: error: {printable(exc)}", file=sys.stderr)
@@ -69,11 +73,29 @@ def main(argv=None) -> int:
 
 
 def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
-    args, unknown = parser.parse_known_args(argv)
+    """The parsed command line. Only the first ``--`` separates: the script of ``perfkit profile s.py -- a
+    -- b`` gets ``['a', '--', 'b']`` (argparse alone drops every ``--``, so later ones are kept aside)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argv.index("--") + 1 if "--" in argv else len(argv)
+    args, unknown = parser.parse_known_args(argv[:first] + [_KEPT if a == "--" else a for a in argv[first:]])
+    if hasattr(args, "script_args"):
+        args.script_args = ["--" if a == _KEPT else a for a in args.script_args]
+    elif first < len(argv):  # a command without script arguments reads its ``--`` as argparse does
+        args, unknown = parser.parse_known_args(argv)
     if unknown:
         hint = getattr(args, "unknown_args_hint", "")
+        commands = getattr(parser, "commands", {})
+        parser = commands.get(args.command, commands.get(args.command.replace("-", "_"), parser))
         parser.error(f"unrecognized arguments: {printable(' '.join(unknown))}" + (f"; {hint}" if hint else ""))
     return args
+
+
+def _flush(stream) -> None:
+    """Flush ``stream``; a stream closed under us (by a script ``perfkit profile`` ran) has nothing to flush."""
+    try:
+        stream.flush()
+    except ValueError:
+        pass
 
 
 def _silence_stdout(stdout) -> None:

@@ -1,9 +1,13 @@
-"""``perfkit log [--path FILE] [--investigation X] [--json]``: print the performance log as a
-markdown table (regressions in bold) or as JSON records. ``--path`` defaults to the workbook's
-``reports/perf_log.csv``."""
+"""``perfkit log [--path FILE] [--investigation X] [--runs N | --all] [--json]``: print the performance
+log as a markdown table (regressions in bold) or as JSON records: the last 20 runs unless ``--runs`` or
+``--all`` says otherwise, read from the end of the file (a 1M-row log is not read whole), with a note on
+stderr saying how many rows are not shown. ``--path`` defaults to the workbook's ``reports/perf_log.csv``."""
 from __future__ import annotations
 
-from ..report.perflog import PerfLog
+import sys
+
+from ..report.perflog import PerfLog, markdown_table
+from ..text import printable
 from .parsers import add_log
 
 
@@ -12,9 +16,11 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    log = PerfLog(args.path)
+    frame = PerfLog(args.path).read(args.investigation, last_runs=None if args.all else args.runs)
+    for warning in frame.attrs.get("warnings", []):
+        print(f"perfkit log: note: {printable(warning)} (--runs N or --all for more)", file=sys.stderr)
     if args.json:
-        print(log.read(args.investigation).to_json(orient="records", indent=1))
+        print(frame.to_json(orient="records", indent=1))
     else:
-        print(log.to_markdown(args.investigation), end="")
+        print(markdown_table(frame), end="")
     return 0

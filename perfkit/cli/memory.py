@@ -1,12 +1,14 @@
-"""``perfkit memory TRACE [--json]``: memory over time per device from a trace recorded with
+"""``perfkit memory TRACE... [--json]``: memory over time per device from a trace recorded with
 ``profile_memory=True`` (``perfkit profile --memory``): peak and what allocated it, memory held at
-each step's end and its growth per step, the top allocating ops."""
+each step's end and its growth per step, the top allocating ops. Of several traces (the README's
+``traces/train-*.pt.trace.json.gz`` once there are two runs) the newest is read, and said on stderr."""
 from __future__ import annotations
 
+import os
 import sys
 
 from ..analysis.memory import memory_timeline
-from ..text import json_text, printable_data
+from ..text import json_text, printable, printable_data
 from ..trace import load_trace
 from .parsers import add_memory
 from .paths import trace_arg
@@ -17,9 +19,26 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    timeline = memory_timeline(load_trace(trace_arg(args.trace), progress=sys.stderr.isatty()), top=args.top)
+    path = newest([trace_arg(p) for p in args.traces])
+    if len(args.traces) > 1:
+        print(f"perfkit memory: {len(args.traces)} traces given; reading the newest, {printable(path)}",
+              file=sys.stderr)
+    timeline = memory_timeline(load_trace(path, progress=sys.stderr.isatty()), top=args.top)
     print(json_text(timeline.to_json(), indent=2) if args.json else format_timeline(printable_data(timeline.to_json())))
     return 0
+
+
+def newest(paths: list[str]) -> str:
+    """The most recently modified of ``paths`` (a pattern such as ``traces/train-*.pt.trace.json.gz``
+    expands to every run's trace, oldest name first only by chance); one that cannot be read sorts first,
+    so its loader error shows only when nothing else is readable."""
+    def modified(path: str) -> float:
+        try:
+            return os.stat(path).st_mtime
+        except OSError:
+            return float("-inf")
+
+    return max(paths, key=modified)
 
 
 def format_timeline(t: dict) -> str:

@@ -1,8 +1,10 @@
 """The arguments and help of every ``perfkit`` subcommand, and nothing else: ``perfkit --help`` and
 ``perfkit NAME --help`` build their parsers from this module alone, so they import no pandas, numpy or
 torch. ``add_<name>(subparsers)`` adds the parser of ``perfkit <name>`` (``critical_path``: ``perfkit
-critical-path``) and returns it; its body, ``run(args)`` with the imports it needs at the top, lives in
-``perfkit/cli/<name>.py``, which :func:`perfkit.cli.main` imports only for the command that runs.
+critical-path``) and returns it, with ``check_inputs(args)`` as a default where the command reads files
+(:mod:`perfkit.cli.paths`: run before the body's imports); its body, ``run(args)`` with the imports it
+needs at the top, lives in ``perfkit/cli/<name>.py``, which :func:`perfkit.cli.main` imports only for the
+command that runs.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 from ..registry import INVESTIGATIONS, NOTEBOOK_SETS
 from ..validation.names import CHECK_NAMES, PRESET_NAMES
+from .paths import check_script, check_traces
 
 PROFILE_DESCRIPTION = ("``perfkit profile SCRIPT [ARGS...]`` (or ``-m MODULE [ARGS...]``): run a training script "
                        "unchanged under the\nPyTorch profiler, write the trace into the workbook's traces/ and print "
@@ -18,7 +21,7 @@ PROFILE_DESCRIPTION = ("``perfkit profile SCRIPT [ARGS...]`` (or ``-m MODULE [AR
 DETECT_DESCRIPTION = ("``perfkit detect SCRIPT [ARGS...] [--json]``: run a script and list the lines that forced a "
                       "device sync.")
 SCAN_DESCRIPTION = "``perfkit scan PATH... [--json] [--rules a,b] [--fail-on-findings]``: static sync-point lint."
-MEMORY_DESCRIPTION = ("``perfkit memory TRACE [--json]``: memory over time per device from a trace recorded with\n"
+MEMORY_DESCRIPTION = ("``perfkit memory TRACE... [--json]``: memory over time per device from a trace recorded with\n"
                       "``profile_memory=True`` (``perfkit profile --memory``): peak and what allocated it, memory "
                       "held at\neach step's end and its growth per step, the top allocating ops.")
 VIEWS_HELP = ("views: events (name, cat, ph, ts_us, dur_us, pid, tid, file_id, rank, device, stream, correlation, "
@@ -29,12 +32,15 @@ VIEWS_HELP = ("views: events (name, cat, ph, ts_us, dur_us, pid, tid, file_id, r
 
 def _trace(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
+    p.set_defaults(check_inputs=check_traces)
 
 
 def _trace_command(subparsers, name: str, help: str, *, json_help: str, top: tuple[int, str] | None = None):
     """A command over one trace: the trace argument, ``--json`` and, with ``top=(default, help)``, ``--top``."""
     p = subparsers.add_parser(name, help=help)
     _trace(p)
+    p.set_defaults(unknown_args_hint=f"perfkit {name} reads one trace (a pattern that matches several gives "
+                                     f"several): perfkit {name} \"$(ls -t PATTERN | head -1)\" reads the newest")
     p.add_argument("--json", action="store_true", help=json_help)
     if top:
         p.add_argument("--top", type=int, default=top[0], help=top[1])
@@ -59,16 +65,19 @@ def add_profile(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--step", default=None, metavar="FUNCTION",
                    help="the function whose calls are the steps (loops without an optimizer): one the script "
                         "defines (plan, Planner.step) or module:function")
-    p.add_argument("--seconds", type=float, default=None, help="record a window of this many seconds, no steps")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="record a window of this many seconds (at most a week), no steps")
     p.add_argument("--memory", action="store_true", help="profile_memory=True: record [memory] events")
     p.add_argument("--out", default=None, help="folder for the trace (default: the workbook's traces/)")
     p.add_argument("--scan", action="store_true", help="also print `perfkit scan` of the script")
     p.add_argument("--report", action="store_true",
                    help="run the step_anatomy and cpu_bound notebooks on the trace (dated reports, perf log)")
     p.add_argument("--json", action="store_true",
-                   help="print {trace, steps_recorded, step_source, overhead_pct, diagnosis, warnings}")
+                   help="print {trace, steps_recorded, step_source, step_median_ms, overhead_pct, "
+                        "overhead_measurable, diagnosis, warnings, ...}")
     p.set_defaults(unknown_args_hint="perfkit's options go before the script, the script's after "
-                                     "`--`: perfkit profile --json train.py -- --epochs 1")
+                                     "`--`: perfkit profile --json train.py -- --epochs 1",
+                   check_inputs=check_script)
     return p
 
 
@@ -192,6 +201,10 @@ def add_log(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--path", default=None, help="log file (default: the workbook's reports/perf_log.csv)")
     p.add_argument("--investigation", default=None, help="only rows of this investigation")
     p.add_argument("--json", action="store_true", help="all columns as JSON records")
+    last = p.add_mutually_exclusive_group()
+    last.add_argument("--runs", type=int, default=20,
+                      help="show the last N runs (default 20), read from the end of the log")
+    last.add_argument("--all", action="store_true", help="show every row (reads the whole log)")
     return p
 
 
@@ -260,9 +273,12 @@ def add_kernels(subparsers) -> argparse.ArgumentParser:
 def add_memory(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("memory", help="memory timeline of a trace recorded with profile_memory=True",
                               description=MEMORY_DESCRIPTION)
-    p.add_argument("trace", help=".json / .json.gz trace file")
+    p.add_argument("traces", nargs="+", metavar="TRACE",
+                   help=".json / .json.gz trace file; of several (a pattern such as traces/train-*.pt.trace.json.gz) "
+                        "the newest is read")
     p.add_argument("--json", action="store_true", help="print {devices: [...], warnings}")
     p.add_argument("--top", type=int, default=5, help="allocating ops listed per device (default 5)")
+    p.set_defaults(check_inputs=check_traces)
     return p
 
 

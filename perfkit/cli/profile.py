@@ -6,7 +6,9 @@ perfkit's options go before the script, the script's own after ``--``:
 A step is one ``optimizer.step()`` (PyTorch's global optimizer hook); a loop without an optimizer
 names its step function with ``--step`` (``plan`` or ``Planner.step`` defined in the script, or
 ``module:function``), or records a time window with ``--seconds``.
-The script's exit status is perfkit's (1 for an exception, 130 for Ctrl-C), after what was recorded.
+The script's exit status is perfkit's (1 for an exception, 130 for Ctrl-C), after what was recorded; a run
+that recorded no step (no trace, or none of the steps asked for) exits 1 with the reason on stderr.
+The report goes to stdout, or to stderr when the script closed stdout.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import sys
 
 from ..profiling.session import profile_script
 from ..report.publish.runner import run_all
-from ..text import json_text, printable
+from ..text import PrintableStream, json_text, printable
 from .parsers import add_profile
 from .scan import format_table as format_scan
 
@@ -24,24 +26,31 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    target = args.script
+    target, stdout = args.script, sys.stdout
     result = profile_script(target, args.script_args, module=args.module, wait=args.wait, warmup=args.warmup,
                             active=args.active, repeat=args.repeat, step=args.step, seconds=args.seconds,
                             memory=args.memory, out=args.out, scan=args.scan)
-    print(json_text(result.to_json(), indent=2) if args.json else format_result(result))
+    sys.stdout = out = _open_stream(stdout)  # the script may have replaced or closed sys.stdout
+    print(json_text(result.to_json(), indent=2) if args.json else format_result(result), file=out)
     if args.report and result.trace is not None:
-        _report(result.trace, args.json)
+        _report(result.trace, out if not args.json else sys.stderr)
     if result.error:
         print(f"perfkit profile: {printable(target)} failed: {printable(result.error)}", file=sys.stderr)
         return result.exit_status or 1
+    if result.recorded_nothing:
+        reason = result.warnings[0] if result.warnings else "no step was recorded"
+        print(f"perfkit profile: nothing recorded: {printable(reason)}", file=sys.stderr)
+        return 1
     return 0
 
 
 def format_result(r) -> str:
     """The one screen: where the trace is, what was recorded, the profiler's cost, the diagnosis."""
     lines = [f"trace      {r.trace or '-'}",
-             f"steps      {r.steps_recorded} recorded (steps from: {r.step_source})",
-             f"overhead   {overhead_text(r)}", "", r.diagnosis_text]
+             f"steps      {r.steps_recorded} recorded (steps from: {r.step_source})"]
+    if r.step_median_s is not None:
+        lines.append(f"step time  {step_time_text(r)}")
+    lines += [f"overhead   {overhead_text(r)}", "", r.diagnosis_text]
     lines += [f"more trace {p}" for p in r.extra_traces]
     lines += [f"warning: {w}" for w in r.warnings]
     if r.scan is not None:
@@ -49,19 +58,33 @@ def format_result(r) -> str:
     return "\n".join(lines)
 
 
+def step_time_text(r) -> str:
+    """'median 1.12 ms (1.04 to 2.06 ms over 3 steps, host clock)' of the recorded steps."""
+    timed = [t for t in r.step_times_s if t is not None]
+    text = f"median {r.step_median_s * 1e3:,.3g} ms"
+    if len(timed) > 1:
+        text += f" ({min(timed) * 1e3:,.3g} to {max(timed) * 1e3:,.3g} ms over {len(timed)} steps"
+        return text + f", {r.overhead_clock} clock)"
+    return text + f" ({r.overhead_clock} clock)"
+
+
 def overhead_text(r) -> str:
-    """The profiler's cost as measured, or why it is not a number."""
-    if r.overhead_pct is None:
-        return "not measured (needs 3+ wait steps and 3+ warm-up and active steps)"
-    noise = r.overhead_noise_pct
-    if noise is not None and abs(r.overhead_pct) <= noise:
-        return (f"not measurable: {r.overhead_pct:+.1f}% is within the +/-{noise:.1f}% the steps without the "
-                f"profiler varied by ({r.overhead_clock} clock)")
+    """The profiler's cost as measured, or why it is not a number (then the number is left out: see --json)."""
+    if not r.overhead_measurable:
+        return r.overhead_unmeasurable or "not measured"
     return f"{r.overhead_pct:+.1f}% step time with the profiler on ({r.overhead_clock} clock)"
 
 
-def _report(trace, quiet: bool) -> None:
+def _open_stream(stream):
+    """``stream`` when it can still be written, else stderr (a script that closed sys.stdout)."""
+    try:
+        stream.flush()
+        return stream
+    except (ValueError, OSError):
+        return PrintableStream(sys.__stderr__ if sys.__stderr__ is not None else sys.stderr)
+
+
+def _report(trace, out) -> None:
     runs = run_all(["step_anatomy", "cpu_bound"], {"mode": "trace", "trace_path": str(trace)}, progress=False)
     for r in runs:
-        line = f"report     {r.name}: {'ok' if r.ok else 'FAILED'} {r.html_path or r.error}"
-        print(line, file=sys.stderr if quiet else sys.stdout)
+        print(f"report     {r.name}: {'ok' if r.ok else 'FAILED'} {r.html_path or r.error}", file=out)

@@ -8,7 +8,9 @@ that never imports torch, method names (``mask.any()``, ``df.mean()``) and ``los
 are not taken for tensors. ``no-grad-inference`` fires for ``torch.no_grad()`` in functions whose
 name has an inference word (eval, evaluate, predict, act, plan, inference, infer, rollout,
 validate, generate) and no ``.backward()``, and for every ``torch.no_grad()`` of a file that
-never calls ``.backward()`` or ``autograd.grad`` (an inference script).
+never calls ``.backward()`` or ``autograd.grad`` (an inference script). A function of the file
+that a loop calls (``patterns.loop_callees``) is checked as inside that loop, and its loop findings
+say so ("in `train_step`, called from the loop at line 12").
 """
 from __future__ import annotations
 
@@ -18,12 +20,14 @@ from . import patterns as P
 from . import rules as R
 
 Hit = tuple[int, int, str, str]
+# Rules that fire only once per loop iteration (or `forward` pass): the ones a loop's callee inherits.
+LOOP_RULES = frozenset({"item-in-loop", "sync-in-loop", "blocking-to-device", "nonzero-in-step", "bool-mask-index"})
 
 
 def check_tree(tree: ast.AST) -> list[Hit]:
     """``(line, end_line, rule id, message)`` of every rule match in ``tree`` (one parsed file),
     in source order; a rule may match a line more than once."""
-    checker = _Checker(R.import_aliases(tree), _has_backward(tree), P.forward_functions(tree))
+    checker = _Checker(R.import_aliases(tree), _has_backward(tree), P.forward_functions(tree), P.loop_callees(tree))
     checker.visit(tree)
     return checker.hits
 
@@ -44,9 +48,12 @@ def _name_of(node: ast.AST) -> str:
 class _Checker(ast.NodeVisitor):
     """One pass in source order: binds name kinds as it goes and records (line, end, rule, message)."""
 
-    def __init__(self, aliases: dict[str, str], file_trains: bool, forward_names: frozenset[str] = frozenset()):
+    def __init__(self, aliases: dict[str, str], file_trains: bool, forward_names: frozenset[str] = frozenset(),
+                 loop_callees: dict[str, int] | None = None):
         self.aliases = aliases
         self.forward_names = forward_names
+        self.loop_callees = loop_callees or {}
+        self.caller: tuple[str, int] | None = None  # (function, loop line) while in a function a loop calls
         self.kinds = R.ExprKinds(aliases)
         self.file_trains = file_trains
         self.loops = 0
@@ -55,7 +62,14 @@ class _Checker(ast.NodeVisitor):
         self.hits: list[Hit] = []
 
     def hit(self, node: ast.AST, rule: str, message: str) -> None:
+        if self._only_called_from_loop(rule):
+            message += f" (in `{self.caller[0]}`, called from the loop at line {self.caller[1]})"
         self.hits.append((node.lineno, getattr(node, "end_lineno", None) or node.lineno, rule, message))
+
+    def _only_called_from_loop(self, rule: str) -> bool:
+        """The match is per iteration only because a loop calls this function (not its own loop, not `forward`)."""
+        in_forward = rule in ("nonzero-in-step", "bool-mask-index") and self._in_forward()
+        return self.caller is not None and self.loops == 1 and rule in LOOP_RULES and not in_forward
 
     def qual(self, node: ast.AST) -> str:
         return R.qualname(node, self.aliases)
@@ -70,13 +84,15 @@ class _Checker(ast.NodeVisitor):
         self.kinds.push()
         for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
             self.kinds.bind(ast.Name(a.arg), self.kinds.annotation_kind(a.annotation))
-        saved, self.loops = self.loops, 0
+        saved = self.loops, self.caller
+        line = self.loop_callees.get(node.name)
+        self.loops, self.caller = (1, (node.name, line)) if line else (0, None)
         self.masks.append(set())
         for stmt in node.body:
             self.visit(stmt)
         self.masks.pop()
         self.functions.pop()
-        self.loops = saved
+        self.loops, self.caller = saved
         self.kinds.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef

@@ -9,10 +9,15 @@ once per forward pass. A NaN check is a NaN/Inf test (``torch.isnan``/``isinf``/
 one bool by ``any``/``all``. A mask is a boolean tensor expression written in the file (a
 comparison, a NaN test, ``logical_*``, ``.bool()``), or a name bound to one in the same function;
 a parameter called ``mask`` is not guessed to be one (it may hold indices).
+
+"In a loop" reaches into the file's own functions: a function that a ``for``/``while`` body calls
+(``self.train_step(batch)``), directly or through other functions of the file, runs once per
+iteration, so its ``.item()`` is found as in the loop (``loop_callees``).
 """
 from __future__ import annotations
 
 import ast
+from collections import deque
 
 from .rules import HOST_MODULES, keyword, qualname
 
@@ -34,15 +39,59 @@ def forward_functions(tree: ast.AST) -> frozenset[str]:
 def _own_calls(function: ast.AST) -> set[str]:
     """Names of ``self.name(...)`` and ``name(...)`` calls in ``function`` (not ``x.any()``: a
     method of some other object is not this file's helper)."""
-    out = set()
-    for call in ast.walk(function):
-        if not isinstance(call, ast.Call):
-            continue
-        if isinstance(call.func, ast.Name):
-            out.add(call.func.id)
-        elif isinstance(call.func, ast.Attribute) and getattr(call.func.value, "id", "") == "self":
-            out.add(call.func.attr)
-    return out
+    return {name for call in ast.walk(function) if (name := own_call(call))}
+
+
+def own_call(node: ast.AST) -> str:
+    """``name`` for a call ``name(...)`` or ``self.name(...)``, else ""."""
+    if not isinstance(node, ast.Call):
+        return ""
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    if isinstance(node.func, ast.Attribute) and getattr(node.func.value, "id", "") == "self":
+        return node.func.attr
+    return ""
+
+
+def loop_callees(tree: ast.AST) -> dict[str, int]:
+    """Function name -> line of the ``for``/``while`` loop that calls it, for every function of
+    this file that a loop body (or a ``while`` test) calls, directly or through other functions of
+    the file (``self.step(b)``, ``step(b)``): what it does runs once per iteration. Names only, as
+    ``forward_functions``; a call inside a ``def`` nested in the loop is not the loop's call."""
+    defs, direct, calls = _calls_by_place(tree)
+    found = {name: line for name, line in direct.items() if name in defs}
+    queue = deque(found)
+    while queue:
+        name = queue.popleft()
+        for callee in sorted(set().union(*(calls.get(fn, set()) for fn in defs[name]))):
+            if callee in defs and callee not in found:
+                found[callee] = found[name]
+                queue.append(callee)
+    return found
+
+
+def _calls_by_place(tree: ast.AST) -> tuple[dict, dict, dict]:
+    """(name -> its ``def`` nodes, called name -> first loop line calling it, ``def`` node -> names
+    it calls); iterative, so any nesting depth is safe."""
+    defs, direct, calls = {}, {}, {}
+    stack = [(tree, 0, None)]
+    while stack:
+        node, loop, function = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs.setdefault(node.name, []).append(node)
+            loop, function = 0, node
+        name = own_call(node)
+        if name:
+            if loop:
+                direct[name] = min(direct.get(name, loop), loop)
+            if function is not None:
+                calls.setdefault(function, set()).add(name)
+        looped = node.body + [node.test] if isinstance(node, ast.While) else (
+            node.body if isinstance(node, (ast.For, ast.AsyncFor)) else [])
+        inside = {id(c) for c in looped}
+        stack.extend((child, node.lineno if id(child) in inside else loop, function)
+                     for child in ast.iter_child_nodes(node))
+    return defs, direct, calls
 
 
 def is_one_arg_where(call: ast.Call, aliases: dict[str, str]) -> bool:

@@ -113,13 +113,13 @@ def scan(paths, *, rules=None) -> ScanReport:
 def scan_file(path) -> tuple[list[ScanFinding], list[str]]:
     """(findings of every rule in one file, ignore comments applied; warnings). The source is
     decoded as Python does (a UTF-8 BOM, a ``# -*- coding: ... -*-`` line). A file that cannot be
-    read gives no finding and one warning."""
+    read, or whose coding line names a codec that cannot decode it, gives no finding and one warning."""
     path = str(path)
     try:
         source = read_source(Path(path))
     except _Unreadable as exc:
         return [], [f"{path}: not scanned: {exc}"]
-    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:  # bad coding line or bytes
+    except (SyntaxError, UnicodeDecodeError) as exc:  # undeclared non-UTF-8 bytes: what Python says
         return [_parse_error(path, exc)], []
     try:
         tree = ast.parse(source, filename=path)
@@ -163,8 +163,9 @@ class _Unreadable(Exception):
 
 def read_source(path: Path) -> str:
     """The text of a Python source file, decoded as the interpreter would (BOM, coding line).
-    Raises _Unreadable (missing target, link loop, permission, not a regular file, too large),
-    SyntaxError for an unknown coding, UnicodeDecodeError for bytes the coding cannot decode."""
+    Raises _Unreadable (missing target, link loop, permission, not a regular file, too large, a
+    coding line naming an unknown codec or one that cannot decode the file), SyntaxError for
+    non-UTF-8 bytes without a coding line, UnicodeDecodeError for bytes UTF-8 cannot decode."""
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
@@ -176,8 +177,24 @@ def read_source(path: Path) -> str:
         raise _Unreadable("a link to a missing file" if path.is_symlink() else "no such file") from None
     except OSError as exc:
         raise _Unreadable(exc.strerror or str(exc)) from None
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    return data.decode(encoding)
+    return _decode(data)
+
+
+def _decode(data: bytes) -> str:
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        if not str(exc).startswith("unknown encoding"):
+            raise
+        raise _Unreadable(f"{exc}: fix its coding line (Python cannot run it either)") from None
+    try:
+        return data.decode(encoding)
+    except (LookupError, ValueError, TypeError) as exc:  # `punycode` raises UnicodeError, `rot13` LookupError
+        if isinstance(exc, UnicodeDecodeError) and encoding in ("utf-8", "utf-8-sig"):
+            raise  # bytes UTF-8 cannot decode: a parse error, as Python reports it
+        why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        raise _Unreadable(f"its coding line names {encoding!r}, which cannot decode it ({why}): "
+                          "fix the coding line (Python cannot run it either)") from None
 
 
 def _select_rules(rules) -> tuple[str, ...]:
@@ -207,15 +224,42 @@ def _collect(paths) -> tuple[list[Path], list[str]]:
 
 
 def _walk(root: Path, warnings: list) -> list[Path]:
-    found = []
-
-    def unlistable(exc: OSError) -> None:
-        warnings.append(f"{exc.filename}: directory not scanned: {exc.strerror or exc}")
-
-    for dirpath, dirnames, filenames in os.walk(root, onerror=unlistable):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS)
-        found.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
+    """The ``.py`` files under ``root`` in ``os.walk``'s order (sorted, top-down), walked with an
+    explicit stack: a folder nested 1,200 deep overflowed ``os.walk``'s recursion. Symlinked folders
+    are not entered; folders more than ``PERFKIT_MAX_NESTING_DEPTH`` below ``root`` are noted, not read."""
+    limit = MAX_NESTING_DEPTH.value()
+    found, too_deep, stack = [], [], [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as exc:
+            warnings.append(f"{folder}: directory not scanned: {exc.strerror or exc}")
+            continue
+        folders = []
+        for entry in entries:
+            if _is_folder(entry):
+                if not entry.is_symlink() and not entry.name.startswith(".") and entry.name not in SKIP_DIRS:
+                    folders.append(entry)
+            elif entry.name.endswith(".py"):
+                found.append(Path(entry.path))
+        if folders and depth >= limit:
+            too_deep.append(folder)
+            continue
+        stack.extend((Path(e.path), depth + 1) for e in reversed(folders))
+    if too_deep:
+        warnings.append(f"{too_deep[0]}: directory not scanned: " + MAX_NESTING_DEPTH.refusal(
+            f"its folders are nested {limit + 1} levels below {root} ({len(too_deep):,} such place"
+            f"{'s' * (len(too_deep) != 1)}; usually a link farm or a generated tree)"))
     return found
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()  # follows a link, as os.walk does: a link to a folder is not a file
+    except OSError:
+        return False
 
 
 def prune_deep(tree: ast.AST, limit: int) -> list[int]:
@@ -252,6 +296,8 @@ def _parse_error(path: str, exc: Exception) -> ScanFinding:
 def _ignore_comments(source: str) -> dict[int, frozenset[str] | None]:
     """Line -> rule ids silenced there (None: every rule)."""
     out = {}
+    if "perfkit" not in source:  # tokenizing costs ~2 s per MB: only when a comment can match
+        return out
     try:
         tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT]
     except (tokenize.TokenError, SyntaxError):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import signal
 import sys
@@ -30,8 +31,12 @@ import time
 from pathlib import Path
 
 from ..errors import ParameterError, PerfkitError
+from ..limits import DUR_RANGE_US
 from ..workloads.base import check_int
 from ..workloads.record import export_gzipped_trace
+
+
+MAX_WINDOW_S = DUR_RANGE_US[1] / 1e6  # a week: the longest event perfkit reads back from a trace
 
 
 class Recorder:
@@ -41,8 +46,9 @@ class Recorder:
     ``step``: ``"module:qualname"`` of the function whose calls are the steps (None: optimizer
     steps); ``seconds``: record a time window without steps instead. After the block:
     ``traces`` (paths written), ``steps_seen``, ``step_times_s`` (one per step boundary seen),
-    ``device_step_times_s()``, ``step_source`` and ``warnings``. Raises ParameterError for bad counts or an unknown function,
-    PerfkitError when torch is not installed.
+    ``active_steps`` (their indices recorded), ``device_step_times_s()``, ``step_source``,
+    ``step_found`` (False: a ``step`` the script defines was never defined) and ``warnings``.
+    Raises ParameterError for bad counts or an unknown function, PerfkitError when torch is not installed.
     """
 
     def __init__(self, path, *, wait: int = 5, warmup: int = 2, active: int = 3, repeat: int = 1,
@@ -50,8 +56,10 @@ class Recorder:
                  metadata: dict | None = None, clock=time.perf_counter, script: str | None = None):
         for name, value, low in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1), ("repeat", repeat, 1)):
             check_int(name, value, low)
-        if seconds is not None and not (isinstance(seconds, (int, float)) and seconds > 0):
-            raise ParameterError(f"seconds={seconds!r}: must be a number > 0")
+        if seconds is not None and not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+                                        and 0 < seconds <= MAX_WINDOW_S):
+            raise ParameterError(f"seconds={seconds!r}: the window (--seconds) must be a number of seconds > 0 and "
+                                 f"at most a week ({MAX_WINDOW_S:,.0f})")
         if step is not None and seconds is not None:
             raise ParameterError("pass --step or --seconds, not both: a window has no steps")
         if step is not None and ":" in str(step):
@@ -70,6 +78,7 @@ class Recorder:
         self.step_times_s: list[float] = []
         self._marks: list = []  # a CUDA event (or None) per step boundary: the end of that step on the GPU
         self.steps_seen = 0
+        self.step_found = True  # False while a --step function the script defines is not defined yet
         self.warnings: list[str] = []
         self._undo: list = []
         self._prof = None
@@ -82,7 +91,8 @@ class Recorder:
         torch = _import_torch()
         self._prof = self._make_profiler(torch)
         if self.step_source == "function" and ":" not in self.step and self.script:
-            self._undo.append(_wrap_when_defined(self.step, self.script, self._on_step))
+            self.step_found = False  # until the script defines it
+            self._undo.append(_wrap_when_defined(self.step, self.script, self._on_step, self._on_found))
         elif self.step_source == "function":
             spec = self.step if ":" in self.step else f"__main__:{self.step}"
             self._undo.append(_wrap_function(spec, self._on_step))
@@ -91,6 +101,7 @@ class Recorder:
 
             handle = register_optimizer_step_post_hook(self._on_optimizer_step)
             self._undo.append(handle.remove)
+        self._undo.append(_quiet_kineto())
         self._prof.start()
         self._tag()
         if self.seconds is not None:
@@ -106,6 +117,9 @@ class Recorder:
         return False
 
     # -- steps -----------------------------------------------------------------------------------
+    def _on_found(self) -> None:
+        self.step_found = True
+
     def _on_optimizer_step(self, optimizer, args, kwargs) -> None:
         if self._optimizer is None:
             self._optimizer = optimizer
@@ -181,12 +195,18 @@ class Recorder:
         self.traces.append(export_gzipped_trace(prof, path))
 
     @property
-    def active_steps_seen(self) -> int:
-        """Complete steps that ended while the schedule recorded (the trace may also hold the step
-        that was running when the code stopped, cut short)."""
+    def active_steps(self) -> list[int]:
+        """Indices (into ``step_times_s``) of the complete steps that ended while the schedule recorded
+        (the trace may also hold the step that was running when the code stopped, cut short)."""
+        if self.step_source == "window":
+            return []
         s, cycle = self.schedule, self.schedule["warmup"] + self.schedule["active"]
-        return sum(1 for i in range(s["wait"], self.steps_seen)
-                   if (i - s["wait"]) % cycle >= s["warmup"] and (i - s["wait"]) // cycle < s["repeat"])
+        return [i for i in range(s["wait"], self.steps_seen)
+                if (i - s["wait"]) % cycle >= s["warmup"] and (i - s["wait"]) // cycle < s["repeat"]]
+
+    @property
+    def active_steps_seen(self) -> int:
+        return len(self.active_steps)
 
     @property
     def expected_steps(self) -> int:
@@ -202,6 +222,18 @@ def _device_mark():
     event = torch.cuda.Event(enable_timing=True)
     event.record()
     return event
+
+
+def _quiet_kineto():
+    """Keep Kineto's "USDT: ... profiler_start/profiler_stop" lines (printed to stderr by torch's C++ on
+    every recording, at a level above its errors, so only a level that hides those too silences them) off
+    the terminal: KINETO_LOG_LEVEL=6 while recording, as the report kernels do (a recording that lost its
+    GPU events is still named by perfkit's own "no GPU events" warning). Kineto reads it when it first
+    records, during the script. A level the user set is kept. Returns the undo."""
+    if "KINETO_LOG_LEVEL" in os.environ:
+        return lambda: None
+    os.environ["KINETO_LOG_LEVEL"] = "6"
+    return lambda: os.environ.pop("KINETO_LOG_LEVEL", None)
 
 
 def _import_torch():
@@ -246,11 +278,11 @@ def _wrap_attr(owner, attr: str, original, on_step):
 _QUALNAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
-def _wrap_when_defined(qualname: str, script: str, on_step):
+def _wrap_when_defined(qualname: str, script: str, on_step, on_found):
     """Wrap a function the script itself defines (``plan``, ``Planner.step``): it does not exist
     until the script's ``def`` runs, so a profile hook watches the script's own calls until the name
-    is bound in its globals, wraps it there (``_wrap_function``'s wrapper) and removes itself. Calls
-    from other files cost one comparison each meanwhile. Returns the undo."""
+    is bound in its globals, wraps it there (``_wrap_function``'s wrapper), calls ``on_found`` and
+    removes itself. Calls from other files cost one comparison each meanwhile. Returns the undo."""
     state: dict = {"undo": None}
     top, *path = qualname.split(".")
     previous = sys.getprofile()
@@ -266,6 +298,7 @@ def _wrap_when_defined(qualname: str, script: str, on_step):
             target = getattr(target, part, None)
         if callable(target):
             state["undo"] = _wrap_in(owner, top, path, on_step)
+            on_found()
             if sys.getprofile() is hook:
                 sys.setprofile(previous)
 

@@ -9,6 +9,7 @@ recorded until then.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import itertools
 import os
@@ -24,10 +25,13 @@ from ..errors import ParameterError
 from ..trace import load_trace
 from ..workbook import workbook_root
 from .recorder import Recorder
+from .target import check_target, module_file, module_path
+from .timing import (machine_load, noise_warnings, overhead_noise_pct, overhead_pct, overhead_unmeasurable,
+                     overhead_warnings, step_clock)
 
 TRACE_SUFFIX = ".pt.trace.json.gz"
-OVERHEAD_WARN_PCT = 10.0  # the issue's bar: above it the recorded steps are noticeably slower than real ones
-MIN_SIDE = 2  # timed steps each side of the overhead comparison needs (one step is no median)
+STEP_HINT = ("--step FUNCTION, the function the loop calls once per step (one call = one step): one the script "
+             "defines, --step plan or --step Planner.step, or one of a module, --step mymod:plan")
 
 
 @dataclass(frozen=True)
@@ -37,9 +41,13 @@ class ProfileResult:
     ``step_source``: optimizer, function or window; ``overhead_pct``: step time with the profiler
     on over step time without it, minus 1, in percent (None: too few steps to tell, :func:`overhead_pct`),
     ``overhead_clock``: "GPU" (CUDA events at the step boundaries) or "host", ``overhead_noise_pct``: how
-    much the steps without the profiler varied (an overhead within it is not measurable);
+    much the steps of the comparison varied (an overhead within it is not measurable);
     ``diagnosis`` and ``diagnosis_text``; ``error`` and
-    ``exit_status`` of the script; ``scan``: ``perfkit scan`` findings of the script (or None)."""
+    ``exit_status`` of the script; ``scan``: ``perfkit scan`` findings of the script (or None);
+    ``step_times_s``: the recorded (active) steps' times on ``overhead_clock`` (None: no time);
+    ``load``: (load average over the last minute, CPUs) at the end of the run, None where unknown;
+    ``overhead_unmeasurable``: why ``overhead_pct`` is not a measurement ("" when it is;
+    :func:`perfkit.profiling.timing.overhead_unmeasurable`)."""
 
     trace: Path | None
     steps_recorded: int
@@ -55,12 +63,38 @@ class ProfileResult:
     extra_traces: tuple[Path, ...] = ()
     overhead_clock: str = "host"
     overhead_noise_pct: float | None = None
+    step_times_s: tuple = ()
+    load: tuple[float, int] | None = None
+    overhead_unmeasurable: str = ""
+
+    @property
+    def overhead_measurable(self) -> bool:
+        """Whether ``overhead_pct`` is a measurement (``overhead_unmeasurable`` says why not)."""
+        return self.overhead_pct is not None and not self.overhead_unmeasurable
+
+    @property
+    def step_median_s(self) -> float | None:
+        """Median time of the recorded steps (seconds, ``overhead_clock``); None when none was timed."""
+        timed = [t for t in self.step_times_s if t is not None]
+        return statistics.median(timed) if timed else None
+
+    @property
+    def recorded_nothing(self) -> bool:
+        """No trace, or no complete step in it where steps were asked for (a window has none by design)."""
+        return self.trace is None or (self.step_source != "window" and self.steps_recorded == 0)
 
     def to_json(self) -> dict:
-        """``{trace, steps_recorded, step_source, overhead_pct, diagnosis, warnings}`` (+ scan, error)."""
+        """``{trace, steps_recorded, step_source, step_median_ms, step_times_ms, overhead_pct (raw),
+        overhead_measurable, overhead_unmeasurable, overhead_clock, overhead_noise_pct, load, diagnosis,
+        warnings}`` (+ scan, error)."""
+        median = self.step_median_s
         out = {"trace": str(self.trace) if self.trace else None, "steps_recorded": self.steps_recorded,
-               "step_source": self.step_source, "overhead_pct": self.overhead_pct,
+               "step_source": self.step_source, "step_median_ms": None if median is None else median * 1e3,
+               "step_times_ms": [None if t is None else t * 1e3 for t in self.step_times_s],
+               "overhead_pct": self.overhead_pct, "overhead_measurable": self.overhead_measurable,
+               "overhead_unmeasurable": self.overhead_unmeasurable,
                "overhead_clock": self.overhead_clock, "overhead_noise_pct": self.overhead_noise_pct,
+               "load": None if self.load is None else {"load_1min": self.load[0], "cpus": self.load[1]},
                "diagnosis": self.diagnosis, "warnings": list(self.warnings)}
         if self.extra_traces:
             out["more_traces"] = [str(p) for p in self.extra_traces]
@@ -93,69 +127,56 @@ def trace_path(name: str, folder=None, now: _dt.datetime | None = None) -> Path:
             raise output_error(path, exc) from exc
 
 
-def overhead_pct(step_times_s, wait: int, warmup: int, active: int) -> float | None:
-    """Profiler overhead in percent: the median profiled step (warm-up and active steps after the first,
-    whose time holds the profiler's start on the GPU's clock) over the median wait step after the first
-    (start-up), minus 1. None when either side has fewer than ``MIN_SIDE`` timed steps (None entries are
-    steps without a time)."""
-    off, on = _overhead_sides(step_times_s, wait, warmup, active)
-    if len(off) < MIN_SIDE or len(on) < MIN_SIDE or statistics.median(off) <= 0:
-        return None
-    return (statistics.median(on) / statistics.median(off) - 1.0) * 100.0
-
-
-def overhead_noise_pct(step_times_s, wait: int) -> float | None:
-    """How much the wait steps (after the first) vary, in percent of their median: half their range. An
-    overhead no larger than this is not measurable with these steps. None with fewer than ``MIN_SIDE``."""
-    off = [t for t in step_times_s[1:wait] if t is not None]
-    if len(off) < MIN_SIDE or statistics.median(off) <= 0:
-        return None
-    return (max(off) - min(off)) / 2 / statistics.median(off) * 100.0
-
-
-def _overhead_sides(step_times_s, wait: int, warmup: int, active: int) -> tuple[list, list]:
-    off = [t for t in step_times_s[1:wait] if t is not None]
-    on = [t for t in step_times_s[wait + 1:wait + warmup + active] if t is not None]
-    return off, on
-
-
-def step_clock(recorder) -> tuple[list, str]:
-    """The step times to measure the overhead on, and their clock: the GPU's (CUDA events) when every
-    step the comparison reads has one, else the host's."""
-    s = recorder.schedule
-    device = recorder.device_step_times_s()
-    needed = device[1:s["wait"] + s["warmup"] + s["active"]]
-    if needed and all(t is not None for t in needed):
-        return device, "GPU"
-    return recorder.step_times_s, "host"
-
-
 def profile_script(target, args=(), *, module: bool = False, wait: int = 5, warmup: int = 2, active: int = 3,
                    repeat: int = 1, step: str | None = None, seconds: float | None = None, memory: bool = False,
                    out=None, scan: bool = False) -> ProfileResult:
-    """Run script ``target`` (``module=True``: module, like ``python -m``) unchanged under the profiler
-    and diagnose the trace. ``out``: folder for the trace (default: the workbook's ``traces/``).
-    ``scan``: also run ``perfkit scan`` on the script. Raises ParameterError for a missing script or
-    bad schedule, PerfkitError when torch is missing; the script's own failure is in ``error``."""
+    """Run script ``target`` (``module=True``: module, like ``python -m``, found from the working
+    directory) unchanged under the profiler and diagnose the trace. ``out``: folder for the trace
+    (default: the workbook's ``traces/``). ``scan``: also run ``perfkit scan`` on the script. Raises
+    ParameterError for a missing script or bad schedule, PerfkitError when torch is missing, with no
+    trace file left behind; the script's own failure is in ``error``."""
+    check_target(target, module)
     name = str(target).rsplit(".", 1)[-1] if module else Path(target).name
-    script = None if module else str(target)
-    recorder = Recorder(trace_path(name, out), wait=wait, warmup=warmup, active=active, repeat=repeat,
-                        step=step, seconds=seconds, memory=memory, script=script,
-                        metadata={"script": str(target), "args": list(map(str, args)), "module": module})
-    error, status = run_as_main(target, args, recorder, module=module, command="perfkit profile",
-                                found="the steps recorded until then are kept")
-    findings = _scan(target, module) if scan else None
+    with module_path() if module else contextlib.nullcontext():
+        script = module_file(target) if module else str(target)
+        recorder = _recorder(name, out, wait=wait, warmup=warmup, active=active, repeat=repeat, step=step,
+                             seconds=seconds, memory=memory, script=script,
+                             metadata={"script": str(target), "args": list(map(str, args)), "module": module})
+        try:
+            error, status = run_as_main(target, args, recorder, module=module, command="perfkit profile",
+                                        found="the steps recorded until then are kept")
+        except BaseException:
+            _release(recorder.path)
+            raise
+    findings = _scan(script) if scan else None
     return finish(recorder, error=error, exit_status=status, scan=findings)
 
 
-def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=None) -> ProfileResult:
-    """Load and diagnose what ``recorder`` wrote, with the warnings about how the recording went."""
+def _recorder(name: str, out, **options) -> Recorder:
+    """A Recorder writing to a fresh :func:`trace_path`, the reservation removed when ``options`` are refused."""
+    path = trace_path(name, out)
+    try:
+        return Recorder(path, **options)
+    except BaseException:
+        _release(path)
+        raise
+
+
+def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=None, load=None) -> ProfileResult:
+    """Load and diagnose what ``recorder`` wrote, with the warnings about how the recording went and how
+    far its step times can be trusted. ``load``: (load average, CPUs), default :func:`machine_load` now."""
     warnings = _schedule_warnings(recorder, error)
     s = recorder.schedule
+    load = machine_load() if load is None else load
     times, clock = step_clock(recorder)
-    pct, noise = overhead_pct(times, s["wait"], s["warmup"], s["active"]), overhead_noise_pct(times, s["wait"])
-    warnings += overhead_warnings(pct, s["wait"], noise)
-    timing = {"overhead_clock": clock, "overhead_noise_pct": noise}
+    sched = (s["wait"], s["warmup"], s["active"])
+    pct, noise = overhead_pct(times, *sched), overhead_noise_pct(times, *sched)
+    why = overhead_unmeasurable(times, *sched, load)
+    active = tuple(times[i] if i < len(times) else None for i in recorder.active_steps)
+    warnings += overhead_warnings(pct, s["wait"], noise, load, why)
+    warnings += noise_warnings(active, load, clock) if recorder.traces else []  # nothing recorded: no figures
+    timing = {"overhead_clock": clock, "overhead_noise_pct": noise, "step_times_s": active, "load": load,
+              "overhead_unmeasurable": why}
     if not recorder.traces:
         _release(recorder.path)
         return ProfileResult(None, 0, recorder.step_source, pct, {}, "no trace was recorded", tuple(warnings),
@@ -182,34 +203,18 @@ def _window_steps(trace) -> int:
     return int((trace.steps["source"] != "whole trace").sum()) if len(trace.steps) else 0
 
 
-def overhead_warnings(pct: float | None, wait: int, noise_pct: float | None = None) -> list[str]:
-    """What the measured profiler overhead (``overhead_pct``) means: one within the wait steps' own spread
-    (``noise_pct``) is not measurable; a cost over ``OVERHEAD_WARN_PCT`` overstates host work; a figure that
-    far below zero is noise (the steps without the profiler varied more than its cost), not a speed-up."""
-    if pct is None:
-        return []
-    if noise_pct is not None and abs(pct) <= noise_pct and abs(pct) > OVERHEAD_WARN_PCT:
-        return [f"the profiler's overhead is not measurable ({pct:+.0f}%, within the {noise_pct:.0f}% the "
-                f"{max(wait - 1, 0)} steps without it varied by); raise --wait for a steadier baseline"]
-    if pct > OVERHEAD_WARN_PCT:
-        return [f"the profiler made steps {pct:.0f}% slower (over {OVERHEAD_WARN_PCT:.0f}%): times in the "
-                "trace overstate host work; Python-heavy steps pay most for with_stack"]
-    if pct < -OVERHEAD_WARN_PCT:
-        return [f"the profiler's overhead could not be measured ({pct:.0f}%: steps without the profiler varied more "
-                f"than its cost over {max(wait - 1, 0)} of them); raise --wait for a steadier baseline"]
-    return []
-
-
 def _schedule_warnings(recorder: Recorder, error: str) -> list[str]:
     s, seen, expected = recorder.schedule, recorder.steps_seen, recorder.expected_steps
     ended = "the script stopped" if error else "the code ended"
     if recorder.step_source == "window":
         return [f"a {recorder.seconds:g} s window without steps (--seconds): the diagnosis takes the whole window "
-                "as one step; for per-step numbers let the script call optimizer.step(), or pass --step "
-                "module:function (one call = one step)"]
+                f"as one step; for per-step numbers let the script call optimizer.step(), or pass {STEP_HINT}"]
     if recorder.step_source == "optimizer" and seen == 0:
         return [f"no optimizer.step() was seen, so nothing was recorded ({ended} first): for a loop without an "
-                "optimizer pass --step module:function (one call = one step), or --seconds N for a time window"]
+                f"optimizer pass {STEP_HINT}, or --seconds N for a time window"]
+    if recorder.step_source == "function" and not recorder.step_found:
+        return [f"--step {recorder.step}: the script never defined it, so nothing was recorded ({ended} first): "
+                "name a function the script defines (plan, Planner.step) or module:function"]
     if recorder.step_source == "function" and seen == 0:
         return [f"{recorder.step} was never called, so nothing was recorded: name the function the loop calls once "
                 "per step"]
@@ -221,13 +226,8 @@ def _schedule_warnings(recorder: Recorder, error: str) -> list[str]:
             "lower --wait/--warmup/--active or let the script run longer"]
 
 
-def _scan(target, module: bool):
-    path = target
-    if module:
-        import importlib.util
-
-        path = importlib.util.find_spec(str(target)).origin
-    return scan([path])
+def _scan(path: str):
+    return scan([path])  # perfkit scan's findings (``profile_script``'s own ``scan`` is the flag)
 
 
 class profile:  # noqa: N801  (used as ``with perfkit.profile(steps=5) as p:``)
@@ -238,12 +238,16 @@ class profile:  # noqa: N801  (used as ``with perfkit.profile(steps=5) as p:``)
 
     def __init__(self, steps: int = 5, *, wait: int = 5, warmup: int = 2, step: str | None = None,
                  seconds: float | None = None, memory: bool = False, name: str = "notebook", out=None):
-        self._recorder = Recorder(trace_path(name, out), wait=wait, warmup=warmup, active=steps, step=step,
-                                  seconds=seconds, memory=memory, metadata={"script": name})
+        self._recorder = _recorder(name, out, wait=wait, warmup=warmup, active=steps, step=step, seconds=seconds,
+                                   memory=memory, metadata={"script": name})
         self.result: ProfileResult | None = None
 
     def __enter__(self) -> "profile":
-        self._recorder.__enter__()
+        try:
+            self._recorder.__enter__()
+        except BaseException:  # a --step that names nothing: no trace will be written
+            _release(self._recorder.path)
+            raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:

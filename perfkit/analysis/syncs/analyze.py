@@ -42,7 +42,10 @@ call. "Stream Wait Event" is a GPU-side wait between streams and does not block 
 Source lines come from ``stacks.user_frames``: the innermost user function running when the entry
 started, as ``file``, ``line`` (the line where that function starts: Kineto records no more; run
 ``perfkit detect SCRIPT`` for the exact call line) and ``func``, plus ``inner_*``, the innermost
-library frame (e.g. a ``transformers`` model function that called ``.to()``).
+library frame (e.g. a ``transformers`` model function that called ``.to()``). A function already
+running when the profiler started carries the line it was on then; :mod:`.sites` makes that one line
+per function (``running_line`` where only that line is known), so one call site is one site, and
+marks ``torch_internal`` the entries torch's own code issued deep below the user's call.
 """
 from __future__ import annotations
 
@@ -57,6 +60,7 @@ from ..classify import SYNC_RUNTIME, copies_frame
 from ..host_ops import REQUIRED_COLUMNS, SYNC_OPS
 from ..stacks import user_frames
 from .result import EPISODE_COLUMNS, SyncResult, sync_findings
+from .sites import canonical_lines, torch_internal
 
 # The GPU-side events syncs links to their launch: copies (direction, memory) and cuda_sync waits.
 _LINKED = ("gpu_memcpy", "cuda_sync")
@@ -195,7 +199,8 @@ def _episodes(trace, anchors: pd.DataFrame, tree: _Tree) -> pd.DataFrame:
     """One row per anchor (``EPISODE_COLUMNS``), sorted by start time."""
     if anchors.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in EPISODE_COLUMNS}).astype(
-            {"rank": np.int64, "step": np.int64, "ts_us": float, "blocked_us": float, "gpu_confirmed": bool})
+            {"rank": np.int64, "step": np.int64, "ts_us": float, "blocked_us": float, "gpu_confirmed": bool,
+             "running_line": bool, "torch_internal": bool})
     waits = anchors[anchors["source"] != "op"]
     confirmed = waits.groupby("anchor").size()
     # The call that waited: a blocking copy launch before a sync call, else the first sync call.
@@ -214,7 +219,8 @@ def _episodes(trace, anchors: pd.DataFrame, tree: _Tree) -> pd.DataFrame:
         "gpu_confirmed": confirmed.reindex(ev.index, fill_value=0).to_numpy() > 0,
         "call": _name_of(names, tree.positions(call.reindex(ev.index, fill_value=-1).to_numpy())),
     }, index=ev.index)
-    frame = frame.join(user_frames(trace, ev))
+    frames = user_frames(trace, ev)
+    frame = frame.join(canonical_lines(trace, frames)).assign(torch_internal=torch_internal(trace, ev, frames))
     return frame[EPISODE_COLUMNS].sort_values("ts_us", kind="stable")
 
 

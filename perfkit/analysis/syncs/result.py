@@ -14,7 +14,9 @@ from ...text import jsonable
 # sync-bound threshold of cpu_bound), "medium" from 2%, else "low" (perfkit rule).
 HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 MAX_SITE_FINDINGS = 5
-SOURCE_NOTE = ("file:line is where the enclosing function starts (Kineto records no more); "
+SOURCE_NOTE = ("file:line is where the enclosing function starts (Kineto records no more; for a function already "
+               "running when the profiler started, the line it was on then); your own code is listed first, "
+               "syncs inside torch's Python code (via torch/...) after it; "
                "`perfkit detect SCRIPT` reports the exact line of each sync at run time")
 
 FIXES = {
@@ -44,12 +46,13 @@ CONFIRM = ("Confirm it on a GPU: re-profile with activities=[ProfilerActivity.CP
            "tensors on the device (a cudaStreamSynchronize under it is a wait), or run `perfkit detect SCRIPT` there.")
 _FRAME_COLUMNS = ["frame", "file", "line", "func", "inner_frame", "inner_file", "inner_line", "inner_func"]
 EPISODE_COLUMNS = ["kind", "name", "op", "top_op", "rank", "step", "ts_us", "blocked_us", "gpu_confirmed", "call",
-                   *_FRAME_COLUMNS]
+                   *_FRAME_COLUMNS, "running_line", "torch_internal"]
 # ``syncs`` adds ``in_steps`` (the entry lies in a full step window) to its events.
 SITE_COLUMNS = ["kind", "op", "file", "line", "count", "blocked_us", "per_step", "steps_seen", "gpu_confirmed",
-                "top_op", "func", "inner_file", "inner_line", "inner_func", "call"]
+                "top_op", "func", "inner_file", "inner_line", "inner_func", "call", "running_line", "torch_internal"]
 _SITE_DTYPES = {"line": np.int64, "inner_line": np.int64, "count": np.int64, "blocked_us": np.float64,
-                "per_step": np.float64, "steps_seen": np.int64, "gpu_confirmed": np.int64}
+                "per_step": np.float64, "steps_seen": np.int64, "gpu_confirmed": np.int64, "running_line": bool,
+                "torch_internal": bool}
 _SCALAR_KINDS = ("item", "nonzero", "is_nonzero", "dynamic_shape")
 
 
@@ -154,21 +157,27 @@ def reads_line(total: dict) -> str:
 
 
 def site_table(events: pd.DataFrame, n_steps: int) -> pd.DataFrame:
-    """Entries grouped by (kind, op, file, line, inner file, inner line): count, blocked_us,
+    """Entries grouped by (kind, op, file, line, inner file, inner line, torch_internal): count, blocked_us,
     per_step (entries inside full steps over ``n_steps``), steps_seen, gpu_confirmed count, top_op,
-    func, inner_func and ``call`` (the runtime call that waited, "" for a read that did not); ranked
-    by blocked time."""
+    func, inner_func, ``call`` (the runtime call that waited, "" for a read that did not),
+    ``running_line`` (the line is the one running when the profiler started) and ``torch_internal``
+    (issued by torch's own Python code, :mod:`.sites`). The user's own sites first, then torch's, each
+    ranked by blocked time."""
     if events.empty:  # typed columns, so callers can sort and take nlargest of an empty table
         return pd.DataFrame({c: pd.Series(dtype=_SITE_DTYPES.get(c, object)) for c in SITE_COLUMNS})
     keyed = events.assign(**{c: _blank(events[c], "") for c in ("file", "func", "inner_file", "inner_func")},
-                          **{c: _blank(events[c], -1) for c in ("line", "inner_line")}, inside_=_inside(events))
-    table = keyed.groupby(["kind", "op", "file", "line", "inner_file", "inner_line"], sort=False).agg(
+                          **{c: _blank(events[c], -1) for c in ("line", "inner_line")}, inside_=_inside(events),
+                          **{c: events[c] if c in events else False for c in ("running_line", "torch_internal")})
+    keys = ["kind", "op", "file", "line", "inner_file", "inner_line", "torch_internal"]
+    table = keyed.groupby(keys, sort=False).agg(
         count=("blocked_us", "size"), blocked_us=("blocked_us", "sum"), steps_seen=("step", "nunique"),
         gpu_confirmed=("gpu_confirmed", "sum"), top_op=("top_op", "first"), function=("func", "first"),
         inner_func=("inner_func", "first"), call=("call", "first"), inside_=("inside_", "sum"),
+        running_line=("running_line", "all"),
     ).reset_index().rename(columns={"function": "func"})  # agg() reserves the keyword func
     table["per_step"] = table["inside_"] / n_steps
-    return table.sort_values(["blocked_us", "count"], ascending=False, ignore_index=True)[SITE_COLUMNS]
+    return table.sort_values(["torch_internal", "blocked_us", "count"], ascending=[True, False, False],
+                             ignore_index=True)[SITE_COLUMNS]
 
 
 def _blank(column: pd.Series, fill):
@@ -184,7 +193,9 @@ def _site_json(r: dict, time_key: str = "blocked_us") -> dict:
             "inner_line": int(r["inner_line"]) if r["inner_line"] >= 0 else None,
             "inner_func": r["inner_func"] or None, "call": r["call"],
             "count": int(r["count"]), time_key: float(r["blocked_us"]), "per_step": float(r["per_step"]),
-            "gpu_confirmed": int(r["gpu_confirmed"]), "top_op": r["top_op"]}
+            "gpu_confirmed": int(r["gpu_confirmed"]), "top_op": r["top_op"],
+            "running_line": bool(r.get("running_line", False)),
+            "torch_internal": bool(r.get("torch_internal", False))}
 
 
 def _inside(events: pd.DataFrame) -> np.ndarray:
@@ -192,28 +203,33 @@ def _inside(events: pd.DataFrame) -> np.ndarray:
 
 
 def sync_findings(events: pd.DataFrame, n_steps: int, wall_us: float, cpu_only: bool = False) -> tuple[Finding, ...]:
-    """Findings for the top sync sites inside the steps, ranked; the entries outside the profiled
-    steps as one note with no in-step fix. On a CPU-only trace (``cpu_only``) a scalar read is a
-    possible sync point: its finding ("low": nothing confirmed it) says how to confirm it on a GPU,
-    then the fix if it is confirmed; elsewhere an unconfirmed scalar read is not a finding."""
+    """Findings for the top ``MAX_SITE_FINDINGS`` sync sites inside the steps, most severe first (the
+    user's own sites before torch's within a severity, so a heavy wait inside torch still gets one);
+    the entries outside the profiled steps as one note with no in-step fix. On a CPU-only trace
+    (``cpu_only``) a scalar read is a possible sync point: its finding ("low": nothing confirmed it)
+    says how to confirm it on a GPU, then the fix if it is confirmed; elsewhere an unconfirmed scalar
+    read is not a finding."""
     inside = _inside(events)
-    out = _outside_finding(events[~inside])
-    for site in site_table(events[inside], n_steps).head(MAX_SITE_FINDINGS).to_dict("records"):
-        share = site["blocked_us"] / wall_us if wall_us > 0 else 0.0
-        possible = not site["gpu_confirmed"] and site["kind"] in _SCALAR_KINDS
-        if possible and not cpu_only:
-            continue
-        severity = "low" if possible else "high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low"
-        fix = FIXES[site["kind"]].format(op=site["op"] or "an op", call=site["call"])
-        out.append(Finding(
-            severity, f"{'possible ' if possible else ''}{site['kind']} at {where(site)}: {site['count']}x, "
-                      f"{site['blocked_us'] / 1e3:.3f} ms {'host time' if possible else 'blocked'}",
-            {"count": int(site["count"]), "per_step": site["per_step"], "blocked_us": site["blocked_us"],
-             "share_of_step_time": share, "op": site["op"], "top_op": site["top_op"]},
-            f"{CONFIRM} If it waits: {fix}" if possible else fix,
-            "'low': a CPU-only trace cannot show a GPU wait (perfkit rule)" if possible else
-            f"'high' from {HIGH_SHARE:.0%}, 'medium' from {MEDIUM_SHARE:.0%} of step wall time blocked (perfkit rule)"))
-    return rank_findings(out)
+    sites = site_table(events[inside], n_steps).to_dict("records")
+    found = [f for f in (_site_finding(site, wall_us, cpu_only) for site in sites) if f is not None]
+    return rank_findings(_outside_finding(events[~inside]) + list(rank_findings(found)[:MAX_SITE_FINDINGS]))
+
+
+def _site_finding(site: dict, wall_us: float, cpu_only: bool) -> Finding | None:
+    share = site["blocked_us"] / wall_us if wall_us > 0 else 0.0
+    possible = not site["gpu_confirmed"] and site["kind"] in _SCALAR_KINDS
+    if possible and not cpu_only:
+        return None
+    severity = "low" if possible else "high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low"
+    fix = FIXES[site["kind"]].format(op=site["op"] or "an op", call=site["call"])
+    return Finding(
+        severity, f"{'possible ' if possible else ''}{site['kind']} at {where(site)}: {site['count']}x, "
+                  f"{site['blocked_us'] / 1e3:.3f} ms {'host time' if possible else 'blocked'}",
+        {"count": int(site["count"]), "per_step": site["per_step"], "blocked_us": site["blocked_us"],
+         "share_of_step_time": share, "op": site["op"], "top_op": site["top_op"]},
+        f"{CONFIRM} If it waits: {fix}" if possible else fix,
+        "'low': a CPU-only trace cannot show a GPU wait (perfkit rule)" if possible else
+        f"'high' from {HIGH_SHARE:.0%}, 'medium' from {MEDIUM_SHARE:.0%} of step wall time blocked (perfkit rule)")
 
 
 def _outside_finding(events: pd.DataFrame) -> list:
@@ -233,7 +249,8 @@ def where(site: dict) -> str:
     """'function starting at train.py:42 (step), via transformers/x.py:1421 (f)', else the op path."""
     if not site["file"]:
         return _op_path(site["top_op"], site["op"]) or site["call"] or "?"
-    text = f"function starting at {site['file']}:{site['line']} ({site['func']})"
+    text = (f"function running at {site['file']}:{site['line']} when the profiler started ({site['func']})"
+            if site.get("running_line") else f"function starting at {site['file']}:{site['line']} ({site['func']})")
     if site.get("inner_file"):
         text += f", via {site['inner_file']}:{site['inner_line']} ({site['inner_func']})"
     return text

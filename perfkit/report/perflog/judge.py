@@ -92,6 +92,23 @@ class Baselines:
             self.add(key_of(row), Measurement(row["run_id"], row["value"], row["ci_low"], row["ci_high"],
                                               row.get("quality", "")))
 
+    @classmethod
+    def recent(cls, newest_first, keys: set[tuple], current_runs: set[str]) -> "Baselines":
+        """The baselines of ``keys`` from rows given newest first (``store.rows_newest_first``),
+        read only until each key has ``HISTORY + 1`` runs other than ``current_runs`` (the runs
+        being judged): an append to a 1M-row log reads its last runs, not the whole file."""
+        kept, runs = [], {key: set() for key in keys}
+        for row in newest_first:
+            key = key_of(row)
+            if key not in runs:
+                continue
+            kept.append(row)
+            if row["run_id"] not in current_runs:
+                runs[key].add(row["run_id"])
+            if all(len(r) > HISTORY for r in runs.values()):
+                break
+        return cls(kept[::-1])
+
     def add(self, key: tuple, m: Measurement) -> None:
         runs = self._runs.setdefault(key, [])
         if runs and runs[-1].run_id == m.run_id and m.run_id:

@@ -13,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+from contextlib import closing
 from datetime import date as _date
 from datetime import datetime
 from typing import Any, Iterable, Mapping
@@ -23,7 +24,8 @@ from ...errors import ParameterError
 from ...results import format_number, html_table, md_escape
 from ...workbook import perf_log_path, workbook_root
 from .judge import Baselines, Measurement, infer_higher_is_better, isnan, judge, key_of
-from .store import COLUMNS, FORMAT_VERSION, PerfLogError, check_writable, locked, log_frame, read_rows, write_rows
+from .store import (COLUMNS, FORMAT_VERSION, PerfLogError, check_writable, count_rows, locked, log_frame, read_rows,
+                    rows_newest_first, write_rows)
 
 _REQUIRED = ("investigation", "metric", "value")
 _INPUT_FIELDS = ("run_id", "time", "date", "investigation", "subject", "change", "metric", "value", "unit",
@@ -60,17 +62,32 @@ class PerfLog:
         """
         return log_frame(self._append([dict(r) for r in rows]))
 
-    def read(self, investigation: str | None = None, *, missing_ok: bool = False) -> pd.DataFrame:
-        """All rows (``COLUMNS``), oldest first, optionally of one investigation.
+    def read(self, investigation: str | None = None, *, missing_ok: bool = False,
+             last_runs: int | None = None) -> pd.DataFrame:
+        """All rows (``COLUMNS``), oldest first, optionally of one investigation; with
+        ``last_runs``, the rows of the last N runs (of that investigation) only, read from the
+        end of the file, and ``frame.attrs["warnings"]`` says how many rows were left out.
 
-        Raises PerfLogError naming ``file:line`` for a corrupt row or an unknown format
-        version, for a file that is not UTF-8 or is a folder, and for a missing file unless
-        ``missing_ok``.
+        Raises PerfLogError naming ``file:line`` for a corrupt row (among those read) or an
+        unknown format version, for a file that is not UTF-8 or is a folder, and for a missing
+        file unless ``missing_ok``; ParameterError for ``last_runs`` below 1.
         """
+        if last_runs is not None:
+            return self._read_last(investigation, last_runs, missing_ok)
         with locked(self.path, exclusive=False):
-            frame = log_frame(read_rows(self.path, missing_ok=missing_ok))
-        if investigation is not None:
-            frame = frame[frame["investigation"] == investigation].reset_index(drop=True)
+            rows = read_rows(self.path, missing_ok=missing_ok)
+            return log_frame(r for r in rows if investigation is None or r["investigation"] == investigation)
+
+    def _read_last(self, investigation: str | None, runs: int, missing_ok: bool) -> pd.DataFrame:
+        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+            raise ParameterError(f"PerfLog.read: last_runs={runs!r}; give a whole number of runs, 1 or more")
+        with locked(self.path, exclusive=False), closing(rows_newest_first(self.path, missing_ok)) as newest_first:
+            frame = log_frame(_last_runs(newest_first, investigation, runs)[::-1])
+            total = count_rows(self.path)
+        if total > len(frame):
+            which = f" of {investigation!r}" if investigation is not None else ""
+            frame.attrs["warnings"] = [f"showing the last {_count(runs, 'run')}{which} ({_count(len(frame), 'row')}); "
+                                       f"{total - len(frame):,} of the log's {_count(total, 'row')} are not shown"]
         return frame
 
     def check(self) -> None:
@@ -86,9 +103,11 @@ class PerfLog:
 
     def _append(self, rows: list[dict]) -> list[dict]:
         context = _run_context()
+        complete = [self._complete(r, context) for r in rows]
         with locked(self.path, exclusive=True):
-            baselines = Baselines(read_rows(self.path, missing_ok=True))
-            complete = [self._complete(r, context) for r in rows]
+            with closing(rows_newest_first(self.path)) as newest_first:
+                baselines = Baselines.recent(newest_first, {key_of(r) for r in complete},
+                                             {r["run_id"] for r in complete})
             for row in complete:
                 _judge(row, baselines)
             written = [r for r in complete if r["verdict"] != "unchanged"]
@@ -130,6 +149,24 @@ def _judge(row: dict, baselines: Baselines) -> None:
         baselines.add(key_of(row), current)
 
 
+def _last_runs(newest_first, investigation: str | None, runs: int) -> list[dict]:
+    """The rows of the last ``runs`` run ids (of ``investigation``), newest first; stops reading
+    at the first row of an earlier run."""
+    kept, seen = [], set()
+    for row in newest_first:
+        if investigation is not None and row["investigation"] != investigation:
+            continue
+        if row["run_id"] not in seen and len(seen) == runs:
+            break
+        seen.add(row["run_id"])
+        kept.append(row)
+    return kept
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'s' * (n != 1)}"
+
+
 def new_run_id(day: str | None = None, when: datetime | None = None) -> str:
     """"DATE/HHMMSS": the id of one run (the folder its reports go to, under ``reports/``)."""
     when = when or datetime.now()
@@ -141,7 +178,8 @@ def markdown_table(frame: pd.DataFrame) -> str:
     line per row; the note is the row's measurement quality (why a verdict is "not enough data")."""
     head = ["date", "investigation", "subject", "change", "metric", "before -> after", "delta", "verdict", "note"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in frame.to_dict("records"):
+    for values in frame.itertuples(index=False, name=None):  # one row at a time (to_dict: 1M dicts at once)
+        row = dict(zip(frame.columns, values))
         text = [md_escape(row[k]) for k in ("date", "investigation", "subject", "change", "metric")]
         cells = text + [_before_after(row), format_delta(row["delta_pct"]), _verdict_text(row["verdict"]),
                         md_escape(row["quality"])]

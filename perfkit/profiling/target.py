@@ -1,0 +1,64 @@
+"""What ``perfkit profile`` runs, found the way ``python`` finds it: a script file, or (``-m``) a module
+importable from the working directory, which ``python -m`` puts first on ``sys.path``.
+
+Light on purpose (no torch, no pandas): ``perfkit profile`` checks its target with :func:`check_target`
+before it imports anything heavy, so a mistyped name is refused at once.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+from ..errors import ParameterError
+
+
+def check_target(target, module: bool) -> None:
+    """Raise ParameterError unless ``target`` is a script file or, with ``module``, a module whose top-level
+    package is importable from the working directory (looked up without importing anything; a missing
+    submodule is found when the module runs). The messages are those of the run itself."""
+    if not module:
+        if not os.path.isfile(target):
+            raise ParameterError(f"script {str(target)!r} not found: pass the path of a Python file to run")
+        return
+    top = str(target).partition(".")[0]
+    with module_path():
+        try:
+            found = bool(top) and importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):
+            found = False
+    if not found:
+        raise _module_not_found(target)
+
+
+def module_file(name) -> str:
+    """The file of module ``name`` (a package's ``__init__.py``), found without running it from the current
+    ``sys.path`` (inside :class:`module_path` for the working directory); its parent packages are imported
+    to look. Raises ParameterError when it is not found."""
+    try:
+        spec = importlib.util.find_spec(str(name))
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or spec.origin is None:
+        raise _module_not_found(name)
+    return spec.origin
+
+
+def _module_not_found(name) -> ParameterError:
+    return ParameterError(f"module {str(name)!r} not found: pass an importable module name "
+                          "(run from the folder that holds it, or install it)")
+
+
+class module_path:  # noqa: N801  (a context manager used as ``with module_path():``)
+    """The working directory first on ``sys.path`` inside the block, as ``python -m`` puts it, so that
+    ``perfkit profile -m mymod`` finds ``mymod.py`` in the folder it is run from (the ``perfkit`` command's
+    own ``sys.path`` starts with its bin folder); ``sys.path`` is put back after."""
+
+    def __enter__(self) -> "module_path":
+        self._saved = list(sys.path)
+        sys.path.insert(0, os.getcwd())
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        sys.path[:] = self._saved
+        return False
