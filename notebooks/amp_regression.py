@@ -14,8 +14,8 @@
 
 # %% tags=["parameters"]
 mode = "live"  # "trace": diff trace_path against trace_path_b; "live": run the AMP A/B now
-trace_path = "ppo_item_logging.json.gz"  # trace mode: before
-trace_path_b = "ppo_batched_metrics.json.gz"  # trace mode: after
+trace_path = "gpu/transformer_fp32.pt.trace.json.gz"  # trace mode: before (H200, fp32)
+trace_path_b = "gpu/transformer_bf16.pt.trace.json.gz"  # trace mode: after (bf16)
 device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
 dtype = "bfloat16"  # live mode: autocast dtype ("bfloat16"; "float16" needs CUDA)
 optimizer = "adam"  # live mode: adam, adamw or sgd

@@ -67,7 +67,7 @@ verdict_card(NAME, suite, logged, subject=subject, device=env.devices[0]["name"]
 # use), memory, performance-relevant settings and environment variables, with findings on each.
 
 # %%
-display(HTML(html_table(env.to_frame(), max_rows=60)))
+display(HTML(html_table(tables.machine_table(env), max_rows=60)))
 display(HTML(html_table(findings_frame(env.findings))))
 if mode == "trace":
     recorded = trace_source(trace_path)
@@ -102,7 +102,7 @@ display(HTML(html_table(defaults.to_frame())))
 
 # %%
 for c in suite.comparisons[:1]:
-    display(plots.ab_distribution(c.ab, title=f"{c.op}: {c.b.label} vs {c.a.label}, {c.ab.verdict}"))
+    display(plots.ab_distribution(c.ab, title=f"{c.op}: {c.b.label} vs {c.a.label}, {prose.ab_word(c.ab)}"))
 display(HTML(html_warnings(suite.warnings)))
 
 # %% [markdown]

@@ -52,7 +52,7 @@ from perfkit.report.card import verdict_card
 from perfkit.report.casestudy import WriteupFigure, closing_table, gpu_only, measured_ci
 from perfkit.bench.ladder import Arm, first_step_cost, ppo_env_steps, speed_ladder
 from perfkit.report.perflog import new_run_id
-from perfkit.results import html_table
+from perfkit.results import format_number, html_table
 from perfkit.bench import live
 
 NAME = "case_steps_per_second"
@@ -237,8 +237,8 @@ display(HTML(html_table(closing_table([
                                                                               "nothing: only the read's own cost"),
                   ci=measured_ci(table.loc["batched metrics", "ci_low"], table.loc["batched metrics", "ci_high"])),
     WriteupFigure("warm-up excluded", "first steps dropped", warm.ratio, "x the steady step",
-                  f"a fresh torch.compile ({compile_backend}) run: first step {warm.first_ms:,.3g} ms against the "
-                  f"median of the next {warmup_steps - 1}"),
+                  f"a fresh torch.compile ({compile_backend}) run: first step {format_number(warm.first_ms, 3)} ms "
+                  f"against the median of the next {warmup_steps - 1}"),
     WriteupFigure("fused Adam", "the fix", table.loc["fused Adam", "speedup"], "x",
                   "interleaved against the rung above (default Adam)",
                   ci=measured_ci(table.loc["fused Adam", "ci_low"], table.loc["fused Adam", "ci_high"])),

@@ -14,8 +14,8 @@
 
 # %% tags=["parameters"]
 mode = "live"  # "trace": diff trace_path against trace_path_b; "live": run the compile A/B now
-trace_path = "mppi_float_tensor.json.gz"  # trace mode: before
-trace_path_b = "mppi_from_numpy.json.gz"  # trace mode: after
+trace_path = "gpu/small_mlp_eager.pt.trace.json.gz"  # trace mode: before (H200, eager)
+trace_path_b = "gpu/small_mlp_reduce_overhead.pt.trace.json.gz"  # trace mode: after (torch.compile reduce-overhead)
 device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
 backend = "inductor"  # live mode: torch.compile backend ("inductor", "aot_eager", "eager")
 compile_mode = "default"  # live mode: torch.compile mode

@@ -22,7 +22,8 @@
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path; "live": record a reference workload now
-trace_path = "mppi_float_tensor.json.gz"  # a trace file or per-rank folder; shipped traces by name
+# The default: an H200 step that waits on a DataLoader with num_workers=0; gpu/dataloader_workers4 is the fix.
+trace_path = "gpu/dataloader_workers0.pt.trace.json.gz"  # a trace file or per-rank folder; shipped traces by name
 workload = "mppi"  # live mode: mppi, ppo, replay or leaky
 variant = "float_tensor"  # live mode: a variant of the workload (see its variants())
 device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"

@@ -14,7 +14,8 @@
 # Models: `perfkit/analysis/kernels/` (peaks: `devices.py`, each figure with its datasheet).
 
 # %% tags=["parameters"]
-trace_path = "ddp4_slow_dataloader"  # a trace file or per-rank folder; shipped traces by name
+# The default: a bf16 transformer block training on an H200; gpu/transformer_fp32 runs its GEMMs off the Tensor Cores.
+trace_path = "gpu/transformer_bf16.pt.trace.json.gz"  # a trace file or per-rank folder; shipped traces by name
 device = "auto"  # GPU whose peaks to use (e.g. "H100-SXM", "A100-80GB", "MI300X"); "auto": the trace's own
 top = 15  # rows in the kernel and op tables
 interactive = False  # True in JupyterLab: show the trace explorer widget

@@ -13,7 +13,8 @@
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path; "live": record a reference workload now
-trace_path = "replay_host_normalize.json.gz"  # a trace file or per-rank folder; shipped traces by name
+# The default: a 64 MiB copy per step from pageable memory on an H200; gpu/copies_pinned is the fix.
+trace_path = "gpu/copies_pageable.pt.trace.json.gz"  # a trace file or per-rank folder; shipped traces by name
 workload = "replay"  # live mode: mppi, ppo, replay or leaky
 variant = "host_normalize"  # live mode: a variant of the workload
 device = "auto"  # "auto" (CUDA when present, else CPU), "cpu" or "cuda"
@@ -55,8 +56,8 @@ verdict_card("htod", result, logged, subject=source.subject, device=source.devic
 # %%
 display(HTML(prose.prose(htod.htod_text(result, sweep))))
 display(plots.copy_kinds(result))
-display(HTML(html_table(result.to_frame())))
-display(HTML(html_table(result.sites)))
+display(HTML(html_table(htod.with_sizes(result.to_frame()))))
+display(HTML(html_table(htod.with_sizes(result.sites))))
 
 # %% [markdown]
 # ## Findings
@@ -72,7 +73,7 @@ sections.show_findings(result, *trace.warnings, extra=[sweep])
 
 # %%
 display(plots.copy_bandwidth(sweep))
-display(HTML(html_table(sweep.to_frame() if sweep.available else sweep.host_frame(), max_rows=60)))
+display(HTML(html_table(htod.sweep_table(sweep), max_rows=60)))
 
 # %% [markdown]
 # ## The trace

@@ -15,7 +15,8 @@
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path; "live": record a reference workload now
-trace_path = "mppi_float_tensor.json.gz"  # a trace file or per-rank folder; shipped traces by name
+# The default: a small MLP on an H200 whose GPU idles while the host launches 3 us kernels.
+trace_path = "gpu/small_mlp_eager.pt.trace.json.gz"  # a trace file or per-rank folder; shipped traces by name
 workload = "mppi"  # live mode: mppi, ppo, replay or leaky
 variant = "float_tensor"  # live mode: a variant of the workload (see its variants())
 device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"

@@ -16,7 +16,8 @@
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path; "live": record a reference workload now
-trace_path = "ppo_sync_checks.json.gz"  # a trace file or per-rank folder; shipped traces by name
+# The default: .item() logging on an H200, two GPU-confirmed waits per step.
+trace_path = "gpu/item_logging.pt.trace.json.gz"  # a trace file or per-rank folder; shipped traces by name
 workload = "ppo"  # live mode: mppi, ppo, replay or leaky
 variant = "sync_checks"  # live mode: a variant of the workload
 device = "auto"  # live mode: "auto" (CUDA when present, else CPU), "cpu" or "cuda"

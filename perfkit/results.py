@@ -37,6 +37,8 @@ class Finding:
     def __post_init__(self):
         if self.severity not in SEVERITIES:
             raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
+        if self.fix is None:  # "no fix" is "": a report must never print "fix: None"
+            object.__setattr__(self, "fix", "")
 
     @property
     def rank(self) -> int:
@@ -62,6 +64,7 @@ def findings_frame(findings: Iterable[Finding]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["severity", "finding", "evidence", "fix", "threshold"])
 
 
+_UNIT_NAMES = {"bytes": "size", "us": "time", "pct": "share", "share": "share"}
 _WORDS = {"gpu": "GPU", "cpu": "CPU", "htod": "HtoD", "dtoh": "DtoH", "a": "(A)", "b": "(B)"}
 
 
@@ -93,7 +96,8 @@ def _evidence_item(key: str, value: Any) -> tuple[str, str]:
         text = byte_text(value)
     else:
         text = _fmt(value)
-    return " ".join(_WORDS.get(w, w) for w in words), text
+    # a key that was only its unit ("bytes", "us") still needs a name before the colon
+    return " ".join(_WORDS.get(w, w) for w in words) or _UNIT_NAMES.get(key, key), text
 
 
 def byte_text(n: float) -> str:
@@ -116,16 +120,30 @@ def html_text(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def format_number(x: float) -> str:
-    """A number as people read it: thousands separators instead of exponents for large values
-    ("4,465,000,000,000", "12,346"), 4 significant digits below 10,000 ("12.35"), "" for NaN."""
+def format_number(x: float, digits: int | None = None) -> str:
+    """A number as people read it, never with an exponent: thousands separators for large values
+    ("4,465,000,000,000", "12,346"), 4 significant digits below 10,000 ("12.35"), 3 below 0.001
+    ("0.000000545"; under 1e-12, "0"), "" for NaN. ``digits``: round to that many significant
+    digits first (2510.4 with 3: "2,510" where ``:.3g`` writes "2.51e+03")."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return ""
     if isinstance(x, float) and math.isinf(x):
         return "inf" if x > 0 else "-inf"
+    if digits is not None:
+        x = float(f"{x:.{digits}g}")
     if abs(x) >= 1e4 or float(x).is_integer():
         return f"{x:,.0f}"
-    return f"{x:,.4g}" if abs(x) >= 1e-3 else f"{x:.3g}"
+    if abs(x) >= 1e-3:
+        return f"{x:,.4g}"
+    if abs(x) < 1e-12:
+        return "0"
+    return f"{x:.{2 - math.floor(math.log10(abs(x)))}f}".rstrip("0")
+
+
+def format_signed(x: float, digits: int | None = None) -> str:
+    """``format_number(x, digits)`` with a "+" before a positive number ("+2,510", "-0.5"), for changes."""
+    text = format_number(x, digits)
+    return f"+{text}" if text and x > 0 else text
 
 
 def html_table(frame: pd.DataFrame, max_rows: int = 20) -> str:

@@ -13,7 +13,9 @@ the same ``reports/`` and perf log:
   package (``perfkit/_workbook/notebooks``, package data), so an installed perfkit runs the
   whole workbook from an empty folder.
 * ``SHIPPED_TRACES``: the small reference traces shipped with the package (``data/traces/cpu``);
-  ``SHIPPED_RANK_SETS``: multi-rank examples, one folder of per-rank traces each (``data/traces/ranks``).
+  ``SHIPPED_GPU_TRACES``: the same workloads and plain training scripts recorded on H100/H200 GPUs
+  (``data/traces/gpu``, named ``gpu/NAME``); ``SHIPPED_RANK_SETS``: multi-rank examples, one folder
+  of per-rank traces each (``data/traces/ranks``).
 * ``find_trace(path)``: a trace file or a multi-rank trace folder, looked up from the working
   directory (the caller's, for ``perfkit run``), then the workbook root, then by name among the
   shipped traces; ``find_rank_traces(pattern)``: the per-rank files of a multi-rank run.
@@ -37,7 +39,9 @@ PACKAGED = Path(__file__).resolve().parent / "_workbook"
 # In a clone these are symbolic links to the repository's notebooks/ and data/traces/; a wheel
 # holds copies (pyproject.toml package-data).
 PACKAGED_NOTEBOOKS = PACKAGED / "notebooks"
-SHIPPED_TRACES = PACKAGED / "traces" / "cpu"
+SHIPPED_ROOT = PACKAGED / "traces"
+SHIPPED_TRACES = SHIPPED_ROOT / "cpu"
+SHIPPED_GPU_TRACES = SHIPPED_ROOT / "gpu"
 SHIPPED_RANK_SETS = PACKAGED / "traces" / "ranks"
 HOME_VARIABLE = "PERFKIT_HOME"
 REPORTS = "reports"
@@ -94,8 +98,11 @@ def notebook_dirs(start: str | os.PathLike | None = None) -> list[Path]:
 
 
 def shipped_traces() -> list[str]:
-    """File names of the reference traces shipped with perfkit (``data/traces/cpu``)."""
-    return sorted(p.name for p in SHIPPED_TRACES.glob("*.json.gz"))
+    """Names of the reference traces shipped with perfkit, as ``find_trace`` takes them: the CPU
+    traces' file names (``data/traces/cpu``), then the GPU traces' as ``gpu/NAME``
+    (``data/traces/gpu``)."""
+    return (sorted(p.name for p in SHIPPED_TRACES.glob("*.json.gz"))
+            + sorted(f"gpu/{p.name}" for p in SHIPPED_GPU_TRACES.glob("*.json.gz")))
 
 
 def shipped_rank_sets() -> list[str]:
@@ -109,6 +116,8 @@ def relative_name(path: str | os.PathLike) -> str:
     path = Path(path).resolve()
     if path.parent in (SHIPPED_TRACES.resolve(), SHIPPED_RANK_SETS.resolve()):
         return path.name  # shipped traces are found by name, clone or installed
+    if path.parent == SHIPPED_GPU_TRACES.resolve():
+        return f"gpu/{path.name}"  # a CPU trace of the same workload has the same file name
     root = workbook_root()
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
 
@@ -116,13 +125,16 @@ def relative_name(path: str | os.PathLike) -> str:
 def find_trace(path: str | os.PathLike) -> Path:
     """Resolve ``path`` (a trace file, or a folder of per-rank traces): as given (absolute or
     from the working directory), else from the workbook root, else as a file name among the
-    shipped traces (files, then multi-rank folders). Raises ParameterError naming where it looked
-    and the shipped traces."""
+    shipped traces (files, then multi-rank folders; ``gpu/NAME`` is a GPU trace). Raises
+    ParameterError naming where it looked and the shipped traces."""
     if not isinstance(path, (str, os.PathLike)):
         raise ParameterError(f"trace_path={path!r:.80}: give a trace file or folder as text, "
                              "e.g. \"mppi_float_tensor.json.gz\"")
     given = Path(path).expanduser()
-    for candidate in (given, workbook_root() / given, SHIPPED_TRACES / given.name, SHIPPED_RANK_SETS / given.name):
+    # "gpu/NAME" is that folder of the shipped traces only: the CPU trace of the same name is another recording
+    shipped = ((SHIPPED_ROOT / given,) if given.parts[:1] in (("cpu",), ("gpu",), ("ranks",))
+               else (SHIPPED_TRACES / given.name, SHIPPED_RANK_SETS / given.name))
+    for candidate in (given, workbook_root() / given, *shipped):
         try:
             if str(path) and candidate.exists():
                 return candidate.resolve()

@@ -142,10 +142,26 @@ def test_speed_finding_blames_small_matmuls_not_the_gpu():
 
     from perfkit.bench.amp_result import _speed_finding
 
-    timing = SimpleNamespace(speedup_ci=(0.83, 0.89), n=20, test=SimpleNamespace(confidence=0.95, min_effect=0.02))
+    timing = SimpleNamespace(speedup_ci=(0.83, 0.89), n=20, test=SimpleNamespace(confidence=0.95, min_effect=0.02),
+                             unreliable="")
     slower = _speed_finding(SimpleNamespace(verdict="slower", dtype="bfloat16", device="cuda", speedup=0.86,
                                             timing=timing))
     assert "small matmuls" in slower.fix and "this device" not in slower.fix and "perfkit kernels" in slower.fix
     same = dict(verdict="no change", dtype="bfloat16", speedup=1.0, timing=timing)
     assert "not bound by its matmuls" in _speed_finding(SimpleNamespace(device="cuda:0", **same)).fix
     assert "AMX" in _speed_finding(SimpleNamespace(device="cpu", **same)).fix
+
+
+def test_speed_finding_of_a_drifting_ab_is_inconclusive_not_no_change():
+    """A loaded 2-core machine: the fp32 arm's median fell 66% during the run, CV 131%, speedup CI
+    0.14-2.25. "no detectable step-time gain" would be a verdict the timing cannot support (issue 37)."""
+    from types import SimpleNamespace
+
+    from perfkit.bench.amp_result import _speed_finding
+
+    timing = SimpleNamespace(speedup_ci=(0.14, 2.25), n=20, test=SimpleNamespace(confidence=0.95, min_effect=0.02),
+                             unreliable="timing drifted -66%, CV 131%", drift=-0.66, spread=1.31)
+    found = _speed_finding(SimpleNamespace(verdict="no change", dtype="bfloat16", device="cpu", speedup=0.589,
+                                           timing=timing))
+    assert found.title == "bfloat16 autocast A/B: inconclusive, timing drifted -66%, CV 131%: re-run on a quiet machine"
+    assert "quiet machine" in found.fix and "no detectable" not in found.title

@@ -183,3 +183,33 @@ def test_timing_warns_on_tiny_calls():
     warnings = timing.sample_warnings("x", [2e-6] * 10, inner=1)
     assert any("inner=10" in w for w in warnings)
     assert timing.sample_warnings("x", [2e-6] * 10, inner=10) == ()
+
+
+def _ab(a, b) -> ABResult:
+    from perfkit.stats import ratio_test
+
+    return ABResult(("A", "B"), tuple(a), tuple(b), tuple(i % 2 for i in range(2 * len(a))), ratio_test(a, b))
+
+
+def test_steady_timing_is_reliable():
+    steady = [1.0 + 0.01 * (i % 3) for i in range(20)]
+    ab = _ab(steady, [x * 1.01 for x in steady])
+    assert abs(ab.drift) < 0.05 and ab.spread < 0.05 and ab.unreliable == ""
+    assert compare_mod.inconclusive_finding(ab, "x") is None
+
+
+def test_timing_that_drifts_by_half_supports_no_verdict():
+    # A's median falls by two thirds from the first half of the run to the second (the issue's -66%)
+    a = [3.0 + 0.1 * (i % 3) for i in range(10)] + [1.0 + 0.03 * (i % 3) for i in range(10)]
+    ab = _ab(a, [x * 1.02 for x in a])
+    assert ab.drift == pytest.approx(-0.666, abs=0.01)
+    assert ab.unreliable.startswith("timing drifted -67%, CV ")
+    finding = compare_mod.inconclusive_finding(ab, "torch.compile (inductor) A/B")
+    assert finding.title.startswith("torch.compile (inductor) A/B: inconclusive, timing drifted -67%")
+    assert "quiet machine" in finding.fix and finding.evidence["drift_pct"] == pytest.approx(100 * ab.drift)
+
+
+def test_timing_that_spreads_past_half_its_median_supports_no_verdict():
+    noisy = [0.2, 3.0, 1.0, 0.1, 2.5, 1.0, 0.3, 2.8, 1.0, 0.2] * 2  # the same in both halves: no drift
+    ab = _ab(noisy, list(reversed(noisy)))
+    assert ab.drift == 0 and ab.spread > compare_mod.UNRELIABLE_CV and "CV" in ab.unreliable

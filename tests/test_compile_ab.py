@@ -251,3 +251,17 @@ def test_a_recompile_in_torchs_wrapper_names_the_users_model():
     result = compile_ab(seq, (torch.randn(8, 4),), shape_variants=[torch.randn(16, 4)], backend="eager",
                         device="cpu", steps=3, warmup=1, min_time_s=0.001)
     assert result.recompiles and all("/torch/" not in (r.location or r.function) for r in result.recompiles)
+
+
+def _speed_fix(result) -> str:
+    from perfkit.bench.compile_ab_result import with_findings
+
+    return next(f for f in with_findings(result).findings if "speedup" in f.title).fix
+
+
+def test_no_speedup_advice_mentions_graph_breaks_only_when_there_are_some():
+    slower = _fake_timing(0.010, 0.012)
+    assert "graph break(s) above first" not in _speed_fix(CompileABResult(slower, 0.02, 3.0, (), ()))
+    assert _speed_fix(CompileABResult(slower, 0.02, 3.0, (), ())).startswith("No graph break split the model")
+    broken = (GraphBreak("Data-dependent branching", "m.py:3", "if x:", "hint"),)
+    assert _speed_fix(CompileABResult(slower, 0.02, 3.0, broken, ())).startswith("Fix the 1 graph break(s) above first")

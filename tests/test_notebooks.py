@@ -115,6 +115,10 @@ def test_notebook_runs_and_leads_with_its_verdict(session, log_path, name, mode)
 
 def test_trace_mode_describes_the_trace_not_this_machine(session, log_path):
     nb = session.run(NOTEBOOKS / "cpu_bound.py", {"perf_log_path": str(log_path)})
+    card = _card(nb)  # the default: an H200 trace, read on this CPU machine
+    assert card["subject"] == "trace gpu/dataloader_workers0.pt.trace.json.gz" and card["device"] == "NVIDIA H200"
+    nb = session.run(NOTEBOOKS / "cpu_bound.py", {"trace_path": "mppi_float_tensor.json.gz",
+                                                  "perf_log_path": str(log_path)})
     card = _card(nb)
     assert card["subject"] == "trace mppi_float_tensor.json.gz" and card["device"] == "cpu"
     assert "cpu (no GPU events in the trace)" in html_text(nb)

@@ -3,7 +3,7 @@ import re
 
 from perfkit.report.card import MIME, VerdictCard, Number, read_card
 from perfkit.report.perflog import PerfLog
-from perfkit.report.publish.index import build_index, scan_reports
+from perfkit.report.publish.index import build_index, log_table, scan_reports
 from perfkit.report.publish.records import RUN_RECORD_VERSION
 
 HOSTILE = "<script>alert(1)</script>"
@@ -43,11 +43,14 @@ def test_index_leads_with_one_verdict_line_per_report_of_the_latest_run(tmp_path
     page = build_index(root).read_text()
     assert page.index("Latest run: 2024-02-01/093000") < page.index("Earlier runs")
     latest = page[page.index("Latest run"):page.index("Earlier runs")]
-    assert '<a href="2024-02-01/093000/htod.html">htod</a>: copies are pinned. median step: 12.5 ms' in latest
-    assert "Fix: use pinned memory" in latest
+    # one line per report: investigation, the trace it read, verdict, one number (issue 37)
+    assert ('<tr><td><a href="2024-02-01/093000/htod.html">htod</a></td><td title="t.json.gz">t.json.gz</td>'
+            '<td title="copies are pinned">copies are pinned</td>'
+            '<td title="median step: 12.5 ms">median step: 12.5 ms</td></tr>') in latest
+    assert "Fix:" not in latest and "previous run" not in latest
     # the other investigations' latest results are read first too, each from its newest run (issue 23)
-    assert ('<a href="2024-02-01/090000/cpu_bound.html">cpu_bound</a> <span class="run">(2024-02-01/090000)</span>: '
-            'GPU-bound') in latest
+    assert ('<a href="2024-02-01/090000/cpu_bound.html">cpu_bound</a> <span class="run muted">(2024-02-01/090000)'
+            '</span></td><td title="t.json.gz">t.json.gz</td><td title="GPU-bound">GPU-bound</td>') in latest
     assert "2024-02-01/090000/amp_regression.html" in latest and "2024-01-01/120000" not in latest
     assert page.index("<h3>2024-02-01/090000</h3>") < page.index("<h3>2024-01-01/120000</h3>")
     assert "not_a_report" not in page
@@ -72,7 +75,8 @@ def test_index_escapes_hostile_names_everywhere(tmp_path):
     PerfLog(root / "perf_log.csv").append(investigation="a", metric=HOSTILE, value=1.0, change=HOSTILE, run_id="r")
     page = build_index(root).read_text()
     assert "<script" not in page and "<img src=x" not in page and "onerror=alert(1)>" not in page
-    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 3
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 3  # verdict (text and hover) and change
+    assert "&lt;script&gt;alert(1)&lt;/<wbr>script&gt;" in page  # the metric, breakable after "/"
     assert "%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E.html" in page  # the link is URL-quoted
 
 
@@ -111,3 +115,36 @@ def test_card_round_trips_through_the_notebook_output():
     nb = nbformat.v4.new_notebook(cells=[cell])
     assert read_card(nb)["numbers"][0]["label"] == "GPU busy" and MIME in bundle
     assert card.line() == "GPU-bound. GPU busy: 93 % (-12.0% vs previous run: REGRESSED)."
+
+
+def _two_runs(root):
+    log = PerfLog(root / "perf_log.csv")
+    log.append(run_id="2024-01-01/100000/cpu_bound", investigation="cpu_bound", subject="trace t.json.gz",
+               metric="median_step_ms", value=12.5, unit="ms", device="cpu")
+    log.append(run_id="2024-01-02/100000/cpu_bound", investigation="cpu_bound", subject="trace t.json.gz",
+               metric="check_pass", value=1.0, unit="flag", device="cpu")
+    return log.read()
+
+
+def test_log_table_drops_what_repeats_and_reads_flags(tmp_path):
+    log = _two_runs(tmp_path)
+    shown = log_table(log)
+    assert "change" not in shown.columns  # no row says what changed
+    assert shown["run"].tolist() == ["2024-01-02/100000", "2024-01-01/100000"]  # newest first, no "/cpu_bound"
+    assert shown["subject"].tolist() == ["t.json.gz", "t.json.gz"]
+    assert shown["after"].tolist() == ["yes", "12.5 ms"]
+    assert "change" in log_table(log.assign(change=["", "bigger batch"])).columns
+
+
+def test_log_table_fits_a_page_with_notes_clipped_not_hidden(tmp_path):
+    root = tmp_path / "reports"
+    note = "load average 4.4 on 2 cores while timing: " + "other processes compete for the CPU; " * 8
+    PerfLog(root / "perf_log.csv").append(run_id="2024-01-01/100000/amp_regression", investigation="amp_regression",
+                                          subject="live mlp", metric="speedup", value=0.59, unit="x", device="cpu",
+                                          quality=note)
+    page = build_index(root).read_text()
+    assert "table-layout: fixed" in page and "overflow-x" not in page  # no sideways scroll hiding verdict and note
+    assert "-webkit-line-clamp: 3" in page  # a long note takes 3 lines; the whole of it on hover
+    shown = log_table(PerfLog(root / "perf_log.csv").read())["note"].iloc[0]
+    assert f'<td class="note" title="{shown}"><div>{shown}</div></td>' in page and shown.startswith("load average")
+    assert '<col class="run"><col class="investigation"><col class="subject"><col class="metric">' in page

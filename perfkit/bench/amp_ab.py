@@ -111,7 +111,7 @@ def _device_notes(device: str) -> list[str]:
     if device.startswith("cuda"):
         return []
     return ["host syncs per step are counted only on CUDA (torch.cuda.set_sync_debug_mode); "
-            "on CPU there is no device to wait for, so syncs_per_step is None",
+            "on CPU there is no device to wait for, so host syncs per step are not measured (n/a)",
             "CPU memory is process RSS growth over each arm's run (psutil): coarse, includes "
             "allocator caching; saved_bytes (tensors saved for backward) is exact"]
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
-from .compare import ABResult
+from .compare import ABResult, inconclusive_finding
 
 ARMS = ("fp32", "amp")
 
@@ -101,6 +101,9 @@ def _speed_finding(r: AMPResult) -> Finding:
     evidence = {"speedup": r.speedup, "ci_low": r.timing.speedup_ci[0], "ci_high": r.timing.speedup_ci[1],
                 "n": r.timing.n}
     threshold = f"{r.timing.test.confidence:.0%} CI beyond a {r.timing.test.min_effect:.0%} minimum effect"
+    unreliable = inconclusive_finding(r.timing, f"{r.dtype} autocast A/B")
+    if unreliable is not None:
+        return unreliable
     if r.verdict == "faster":
         return Finding("medium", f"{r.dtype} autocast step is {r.speedup:.2f}x the fp32 speed on {r.device}",
                        evidence, f"Train under torch.autocast('{r.device.split(':')[0]}', dtype=torch.{r.dtype})",

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ParameterError
-from ..results import html_section, html_table, html_text, html_warnings
+from ..results import Finding, html_section, html_table, html_text, html_warnings
 from ..stats import RatioTest, check_knobs, ratio_test, robust_cv
 from .timing import Clock, check_counts, collect, resolve_timing_device, sample_warnings, time_call
 
@@ -29,6 +29,13 @@ from .timing import Clock, check_counts, collect, resolve_timing_device, sample_
 DRIFT_WARN = 0.10
 # Fewer samples per side than this gives wide CIs; say so even when a verdict is reached.
 FEW_SAMPLES = 20
+# Past these the timing supports no verdict at all ("inconclusive: re-run on a quiet machine"): an
+# arm whose median moves by half between the two halves of the run, or whose robust CV passes 50%,
+# was timed on a machine whose load changed under it; the bootstrap CI assumes one distribution per
+# arm. Measured: a loaded 2-core machine gave an AMP A/B drift of -66% and a CV of 131%, and a
+# speedup CI of 0.14-2.25 that read as "no change".
+UNRELIABLE_DRIFT = 0.5
+UNRELIABLE_CV = 0.5
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,27 @@ class ABResult:
     @property
     def median_b(self) -> float:
         return float(np.median(self.samples_b)) if self.samples_b else math.nan
+
+    @property
+    def drift(self) -> float:
+        """The larger move of an arm's median from the first to the second half of its samples, as a
+        signed fraction (-0.66: 66% lower); 0 for arms under 10 samples."""
+        moves = [_half_move(s) for s in (self.samples_a, self.samples_b)]
+        return max(moves, key=abs)
+
+    @property
+    def spread(self) -> float:
+        """The larger robust coefficient of variation of the two arms (``stats.robust_cv``)."""
+        return max(robust_cv(self.samples_a), robust_cv(self.samples_b))
+
+    @property
+    def unreliable(self) -> str:
+        """Why this timing supports no verdict ("" when it does): an arm's median drifted by more than
+        ``UNRELIABLE_DRIFT`` or its spread passed ``UNRELIABLE_CV``, e.g. "timing drifted -66%, CV 131%"."""
+        drift, spread = self.drift, self.spread
+        if abs(drift) <= UNRELIABLE_DRIFT and spread <= UNRELIABLE_CV:
+            return ""
+        return f"timing drifted {drift:+.0%}, CV {spread:.0%}"
 
     @property
     def speedup(self) -> float:
@@ -170,6 +198,20 @@ def compare(a: Callable[[], object], b: Callable[[], object], *, repeats: int | 
                     inner, warmup, warnings, env)
 
 
+def inconclusive_finding(timing: ABResult, what: str) -> Finding | None:
+    """The finding of an A/B whose timing supports no verdict (``ABResult.unreliable``); None when
+    it does. ``what`` names the comparison ("torch.compile (inductor)")."""
+    why = timing.unreliable
+    if not why:
+        return None
+    return Finding("medium", f"{what}: inconclusive, {why}: re-run on a quiet machine",
+                   {"drift_pct": 100 * timing.drift, "robust_cv_pct": 100 * timing.spread, "n": timing.n},
+                   "Re-run on a quiet machine: stop other work, fix the thread count (torch.set_num_threads), "
+                   "raise repeats or min_time_s",
+                   f"an arm's median moving over {UNRELIABLE_DRIFT:.0%} between the halves of the run, or its "
+                   f"robust CV over {UNRELIABLE_CV:.0%}")
+
+
 def _check_args(a, b, labels) -> None:
     if not (callable(a) and callable(b)):
         raise ParameterError("compare(a, b): a and b must be zero-argument callables, "
@@ -213,14 +255,19 @@ def _warnings(labels, samples, inner: int, test: RatioTest) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _half_move(samples) -> float:
+    """second-half median / first-half median - 1 of one arm's samples; 0 under 10 samples."""
+    half = len(samples) // 2
+    if half < 5:
+        return 0.0
+    first, second = np.median(samples[:half]), np.median(samples[half:])
+    return float(second / first - 1) if first > 0 else 0.0
+
+
 def _drift(labels, samples) -> list[str]:
     out = []
     for label, s in zip(labels, samples):
-        half = len(s) // 2
-        if half < 5:
-            continue
-        first, second = np.median(s[:half]), np.median(s[half:])
-        change = second / first - 1 if first > 0 else 0.0
+        change = _half_move(s)
         if abs(change) > DRIFT_WARN:
             out.append(f"{label}: median moved {change:+.0%} between the first and second half of the run "
                        "(throttling or other load); the ratio is interleaved, absolute times are not reliable")

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..results import (Finding, findings_frame, html_section, html_table, html_warnings,
                        rank_findings)
-from .compare import ABResult
+from .compare import ABResult, inconclusive_finding
 
 # Dynamo's guard failures that a changed input shape or stride causes.
 _SHAPE_GUARDS = ("size mismatch", "stride mismatch", "dimensionality", "ndim", "rank mismatch")
@@ -169,14 +169,18 @@ def _recompile_finding(r: CompileABResult) -> Finding | None:
 
 
 def _speed_finding(r: CompileABResult) -> Finding | None:
-    if r.verdict == "faster":
-        return None
+    unreliable = inconclusive_finding(r.timing, f"torch.compile ({r.backend}) A/B")
+    if unreliable is not None or r.verdict == "faster":
+        return unreliable
     severity = "high" if r.verdict == "slower" else "medium"
+    # "fix graph breaks first" only when there are some: with none, the advice contradicts the count
+    breaks = (f"Fix the {r.graph_break_count} graph break(s) above first, then try" if r.graph_break_count
+              else "No graph break split the model: try")
     return Finding(severity, f"torch.compile ({r.backend}) shows no steady-state speedup: {r.verdict}",
                    {"speedup": r.speedup, "ci_low": r.timing.speedup_ci[0], "ci_high": r.timing.speedup_ci[1],
-                    "n": r.timing.n},
-                   "Fix graph breaks first; try mode='max-autotune' (GPU) or larger batches; small, "
-                   "launch-bound or already-fused models may not benefit: keep them eager",
+                    "n": r.timing.n, "graph_breaks": r.graph_break_count},
+                   f"{breaks} mode='max-autotune' (GPU) or larger batches; small, launch-bound or "
+                   "already-fused models may not benefit: keep them eager",
                    f"verdict from a {r.timing.test.confidence:.0%} CI and a "
                    f"{r.timing.test.min_effect:.0%} minimum effect")
 

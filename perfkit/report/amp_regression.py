@@ -1,7 +1,9 @@
 """The amp_regression investigation as a report shows it: perf-log rows and the prose of an AMP A/B."""
 from __future__ import annotations
 
+from ..results import format_number
 from ..stats import exact
+from .prose import ab_word
 from .prose import mib_text
 from .rows import ab_rows
 from .rows import finite_rows
@@ -19,7 +21,7 @@ def amp_rows(result, subject: str) -> list[dict]:
 
 def amp_text(result) -> str:
     s = result.summary()
-    return (f"Autocast ({s['dtype']}) on {s['device']}: {s['verdict']}, speedup {s['speedup']:.3g}x "
+    return (f"Autocast ({s['dtype']}) on {s['device']}: {ab_word(result)}, speedup {s['speedup']:.3g}x "
             f"(CI {s['ci_low']:.3g}-{s['ci_high']:.3g}) over fp32. The loss curves differ by at most "
-            f"{s['loss_max_rel_diff']:.3g} (relative). Saved activations: fp32 {mib_text(s['saved_bytes_fp32'])}, "
-            f"autocast {mib_text(s['saved_bytes_amp'])}.")
+            f"{format_number(s['loss_max_rel_diff'], 3) or 'n/a'} (relative). Saved activations: "
+            f"fp32 {mib_text(s['saved_bytes_fp32'])}, autocast {mib_text(s['saved_bytes_amp'])}.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -56,7 +57,20 @@ class Number:
 
     def text(self) -> str:
         change = _change_text(self.verdict, self.delta_pct)
-        return f"{self.label}: {format_number(self.value)} {self.unit}".rstrip() + (f" ({change})" if change else "")
+        return self.value_text() + (f" ({change})" if change else "")
+
+    def value_text(self) -> str:
+        """"label: value unit"; a yes/no metric (unit "flag": a check passed, a leak found) as yes or no."""
+        if self.unit == "flag":
+            return f"{self.label}: {flag_text(self.value)}"
+        return f"{self.label}: {format_number(self.value)} {self.unit}".rstrip()
+
+    def short_text(self) -> str:
+        """``value_text`` with the change against the previous run only when it is one a reader
+        acts on (improved, regressed): the index's one number per report."""
+        if self.verdict not in ("improved", "regressed") or math.isnan(self.delta_pct):
+            return self.value_text()
+        return f"{self.value_text()} ({_change_text(self.verdict, self.delta_pct)})"
 
 
 @dataclass(frozen=True)
@@ -90,7 +104,7 @@ class VerdictCard:
     def _repr_html_(self) -> str:
         items = "".join(f"<li>{html_text(n.text())}</li>" for n in self.numbers)
         fix = f"<p><b>Top fix:</b> {html_text(self.fix)}</p>" if self.fix else "<p>No fix needed.</p>"
-        where = html_text(f"{self.subject}, recorded on {self.device}")
+        where = html_text(f"Input: {self.subject}, recorded on {self.device}")
         style = _STYLE.format(color=_COLORS.get(self.severity, "#2e6da4"))
         return (f"<div class='perfkit-card' style='{style}'><p style='font-size:1.3em;margin:0.2em 0'>"
                 f"<b>{html_text(self.verdict)}</b></p><ul>{items}</ul>{fix}"
@@ -127,14 +141,41 @@ def read_card(nb) -> dict:
     return found if found.get("card_version") == CARD_VERSION else {}
 
 
-def card_line(card: dict) -> str:
-    """A card read back from JSON (``read_card``) on one line; "" for none."""
+class CardSummary(NamedTuple):
+    """A card as the index shows it, each field one line of plain text: what it read
+    (``subject``), ``verdict`` and its first ``number``."""
+
+    subject: str
+    verdict: str
+    number: str
+
+
+def card_summary(card: dict) -> CardSummary:
+    """A card read back from JSON (``read_card``) as the index shows it: the subject without its
+    "trace " prefix (a trace's name; a live run's "live WORKLOAD"), the verdict, and the first
+    number (``Number.short_text``); empty fields for no card."""
     if not card:
-        return ""
-    numbers = tuple(Number(n["label"], n["value"] if n["value"] is not None else math.nan, n["unit"], n["verdict"],
-                           n["delta_pct"] if n["delta_pct"] is not None else math.nan) for n in card["numbers"])
-    return VerdictCard(card["investigation"], card["verdict"], numbers, card["fix"], card["subject"],
-                       card["device"]).line()
+        return CardSummary("", "", "")
+    numbers = [Number(n["label"], _float(n["value"]), n["unit"], n["verdict"], _float(n["delta_pct"]))
+               for n in card.get("numbers") or ()]
+    subject = str(card.get("subject") or "")
+    return CardSummary(plain_line(subject.removeprefix("trace ")), plain_line(card.get("verdict") or ""),
+                       plain_line(numbers[0].short_text()) if numbers else "")
+
+
+def flag_text(value: float) -> str:
+    """A yes/no metric's value (unit "flag": 1 a check passed, a leak found) as people say it."""
+    return "n/a" if value is None or math.isnan(value) else "yes" if value else "no"
+
+
+def plain_line(text: str) -> str:
+    """``text`` on one line without markdown code marks (a verdict or error written for a
+    notebook's markdown, shown in HTML as text)."""
+    return " ".join(str(text).replace("`", "").split())
+
+
+def _float(value) -> float:
+    return float(value) if isinstance(value, (int, float)) else math.nan
 
 
 def _change_text(verdict: str, delta: float) -> str:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import math
 
+from ..results import format_number
 from ..stats import exact
+from .prose import ab_word
 from .rows import ab_rows
 from .rows import finite_rows
 from .rows import load_note
@@ -26,7 +28,7 @@ def compile_text(result) -> str:
     s = result.summary()
     steps = s["break_even_steps"]
     even = "never (no established saving)" if steps == math.inf else f"after {steps:,.0f} steps"
-    return (f"torch.compile ({s['backend']}, mode {s['mode']}) on {s['device']}: {s['verdict']}, speedup "
+    return (f"torch.compile ({s['backend']}, mode {s['mode']}) on {s['device']}: {ab_word(result)}, speedup "
             f"{s['speedup']:.3g}x (CI {s['ci_low']:.3g}-{s['ci_high']:.3g}) over eager. Compiling cost "
-            f"{s['compile_time_s']:.3g} s, repaid {even}. {s['graph_breaks']} graph break(s), "
+            f"{format_number(s['compile_time_s'], 3)} s, repaid {even}. {s['graph_breaks']} graph break(s), "
             f"{s['recompiles']} recompile(s).")

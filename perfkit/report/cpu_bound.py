@@ -8,7 +8,7 @@ import pandas as pd
 from ..analysis.compile import regions_note
 from ..analysis.step.queued import host_ahead
 from ..analysis.step.rules import COMM_SHARE, HOST_AHEAD_MIN_US, LAUNCH_MIN_PER_STEP, WARMUP_SHARE
-from ..results import html_table
+from ..results import format_number, html_table
 from ..stats import step_ci
 from . import plots
 from .htod import trace_ci
@@ -108,10 +108,11 @@ def host_ahead_text(result) -> str:
     """The median launch-to-kernel delay against the mean step, and what it means."""
     o, e = result.overall, result.evidence
     step_us = o["wall_us"] / max(o["steps"], 1)
-    return (f"The median kernel starts {e['queue_delay_us'] / 1e3:,.3g} ms after its launch call, "
-            f"{e['queue_delay_share']:.0%} of the mean step ({step_us / 1e3:,.3g} ms): the host runs that far ahead of "
-            f"the GPU, so work is queued and the GPU's idle {o['gpu_idle_pct']:.0f}% of this window is not the host's "
-            f"doing (rule: >= {e['threshold_host_ahead_share']:.0%} of the step and >= {HOST_AHEAD_MIN_US:g} us). "
+    return (f"The median kernel starts {format_number(e['queue_delay_us'] / 1e3, 3)} ms after its launch call, "
+            f"{e['queue_delay_share']:.0%} of the mean step ({format_number(step_us / 1e3, 3)} ms): the host runs "
+            f"that far ahead of the GPU, so work is queued and the GPU's idle {o['gpu_idle_pct']:.0f}% of this window "
+            f"is not the host's doing (rule: >= {e['threshold_host_ahead_share']:.0%} of the step and "
+            f">= {HOST_AHEAD_MIN_US:g} us). "
             "Make the GPU work itself faster; removing syncs or launch overhead would not shorten the step.")
 
 
@@ -145,7 +146,7 @@ def cpu_bound_evidence(result) -> pd.DataFrame:
     trace cannot tell), the rule's threshold, the verdict it gives, and which row decided."""
     e = result.evidence
     t = {k.removeprefix("threshold_"): v for k, v in e.items() if k.startswith("threshold_")}
-    delay = f" (median {e['queue_delay_us'] / 1e3:,.3g} ms)" if finite(e["queue_delay_us"]) else ""
+    delay = f" (median {format_number(e['queue_delay_us'] / 1e3, 3)} ms)" if finite(e["queue_delay_us"]) else ""
     gpu = "GPU events recorded" if result.has_gpu else f"no GPU events, {int(e['launches'])} launches in steps"
     issuing = (f"{pct_text(e['issuing_idle_share'])} ({e['launches_per_step']:,.0f} launches per step; the host's own "
                f"work {pct_text(e['own_work_idle_share'])}, untraced {pct_text(e['untraced_share'])})")

@@ -3,7 +3,9 @@ and the prose that reads them back (pageable copies and the syncs they cause).""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
+from ..results import byte_text
 from ..stats import step_ci
 from .prose import ms_text
 from .rows import finite_rows
@@ -11,6 +13,7 @@ from .rows import load_note
 from .rows import row
 from .rows import trace_ci
 from .rows import trace_step_rows
+from .tables import bytes_text
 
 
 def htod_rows(result, trace, subject: str, device: str, sweep=None) -> list[dict]:
@@ -45,6 +48,23 @@ def sweep_rows(sweep) -> list[dict]:
         out.append(row("htod", f"{rec['mode']}_gbps", rec["gbps"], "GB/s", higher_is_better=True, ci=ci,
                        subject=subject, device=sweep.device, quality=load_note()))
     return out
+
+
+def with_sizes(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copies table (``htod(...).to_frame()`` or ``.sites``) with its ``bytes`` column as a size
+    in decimal units, as its GB/s and the findings' evidence count them: 201326592 reads 201.3 MB."""
+    if "bytes" not in frame:
+        return frame
+    return frame.assign(bytes=[byte_text(n) for n in frame["bytes"]]).rename(columns={"bytes": "size"})
+
+
+def sweep_table(sweep) -> pd.DataFrame:
+    """A ``htod_sweep`` result as a person reads it: copy size (KiB/MiB), mode, median time per
+    copy (us), GB/s and samples; the GPU rows when it ran on a GPU, else the host memcpy baseline."""
+    table = sweep.to_frame() if sweep.available else sweep.host_frame()
+    return pd.DataFrame({"size": [bytes_text(n) for n in table["size_bytes"]], "mode": table["mode"],
+                         "median per copy (us)": table["median_s"] * 1e6, "GB/s": table["gbps"],
+                         "samples": table["samples"]})
 
 
 def htod_text(result, sweep=None) -> str:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..results import format_number
 from ..stats import step_ci
 from ..workbook import Source, check_mode
+from .prose import ab_word
 from .rows import ab_rows, row
 
 
@@ -65,17 +67,25 @@ class Evidence:
     def on_gpu(self) -> bool:
         return self.device != "cpu"
 
+    @property
+    def said(self) -> str:
+        """The verdict the text states: the harness's, or "inconclusive: ..." when an interleaved
+        A/B's timing drifted or spread too far to support one (``prose.ab_word``)."""
+        return ab_word(self.ab) if self.ab is not None else self.verdict
+
     def text(self) -> str:
         """One sentence: the fix's effect with its CI, how and where it was measured."""
         lo, hi = self.speedup_ci
         where = "" if self.on_gpu else " This is a CPU figure: it says nothing about a GPU's speed-up."
         ci = f" (95% CI {lo:.3g}-{hi:.3g}x)" if math.isfinite(lo) and math.isfinite(hi) else ""
-        return (f"{self.labels[1]} against {self.labels[0]}: median step {self.before_ms:,.3g} -> "
-                f"{self.after_ms:,.3g} ms; speed-up {self.speedup:.3g}x{ci}, {self.verdict} ({self.method} on "
-                f"{self.device}; {_RATIO[self.ab is not None]}).{where}")
+        return (f"{self.labels[1]} against {self.labels[0]}: median step {format_number(self.before_ms, 3)} -> "
+                f"{format_number(self.after_ms, 3)} ms; speed-up {self.speedup:.3g}x{ci}, {self.said} "
+                f"({self.method} on {self.device}; {_RATIO[self.ab is not None]}).{where}")
 
     def verdict_line(self) -> str:
         """"<after>: faster (2.6x, CI 1.7-5.2x) on cpu": the card's headline."""
+        if self.said != self.verdict:
+            return f"{self.labels[1]}: {self.said} on {self.device}"
         lo, hi = self.speedup_ci
         ci = f", CI {lo:.3g}-{hi:.3g}x" if math.isfinite(lo) and math.isfinite(hi) else ""
         return f"{self.labels[1]}: {self.verdict} ({self.speedup:.3g}x{ci}) on {self.device}"

@@ -33,8 +33,22 @@ def finite(*values: float) -> bool:
 
 def ab_verdict(what: str, result) -> str:
     """An A/B result (compile_ab, amp_ab) as a verdict line: "torch.compile: faster (1.8x
-    speedup, CI 1.6-2.0)"; the verdict word is the result's own."""
+    speedup, CI 1.6-2.0)"; the verdict word is the result's own, unless its timing supports
+    none (``ab_word``): "torch.compile: inconclusive: re-run on a quiet machine (timing drifted
+    -66%, CV 131%)"."""
+    word = ab_word(result)
+    if word != result.verdict:
+        return f"{what}: {word}"
     s = result.summary()
     ci = f", CI {s['ci_low']:.3g}-{s['ci_high']:.3g}" if finite(s["ci_low"], s["ci_high"]) else ""
     speed = f" ({s['speedup']:.3g}x speedup{ci})" if finite(s["speedup"]) else ""
     return f"{what}: {result.verdict}{speed}"
+
+
+def ab_word(result) -> str:
+    """The verdict an A/B result's text may state: its own (faster, slower, no change, insufficient
+    data), or "inconclusive: re-run on a quiet machine (WHY)" when its timing drifted or spread
+    too far to support any (``ABResult.unreliable``; ``result`` is an ABResult or holds one as
+    ``timing``)."""
+    why = getattr(getattr(result, "timing", result), "unreliable", "")
+    return f"inconclusive: re-run on a quiet machine ({why})" if why else result.verdict

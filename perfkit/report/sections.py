@@ -12,7 +12,7 @@ from ..results import findings_frame, html_table, html_text, html_warnings, rank
 from ..workbook import find_trace
 from . import plots
 from .rows import history, logged_table
-from .tables import recorded_on_table, summary_frame
+from .tables import machine_table, recorded_on_table, summary_frame
 from .widgets import explorer
 
 
@@ -67,7 +67,7 @@ def show_explorer(interactive: bool, trace_path) -> None:
 def show_machine(env) -> None:
     """The machine that ran the notebook (``env``: ``perfkit.environment_report()``): versions,
     devices, CPU, performance-relevant settings."""
-    show(html_table(env.to_frame(), max_rows=60), html_table(findings_frame(env.findings)))
+    show(html_table(machine_table(env), max_rows=60), html_table(findings_frame(env.findings)))
 
 
 def table_or(frame, nothing: str) -> str:

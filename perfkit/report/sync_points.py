@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.syncs.result import SOURCE_NOTE, reads_line
-from ..results import html_table, html_text
+from ..results import format_number, html_table, html_text
 from ..stats import exact, step_ci
 from . import plots
 from .prose import finite
@@ -93,8 +93,9 @@ def sync_verdict(result) -> str:
     worst = top["func"] or top["top_op"] or top["op"] or top["call"]
     outside = t["outside_steps"]["count"]
     apart = f" ({outside:,} more outside the profiled steps)" if outside else ""
-    return (f"{t['per_step']:.3g} {what}, {t['in_steps']['blocked_us'] / t['steps'] / 1e3:,.3g} ms blocked per step"
-            f"{apart}; longest: {top['kind']} in {worst}")
+    blocked_ms = t["in_steps"]["blocked_us"] / t["steps"] / 1e3
+    return (f"{t['per_step']:.3g} {what}, {format_number(blocked_ms, 3)} ms blocked per step{apart}; "
+            f"longest: {top['kind']} in {worst}")
 
 
 def show_sync_sites(result) -> None:

@@ -38,11 +38,26 @@ def _human(key: str, value: Any) -> str:
     if key.endswith("_s") and isinstance(value, (int, float)):
         return f"{format_number(value * 1e3)} ms"
     if "bytes" in key.split("_") and isinstance(value, (int, float)):
-        for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-            if abs(value) >= size:
-                return f"{format_number(value / size)} {unit}"
-        return f"{int(value):,} B"
+        return bytes_text(value)
     return cell_text(value)
+
+
+def bytes_text(value: float) -> str:
+    """A byte count in binary units, as memory sizes are read: "23.54 GiB", "64 KiB", "812 B"."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= size:
+            return f"{format_number(value / size)} {unit}"
+    return f"{int(value):,} B"
+
+
+def machine_table(env) -> pd.DataFrame:
+    """``env.to_frame()`` (``perfkit.environment_report()``: section, key, value) with byte counts
+    in GiB/MiB/KiB: the row ``ram total_bytes 25276510208`` reads ``ram total 23.54 GiB``."""
+    frame = env.to_frame()
+    sized = frame["key"].str.endswith("_bytes") & frame["value"].str.fullmatch(r"\d+")
+    return frame.assign(key=frame["key"].where(~sized, frame["key"].str.removesuffix("_bytes")),
+                        value=frame["value"].where(~sized, [bytes_text(int(v)) if ok else v
+                                                            for v, ok in zip(frame["value"], sized)]))
 
 
 

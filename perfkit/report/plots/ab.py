@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from ..prose import ab_word
 from .figure import label, message_figure, new_figure
 
 
@@ -26,7 +27,7 @@ def ab_distribution(result, *, title: str | None = None):
     left.set_ylabel("time per call (ms)")
     left.set_xlabel("")
     note = f"\n({hidden} slow outlier sample(s) above {top:.3g} ms not drawn)" if hidden else ""
-    left.set_title(label(title or f"{result.labels[1]} vs {result.labels[0]}: {result.verdict}", 100) + note,
+    left.set_title(label(title or f"{result.labels[1]} vs {result.labels[0]}: {ab_word(result)}", 100) + note,
                    fontsize=10 if hidden else None)
     _ratio_panel(right, result)
     fig.tight_layout()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .figure import label, new_figure, no_gpu_figure
+from ..tables import bytes_text
+from .figure import label, new_figure, no_gpu_figure, plain_ticks
 
 
 def copy_bandwidth(result, *, title: str = "Host-to-device copy bandwidth"):
@@ -19,7 +20,8 @@ def copy_bandwidth(result, *, title: str = "Host-to-device copy bandwidth"):
         ax.plot(rows["size_bytes"].to_numpy(dtype=float), rows["gbps"].to_numpy(dtype=float), marker="o",
                 label=label(mode))
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("copy size (bytes)")
+    plain_ticks(ax.xaxis, bytes_text)
+    ax.set_xlabel("copy size")
     ax.set_ylabel("GB/s (1e9 bytes/s)")
     ax.set_title(f"{title} on {label(result.device)}")
     ax.legend(fontsize=7)

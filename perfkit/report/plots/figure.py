@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...results import format_number
+
 _LABEL_CHARS = 48
 
 
@@ -23,6 +25,18 @@ def label(text: Any, limit: int = _LABEL_CHARS) -> str:
     s = str(text)
     s = s if len(s) <= limit else s[: limit - 1] + "\u2026"
     return s.replace("$", r"\$")
+
+
+def plain_ticks(axis, fmt=None) -> None:
+    """Major tick labels of ``axis`` as plain text (``fmt(value)``, default ``format_number``:
+    "1,000", "0.01") and no minor labels. A log axis otherwise labels its ticks as mathtext powers
+    ("10^3"), which reads as an exponent and needs fonts a slim install lacks (matplotlib then logs a
+    "findfont" line per glyph into the report)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    fmt = fmt or format_number
+    axis.set_major_formatter(FuncFormatter(lambda v, _: fmt(v)))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def message_figure(title: str, message: str):

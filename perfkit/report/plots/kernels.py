@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .figure import label, message_figure, new_figure, no_gpu_figure
+from .figure import label, message_figure, new_figure, no_gpu_figure, plain_ticks
 
 TITLE = "Roofline: achieved FLOP/s per op class against the device's roofs"
 _COLORS = {"gemm": "#c44e52", "conv": "#dd8452", "attention": "#8172b3", "elementwise": "#4c72b0",
@@ -48,6 +48,8 @@ def roofline(result, *, title: str = TITLE):
         ax.legend(fontsize=7, loc="lower right")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_ticks(ax.xaxis)
+    plain_ticks(ax.yaxis)
     ax.set_xlim(lo, hi)
     ax.set_ylim(float(y.min()) / 5, max(top, float(y.max())) * 3)
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")

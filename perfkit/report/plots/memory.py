@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ...results import format_signed
 from .figure import label, message_figure, new_figure
 
 
@@ -38,7 +39,8 @@ def _growth_panel(ax, samples: pd.DataFrame, growth) -> None:
         ax.plot(x, line / scale, "-", color="#c44e52", label="fit")
     ax.set_xlabel("step")
     ax.set_ylabel(f"{growth.series} ({unit})")
-    ax.set_title(f"{growth.per_1000 / scale:+,.3g} {unit}/1k steps ({growth.state})", fontsize=9)
+    per_1000 = format_signed(growth.per_1000 / scale, 3) or "n/a"
+    ax.set_title(f"{per_1000} {unit}/1k steps ({growth.state})", fontsize=9)
     ax.legend(fontsize=7)
 
 
@@ -162,7 +164,7 @@ def _timeline_panel(ax, rows: pd.DataFrame, steps: pd.DataFrame, d: dict) -> Non
     ax.annotate(label(peak["op"] or "(no op)", 40), ((peak["ts_us"] - t0) / 1e3, peak["allocated"] / scale),
                 fontsize=7, xytext=(4, 4), textcoords="offset points")
     growth = d["growth_per_step_bytes"]
-    grows = "" if growth is None else f", {growth / scale:+,.3g} {unit}/step held at step ends"
+    grows = "" if growth is None else f", {format_signed(growth / scale, 3)} {unit}/step held at step ends"
     ax.set_ylabel(unit, fontsize=8)
     ax.set_title(label(f"{d['device']} (rank {d['rank']}): peak {d['peak_bytes'] / scale:,.1f} {unit}"
                        f"{'' if d['peak_step'] < 0 else ' in step ' + str(d['peak_step'])}{grows}", 110), fontsize=9)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...results import format_number
 from .figure import label, message_figure, new_figure
 
 
@@ -60,7 +61,8 @@ def workload_steps(run, *, title: str | None = None):
     fig = new_figure(7.0, 3.0)
     ax = fig.add_subplot()
     ax.plot(frame["step"], frame["step_ms"], marker="o", label="step")
-    ax.axhline(run.median_step_ms, color="#c44e52", linestyle="--", label=f"median {run.median_step_ms:.3g} ms")
+    ax.axhline(run.median_step_ms, color="#c44e52", linestyle="--",
+               label=f"median {format_number(run.median_step_ms, 3)} ms")
     ax.set_xlabel("step")
     ax.set_ylabel("step time (ms)")
     ax.set_title(label(title or f"{run.workload} on {run.device}", 100))

@@ -9,7 +9,8 @@ import pandas as pd
 from ...analysis.host_ops import HOST_CATEGORIES
 from ...analysis.step.rules import HOST_AHEAD_MIN_US
 from ...errors import ParameterError
-from .figure import label, message_figure, new_figure
+from ...results import format_number
+from .figure import label, message_figure, new_figure, plain_ticks
 
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 COLORS = {"cpu_op": "#4c72b0", "user_annotation": "#bbbbbb", "cuda_runtime": "#dd8452",
@@ -108,7 +109,7 @@ def breakdown(frame: pd.DataFrame, *, name: str = "name", value: str = "total_us
     ax.barh(range(len(rows)), rows[value].to_numpy(dtype=float), color="#4c72b0")
     ax.set_yticks(range(len(rows)), [label(n, label_chars) for n in rows[name]], fontsize=7)
     ax.invert_yaxis()
-    _plain_numbers(ax.xaxis)
+    plain_ticks(ax.xaxis)  # "12,000,000", not an offset ("1.2 1e7")
     ax.set_xlabel(f"{value} ({unit})")
     ax.set_title(label(title, 100))
     fig.tight_layout()
@@ -119,13 +120,6 @@ def breakdown(frame: pd.DataFrame, *, name: str = "name", value: str = "total_us
 # host_busy_us), each with its colour.
 HOST_LAYERS = (("dataloader_us", "DataLoader", "#8172b3"), ("compile_us", "compile", "#937860"),
                ("sync_us", "syncs", "#c44e52"), ("host_other_us", "other host work", "#4c72b0"))
-
-
-def _plain_numbers(axis) -> None:
-    """Tick labels as people read numbers ("12,000,000"), not an offset ("1.2 1e7")."""
-    from matplotlib.ticker import FuncFormatter
-
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 10 else f"{v:.3g}"))
 
 
 def step_breakdown(result, *, title: str = "Where each step's wall time went"):
@@ -177,10 +171,10 @@ def queue_delay(result, *, bins: int = 40, title: str = "Launch-to-kernel delay"
     fig = new_figure(9.0, 3.4)
     ax = fig.add_subplot()
     ax.hist(delays, bins=np.linspace(0.0, max(delays.max(), step_ms) * 1.02, bins + 1), color="#4c72b0")
-    for x, style, name in ((float(np.median(delays)), "-", f"median delay {np.median(delays):,.3g} ms"),
+    for x, style, name in ((float(np.median(delays)), "-", f"median delay {format_number(np.median(delays), 3)} ms"),
                            (max(share * step_ms, HOST_AHEAD_MIN_US / 1e3), "--",
                             f"host-ahead threshold ({share:.0%} of step, >= {HOST_AHEAD_MIN_US:g} us)"),
-                           (step_ms, ":", f"mean step {step_ms:,.3g} ms")):
+                           (step_ms, ":", f"mean step {format_number(step_ms, 3)} ms")):
         ax.axvline(x, linestyle=style, color="#c44e52" if style == "-" else "#222222", label=label(name, 80))
     ax.set_xlabel("delay from launch call to kernel start (ms)")
     ax.set_ylabel("kernel launches")

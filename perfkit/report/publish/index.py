@@ -1,5 +1,7 @@
-"""``reports/index.html``: what the latest run found, one verdict line per report, then the earlier
-runs, the performance log and a trend plot per metric logged by at least two runs.
+"""``reports/index.html``: what the latest run found, one line per report (investigation, the trace
+or subject it read, verdict, one number), then the earlier runs, the performance log (laid out to
+fit a 1280 px page: long text wraps, notes are clipped to three lines with the whole note on hover)
+and a trend plot per metric logged by at least two runs.
 
 The page is rendered from ``templates/index.html.j2`` by jinja2 with autoescape on: every name
 from a log, a record or a file name is escaped, links are URL-quoted relative paths. Plots are
@@ -19,11 +21,12 @@ import pandas as pd
 from ...atomic import write_text_atomic
 from ...errors import PerfkitError
 from ...workbook import reports_dir as default_reports
-from ..card import card_line
+from ..card import card_summary, flag_text, plain_line
 from ..perflog import MIN_EFFECT, PerfLog, Z, display_frame, empty_log
 from ..plots import figure_png, perf_log_trend
 from .records import load_run_record
 
+_BREAK_AFTER = re.compile(r"([/_.])")
 _DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIME_DIR = re.compile(r"^\d{6}(-\d+)?$")
 LOG_ROWS_SHOWN = 200
@@ -36,14 +39,17 @@ _TREND_WIDTH_IN = 5.0
 class ReportEntry:
     """One report: ``run_id`` ("DATE/HHMMSS", or "DATE" for reports of the older per-day
     layout), notebook ``name``, ``href`` (URL-quoted, relative to the reports folder),
-    ``status`` ok/failed/unknown, ``error`` and ``line`` (the verdict card on one line)."""
+    ``status`` ok/failed/unknown, ``error``, and from its verdict card (``card_summary``) the
+    ``subject`` it read, its ``verdict`` and one ``number``."""
 
     run_id: str
     name: str
     href: str
     status: str
     error: str = ""
-    line: str = ""
+    subject: str = ""
+    verdict: str = ""
+    number: str = ""
 
 
 def build_index(reports_dir: str | os.PathLike | None = None, perf_log: str | os.PathLike | None = None) -> Path:
@@ -77,8 +83,10 @@ def _entry(root: Path, page: Path) -> ReportEntry:
     record = load_run_record(page.with_name(f"{page.stem}.run.json"))
     status = record.get("status") or _papermill_status(page.with_suffix(".ipynb"))
     rel = page.relative_to(root).as_posix()
+    card = card_summary(record.get("card") or {})
     return ReportEntry(run_id=page.parent.relative_to(root).as_posix(), name=page.stem, href=quote(rel, safe="/"),
-                       status=status, error=record.get("error", ""), line=card_line(record.get("card") or {}))
+                       status=status, error=plain_line(record.get("error", "")), subject=card.subject,
+                       verdict=card.verdict, number=card.number)
 
 
 def _latest_of_the_others(runs: list[dict]) -> list[ReportEntry]:
@@ -106,16 +114,44 @@ def _render(runs: list[dict], log: pd.DataFrame, problems: list[str]) -> str:
 
     env = Environment(loader=PackageLoader("perfkit.report.publish", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True))
+    env.filters["breakable"] = breakable
     latest = dict(runs[0], earlier=_latest_of_the_others(runs)) if runs else None
     if latest:
         run_rows = log[log["run_id"].str.startswith(latest["run_id"] + "/")] if len(log) else log
         latest["regressed"] = int((run_rows["verdict"] == "regressed").sum()) if len(run_rows) else 0
-    shown = display_frame(log.tail(LOG_ROWS_SHOWN)).head(LOG_ROWS_SHOWN)
+    shown = log_table(log.tail(LOG_ROWS_SHOWN))
     trends, trends_hidden = _trends(log)
     return env.get_template("index.html.j2").render(
         problems=problems, latest=latest, older=runs[1:], log_columns=list(shown.columns),
         log_rows=shown.to_dict("records"), log_total=len(log), log_hidden=len(log) > LOG_ROWS_SHOWN,
         trends=trends, trends_hidden=trends_hidden, min_effect=f"{MIN_EFFECT:.0%}", z=f"{Z:.2f}")
+
+
+def breakable(text):
+    """``text`` escaped (a ``Markup``), with a line-break opportunity (``<wbr>``) after each "/", "_"
+    and ".", so a narrow column wraps a run id, trace name or metric name there rather than mid-word."""
+    from markupsafe import Markup, escape  # jinja2's own dependency: optional, like jinja2 (_render)
+
+    return Markup("").join(Markup(f"{part}<wbr>") if _BREAK_AFTER.fullmatch(part) else escape(part)
+                           for part in _BREAK_AFTER.split(str(text)) if part)
+
+
+def log_table(log: pd.DataFrame) -> pd.DataFrame:
+    """The perf log's rows as the index shows them (``display_frame``, newest first), without
+    what repeats: the run id's trailing "/investigation" (its own column), the "trace " before
+    every subject, and the change column when no row says what changed; a yes/no metric (unit
+    "flag") reads yes or no, as on the card."""
+    shown = display_frame(log)
+    if shown.empty:
+        return shown
+    runs = [r.removesuffix(f"/{i}") for r, i in zip(shown["run"].astype(str), shown["investigation"].astype(str))]
+    newest_first = log.iloc[::-1]
+    flags = [flag_text(v) if u == "flag" else after
+             for v, u, after in zip(newest_first["value"], newest_first["unit"], shown["after"])]
+    shown = shown.assign(run=runs, subject=shown["subject"].astype(str).str.removeprefix("trace "), after=flags)
+    if not shown["change"].fillna("").astype(str).str.strip().any():
+        shown = shown.drop(columns="change")
+    return shown
 
 
 def _papermill_status(notebook: Path) -> str:

@@ -1,0 +1,123 @@
+"""`perfkit run` without parameters runs each investigation on its default input: a shipped trace that
+shows the problem the investigation exists for (issue 37). The defaults must resolve, ship in the
+wheel, and the reports on them must read like findings: no "No fix needed" on a planted problem, no
+nan/None/exponent text, and a card that names the trace it read."""
+from __future__ import annotations
+
+import re
+import tomllib
+from fnmatch import fnmatch
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from nbsession import KernelSession, outputs
+from perfkit import workbook
+from perfkit.errors import ParameterError
+from perfkit.registry import INVESTIGATIONS
+from perfkit.report.card import MIME
+from perfkit.report.publish.params import notebook_parameters
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+# investigation -> the trace its report must be about (the planted problem, recorded on a GPU)
+PLANTED = {"htod": "gpu/copies_pageable.pt.trace.json.gz", "gpu_kernels": "gpu/transformer_bf16.pt.trace.json.gz"}
+# Text a report must not show: a fix withheld from a planted problem, numbers that are not numbers.
+BAD_TEXT = {"No fix needed": re.compile(r"No fix needed"), "nan": re.compile(r"\bnan\b", re.I),
+            "None": re.compile(r"\bNone\b"), "exponent": re.compile(r"\d[eE][+-]\d")}
+
+
+def _trace_defaults() -> list[tuple[str, str, str]]:
+    out = []
+    for name in INVESTIGATIONS:
+        declared = notebook_parameters(NOTEBOOKS / f"{name}.py")
+        out += [(name, key, declared[key]["default"].strip('"')) for key in ("trace_path", "trace_path_b")
+                if key in declared]
+    return out
+
+
+@pytest.mark.parametrize("name, key, default", _trace_defaults())
+def test_every_trace_default_resolves_and_ships_in_the_wheel(name, key, default):
+    found = workbook.find_trace(default)
+    shipped = workbook.SHIPPED_ROOT.resolve()
+    assert found.is_relative_to(shipped), f"{name}.{key}={default!r} is not a shipped trace"
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["perfkit"]
+    files = [found] if found.is_file() else sorted(p for p in found.rglob("*") if p.is_file())
+    for path in files:
+        rel = "_workbook/traces/" + path.relative_to(shipped).as_posix()
+        assert any(fnmatch(rel, p) for p in patterns), f"{rel} (default of {name}.{key}) is not package data"
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_planted_problems_are_read_from_their_gpu_trace(name):
+    assert notebook_parameters(NOTEBOOKS / f"{name}.py")["trace_path"]["default"] == f'"{PLANTED[name]}"'
+
+
+def test_a_gpu_trace_is_found_by_folder_and_named_with_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = workbook.find_trace("gpu/copies_pageable.pt.trace.json.gz")
+    assert path == (ROOT / "data/traces/gpu/copies_pageable.pt.trace.json.gz").resolve()
+    assert workbook.relative_name(path) == "gpu/copies_pageable.pt.trace.json.gz"
+    # the CPU recording of the same workload has the same file name: "gpu/NAME" never falls back to it
+    assert workbook.find_trace("gpu/replay_host_normalize.json.gz").parent.name == "gpu"
+    assert workbook.find_trace("replay_host_normalize.json.gz").parent.name == "cpu"
+    with pytest.raises(ParameterError, match="shipped traces: .*gpu/copies_pinned.pt.trace.json.gz"):
+        workbook.find_trace("gpu/mppi_nope.json.gz")
+    assert "gpu/transformer_bf16.pt.trace.json.gz" in workbook.shipped_traces()
+
+
+# -- the reports on the defaults (slow: each executes a notebook) ------------------------------------
+
+class _Text(HTMLParser):
+    """The text a reader sees in an HTML fragment (no tags, attributes, scripts or styles)."""
+
+    def __init__(self):
+        super().__init__()
+        self.parts, self._skip = [], 0
+
+    def handle_starttag(self, tag, attrs):
+        self._skip += tag in ("script", "style")
+
+    def handle_endtag(self, tag):
+        self._skip -= tag in ("script", "style")
+        self.parts.append("\n")
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.parts.append(data)
+
+
+def rendered_text(nb) -> str:
+    """What the report of ``nb`` shows as text: each output's HTML (else its plain text) and streams."""
+    parser = _Text()
+    for o in outputs(nb):
+        data = o.get("data", {})
+        if "text/html" in data:
+            parser.feed(data["text/html"])
+        else:
+            parser.parts.append(data.get("text/plain", "") if data else o.get("text", ""))
+        parser.parts.append("\n")
+    return "".join(parser.parts)
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    s = KernelSession(tmp_path_factory.mktemp("kernel"))
+    yield s
+    s.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_default_report_reads_its_planted_problem(session, tmp_path, name):
+    nb = session.run(NOTEBOOKS / f"{name}.py", {"perf_log_path": str(tmp_path / "perf_log.csv")})
+    card = outputs(nb)[0]["data"][MIME]
+    assert card["subject"] == f"trace {PLANTED[name]}" and card["device"] == "NVIDIA H200"
+    assert card["fix"] and card["severity"] in ("critical", "high")
+    assert PLANTED[name] in outputs(nb)[0]["data"]["text/html"]  # the card says which trace it read
+    text = rendered_text(nb)
+    for what, pattern in BAD_TEXT.items():
+        hits = [text[max(m.start() - 60, 0):m.end() + 30] for m in pattern.finditer(text)]
+        assert not hits, f"{name} report shows {what}: {hits[:3]}"
+    assert "findfont" not in text  # matplotlib's font fallback log is not report text

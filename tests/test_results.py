@@ -1,0 +1,35 @@
+"""Shared result building blocks (``perfkit.results``): numbers as people read them, findings."""
+import math
+
+import pytest
+
+from perfkit.results import Finding, evidence_text, findings_frame, format_number, format_signed
+
+
+@pytest.mark.parametrize("x, text", [(5.45e-07, "0.000000545"), (1.82e-06, "0.00000182"), (0.00174, "0.00174"),
+                                     (-3.2e-05, "-0.000032"), (1e-13, "0"), (12345.6, "12,346"), (2510.4, "2,510"),
+                                     (0.5, "0.5"), (math.nan, ""), (math.inf, "inf")])
+def test_format_number_never_writes_an_exponent(x, text):
+    assert format_number(x) == text
+
+
+@pytest.mark.parametrize("x, text", [(2510.4, "2,510"), (2.1712, "2.17"), (0.000123456, "0.000123"), (13.353, "13.4")])
+def test_format_number_to_three_digits_is_g_without_the_exponent(x, text):
+    assert format_number(x, 3) == text
+
+
+@pytest.mark.parametrize("x, digits, text", [(2510.4, 3, "+2,510"), (2510.4, None, "+2,510"), (-0.5, None, "-0.5"),
+                                             (16.24, 3, "+16.2"), (0.0, 3, "0"), (math.nan, 3, "")])
+def test_format_signed(x, digits, text):
+    assert format_signed(x, digits) == text
+
+
+def test_a_finding_without_a_fix_never_prints_none():
+    finding = Finding("low", "something", {}, None)
+    assert finding.fix == ""
+    assert findings_frame([finding])["fix"].tolist() == [""]
+
+
+def test_evidence_keyed_by_a_unit_alone_still_has_a_name():
+    assert evidence_text({"bytes": 201326592, "us": 1500.0, "step_wall_us": 47490.0}) == \
+        "size: 201.3 MB; time: 1.5 ms; step wall: 47.49 ms"
