@@ -151,6 +151,7 @@ def test_amp_regression_shows_each_arms_gemm_dtypes_and_tensor_core_share(sessio
 
 @pytest.mark.slow
 def test_amp_regression_on_cpu_traces_says_neither_has_gemms(session, tmp_path):
-    nb = session.run(ROOT / "notebooks" / "amp_regression.py", {"mode": "trace", "perf_log_path": str(tmp_path / "l.csv")})
+    nb = session.run(ROOT / "notebooks" / "amp_regression.py", {"mode": "trace", "trace_path": "ppo_item_logging.json.gz",
+                     "trace_path_b": "ppo_batched_metrics.json.gz", "perf_log_path": str(tmp_path / "l.csv")})
     text = html_text(nb)
     assert "Neither trace has GEMM kernels." in text and text.count("no GPU kernels") == 2
