@@ -188,8 +188,9 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     timing = {"overhead_clock": clock, "overhead_noise_pct": noise, "step_times_s": active, "load": load,
               "overhead_unmeasurable": why}
     timing["problem"] = recorder.problem
-    if not recorder.traces:
+    if recorder.path not in recorder.traces:  # nothing recorded, or written elsewhere (output.write_trace)
         _release(recorder.path)
+    if not recorder.traces:
         return ProfileResult(None, 0, recorder.step_source, pct, {}, "no trace was recorded", tuple(warnings),
                              error, exit_status, scan, **timing)
     trace = load_trace(recorder.traces[0], use_cache=False)
