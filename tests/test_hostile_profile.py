@@ -103,6 +103,18 @@ def test_the_report_goes_to_the_real_stdout_when_the_script_redirects_sys_stdout
     assert "steps      2 recorded (steps from: optimizer)" in run.stdout
 
 
+def test_the_report_goes_to_the_real_stdout_when_the_script_moves_descriptor_1(tmp_path):
+    run = _run(tmp_path, """
+        log = open(os.path.join(os.path.dirname(__file__), "fd.log"), "w")
+        os.dup2(log.fileno(), 1)
+        train(8)
+        print("to the log", flush=True)
+    """)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (tmp_path / "fd.log").read_text() == "to the log\n"
+    assert "steps      2 recorded (steps from: optimizer)" in run.stdout
+
+
 def test_the_scripts_own_output_passes_through_unchanged(tmp_path):
     run = _run(tmp_path, """
         train(8)
