@@ -73,7 +73,7 @@ def test_exec_writes_the_trace_recorded_until_then_and_says_so(tmp_path):
     assert "new program" in run.stdout
     [trace] = _traces(tmp_path / "t")
     assert trace.stat().st_size > 0
-    assert (f"perfkit profile: the script replaced itself with {sys.executable!r} (os.exec*) after 5 step(s): "
+    assert (f"perfkit profile: the script is replacing itself with {sys.executable!r} (os.exec*) after 5 step(s): "
             f"perfkit cannot report on the new program; the trace recorded until then is {trace}") in run.stderr
 
 
@@ -86,6 +86,16 @@ def test_a_script_with_its_own_profiler_is_told_perfkit_cannot_record_under_it(t
     assert run.returncode == 1 and "own profiler events True" in run.stdout  # the script's profiler works
     assert ("perfkit profile: the script runs its own profiler (torch.profiler.profile): perfkit cannot record "
             "under it; diagnose the script's own trace with `perfkit diagnose TRACE`") in run.stderr
+
+
+def test_a_profiler_the_script_starts_after_perfkits_recording_is_no_conflict(tmp_path):
+    run = _run(tmp_path, """
+        train(8)
+        with torch.profiler.profile() as p:
+            train(1)
+    """)
+    assert run.returncode == 0 and "own profiler" not in run.stderr, run.stderr[-2000:]
+    assert "steps      2 recorded (steps from: optimizer)" in run.stdout
 
 
 # -- the script's output is its own, perfkit's report goes where perfkit started ------------------------

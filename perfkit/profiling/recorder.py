@@ -159,7 +159,7 @@ class Recorder:
         self._undo.clear()
         self._stop()
         where = f"the trace recorded until then is {self.traces[0]}" if self.traces else "no trace was recorded"
-        print(f"perfkit profile: the script replaced itself with {program!r} (os.exec*) after {self.steps_seen} "
+        print(f"perfkit profile: the script is replacing itself with {program!r} (os.exec*) after {self.steps_seen} "
               f"step(s): perfkit cannot report on the new program; {where}; profile that program on its own",
               file=sys.__stderr__ or sys.stderr)
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -169,7 +169,10 @@ class Recorder:
                 pass
 
     def _on_foreign_profiler(self, what: str) -> None:
-        """The script starts its own profiler: stop perfkit's (one profiler per process) so the script's works."""
+        """The script starts its own profiler: stop perfkit's (one profiler per process) so the script's works.
+        Once perfkit's recording is over (the schedule done) the script's profiler is no conflict."""
+        if self._prof is None:
+            return
         if not self.problem:
             self.problem = (f"the script runs its own profiler ({what}): perfkit cannot record under it; diagnose "
                             "the script's own trace with `perfkit diagnose TRACE`, or remove its profiler and run "
