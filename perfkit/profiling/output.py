@@ -63,3 +63,12 @@ def _remove_partials(path: Path) -> None:
                 partial.unlink()
         except OSError:
             pass
+
+
+def release(path) -> None:
+    """Remove the empty file :func:`perfkit.profiling.session.trace_path` reserved when nothing was written into it."""
+    try:
+        if Path(path).stat().st_size == 0:
+            Path(path).unlink()
+    except OSError:
+        pass

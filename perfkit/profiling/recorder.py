@@ -33,8 +33,9 @@ from pathlib import Path
 
 from ..errors import ParameterError, PerfkitError
 from ..limits import DUR_RANGE_US
+from ..text import printable
 from ..workloads.base import check_int
-from .output import write_trace
+from .output import release, write_trace
 from .stepfn import QUALNAME, ScriptStep, split, wrap_function
 from .watch import watch_exec, watch_forks, watch_profilers, window_timer
 
@@ -158,10 +159,12 @@ class Recorder:
             undo()
         self._undo.clear()
         self._stop()
+        if not self.traces:
+            release(self.path)
         where = f"the trace recorded until then is {self.traces[0]}" if self.traces else "no trace was recorded"
-        print(f"perfkit profile: the script is replacing itself with {program!r} (os.exec*) after {self.steps_seen} "
-              f"step(s): perfkit cannot report on the new program; {where}; profile that program on its own",
-              file=sys.__stderr__ or sys.stderr)
+        print(printable(f"perfkit profile: the script is replacing itself with {program!r} (os.exec*) after "
+                        f"{self.steps_seen} step(s): perfkit cannot report on the new program; {where}; profile "
+                        "that program on its own"), file=sys.__stderr__ or sys.stderr)  # nothing prints after exec
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             try:
                 stream.flush()

@@ -26,6 +26,7 @@ from ..detect.static import scan
 from ..errors import ParameterError, PerfkitError
 from ..trace import load_trace
 from ..workbook import workbook_root
+from .output import release as _release
 from .recorder import Recorder
 from .target import check_target, module_file, module_path
 from .timing import (machine_load, noise_warnings, overhead_noise_pct, overhead_pct, overhead_unmeasurable,
@@ -199,15 +200,6 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     recorded = _window_steps(trace) if recorder.step_source == "window" else recorder.active_steps_seen
     return ProfileResult(recorder.traces[0], recorded, recorder.step_source, pct, diagnosis, text,
                          tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]), **timing)
-
-
-def _release(path: Path) -> None:
-    """Remove the empty file ``trace_path`` reserved when nothing was written into it."""
-    try:
-        if path.stat().st_size == 0:
-            path.unlink()
-    except OSError:
-        pass
 
 
 def _window_steps(trace) -> int:
