@@ -277,6 +277,45 @@ def test_a_full_disk_removes_the_partial_file_and_says_no_space_left(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [target.name]  # only the empty reservation, released later
 
 
+def _train_under(monkeypatch, out, fail_for, code: int):
+    """perfkit.profile (the recorder perfkit profile uses) over 4 SGD steps, its writes failing for ``fail_for``."""
+    import torch
+
+    import perfkit
+    import perfkit.profiling.recorder as recorder
+    from perfkit.workloads.record import export_gzipped_trace
+
+    def export(prof, path):
+        if fail_for(Path(path)):
+            raise OSError(code, os.strerror(code))
+        return export_gzipped_trace(prof, path)
+
+    monkeypatch.setattr(recorder, "write_trace", lambda prof, path: write_trace(prof, path, export=export))
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with perfkit.profile(steps=2, wait=1, warmup=1, out=out) as p:
+        for _ in range(4):
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+    return p.result
+
+
+def test_a_recording_its_folder_refuses_is_kept_in_a_temp_file_and_its_reservation_released(tmp_path, monkeypatch):
+    result = _train_under(monkeypatch, tmp_path / "ro", lambda p: p.parent.name == "ro", errno.EACCES)
+    assert result.trace is not None and result.trace.parent != tmp_path / "ro" and result.steps_recorded == 2
+    assert any(w.startswith(f"could not write the trace to {tmp_path / 'ro'}") for w in result.warnings)
+    assert list((tmp_path / "ro").iterdir()) == [] and not result.problem
+    result.trace.unlink()
+
+
+def test_a_full_disk_fails_the_recording_not_the_script(tmp_path, monkeypatch):
+    result = _train_under(monkeypatch, tmp_path, lambda p: True, errno.ENOSPC)
+    assert result.trace is None and result.error == ""  # the script's opt.step() saw no error
+    assert result.problem.startswith("could not write the trace to") and "no space left on device" in result.problem
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- what the run found is kept ---------------------------------------------------------------------------
 
 
@@ -318,42 +357,3 @@ def test_window_timer_calls_stop_on_the_main_thread():
         sum(range(1000))  # bytecode: the interpreter runs pending calls between instructions
     undo()
     assert seen == [True]
-
-
-def _train_under(monkeypatch, out, fail_for, code: int):
-    """perfkit.profile (the recorder perfkit profile uses) over 4 SGD steps, its writes failing for ``fail_for``."""
-    import torch
-
-    import perfkit
-    import perfkit.profiling.recorder as recorder
-    from perfkit.workloads.record import export_gzipped_trace
-
-    def export(prof, path):
-        if fail_for(Path(path)):
-            raise OSError(code, os.strerror(code))
-        return export_gzipped_trace(prof, path)
-
-    monkeypatch.setattr(recorder, "write_trace", lambda prof, path: write_trace(prof, path, export=export))
-    torch.set_num_threads(1)
-    model = torch.nn.Linear(4, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with perfkit.profile(steps=2, wait=1, warmup=1, out=out) as p:
-        for _ in range(4):
-            model(torch.randn(2, 4)).sum().backward()
-            opt.step()
-    return p.result
-
-
-def test_a_recording_its_folder_refuses_is_kept_in_a_temp_file_and_its_reservation_released(tmp_path, monkeypatch):
-    result = _train_under(monkeypatch, tmp_path / "ro", lambda p: p.parent.name == "ro", errno.EACCES)
-    assert result.trace is not None and result.trace.parent != tmp_path / "ro" and result.steps_recorded == 2
-    assert any(w.startswith(f"could not write the trace to {tmp_path / 'ro'}") for w in result.warnings)
-    assert list((tmp_path / "ro").iterdir()) == [] and not result.problem
-    result.trace.unlink()
-
-
-def test_a_full_disk_fails_the_recording_not_the_script(tmp_path, monkeypatch):
-    result = _train_under(monkeypatch, tmp_path, lambda p: True, errno.ENOSPC)
-    assert result.trace is None and result.error == ""  # the script's opt.step() saw no error
-    assert result.problem.startswith("could not write the trace to") and "no space left on device" in result.problem
-    assert list(tmp_path.iterdir()) == []
