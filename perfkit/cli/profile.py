@@ -8,10 +8,15 @@ names its step function with ``--step`` (``plan`` or ``Planner.step`` defined in
 ``module:function``), or records a time window with ``--seconds``.
 The script's exit status is perfkit's (1 for an exception, 130 for Ctrl-C), after what was recorded; a run
 that recorded no step (no trace, or none of the steps asked for) exits 1 with the reason on stderr.
-The report goes to stdout, or to stderr when the script closed stdout.
+The script's own output is passed through unchanged; perfkit's report is sanitized and goes to the stdout
+perfkit started with (not the log file the script pointed ``sys.stdout`` or descriptor 1 at), or to stderr
+when the script closed it. A recording that is not the script's (it runs its own profiler, the trace could not be written)
+exits 1 with the reason on stderr.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 
 from ..profiling.session import profile_script
@@ -26,17 +31,31 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    target, stdout = args.script, sys.stdout
-    result = profile_script(target, args.script_args, module=args.module, wait=args.wait, warmup=args.warmup,
-                            active=args.active, repeat=args.repeat, step=args.step, seconds=args.seconds,
-                            memory=args.memory, out=args.out, scan=args.scan)
-    sys.stdout = out = _open_stream(stdout)  # the script may have replaced or closed sys.stdout
+    stdout = _raw(sys.stdout)
+    sys.stdout = stdout  # the script's output is its own: not escaped like perfkit's
+    with _StartingStdout(stdout) as started:
+        try:
+            result = profile_script(args.script, args.script_args, module=args.module, wait=args.wait,
+                                    warmup=args.warmup, active=args.active, repeat=args.repeat, step=args.step,
+                                    seconds=args.seconds, memory=args.memory, out=args.out, scan=args.scan)
+        finally:  # the script may have replaced or closed sys.stdout, or moved its file descriptor (os.dup2)
+            sys.stdout = out = _open_stream(started.stream())
+        return _report_result(args, result, out)
+
+
+def _report_result(args, result, out) -> int:
+    """Print the result to ``out`` and the reason for a failed run to stderr; returns the exit status."""
+    target = args.script
     print(json_text(result.to_json(), indent=2) if args.json else format_result(result), file=out)
     if args.report and result.trace is not None:
         _report(result.trace, out if not args.json else sys.stderr)
+    if result.problem:
+        print(f"perfkit profile: {printable(result.problem)}", file=sys.stderr)
     if result.error:
         print(f"perfkit profile: {printable(target)} failed: {printable(result.error)}", file=sys.stderr)
         return result.exit_status or 1
+    if result.problem:
+        return 1
     if result.recorded_nothing:
         reason = result.warnings[0] if result.warnings else "no step was recorded"
         print(f"perfkit profile: nothing recorded: {printable(reason)}", file=sys.stderr)
@@ -75,11 +94,56 @@ def overhead_text(r) -> str:
     return f"{r.overhead_pct:+.1f}% step time with the profiler on ({r.overhead_clock} clock)"
 
 
+def _raw(stream):
+    """The stream under the CLI's :class:`PrintableStream` (the script writes to it unchanged)."""
+    return stream._stream if isinstance(stream, PrintableStream) else stream
+
+
+class _StartingStdout:
+    """The stdout perfkit started with, kept by its file descriptor too: a script that moves descriptor 1
+    (``os.dup2(log.fileno(), 1)``) would otherwise get perfkit's report in its log."""
+
+    def __init__(self, stream):
+        self._stream, self._kept, self._opened = stream, None, None
+        try:
+            fd = stream.fileno()
+            self._kept = (fd, os.dup(fd), os.fstat(fd))
+        except (AttributeError, OSError, ValueError):  # no descriptor (a notebook's or pytest's stream)
+            pass
+
+    def __enter__(self) -> "_StartingStdout":
+        return self
+
+    def stream(self):
+        """``stream``, or a stream on the kept descriptor when the script moved the one it was on."""
+        if self._kept is None:
+            return self._stream
+        fd, kept, before = self._kept
+        try:
+            now = os.fstat(fd)
+            moved = (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino)
+        except OSError:  # the script closed descriptor 1
+            moved = True
+        if not moved:
+            return self._stream
+        self._opened = os.fdopen(kept, "w", encoding=getattr(self._stream, "encoding", None) or "utf-8")
+        self._kept = None
+        return self._opened
+
+    def __exit__(self, *exc) -> bool:
+        if self._opened is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._opened.close()
+        elif self._kept is not None:
+            os.close(self._kept[1])
+        return False
+
+
 def _open_stream(stream):
-    """``stream`` when it can still be written, else stderr (a script that closed sys.stdout)."""
+    """``stream`` (sanitized) when it can still be written, else stderr (a script that closed sys.stdout)."""
     try:
         stream.flush()
-        return stream
+        return PrintableStream(stream)
     except (ValueError, OSError):
         return PrintableStream(sys.__stderr__ if sys.__stderr__ is not None else sys.stderr)
 

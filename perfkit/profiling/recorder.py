@@ -7,8 +7,12 @@ A step is found in one of three ways (``step_source``):
   first one that steps counts, so a GAN's two ``step()`` calls make one step.
 * ``function``: one call of a function named ``module:qualname`` (``perfkit.workloads.mppi:MPPIWorkload.step``),
   wrapped for the duration of the recording.
-* ``window``: no steps; the profiler records from the start for ``seconds`` (stopped by a
-  ``SIGALRM`` timer on the main thread) or until the code ends.
+* ``window``: no steps; the profiler records from the start for ``seconds`` (stopped on the main
+  thread by :func:`perfkit.profiling.watch.window_timer`) or until the code ends.
+
+Steps are counted on the thread that started the recording (the profiler steps there: stepping it from
+another thread crashed Kineto); forks, ``exec`` and a profiler of the script's own are watched
+(:mod:`perfkit.profiling.watch`) and said in ``problem``/``warnings``.
 
 The schedule is torch's (``wait``, ``warmup``, ``active``, ``repeat``): the trace holds one
 ``ProfilerStep#N`` span per active step, like a hand-written ``prof.step()`` loop. The time of each
@@ -20,11 +24,8 @@ torch is imported only when recording starts.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import re
-import signal
 import sys
 import threading
 import time
@@ -32,8 +33,11 @@ from pathlib import Path
 
 from ..errors import ParameterError, PerfkitError
 from ..limits import DUR_RANGE_US
+from ..text import printable
 from ..workloads.base import check_int
-from ..workloads.record import export_gzipped_trace
+from .output import release, write_trace
+from .stepfn import QUALNAME, ScriptStep, split, wrap_function
+from .watch import watch_exec, watch_forks, watch_profilers, window_timer
 
 
 MAX_WINDOW_S = DUR_RANGE_US[1] / 1e6  # a week: the longest event perfkit reads back from a trace
@@ -63,8 +67,8 @@ class Recorder:
         if step is not None and seconds is not None:
             raise ParameterError("pass --step or --seconds, not both: a window has no steps")
         if step is not None and ":" in str(step):
-            _split(step)
-        elif step is not None and not _QUALNAME.match(str(step)):
+            split(step)
+        elif step is not None and not QUALNAME.match(str(step)):
             raise ParameterError(f"--step {step!r}: name a function the script defines (plan, Planner.step) or "
                                  "one of a module as module:function (mymod:plan)")
         self.script = str(Path(script).resolve()) if script else None
@@ -78,8 +82,14 @@ class Recorder:
         self.step_times_s: list[float] = []
         self._marks: list = []  # a CUDA event (or None) per step boundary: the end of that step on the GPU
         self.steps_seen = 0
+        self.traces_lost = 0
         self.step_found = True  # False while a --step function the script defines is not defined yet
         self.warnings: list[str] = []
+        self.problem = ""  # why the recording is not the script's (its own profiler, a failed write)
+        self.steps_elsewhere = 0  # step calls from threads other than the recording's
+        self.forks = 0
+        self._script_step: ScriptStep | None = None
+        self._thread = threading.get_ident()
         self._undo: list = []
         self._prof = None
         self._last = None
@@ -90,12 +100,14 @@ class Recorder:
     def __enter__(self) -> "Recorder":
         torch = _import_torch()
         self._prof = self._make_profiler(torch)
+        self._thread = threading.get_ident()
         if self.step_source == "function" and ":" not in self.step and self.script:
             self.step_found = False  # until the script defines it
-            self._undo.append(_wrap_when_defined(self.step, self.script, self._on_step, self._on_found))
+            self._script_step = ScriptStep(self.step, self.script, self._on_step, self._on_found)
+            self._undo.append(self._script_step.undo)
         elif self.step_source == "function":
             spec = self.step if ":" in self.step else f"__main__:{self.step}"
-            self._undo.append(_wrap_function(spec, self._on_step))
+            self._undo.append(wrap_function(spec, self._on_step))
         elif self.step_source == "optimizer":
             from torch.optim.optimizer import register_optimizer_step_post_hook  # heavy, optional: torch
 
@@ -104,8 +116,10 @@ class Recorder:
         self._undo.append(_quiet_kineto())
         self._prof.start()
         self._tag()
+        self._undo += [watch_forks(self._on_fork, self._detach), watch_exec(self._on_exec),
+                       watch_profilers(torch, lambda: self._prof, self._on_foreign_profiler)]
         if self.seconds is not None:
-            self._undo.append(_alarm(self.seconds, self._stop))
+            self._undo.append(window_timer(self.seconds, self._stop))
         self._last = self.clock()
         return self
 
@@ -116,9 +130,57 @@ class Recorder:
         self._stop()
         return False
 
+    @property
+    def step_problem(self) -> str:
+        """Why the --step function's calls could not be steps ("" when they were, or none was named)."""
+        if self._script_step is not None and self._script_step.problem():
+            return self._script_step.problem()
+        if self.steps_elsewhere and not self.steps_seen:
+            what = f"--step {self.step}" if self.step else "optimizer.step()"
+            return (f"{what} was called {self.steps_elsewhere} time(s), only from other threads: perfkit steps the "
+                    "profiler on the thread that started the script; name a function the main thread calls once "
+                    "per step")
+        return ""
+
     # -- steps -----------------------------------------------------------------------------------
     def _on_found(self) -> None:
         self.step_found = True
+
+    def _on_fork(self) -> None:
+        self.forks += 1
+
+    def _detach(self) -> None:
+        """In a forked child: never step or write the parent's trace (the profiler is the parent's)."""
+        self._prof, self._undo = None, []
+
+    def _on_exec(self, program: str) -> None:
+        """The script replaces this process: write what was recorded, and say so (nothing prints after)."""
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+        self._stop()
+        if not self.traces:
+            release(self.path)
+        where = f"the trace recorded until then is {self.traces[0]}" if self.traces else "no trace was recorded"
+        print(printable(f"perfkit profile: the script is replacing itself with {program!r} (os.exec*) after "
+                        f"{self.steps_seen} step(s): perfkit cannot report on the new program; {where}; profile "
+                        "that program on its own"), file=sys.__stderr__ or sys.stderr)  # nothing prints after exec
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+
+    def _on_foreign_profiler(self, what: str) -> None:
+        """The script starts its own profiler: stop perfkit's (one profiler per process) so the script's works.
+        Once perfkit's recording is over (the schedule done) the script's profiler is no conflict."""
+        if self._prof is None:
+            return
+        if not self.problem:
+            self.problem = (f"the script runs its own profiler ({what}): perfkit cannot record under it; diagnose "
+                            "the script's own trace with `perfkit diagnose TRACE`, or remove its profiler and run "
+                            "perfkit profile again")
+        self._stop()
 
     def _on_optimizer_step(self, optimizer, args, kwargs) -> None:
         if self._optimizer is None:
@@ -127,6 +189,9 @@ class Recorder:
             self._on_step()
 
     def _on_step(self) -> None:
+        if threading.get_ident() != self._thread:
+            self.steps_elsewhere += 1
+            return
         now = self.clock()
         self._marks.append(_device_mark())
         self.step_times_s.append(now - self._last)
@@ -189,10 +254,18 @@ class Recorder:
                        with_stack=True, record_shapes=True, profile_memory=self.memory)
 
     def _write(self, prof) -> None:
-        n = len(self.traces)
+        """Write a cycle's trace; a write that fails is perfkit's, said in ``problem`` or ``warnings``,
+        never raised into the script's ``optimizer.step()``."""
+        n = len(self.traces) + self.traces_lost
         path = self.path if n == 0 else self.path.with_name(
             self.path.name.replace(".pt.trace.json.gz", f"-cycle{n + 1}.pt.trace.json.gz"))
-        self.traces.append(export_gzipped_trace(prof, path))
+        written, note = write_trace(prof, path)
+        if written is None:
+            self.traces_lost += 1
+            self.problem = self.problem or note
+        else:
+            self.traces.append(written)
+            self.warnings += [note] if note else []
 
     @property
     def active_steps(self) -> list[int]:
@@ -243,134 +316,3 @@ def _import_torch():
         raise PerfkitError("torch is not installed in this environment: perfkit profile records with "
                            "torch.profiler; install torch (pip install torch) and run again") from exc
     return torch
-
-
-def _wrap_function(spec: str, on_step):
-    """Replace the function named ``module:qualname`` by a wrapper that calls ``on_step`` after each
-    call returns; returns the function that puts the original back."""
-    owner, attr, original = resolve_function(spec)
-    return _wrap_attr(owner, attr, original, on_step)
-
-
-def _wrap_attr(owner, attr: str, original, on_step):
-    """Replace ``owner.attr`` (a module's function or a class's method) by a wrapper that calls
-    ``on_step`` after each call; returns the undo."""
-
-    def step_wrapper(*args, **kwargs):
-        result = original(*args, **kwargs)
-        on_step()
-        return result
-
-    step_wrapper.__wrapped__ = original
-    if not isinstance(owner, type):  # a module's function
-        setattr(owner, attr, step_wrapper)
-        return lambda: setattr(owner, attr, original)
-    own = attr in owner.__dict__
-    raw = owner.__dict__.get(attr)
-    if isinstance(raw, classmethod):
-        original = raw.__func__  # the wrapper is a classmethod too: it gets cls first
-        setattr(owner, attr, classmethod(step_wrapper))
-    else:
-        setattr(owner, attr, staticmethod(step_wrapper) if isinstance(raw, staticmethod) else step_wrapper)
-    return lambda: setattr(owner, attr, raw) if own else delattr(owner, attr)
-
-
-_QUALNAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-
-
-def _wrap_when_defined(qualname: str, script: str, on_step, on_found):
-    """Wrap a function the script itself defines (``plan``, ``Planner.step``): it does not exist
-    until the script's ``def`` runs, so a profile hook watches the script's own calls until the name
-    is bound in its globals, wraps it there (``_wrap_function``'s wrapper), calls ``on_found`` and
-    removes itself. Calls from other files cost one comparison each meanwhile. Returns the undo."""
-    state: dict = {"undo": None}
-    top, *path = qualname.split(".")
-    previous = sys.getprofile()
-
-    def hook(frame, event, arg):
-        if event != "call" or frame.f_code.co_filename != script or state["undo"] is not None:
-            return
-        owner = frame.f_globals
-        if top not in owner:
-            return
-        target = owner[top]
-        for part in path:
-            target = getattr(target, part, None)
-        if callable(target):
-            state["undo"] = _wrap_in(owner, top, path, on_step)
-            on_found()
-            if sys.getprofile() is hook:
-                sys.setprofile(previous)
-
-    sys.setprofile(hook)
-
-    def undo():
-        if sys.getprofile() is hook:
-            sys.setprofile(previous)
-        if state["undo"] is not None:
-            state["undo"]()
-
-    return undo
-
-
-def _wrap_in(module_globals: dict, top: str, path: list, on_step):
-    """Wrap ``top.path...`` found in a module's globals dict; returns the undo."""
-    if path:
-        owner = module_globals[top]
-        for part in path[:-1]:
-            owner = getattr(owner, part)
-        return _wrap_attr(owner, path[-1], getattr(owner, path[-1]), on_step)
-    original = module_globals[top]
-
-    def step_wrapper(*args, **kwargs):
-        result = original(*args, **kwargs)
-        on_step()
-        return result
-
-    step_wrapper.__wrapped__ = original
-    module_globals[top] = step_wrapper
-    return lambda: module_globals.__setitem__(top, original)
-
-
-def resolve_function(spec: str):
-    """(object holding it, attribute name, function) of ``"module:qualname"``.
-
-    Raises ParameterError when the text has no ``module:`` part, the module does not import or the
-    name is not a callable in it."""
-    module_name, qualname = _split(spec)
-    try:
-        owner = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ParameterError(f"--step {spec!r}: module {module_name!r} does not import ({exc}); run from the "
-                             "folder that holds it") from exc
-    *path, attr = qualname.split(".")
-    for part in path:
-        owner = getattr(owner, part, None)
-        if owner is None:
-            break
-    function = getattr(owner, attr, None) if owner is not None else None
-    if not callable(function):
-        raise ParameterError(f"--step {spec!r}: {module_name} has no function {qualname!r}")
-    return owner, attr, function
-
-
-def _split(spec: str) -> tuple[str, str]:
-    module_name, sep, qualname = str(spec).partition(":")
-    if not sep or not module_name or not qualname:
-        raise ParameterError(f"--step {spec!r}: name the function as module:function or "
-                             "module:Class.method (e.g. mytrain:train_step)")
-    return module_name, qualname
-
-
-def _alarm(seconds: float, stop):
-    """Call ``stop`` on the main thread after ``seconds`` (SIGALRM); returns the undo."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        raise ParameterError("--seconds needs the main thread of a Unix process (it uses SIGALRM)")
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-
-    def undo():
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-    return undo

@@ -10,9 +10,11 @@ recorded until then.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import itertools
 import os
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +23,10 @@ from ..analysis.step.diagnosis import diagnose
 from ..atomic import output_error
 from ..detect.script import run_as_main
 from ..detect.static import scan
-from ..errors import ParameterError
+from ..errors import ParameterError, PerfkitError
 from ..trace import load_trace
 from ..workbook import workbook_root
+from .output import release as _release
 from .recorder import Recorder
 from .target import check_target, module_file, module_path
 from .timing import (machine_load, noise_warnings, overhead_noise_pct, overhead_pct, overhead_unmeasurable,
@@ -47,7 +50,8 @@ class ProfileResult:
     ``step_times_s``: the recorded (active) steps' times on ``overhead_clock`` (None: no time);
     ``load``: (load average over the last minute, CPUs) at the end of the run, None where unknown;
     ``overhead_unmeasurable``: why ``overhead_pct`` is not a measurement ("" when it is;
-    :func:`perfkit.profiling.timing.overhead_unmeasurable`)."""
+    :func:`perfkit.profiling.timing.overhead_unmeasurable`); ``problem``: why the recording is not the
+    script's, perfkit's own failure (the script runs its own profiler, the trace could not be written), "" when none."""
 
     trace: Path | None
     steps_recorded: int
@@ -66,6 +70,7 @@ class ProfileResult:
     step_times_s: tuple = ()
     load: tuple[float, int] | None = None
     overhead_unmeasurable: str = ""
+    problem: str = ""
 
     @property
     def overhead_measurable(self) -> bool:
@@ -102,19 +107,22 @@ class ProfileResult:
             out["scan"] = self.scan.to_records()
         if self.error:
             out["error"], out["exit_status"] = self.error, self.exit_status
+        if self.problem:
+            out["problem"] = self.problem
         return out
 
 
 def trace_path(name: str, folder=None, now: _dt.datetime | None = None) -> Path:
     """``<folder>/<name>-<YYYY-MM-DD>-<HHMMSS>.pt.trace.json.gz``, with ``-2``, ``-3``... when that name is
-    taken (two runs started in one second), reserved by creating it empty (``finish`` removes it when no
+    taken (two runs started in one second; characters other than letters, digits, ``.+-`` become ``_``), reserved by creating it empty (``finish`` removes it when no
     trace was recorded); ``folder`` (absolute, so a script that changes directory does not move it) defaults
     to the workbook's ``traces/`` (created). Raises ParameterError when ``folder`` exists and is not a
     directory, OutputError when it cannot be written."""
     folder = Path(os.path.abspath(folder)) if folder is not None else workbook_root() / "traces"
     if folder.exists() and not folder.is_dir():
         raise ParameterError(f"--out {str(folder)!r} is a file: pass a folder for the trace")
-    base = f"{Path(name).stem or 'profile'}-{(now or _dt.datetime.now()):%Y-%m-%d-%H%M%S}"
+    stem = re.sub(r"[^\w.+-]", "_", Path(name).stem)  # a control character in the name broke Kineto's JSON
+    base = f"{stem or 'profile'}-{(now or _dt.datetime.now()):%Y-%m-%d-%H%M%S}"
     for n in itertools.count(1):
         path = folder / f"{base}{'' if n == 1 else f'-{n}'}{TRACE_SUFFIX}"
         try:
@@ -148,8 +156,9 @@ def profile_script(target, args=(), *, module: bool = False, wait: int = 5, warm
         except BaseException:
             _release(recorder.path)
             raise
-    findings = _scan(script) if scan else None
-    return finish(recorder, error=error, exit_status=status, scan=findings)
+    findings, note = _scan(script) if scan else (None, "")
+    result = finish(recorder, error=error, exit_status=status, scan=findings)
+    return dataclasses.replace(result, warnings=result.warnings + (note,)) if note else result
 
 
 def _recorder(name: str, out, **options) -> Recorder:
@@ -165,7 +174,9 @@ def _recorder(name: str, out, **options) -> Recorder:
 def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=None, load=None) -> ProfileResult:
     """Load and diagnose what ``recorder`` wrote, with the warnings about how the recording went and how
     far its step times can be trusted. ``load``: (load average, CPUs), default :func:`machine_load` now."""
-    warnings = _schedule_warnings(recorder, error)
+    warnings = _schedule_warnings(recorder, error) + recorder.warnings
+    if recorder.forks:
+        warnings.insert(0 if recorder.steps_seen == 0 else len(warnings), _fork_warning(recorder.forks))
     s = recorder.schedule
     load = machine_load() if load is None else load
     times, clock = step_clock(recorder)
@@ -177,8 +188,10 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     warnings += noise_warnings(active, load, clock) if recorder.traces else []  # nothing recorded: no figures
     timing = {"overhead_clock": clock, "overhead_noise_pct": noise, "step_times_s": active, "load": load,
               "overhead_unmeasurable": why}
-    if not recorder.traces:
+    timing["problem"] = recorder.problem
+    if recorder.path not in recorder.traces:  # nothing recorded, or written elsewhere (output.write_trace)
         _release(recorder.path)
+    if not recorder.traces:
         return ProfileResult(None, 0, recorder.step_source, pct, {}, "no trace was recorded", tuple(warnings),
                              error, exit_status, scan, **timing)
     trace = load_trace(recorder.traces[0], use_cache=False)
@@ -187,15 +200,6 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     recorded = _window_steps(trace) if recorder.step_source == "window" else recorder.active_steps_seen
     return ProfileResult(recorder.traces[0], recorded, recorder.step_source, pct, diagnosis, text,
                          tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]), **timing)
-
-
-def _release(path: Path) -> None:
-    """Remove the empty file ``trace_path`` reserved when nothing was written into it."""
-    try:
-        if path.stat().st_size == 0:
-            path.unlink()
-    except OSError:
-        pass
 
 
 def _window_steps(trace) -> int:
@@ -212,6 +216,8 @@ def _schedule_warnings(recorder: Recorder, error: str) -> list[str]:
     if recorder.step_source == "optimizer" and seen == 0:
         return [f"no optimizer.step() was seen, so nothing was recorded ({ended} first): for a loop without an "
                 f"optimizer pass {STEP_HINT}, or --seconds N for a time window"]
+    if recorder.step_problem:
+        return [recorder.step_problem]
     if recorder.step_source == "function" and not recorder.step_found:
         return [f"--step {recorder.step}: the script never defined it, so nothing was recorded ({ended} first): "
                 "name a function the script defines (plan, Planner.step) or module:function"]
@@ -226,8 +232,18 @@ def _schedule_warnings(recorder: Recorder, error: str) -> list[str]:
             "lower --wait/--warmup/--active or let the script run longer"]
 
 
-def _scan(path: str):
-    return scan([path])  # perfkit scan's findings (``profile_script``'s own ``scan`` is the flag)
+def _fork_warning(forks: int) -> str:
+    return (f"the script forked {forks} process(es): perfkit records only the process it started, so steps run "
+            "in a forked child are not in the trace; let the parent run the training loop, or pass --step with a "
+            "function the parent calls")
+
+
+def _scan(path: str) -> tuple[object, str]:
+    """(``perfkit scan``'s findings, "") or (None, why the scan could not read the script)."""
+    try:
+        return scan([path]), ""  # ``profile_script``'s own ``scan`` is the flag
+    except PerfkitError as exc:
+        return None, f"--scan could not read the script after it ran ({exc}); the diagnosis above is kept"
 
 
 class profile:  # noqa: N801  (used as ``with perfkit.profile(steps=5) as p:``)
