@@ -19,7 +19,7 @@ from .model import Trace, TraceFile
 from .nesting import add_nesting, shift_parents
 from .schema import LAUNCH_CATEGORIES
 from .parse import CHUNK_BYTES, ParsedTrace, parse_trace
-from .split import refuse_arg_ranks, split_merged_ranks
+from .split import refuse_arg_ranks, refuse_plain_and_gzip, split_merged_ranks
 from .steps import STEP_COLUMNS, file_steps
 from .values import short_repr as _short
 from .workers import process_pool, release_freed_memory, resolve_workers, small_pages
@@ -160,7 +160,7 @@ def _directory_traces(path: Path) -> list[Path]:
     if not entries:
         raise TraceError(path, "directory has no trace files (*.json, *.json.gz)",
                          "Point at the directory tensorboard_trace_handler wrote, or at a trace file")
-    return [_regular_file(p) for p in entries]
+    return [_regular_file(p) for p in refuse_plain_and_gzip(path, entries)]
 
 
 def _regular_file(path: Path) -> Path:

@@ -8,9 +8,12 @@ quotients by 10**8 differ) and returns one part per rank, each with its own step
 if each rank had been its own file; the loader then gives each part a rank and a ``Trace.files``
 entry like the files of a directory (:func:`perfkit.trace.load.assign_ranks`). Events that name
 their rank only in ``args.rank`` (several values in one file) cannot be told apart by thread and
-are refused (:func:`refuse_arg_ranks`).
+are refused (:func:`refuse_arg_ranks`), as is a folder holding one rank's file twice, plain and
+gzipped (:func:`refuse_plain_and_gzip`), which would be read as two ranks.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -87,3 +90,16 @@ def _part(events: pd.DataFrame, flows: pd.DataFrame, meta: dict, rank: int, note
 
 def _listed(ranks: list) -> str:
     return ", ".join(map(str, ranks[:8])) + (f" ... ({len(ranks)} in all)" if len(ranks) > 8 else "")
+
+
+def refuse_plain_and_gzip(folder: Path, entries: list[Path]) -> list[Path]:
+    """``entries`` (the trace files of ``folder``) unchanged; TraceError when one of them is there
+    both plain and gzipped (``rank0.json`` and ``rank0.json.gz``): read as two ranks, every count
+    of the run would be doubled (``perfkit sql`` counted it twice)."""
+    names = {p.name for p in entries}
+    twice = [p.name for p in entries if p.name.endswith(".json") and f"{p.name}.gz" in names]
+    if twice:
+        raise TraceError(folder, f"holds {twice[0]} and {twice[0]}.gz: the same trace plain and compressed would "
+                         "be read as two ranks and counted twice",
+                         "Keep one of the two (delete or move the other), or pass the files you mean as a list")
+    return entries
