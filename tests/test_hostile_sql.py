@@ -18,6 +18,7 @@ from perfkit.analysis import sql as sql_module
 from perfkit.analysis.sql import sql
 from perfkit.errors import ParameterError
 from perfkit.text import csv_cell, csv_cell_value
+from perfkit.trace import load_trace
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -115,6 +116,17 @@ def test_running_out_of_memory_is_one_line_not_a_traceback(trace):
     out.assert_clean(codes=(1, 2))
     assert "Out of Memory" in out.err and len(out.err.strip().splitlines()) == 1, out.why()
 
+
+
+def test_a_query_runs_where_no_thread_can_start(trace, monkeypatch):
+    """Under an address-space limit (ulimit -v) the worker thread's stack may not fit: "can't start new
+    thread" was a traceback; the query then runs in the calling thread."""
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    loaded = load_trace(trace)  # the loader may start threads of its own: refuse only the query's
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    assert sql("SELECT count(*) AS n FROM events", loaded)["n"].tolist() == [2]
 
 # --- issue 38 item 4: a statement timeout, Ctrl-C that stops the query, advice the user can follow --
 

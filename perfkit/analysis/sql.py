@@ -92,7 +92,8 @@ def _run(con, query: str, max_rows: int) -> pd.DataFrame:
 def _interruptible(con, work, timeout_s: int):
     """``work()`` run in a worker thread, stopped with ``con.interrupt()`` after ``timeout_s`` seconds
     (ParameterError) or at Ctrl-C (KeyboardInterrupt, once DuckDB has stopped). The caller waits on
-    an Event: a Thread.join interrupted by Ctrl-C can report a live thread as finished."""
+    an Event: a Thread.join interrupted by Ctrl-C can report a live thread as finished. Where no
+    thread can start (an address-space limit leaves no room for its stack), ``work()`` runs here."""
     outcome, done = {}, threading.Event()
 
     def target():
@@ -103,7 +104,10 @@ def _interruptible(con, work, timeout_s: int):
         finally:
             done.set()
 
-    threading.Thread(target=target, name="perfkit-sql", daemon=True).start()
+    try:
+        threading.Thread(target=target, name="perfkit-sql", daemon=True).start()
+    except RuntimeError:  # "can't start new thread": no address space left for its stack (a ulimit -v)
+        return work()  # run here, where it cannot be stopped early, rather than not at all
     deadline = time.monotonic() + timeout_s
     try:
         while not done.wait(min(0.25, max(deadline - time.monotonic(), 0.0))):
