@@ -107,7 +107,14 @@ def test_inductor_on_cpu_small_model():
         assert math.isfinite(result.break_even_steps)
     else:
         assert result.break_even_steps == math.inf
-        assert any("no steady-state speedup" in f.title for f in result.findings)
+    # which speed finding appears follows from the timing the run saw (a loaded machine makes it
+    # inconclusive), never from the machine's speed: the test checks the rule, not the outcome
+    titles = [f.title for f in result.findings]
+    if result.timing.unreliable:
+        assert any("inconclusive" in t and "re-run on a quiet machine" in t for t in titles)
+        assert not any("no steady-state speedup" in t for t in titles)
+    elif result.verdict != "faster":
+        assert any("no steady-state speedup" in t for t in titles)
     summary = result.summary()
     assert summary["backend"] == "inductor" and summary["graph_breaks"] == 0
     assert "torch.compile A/B (inductor)" in result._repr_html_()
