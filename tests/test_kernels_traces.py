@@ -1,4 +1,5 @@
 """perfkit kernels on every real trace, and its GEMM FLOPs against a count by hand from the raw JSON."""
+import bisect
 import gzip
 import json
 import math
@@ -80,15 +81,22 @@ def hand_gemm_flops(events: list) -> float:
         if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator", "operator") and \
                 not str(e["name"]).startswith("ProfilerStep#"):
             ops.setdefault((e["pid"], e["tid"]), []).append(e)
+    for thread in ops.values():  # latest start last; at one start, the shortest, then the first recorded, last
+        order = {id(o): i for i, o in enumerate(thread)}
+        thread.sort(key=lambda o: (o["ts"], -o["dur"], -order[id(o)]))
+    starts = {key: [o["ts"] for o in thread] for key, thread in ops.items()}
     owners = {}
     for e in events:
         if e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime") and (e.get("args") or {}).get("correlation") \
                 in gpu_ids:
-            around = [o for o in ops.get((e["pid"], e["tid"]), [])
-                      if o["ts"] <= e["ts"] and o["ts"] + o["dur"] >= e["ts"] + e["dur"]]
-            if around:
-                inner = max(around, key=lambda o: (o["ts"], -o["dur"]))
-                owners[id(inner)] = inner
+            # the innermost op around the launch: of the ops that start at or before it and end at or after
+            # it, the latest-starting (the shortest at a tie), found walking back from the last start <= it
+            thread = ops.get((e["pid"], e["tid"]), [])
+            i = bisect.bisect_right(starts.get((e["pid"], e["tid"]), []), e["ts"])
+            while i > 0 and thread[i - 1]["ts"] + thread[i - 1]["dur"] < e["ts"] + e["dur"]:
+                i -= 1
+            if i > 0:
+                owners[id(thread[i - 1])] = thread[i - 1]
     total = 0.0
     for o in owners.values():
         args = o.get("args") or {}
