@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace.intervals import length, union
-from ...trace.shapes import op_shapes
+from ...trace.loader.shapes import op_shapes
 from ...trace.steps import full_step_windows, step_rows
 from ..step.queued import queued_gpu_us
 from ..classify import before_window
