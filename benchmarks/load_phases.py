@@ -14,7 +14,10 @@ ORDER = ("pool_start", "parse", "inflate_cpu", "parse_main_cpu", "decode_workers
 
 
 def install() -> None:
-    from perfkit.trace import cache, columns, load, parse, stream
+    try:
+        from perfkit.trace.loader import cache, columns, load, parse, stream
+    except ImportError:  # a checkout from before the loader had its own package (issue 39.5)
+        from perfkit.trace import cache, columns, load, parse, stream
 
     writer = getattr(cache, "Writer", None)
     for owner, name, key in ((parse, "process_pool", "pool_start"), (load, "parse_trace", "parse"),

@@ -7,7 +7,7 @@ Each is a :class:`Limit`: read ``LIMIT.value()`` at the moment of use (so a chan
 takes effect), and refuse with ``LIMIT.refusal(what)``, which names the variable to raise.
 
 The ranges are not budgets but the bounds inside which perfkit's numbers stay exact; they have no
-override. Events outside them are dropped and counted (see :mod:`perfkit.trace.columns`).
+override. Events outside them are dropped and counted (see :mod:`perfkit.trace.loader.columns`).
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ SQL_MAX_ROWS = Limit(
     "the memory of a `perfkit sql` result turned into a DataFrame (`SELECT * FROM range(300000000)` would be GBs)")
 
 
-# Budgets of the streaming trace parser (perfkit.trace.parse).
+# Budgets of the streaming trace parser (perfkit.trace.loader.parse).
 MAX_METADATA_BYTES = Limit(
     "PERFKIT_MAX_METADATA_BYTES", 64 << 20, "bytes",
     "the JSON outside the traceEvents array (deviceProperties, distributedInfo, ...), which is read whole; "

@@ -32,8 +32,8 @@ from pathlib import Path
 from .errors import ParameterError, require
 from .registry import NOTEBOOK_SUFFIXES, notebook_names
 from .trace import load_trace
-from .trace.load import TRACE_SUFFIXES, resolve_paths
-from .trace.metadata import recorded_on
+from .trace.loader.load import TRACE_SUFFIXES, resolve_paths
+from .trace.model import recorded_on
 
 PACKAGED = Path(__file__).resolve().parent / "_workbook"
 # In a clone these are symbolic links to the repository's notebooks/ and data/traces/; a wheel

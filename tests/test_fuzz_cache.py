@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fuzzkit import event, run_main, write_trace
-from perfkit.trace import cache, load_trace
-from perfkit.trace import load as load_module
+from perfkit.trace import load_trace
+from perfkit.trace.loader import cache
+from perfkit.trace.loader import load as load_module
 
 
 def events(n: int, dur: int = 10) -> list:

@@ -44,7 +44,7 @@ def test_plain_file_truncated_while_it_is_read(tmp_path):
     path = write(tmp_path, "t.json", kineto_text(many_events(60_000)))  # ~9 MB: three 4 MB blocks
     code = (
         "import os, sys\n"
-        "import perfkit.trace.stream as stream\n"
+        "import perfkit.trace.loader.stream as stream\n"
         "from perfkit.cli import main\n"
         "read = stream.ByteStream._plain\n"
         "def shrinking(self):\n"

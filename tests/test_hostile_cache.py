@@ -4,7 +4,8 @@ import os
 
 import pytest
 from fuzzkit import Budget, event, run_cli, run_python, write_trace
-from perfkit.trace import cache, load_trace
+from perfkit.trace import load_trace
+from perfkit.trace.loader import cache
 
 @pytest.fixture
 def cached(tmp_path, monkeypatch):
@@ -35,7 +36,8 @@ def test_same_size_edit_with_mtime_restored_misses_the_cache(cached):
 FLIPS = """
 import random, sys
 from pathlib import Path
-from perfkit.trace import cache, load_trace
+from perfkit.trace import load_trace
+from perfkit.trace.loader import cache
 path = Path(sys.argv[1])
 arrow = f"{cache.cache_dir() / cache._key(path)}.events.arrow"
 good = open(arrow, "rb").read()

@@ -1,6 +1,7 @@
 """The package's layout rules (docs/layout.md, ../shared/STYLE.md points 1, 13 and 18), checked on
-the source itself: layers point one way, no import cycle (function-level imports counted), imports
-at the top of modules, modules under 400 lines."""
+the source itself: layers point one way, no import cycle (function-level imports counted) between
+modules or between subpackages, trace's concepts apart from its loader, imports at the top of modules,
+modules under 400 lines."""
 import ast
 from pathlib import Path
 
@@ -52,22 +53,61 @@ def _imports(name: str, path: Path):
 GRAPH = {name: {t for t, _ in _imports(name, path) if t in MODULES and t != name} for name, path in MODULES.items()}
 
 
-def test_no_import_cycle_counting_function_level_imports():
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (the nodes in order, the first repeated at the end), or None."""
     done, active = set(), []
 
     def visit(node):
         if node in active:
-            pytest.fail("import cycle: " + " -> ".join(active[active.index(node):] + [node]))
+            return active[active.index(node):] + [node]
         if node in done:
-            return
+            return None
         active.append(node)
-        for nxt in sorted(GRAPH[node]):
-            visit(nxt)
+        for nxt in sorted(graph.get(node, ())):
+            if found := visit(nxt):
+                return found
         active.pop()
         done.add(node)
+        return None
 
-    for name in sorted(GRAPH):
-        visit(name)
+    return next((found for name in sorted(graph) if (found := visit(name))), None)
+
+
+def _unit(name: str) -> str:
+    """The subpackage (or top-level module) a module belongs to: ``perfkit.analysis.step.queued`` ->
+    ``perfkit.analysis.step``, ``perfkit.trace.loader.parse`` -> ``perfkit.trace.loader``."""
+    return ".".join(name.split(".")[:3])
+
+
+def _nested(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def test_no_import_cycle_counting_function_level_imports():
+    cycle = _cycle(GRAPH)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_no_import_cycle_between_subpackages():
+    """Modules taken together by subpackage (``analysis/step``, ``analysis/kernels``, ``trace/loader``, ...):
+    a subpackage that imports another is never imported back by it, even through other modules, so each
+    shared piece has one owner (issue 39.5: ``step`` and ``kernels`` imported each other)."""
+    units = {}
+    for name, targets in GRAPH.items():
+        units.setdefault(_unit(name), set()).update(_unit(t) for t in targets if not _nested(_unit(name), _unit(t)))
+    cycle = _cycle(units)
+    assert cycle is None, "import cycle between subpackages: " + " -> ".join(cycle)
+
+
+def test_trace_concepts_never_import_the_loader():
+    """``trace/loader`` reads files into a Trace; the concepts beside it (model, schema, steps, intervals,
+    nesting, ...) work on loaded tables and never reach into it. Only the package's entry point
+    (``load_trace``) and the Parquet export, which loads what it writes, call the loader."""
+    callers = {"perfkit.trace", "perfkit.trace.export"}
+    wrong = sorted(f"{name} imports {target}" for name, targets in GRAPH.items()
+                   if name.startswith("perfkit.trace.") and not name.startswith("perfkit.trace.loader")
+                   and name not in callers for target in targets if target.startswith("perfkit.trace.loader"))
+    assert not wrong, wrong
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))

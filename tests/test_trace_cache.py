@@ -4,7 +4,8 @@ import os
 
 import pandas as pd
 
-from perfkit.trace import cache, load_trace
+from perfkit.trace import load_trace
+from perfkit.trace.loader import cache
 
 from test_trace_errors import GOOD, kineto_text
 
@@ -20,7 +21,7 @@ def test_second_load_reads_the_cache(tmp_path, monkeypatch):
     first = load_trace(path)
     assert any(p.name.endswith(".events.arrow") for p in cache.cache_dir().iterdir())
     calls = []
-    monkeypatch.setattr("perfkit.trace.load._parse_file", lambda *a, **k: calls.append(a) or 1 / 0)
+    monkeypatch.setattr("perfkit.trace.loader.load._parse_file", lambda *a, **k: calls.append(a) or 1 / 0)
     second = load_trace(path)
     assert not calls
     pd.testing.assert_frame_equal(first.events, second.events)
@@ -65,8 +66,8 @@ def test_unwritable_cache_dir_warns(tmp_path, monkeypatch):
 
 
 def test_progress_bar_over_bytes_of_a_large_file(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("perfkit.trace.load.CHUNK_BYTES", 64)
-    monkeypatch.setattr("perfkit.trace.parse.CHUNK_BYTES", 64)
+    monkeypatch.setattr("perfkit.trace.loader.load.CHUNK_BYTES", 64)
+    monkeypatch.setattr("perfkit.trace.loader.parse.CHUNK_BYTES", 64)
     doc = dict(GOOD, traceEvents=GOOD["traceEvents"] * 20)
     trace = load_trace(make(tmp_path, doc), use_cache=False, progress=True)
     assert len(trace.events) == 60

@@ -172,7 +172,7 @@ def test_every_layout_and_compression_gives_the_same_tables(name, tmp_path, monk
     doc["traceEvents"] = doc["traceEvents"][:20_000]
     (tmp_path / "ref.json").write_bytes(json.dumps(doc).encode())
     expected = load_trace(tmp_path / "ref.json", use_cache=False, workers=1)
-    monkeypatch.setattr("perfkit.trace.parse.CHUNK_BYTES", 32 << 10)
+    monkeypatch.setattr("perfkit.trace.loader.parse.CHUNK_BYTES", 32 << 10)
     for layout in ("json.dump", "compact", "indented", "one event a line"):
         text = relayout(doc, layout)
         for path, data in ((tmp_path / "t.json", text), (tmp_path / "t.json.gz", gzip.compress(text, 1))):
@@ -200,7 +200,8 @@ def replicated_ranks(tmp_path, n: int) -> list[Path]:
 
 _CONCURRENCY_PROBE = """
 import json, os, sys, time
-from perfkit.trace import load, load_trace
+from perfkit.trace import load_trace
+from perfkit.trace.loader import load
 parse = load._parse_file
 def logged(path, **kw):  # forked workers inherit this patch
     with open(sys.argv[2], "a") as fh:
@@ -224,7 +225,7 @@ def test_ranks_are_parsed_in_worker_processes_at_most_workers_at_once(tmp_path):
     import subprocess
     import sys
 
-    from perfkit.trace import cache
+    from perfkit.trace.loader import cache
 
     paths = replicated_ranks(tmp_path / "run", 8)
     log = tmp_path / "parses.log"
@@ -288,7 +289,7 @@ def test_ranks_load_in_a_pool_from_a_kernel_whose_main_has_no_spec(tmp_path, mon
 def test_a_load_asks_for_no_huge_pages_and_leaves_numpy_as_it_found_it(tmp_path, monkeypatch, before):
     import numpy as np
 
-    from perfkit.trace import load
+    from perfkit.trace.loader import load
 
     switch = np._core.multiarray._set_madvise_hugepage
     seen = []
@@ -316,7 +317,7 @@ def test_overlapping_loads_put_numpys_huge_pages_back_once_the_last_ends():
     """Loads in two threads: the first ends while the second still runs."""
     import numpy as np
 
-    from perfkit.trace.workers import small_pages
+    from perfkit.trace.loader.workers import small_pages
 
     switch = np._core.multiarray._set_madvise_hugepage
     original = switch(True)

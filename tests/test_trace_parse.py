@@ -9,8 +9,8 @@ import pytest
 
 from perfkit.errors import ParameterError, TraceError, TruncatedTraceError
 from perfkit.trace import load_trace
-from perfkit.trace.parse import parse_trace
-from perfkit.trace.scan import scan
+from perfkit.trace.loader.parse import parse_trace
+from perfkit.trace.loader.scan import scan
 
 
 def events(n: int, **extra_args) -> list[dict]:
@@ -47,7 +47,7 @@ def assert_same(a, b):
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    monkeypatch.setattr("perfkit.trace.parse.CHUNK_BYTES", 2048)
+    monkeypatch.setattr("perfkit.trace.loader.parse.CHUNK_BYTES", 2048)
 
 
 @pytest.mark.parametrize("trap", [
@@ -67,19 +67,19 @@ def test_cuts_inside_strings_or_nested_objects_are_remade_exactly(tmp_path, smal
 
 @pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
 def test_chunk_size_and_workers_do_not_change_the_tables(tmp_path, monkeypatch, name):
-    monkeypatch.setattr("perfkit.trace.stream.BLOCK_BYTES", 4096)  # many blocks: gzip's pass through the slots
+    monkeypatch.setattr("perfkit.trace.loader.stream.BLOCK_BYTES", 4096)  # many blocks: gzip's pass through the slots
     path = write(tmp_path, name, trace_doc(events(2000)))
     expected = tables(path, workers=1)
     for chunk in (1000, 4096, 50_000):
-        monkeypatch.setattr("perfkit.trace.parse.CHUNK_BYTES", chunk)
+        monkeypatch.setattr("perfkit.trace.loader.parse.CHUNK_BYTES", chunk)
         assert_same(tables(path, workers=2), expected)
 
 
 def test_an_event_longer_than_a_shared_slot_leaves_room_for_none(tmp_path, monkeypatch):
     """A gzip file's chunks are inflated straight into shared slots (a chunk's size plus 5 MiB):
     an event longer than that sends the rest of the file down the general path, same tables."""
-    monkeypatch.setattr("perfkit.trace.parse.CHUNK_BYTES", 4096)
-    monkeypatch.setattr("perfkit.trace.stream.BLOCK_BYTES", 1 << 20)
+    monkeypatch.setattr("perfkit.trace.loader.parse.CHUNK_BYTES", 4096)
+    monkeypatch.setattr("perfkit.trace.loader.stream.BLOCK_BYTES", 1 << 20)
     evs = events(3000)
     evs[2500]["args"]["note"] = "x" * (6 << 20)
     path = write(tmp_path, "t.json.gz", trace_doc(evs))
@@ -134,7 +134,7 @@ def test_truncated_gzip_with_salvage_keeps_what_inflates(tmp_path):
 
 
 def test_truncated_gzip_salvaged_by_workers_keeps_the_same_events(tmp_path, small_chunks, monkeypatch):
-    monkeypatch.setattr("perfkit.trace.stream.BLOCK_BYTES", 4096)  # blocks pass through the shared slots
+    monkeypatch.setattr("perfkit.trace.loader.stream.BLOCK_BYTES", 4096)  # blocks pass through the shared slots
     data = gzip.compress(json.dumps(trace_doc(events(3000)), indent=1).encode())
     path = tmp_path / "t.json.gz"
     path.write_bytes(data[: len(data) * 2 // 3])
@@ -187,7 +187,7 @@ def test_unreadable_file_is_a_trace_error(tmp_path, monkeypatch):
     def refuse(path):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("perfkit.trace.stream.is_gzip", refuse)  # chmod 0 does not stop root
+    monkeypatch.setattr("perfkit.trace.loader.stream.is_gzip", refuse)  # chmod 0 does not stop root
     err = pytest.raises(TraceError, load_trace, write(tmp_path, "t.json", trace_doc(events(3))), use_cache=False).value
     assert "cannot read the file (Permission denied)" in str(err)
 
@@ -208,8 +208,8 @@ def test_scan_finds_events_strings_and_the_array_end():
 
 
 def test_inflater_reads_a_stream_that_is_not_a_multiple_of_its_blocks(tmp_path, monkeypatch):
-    monkeypatch.setattr("perfkit.trace.stream.BLOCK_BYTES", 1000)
-    monkeypatch.setattr("perfkit.trace.stream._READ_BYTES", 333)
+    monkeypatch.setattr("perfkit.trace.loader.stream.BLOCK_BYTES", 1000)
+    monkeypatch.setattr("perfkit.trace.loader.stream._READ_BYTES", 333)
     doc = trace_doc(events(300))
     path = tmp_path / "t.json.gz"
     deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
@@ -222,7 +222,7 @@ def test_plain_file_shrinking_while_workers_read_it(tmp_path, small_chunks, monk
     than when it was cut reports it, and the load ends as for any truncated file."""
     import os
 
-    from perfkit.trace import parse
+    from perfkit.trace.loader import parse
 
     path = write(tmp_path, "t.json", trace_doc(events(2000)))
     range_cuts, calls = parse.range_cuts, []

@@ -1,4 +1,4 @@
-"""The op-shapes pass (perfkit.trace.shapes): chunks decoded by forked workers give the table one
+"""The op-shapes pass (perfkit.trace.loader.shapes): chunks decoded by forked workers give the table one
 decoder gives, in every layout; a chunk cut between objects nested in args falls back to one decoder; the rows are
 those a plain json read counts."""
 import gzip
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from perfkit.trace import shapes
-from perfkit.trace.workers import default_workers
+from perfkit.trace.loader import shapes
+from perfkit.trace.loader.workers import default_workers
 
 from conftest import shared_trace
 
@@ -45,7 +45,7 @@ _CHILD = """
 import json, sys
 from pathlib import Path
 import pandas as pd
-from perfkit.trace import shapes
+from perfkit.trace.loader import shapes
 path, shapes.CHUNK_BYTES = Path(sys.argv[1]), int(sys.argv[2])
 ran, parallel = [], shapes._parallel
 shapes._parallel = lambda text, spans: ran.append((len(spans), (r := parallel(text, spans)) is not None)) or r

@@ -3,7 +3,7 @@ over time per device, the peak with the op and Python function that allocated at
 still holds at its end and the growth per step (a leak inside one trace), and the top allocating ops.
 
 The allocator's totals come from the ``[memory]`` events' ``Total Allocated`` / ``Total Reserved``
-(:func:`perfkit.trace.memory_events.memory_args`). On CPU torch counts only memory allocated
+(:func:`perfkit.trace.loader.memory_events.memory_args`). On CPU torch counts only memory allocated
 after profiling started, so CPU totals are relative to the start of the recording.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from scipy import stats
 from ..results import html_section, html_table, html_warnings
 from ..text import jsonable
 from ..trace.ancestry import enclosing
-from ..trace.memory_events import memory_args
+from ..trace.loader.memory_events import memory_args
 from ..trace.steps import step_windows, window_index
 from .stacks import user_frames
 

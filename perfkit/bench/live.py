@@ -19,7 +19,7 @@ from pathlib import Path
 from ..detect.runtime import detect_syncs
 from ..errors import ParameterError
 from ..trace import load_trace
-from ..trace.metadata import recorded_on
+from ..trace.model import recorded_on
 from ..workbook import Source, check_mode, trace_source
 from ..workloads.record import record_trace
 from ..workloads.registry import make_workload

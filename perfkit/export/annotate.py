@@ -40,9 +40,9 @@ from ..atomic import atomic_write
 from ..errors import ParameterError, TraceError
 from ..trace import load_trace
 from ..trace.intervals import Coverage
-from ..trace.load import resolve_paths
+from ..trace.loader.load import resolve_paths
+from ..trace.loader.stream import read_text
 from ..trace.steps import step_windows
-from ..trace.stream import read_text
 
 CATEGORY = "perfkit"
 _ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')

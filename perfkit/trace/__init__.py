@@ -1,5 +1,5 @@
 """Trace loading: files -> :class:`Trace` (events, flows, metadata, steps)."""
-from .load import load_trace
+from .loader.load import load_trace
 from .model import Trace, TraceFile
 
 __all__ = ["load_trace", "Trace", "TraceFile"]

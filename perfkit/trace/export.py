@@ -29,7 +29,7 @@ import pandas as pd
 from .. import __version__
 from ..atomic import atomic_write, output_error, write_text_atomic
 from ..errors import ParameterError
-from .load import load_trace, resolve_paths
+from .loader.load import load_trace, resolve_paths
 from .model import Trace
 from .schema import SCHEMA_VERSION
 

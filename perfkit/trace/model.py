@@ -21,7 +21,7 @@ class TraceFile:
 
     ``rank`` is the file's rank id in the Trace, distinct per file; ``claimed_rank`` is what the
     file's ``distributedInfo.rank`` says (None: nothing usable). They differ when several files
-    claim one rank (see ``perfkit.trace.load.assign_ranks``) or when a file claims none.
+    claim one rank (see ``perfkit.trace.loader.load.assign_ranks``) or when a file claims none.
     """
 
     path: str
@@ -178,3 +178,16 @@ def _fill_correlation_from_flows(gpu: pd.DataFrame, flows: pd.DataFrame) -> pd.D
     gpu = gpu.copy()
     gpu.loc[matched["index"].to_numpy(), "correlation"] = matched["id"].to_numpy()
     return gpu
+
+
+def recorded_on(trace) -> str:
+    """The device a trace was recorded on, from the trace: the first GPU's name ("cuda" or "rocm"
+    when unnamed; a ROCm GPU's name followed by "(rocm)"), "<name> (GPU activity not recorded)" for a
+    trace that lists GPUs and launched work but recorded no GPU events, or "cpu"."""
+    backend = trace.backend
+    named = [d.get("name") for d in trace.devices if isinstance(d, dict) and d.get("name")]
+    if not trace.has_gpu_events:
+        return f"{named[0]} (GPU activity not recorded)" if named and backend != "cpu" else "cpu"
+    if not named:
+        return backend
+    return f"{named[0]} (rocm)" if backend == "rocm" else named[0]

@@ -23,7 +23,7 @@ from ..bench.compile_ab import compile_ab
 from ..bench.leak import hunt_leak
 from ..detect.runtime import detect_syncs
 from ..device import is_cuda
-from ..trace.load import load_trace
+from ..trace import load_trace
 from ..workloads.mlp import mlp_problem
 from ..workloads.record import record_trace
 from ..workloads.registry import make_workload

@@ -1,4 +1,4 @@
-"""``perfkit.trace.columns``: a value no event can have is dropped and counted, not carried into figures."""
+"""``perfkit.trace.loader.columns``: a value no event can have is dropped and counted, not carried into figures."""
 from __future__ import annotations
 
 import pytest

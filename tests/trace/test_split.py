@@ -1,4 +1,4 @@
-"""perfkit.trace.split's folder rule: one rank's file plain and gzipped is refused, not read as two ranks."""
+"""perfkit.trace.loader.split's folder rule: one rank's file plain and gzipped is refused, not read as two ranks."""
 from __future__ import annotations
 
 import gzip
@@ -7,7 +7,7 @@ import pytest
 
 from perfkit.cli import main
 from perfkit.errors import TraceError
-from perfkit.trace.split import refuse_plain_and_gzip
+from perfkit.trace.loader.split import refuse_plain_and_gzip
 from tracebuilder import TraceBuilder
 
 

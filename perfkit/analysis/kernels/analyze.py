@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 
 from ...trace.intervals import length, union
-from ...trace.shapes import op_shapes
+from ...trace.loader.shapes import op_shapes
 from ...trace.steps import full_step_windows, step_rows
-from ..step.queued import queued_gpu_us
 from ..classify import before_window
+from ..queued import queued_gpu_us
 from .attribute import kernel_links
 from .devices import device_for, read_peaks
 from .findings import build_findings
@@ -31,7 +31,7 @@ def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = T
     ``device``: a GPU name or key of ``devices.DEVICES`` overriding the trace's ``deviceProperties``
     (ParameterError when unknown). ``peaks``: a peaks file (path) or :func:`~.devices.read_peaks` of one:
     measured peaks of the trace's GPU in place of the datasheet's (ParameterError when it lacks that GPU).
-    ``use_cache``: read/write the op-shapes cache (``trace.shapes``).
+    ``use_cache``: read/write the op-shapes cache (``trace.loader.shapes``).
     Never raises for a trace without GPU events or without shapes: the result says so in its warnings.
     """
     measured = read_peaks(peaks) if peaks is not None and not isinstance(peaks, dict) else peaks

@@ -25,7 +25,7 @@ from ...errors import ParameterError
 from ...results import Finding, findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
 from ...text import jsonable
 from ...trace import Trace
-from ...trace.load import resolve_paths
+from ...trace.loader.load import resolve_paths
 from .bandwidth import bandwidth_findings, bandwidth_table, link_for, size_warnings
 from .collectives import arrivals, clock_warning, collective_table, lateness, step_waits
 from .engines import map_paths

@@ -1,6 +1,6 @@
 """How fast each collective moved its data: bytes, algorithm and bus bandwidth, as nccl-tests count them.
 
-Sizes come from what PyTorch records (:mod:`perfkit.trace.comm_args`): on the NCCL/RCCL kernel itself or,
+Sizes come from what PyTorch records (:mod:`perfkit.trace.loader.comm_args`): on the NCCL/RCCL kernel itself or,
 in older traces and on ROCm, on the ``record_param_comms`` op its launch runs inside. A collective's
 **bytes** follow nccl-tests (``doc/PERFORMANCE.md``): the buffer for all-reduce, reduce, broadcast, the
 full output for all-gather, the full input for reduce-scatter and all-to-all. **algbw** = bytes / time;
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ...results import Finding
-from ...trace.comm_args import comm_args
+from ...trace.loader.comm_args import comm_args
 from ..kernels.devices import find_device
 
 MESSAGE_COLUMNS = ["collective", "algorithm", "dtype", "group_size", "bytes"]

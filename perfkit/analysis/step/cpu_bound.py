@@ -39,9 +39,10 @@ from ...trace.steps import STEP_PREFIX, listed_steps, step_rows, step_windows, s
 from ..classify import before_window, launch_mask
 from ..compile import compile_facts
 from ..host_ops import COPY_OPS, HOST_CATEGORIES, host_events, op_table
+from ..queued import queued_gpu_us
 from .findings import findings as _findings
 from .layers import LAYER_COLUMNS, host_compute_ops, host_work, step_layers
-from .queued import host_ahead_warning, queued_gpu_us
+from .queued import host_ahead_warning
 from .rules import COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS, decide
 from .warmup import warmup_events
 

@@ -9,18 +9,18 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceError
+from ...errors import TraceError
 from . import cache
-from ..limits import RANK_RANGE, span
+from ...limits import RANK_RANGE, span
 from .columns import DROP_LABELS, ColumnBuilder
 from .durations import pair_durations
 from .metadata import checked_base_time, checked_devices
-from .model import Trace, TraceFile
-from .nesting import add_nesting, shift_parents
-from .schema import LAUNCH_CATEGORIES
+from ..model import Trace, TraceFile
+from ..nesting import add_nesting, shift_parents
+from ..schema import LAUNCH_CATEGORIES
 from .parse import CHUNK_BYTES, ParsedTrace, parse_trace
 from .split import refuse_arg_ranks, refuse_plain_and_gzip, split_merged_ranks
-from .steps import STEP_COLUMNS, file_steps
+from ..steps import STEP_COLUMNS, file_steps
 from .values import short_repr as _short
 from .workers import process_pool, release_freed_memory, resolve_workers, small_pages
 
@@ -35,7 +35,7 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
 
     ``source``: a ``.json`` / ``.json.gz`` path, a directory (as written by
     ``torch.profiler.tensorboard_trace_handler``), or an iterable of paths.
-    ``use_cache``: read/write the columnar cache (see :mod:`perfkit.trace.cache`).
+    ``use_cache``: read/write the columnar cache (see :mod:`perfkit.trace.loader.cache`).
     ``salvage``: keep the complete events of a file cut off mid-write (with a warning) instead of raising.
     ``progress``: show a tqdm bar over the files (several files) or the bytes of one large file.
     ``workers``: processes that parse (default: one per core); several files are parsed one per
@@ -72,7 +72,7 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
 
 
 def _split_merged(paths: list[Path], loaded: list) -> tuple[list[Path], list]:
-    """Each file holding several merged ranks (:mod:`perfkit.trace.split`) as one entry per rank,
+    """Each file holding several merged ranks (:mod:`perfkit.trace.loader.split`) as one entry per rank,
     with file ids renumbered in order."""
     out_paths, out = [], []
     for path, (ev, fl, meta, warns) in zip(paths, loaded):

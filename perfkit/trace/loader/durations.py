@@ -2,7 +2,7 @@
 
 Kineto writes complete events, but other Chrome-trace writers (and hand-made traces) mark a
 duration with a begin event and a matching end event on the same thread. The column builder keeps
-both phases (:mod:`perfkit.trace.columns`); :func:`pair_durations` then walks each thread (pid, tid)
+both phases (:mod:`perfkit.trace.loader.columns`); :func:`pair_durations` then walks each thread (pid, tid)
 in time order with a stack, as the Trace Event Format specifies: an ``E`` closes the innermost open
 ``B`` of its thread. Each pair becomes one ``X`` row at the ``B`` row (its name, category and
 arguments, ``dur_us`` = end - begin); the ``E`` rows go. A ``B`` never closed or an ``E`` with

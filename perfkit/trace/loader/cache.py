@@ -42,10 +42,10 @@ try:  # ISA-L's crc32: the same checksum as zlib's, ~2x faster
 except ImportError:  # pragma: no cover - a platform without isal wheels
     from zlib import crc32
 
-from .. import __version__
-from ..atomic import atomic_write, write_text_atomic
-from .schema import EVENT_COLUMNS, FLOW_COLUMNS, NESTING_COLUMNS, SCHEMA_VERSION
-from .steps import STEP_COLUMNS
+from ... import __version__
+from ...atomic import atomic_write, write_text_atomic
+from ..schema import EVENT_COLUMNS, FLOW_COLUMNS, NESTING_COLUMNS, SCHEMA_VERSION
+from ..steps import STEP_COLUMNS
 
 CACHE_FORMAT = 7  # 7: an event longer than a week (limits.DUR_RANGE_US) is dropped
 _EDGE = 64 << 10

@@ -11,7 +11,7 @@ Rows are matched to ``Trace.events`` by (file, pid, tid, ts, name), the fields t
 verbatim; an op whose match is ambiguous (two ops of one name starting in the same microsecond on
 one thread) takes the first.
 
-The pass is cut like a load (:mod:`perfkit.trace.parse`): the file's text is read once, cut into
+The pass is cut like a load (:mod:`perfkit.trace.loader.parse`): the file's text is read once, cut into
 chunks of whole events at ``}, {"``, and the chunks are decoded by worker processes forked after the
 read (they see the text without a copy) and sent back as codes of their few distinct strings. A
 chunk that does not decode (a cut between objects nested in args) sends the whole file through one
@@ -29,8 +29,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..atomic import atomic_write
-from ..errors import TraceError
+from ...atomic import atomic_write
+from ...errors import TraceError
 from . import cache
 from .columns import Encoder, local_codes
 from .decode import gc_paused

@@ -1,8 +1,8 @@
 """How the parser's chunks reach its worker processes without travelling through a pipe.
 
-- Shared slots: memory shared with forked workers (:func:`perfkit.trace.decode.share_memory`) is
+- Shared slots: memory shared with forked workers (:func:`perfkit.trace.loader.decode.share_memory`) is
   cut into slots of one chunk each; the parser writes ``[events]`` into a free slot and a worker
-  decodes it in place (:func:`~perfkit.trace.decode.decode_shared`). :class:`SlotWriter` fills the
+  decodes it in place (:func:`~perfkit.trace.loader.decode.decode_shared`). :class:`SlotWriter` fills the
   slots from a stream of blocks (a gzip file's inflated bytes), each byte copied once.
 - Byte ranges (:func:`range_cuts`): the cuts of a plain file are found by reading a window at each
   one, and the workers read the ranges between cuts from the file themselves.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from ..limits import MAX_EVENT_BYTES
+from ...limits import MAX_EVENT_BYTES
 from .decode import share_memory
 
 SPARE_BYTES = 5 << 20  # past a chunk's target size: the event that ends it, and a block

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..errors import ParameterError
+from ...errors import ParameterError
 
 
 def release_freed_memory() -> None:
@@ -115,7 +115,7 @@ def process_pool(workers: int) -> ProcessPoolExecutor:
         context = multiprocessing.get_context("fork")
     elif "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["perfkit.trace.load"])
+        context.set_forkserver_preload(["perfkit.trace.loader.load"])
     else:
         context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)

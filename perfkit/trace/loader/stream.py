@@ -19,8 +19,8 @@ try:  # ISA-L's inflate is 3x zlib's (2.6 vs 0.85 GB/s here), same API
 except ImportError:  # pragma: no cover - a platform without isal wheels
     import zlib
 
-from ..errors import TraceError
-from ..limits import MAX_DECOMPRESSED_BYTES
+from ...errors import TraceError
+from ...limits import MAX_DECOMPRESSED_BYTES
 
 BLOCK_BYTES = 4 << 20  # one decompressed block handed to the parser
 _READ_BYTES = 1 << 20  # compressed bytes read per zlib call

@@ -1,6 +1,6 @@
 """The JSON around a trace's events: the top-level keys before and after ``traceEvents``.
 
-The streaming parser (:mod:`perfkit.trace.parse`) keeps the text before the events array
+The streaming parser (:mod:`perfkit.trace.loader.parse`) keeps the text before the events array
 (``{..., "traceEvents":``, the *header*) and after it (the *trailer*); these functions turn them into
 the metadata dict, check their nesting depth without recursion, and say what is wrong with a
 document that has no events array at all. Each raises :class:`TraceError` naming the file.
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import orjson
 
-from ..errors import TraceError
-from ..limits import MAX_NESTING_DEPTH
+from ...errors import TraceError
+from ...limits import MAX_NESTING_DEPTH
 from .scan import scan
 from .values import short_repr
 
@@ -117,16 +117,3 @@ def checked_base_time(value) -> tuple[int | None, list[str]]:
 
 def _byte_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value
-
-
-def recorded_on(trace) -> str:
-    """The device a trace was recorded on, from the trace: the first GPU's name ("cuda" or "rocm"
-    when unnamed; a ROCm GPU's name followed by "(rocm)"), "<name> (GPU activity not recorded)" for a
-    trace that lists GPUs and launched work but recorded no GPU events, or "cpu"."""
-    backend = trace.backend
-    named = [d.get("name") for d in trace.devices if isinstance(d, dict) and d.get("name")]
-    if not trace.has_gpu_events:
-        return f"{named[0]} (GPU activity not recorded)" if named and backend != "cpu" else "cpu"
-    if not named:
-        return backend
-    return f"{named[0]} (rocm)" if backend == "rocm" else named[0]

@@ -1,7 +1,7 @@
 """Decode one chunk of a ``traceEvents`` array into columns: the unit of work of a parser process.
 
 A chunk is a JSON array of whole events (``b"[{...}, {...}]"``) cut out of the file by
-:mod:`perfkit.trace.parse`. :func:`decode_chunk` returns a :class:`ColumnBuilder` holding its
+:mod:`perfkit.trace.loader.parse`. :func:`decode_chunk` returns a :class:`ColumnBuilder` holding its
 columns, or a :class:`ChunkFailure` describing why the bytes are not a list of events. It never
 raises for bad input, so a failure travels back from a worker process as data.
 """

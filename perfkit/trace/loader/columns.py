@@ -1,4 +1,4 @@
-"""Turn batches of typed events (:mod:`perfkit.trace.events`) into typed columns, one batch at a time.
+"""Turn batches of typed events (:mod:`perfkit.trace.loader.events`) into typed columns, one batch at a time.
 
 String columns are dictionary-encoded while reading: each batch's values are coded through a dict
 (hashed in C), and its few distinct values are mapped into one code table per column shared across
@@ -15,13 +15,13 @@ from operator import attrgetter
 import numpy as np
 import pandas as pd
 
-from ..limits import DUR_RANGE_US, ID_RANGES, STREAM_ALL, TIME_RANGE_US, span
+from ...limits import DUR_RANGE_US, ID_RANGES, STREAM_ALL, TIME_RANGE_US, span
 from .events import ABSENT, NO_ARGS
-from .schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COLUMNS, LEGACY_PIDS, normalize_category
+from ..schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COLUMNS, LEGACY_PIDS, normalize_category
 from .values import Drops, checked_floats, checked_ints
 
 _STRING_COLUMNS = ("name", "cat", "ph", "pid", "tid")
-_KEEP_PH = ("X", "i", "I", "C", "B", "E")  # B/E: paired into X rows by perfkit.trace.durations
+_KEEP_PH = ("X", "i", "I", "C", "B", "E")  # B/E: paired into X rows by perfkit.trace.loader.durations
 _FLOW_PH = ("s", "f", "t")
 
 
@@ -129,7 +129,7 @@ DROP_LABELS = {
 class ColumnBuilder:
     """Accumulates event and flow columns over batches; ``frames()`` returns the two tables.
 
-    Events whose numbers are unusable (see :mod:`perfkit.trace.values`) are dropped and counted
+    Events whose numbers are unusable (see :mod:`perfkit.trace.loader.values`) are dropped and counted
     in ``drops``; flows likewise in ``flow_drops``.
     """
 

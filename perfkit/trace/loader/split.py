@@ -6,7 +6,7 @@ file, such a trace would be one rank whose "steps" overlap and whose collectives
 themselves. :func:`split_merged_ranks` finds that layout (numeric pids of at least 10**8 whose
 quotients by 10**8 differ) and returns one part per rank, each with its own steps and nesting, as
 if each rank had been its own file; the loader then gives each part a rank and a ``Trace.files``
-entry like the files of a directory (:func:`perfkit.trace.load.assign_ranks`). Events that name
+entry like the files of a directory (:func:`perfkit.trace.loader.load.assign_ranks`). Events that name
 their rank only in ``args.rank`` (several values in one file) cannot be told apart by thread and
 are refused (:func:`refuse_arg_ranks`), as is a folder holding one rank's file twice, plain and
 gzipped (:func:`refuse_plain_and_gzip`), which would be read as two ranks.
@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceError
-from ..limits import RANK_RANGE
-from .nesting import add_nesting
-from .schema import EVENT_COLUMNS
-from .steps import file_steps
+from ...errors import TraceError
+from ...limits import RANK_RANGE
+from ..nesting import add_nesting
+from ..schema import EVENT_COLUMNS
+from ..steps import file_steps
 from .values import short_repr
 
 PID_STRIDE = 100_000_000  # TraceFusion's rank offset of a pid
@@ -47,7 +47,7 @@ def split_merged_ranks(events: pd.DataFrame, flows: pd.DataFrame, meta: dict) ->
 
 def refuse_arg_ranks(path, events: pd.DataFrame, ranks: set) -> None:
     """Events whose ``args.rank`` differ come from several ranks; only TraceFusion's pid layout
-    tells which event is whose (:mod:`perfkit.trace.split`), so any other such file is refused."""
+    tells which event is whose (:mod:`perfkit.trace.loader.split`), so any other such file is refused."""
     ranks = {str(r) for r in ranks}  # 0 and "0" are one rank
     if len(ranks) > 1 and not is_merged(events["pid"]):
         shown = ", ".join(sorted(map(short_repr, ranks))[:4])

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceError
+from ...errors import TraceError
 from .decode import gc_paused
 from .shapes import match_rows
 from .stream import read_text

@@ -3,7 +3,7 @@
 ``load_trace`` keeps each ``[memory]`` instant event's ``Bytes`` (``alloc_bytes``) but not the
 allocator's running totals or the device (``Total Allocated``, ``Total Reserved``, ``Device Type``,
 ``Device Id``), which only the memory timeline needs. ``read_memory_args`` reads them from the file
-again (through :func:`perfkit.trace.stream.read_text`: ISA-L inflate, bounded by
+again (through :func:`perfkit.trace.loader.stream.read_text`: ISA-L inflate, bounded by
 ``PERFKIT_MAX_DECOMPRESSED_BYTES``), decoding nothing but those fields (msgspec skips the rest), and
 ``memory_args`` matches them to ``Trace.events`` by (file, pid, tid, ts, Bytes), never by position:
 an event the loader dropped (an unusable ``ts``) shifts nothing. Events tied on all of these are
@@ -19,8 +19,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceError
-from ..limits import ID_RANGES, TIME_RANGE_US
+from ...errors import TraceError
+from ...limits import ID_RANGES, TIME_RANGE_US
 from .stream import read_text
 from .values import checked_floats, checked_ints
 
@@ -107,7 +107,7 @@ def read_memory_args(path) -> pd.DataFrame:
     del text
     events = [e for e in events if e.name == MEMORY_EVENT and e.ph in ("i", "I")]
     args = [e.args or _Args() for e in events]
-    # ts and Bytes as the loader converts them (perfkit.trace.values): the events it dropped go too
+    # ts and Bytes as the loader converts them (perfkit.trace.loader.values): the events it dropped go too
     ts, bad_ts = checked_floats([e.ts for e in events], TIME_RANGE_US)
     sizes, bad_size = checked_ints([a.bytes for a in args], ID_RANGES["alloc_bytes"], 0)
     keep = np.flatnonzero(~bad_ts & ~bad_size)

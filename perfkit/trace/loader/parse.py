@@ -1,9 +1,9 @@
 """Read a Chrome-trace JSON file into its metadata and the columns of its events, streaming.
 
 Every layout takes one path. The file's decompressed bytes arrive block by block
-(:mod:`perfkit.trace.stream`); the ``traceEvents`` array is cut into chunks of about
+(:mod:`perfkit.trace.loader.stream`); the ``traceEvents`` array is cut into chunks of about
 :data:`CHUNK_BYTES`, each ending between two events, and each chunk is decoded into columns
-(:mod:`perfkit.trace.decode`), in worker processes (:mod:`perfkit.trace.handoff`) when there are
+(:mod:`perfkit.trace.loader.decode`), in worker processes (:mod:`perfkit.trace.loader.handoff`) when there are
 several cores. Memory is a few
 chunks plus the columns whatever the layout: one event a line, Kineto's multi-line layout,
 ``json.dump``'s single line, gzip or not.
@@ -11,7 +11,7 @@ chunks plus the columns whatever the layout: one event a line, Kineto's multi-li
 A cut goes at the first ``}, {"`` past the chunk's target size: in a profiler trace that is always
 between two events, and decoding checks it, since a chunk decodes as a list of events only if it
 ends exactly between two. Should a chunk fail (a ``}, {"`` inside a string or a nested list of
-objects), the file is parsed again with exact cuts from :mod:`perfkit.trace.scan`, which also finds
+objects), the file is parsed again with exact cuts from :mod:`perfkit.trace.loader.scan`, which also finds
 where the array ends, the last complete event of a truncated file and the nesting depth. Bad input
 raises :class:`~perfkit.errors.TraceError` naming the file and the problem.
 """
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import orjson
 
-from ..errors import TraceError, TruncatedTraceError
-from ..limits import MAX_EVENT_BYTES, MAX_METADATA_BYTES, MAX_TABLE_BYTES
+from ...errors import TraceError, TruncatedTraceError
+from ...limits import MAX_EVENT_BYTES, MAX_METADATA_BYTES, MAX_TABLE_BYTES
 from .columns import ColumnBuilder
 from .decode import ChunkFailure, decode_chunk, decode_range, decode_shared
 from .metadata import CUT_OFF, REPORT_FIX, around_events, check_depth, keys_before, without_events_array
