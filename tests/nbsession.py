@@ -12,9 +12,6 @@ import os
 from pathlib import Path
 
 
-_FREEZE = "import gc, matplotlib.pyplot, pandas, torch, perfkit, perfkit.report.plots, perfkit.bench.live\ngc.freeze()"
-
-
 class NotebookFailed(AssertionError):
     pass
 
@@ -32,11 +29,6 @@ class KernelSession:
                                      kernel_manager_class=kernel_manager_class(), resources={"metadata": {"path": str(cwd)}})
         self._ctx = self.client.setup_kernel()
         self._ctx.__enter__()
-        # ``%reset -f`` runs two full garbage collections; over torch, pandas and matplotlib's objects
-        # they cost ~0.35 s a notebook (a fifth of the loops' time). Frozen after import, those
-        # objects are left out of every collection; what a notebook creates is still collected.
-        self.client.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(_FREEZE)])
-        self.client.execute_cell(self.client.nb.cells[0], 0)
 
     def run(self, path: str | os.PathLike, parameters: dict):
         """The executed notebook (a new node); NotebookFailed naming the cell on an error."""
