@@ -192,10 +192,29 @@ class Source:
 
 def trace_source(path: str | os.PathLike, mode: str = "trace") -> Source:
     """The ``Source`` of a trace file found by :func:`find_trace`: its ``Trace``, "trace NAME" as
-    subject and the device it was recorded on. Raises ParameterError for a path found nowhere."""
+    subject and the device it was recorded on. Raises ParameterError for a path found nowhere.
+
+    The Trace of the previous call is reused while its files are unchanged (same size, modification
+    time and inode), so re-running a notebook (Run All in JupyterLab) or a second investigation of
+    the same trace in one kernel reads it once and, since analyses keep their results on the Trace
+    (``Trace.derived``), analyses it once."""
     path = find_trace(path)
-    trace = load_trace(path)
+    trace = _read_trace(path)
     return Source(trace, f"trace {relative_name(path)}", recorded_on(trace), mode)
+
+
+_LAST_READ: list = []  # [(file states, Trace)] of trace_source's previous call
+
+
+def _read_trace(path: Path):
+    states = tuple((str(p.resolve()), s.st_size, s.st_mtime_ns, s.st_ino)
+                   for p in resolve_paths(path) for s in (p.stat(),))
+    if _LAST_READ and _LAST_READ[0][0] == states:
+        return _LAST_READ[0][1]
+    _LAST_READ.clear()  # the previous Trace is freed before the next one is built
+    trace = load_trace(path)
+    _LAST_READ.append((states, trace))
+    return trace
 
 
 MODES = ("trace", "live")

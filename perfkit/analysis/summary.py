@@ -42,7 +42,7 @@ def summarize(trace: Trace) -> dict:
     """
     ev = trace.events
     points = sync_analysis(trace)
-    diagnosis = diagnose(trace, path=trace.files[0].path if trace.files else None, kernel_fix=False, sync=points)
+    diagnosis = diagnose(trace, path=trace.files[0].path if trace.files else None, kernel_fix=False)
     complete = ev[ev["ph"] == "X"]
     kernels = complete[complete["cat"] == "kernel"]
     gpu = complete[complete["cat"].isin(["kernel", "gpu_memcpy", "gpu_memset"])]

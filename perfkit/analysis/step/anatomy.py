@@ -90,7 +90,12 @@ class StepAnatomy:
 
 def step_anatomy(trace) -> StepAnatomy:
     """Explain the mean step of ``trace`` (see the module doc). Never raises for traces without
-    GPU events, Python stacks or steps: the sentence says what is missing and warnings say why."""
+    GPU events, Python stacks or steps: the sentence says what is missing and warnings say why.
+    Computed once per trace: the result is shared."""
+    return trace.derived("step_anatomy", _step_anatomy)
+
+
+def _step_anatomy(trace) -> StepAnatomy:
     (windows, stubs), timelines = full_step_windows(trace), rank_timelines(trace)
     path = path_over(trace, windows, timelines)
     n = max(len(path.steps), 1)
@@ -106,7 +111,7 @@ def step_anatomy(trace) -> StepAnatomy:
         idle_class = max(totals, key=totals.get) if totals else None
     spots = hotspots(trace)
     sync = syncs(trace)
-    diagnosis = diagnose(trace, sync=sync)
+    diagnosis = diagnose(trace)
     return StepAnatomy(
         steps=len(path.steps), wall_us=float(path.steps["wall_us"].sum()) / n, python=_top_function(spots),
         waiting=_waiting(sync, n), gpu_busy_us=busy, gpu_idle_us=idle, idle_class=idle_class,

@@ -137,10 +137,17 @@ def cpu_bound(trace, *, tiny_kernel_us: float = 10.0, gpu_bound_busy: float = GP
     ``tiny_kernel_us``: kernels shorter than this (us) count as tiny. ``gpu_bound_busy``,
     ``input_share``, ``sync_share``, ``compile_share``, ``host_ahead_share``: verdict thresholds as
     fractions of step wall time (defaults and their sources are the module constants). Never raises
-    on a trace lacking GPU events or steps: those become warnings.
+    on a trace lacking GPU events or steps: those become warnings. Computed once per trace and
+    arguments (diagnose, summary and step_anatomy all ask for it): the result is shared, so copy a
+    table before changing it in place.
     """
     thresholds = {"compile_share": compile_share, "gpu_bound_busy": gpu_bound_busy, "input_share": input_share,
                   "host_ahead_share": host_ahead_share, "sync_share": sync_share}
+    key = ("cpu_bound", float(tiny_kernel_us), *sorted(thresholds.items()))
+    return trace.derived(key, lambda t: _cpu_bound(t, float(tiny_kernel_us), thresholds))
+
+
+def _cpu_bound(trace, tiny_kernel_us: float, thresholds: dict) -> CPUBoundResult:
     windows, host, nested, links, work, launches, warmup = _inputs(trace)
     steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup, links, work)
     has_gpu = trace.has_gpu_events

@@ -25,7 +25,6 @@ from ...errors import PerfkitError
 from ...results import html_section, html_table, html_text, html_warnings
 from ...text import jsonable
 from ...trace import intervals
-from ...trace.steps import step_windows
 from ..host_ops import HOST_WORK_CATEGORIES
 from ..kernels import gpu_bound_findings
 from ..syncs.analyze import syncs
@@ -105,18 +104,22 @@ class Diagnosis:
                             html_text(f"Fix: {self.fix}"), html_table(self.steps), html_warnings(self.warnings))
 
 
-def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True, sync=None) -> Diagnosis:
+def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True) -> Diagnosis:
     """The diagnosis of ``trace`` (module doc). ``path``: how the trace is named in the command that
     shows more (default: its first file). ``kernel_fix``: a GPU-bound verdict's fix is the leading
     ``kernels`` finding, which reads the ops' shapes from the trace file (seconds on millions of
-    events); False keeps the generic fix (the verdict is the same). ``sync``: ``syncs(trace)`` when the
-    caller has it already (it is computed otherwise). Never raises for traces without
-    GPU events, stacks or steps: a trace without steps is judged as one window, with a warning."""
+    events); False keeps the generic fix (the verdict is the same). Never raises for traces without
+    GPU events, stacks or steps: a trace without steps is judged as one window, with a warning.
+    Computed once per trace and arguments (every surface shows it): the result is shared."""
+    name = path or (trace.files[0].path if trace.files else "TRACE")
+    return trace.derived(("diagnose", name, bool(kernel_fix)), lambda t: _diagnose(t, name, kernel_fix))
+
+
+def _diagnose(trace, name: str, kernel_fix: bool) -> Diagnosis:
     result = cpu_bound(trace)
-    sync = syncs(trace) if sync is None else sync
+    sync = syncs(trace)
     full, verdict_finding, title, numbers = _headline(trace, result, sync)
     fix = verdict_finding.fix
-    name = path or (trace.files[0].path if trace.files else "TRACE")
     warnings = list(result.warnings)
     if len(trace.steps) == 0:
         warnings.insert(0, "no profiler steps: the whole trace is judged as one window; record with "
@@ -124,7 +127,7 @@ def diagnose(trace, *, path: str | None = None, kernel_fix: bool = True, sync=No
     if len(result.warmup):
         warnings.append(f"warm-up left out of the verdict: {warmup_count_text(result.warmup)} held "
                         f"{result.warmup['dur_us'].sum() / 1e3:,.1f} ms ({warmup_text(result.warmup)})")
-    outside = outside_steps(trace, sync, windows=result.steps)
+    outside = outside_steps(trace, sync, result.steps)
     if outside["syncs"]["count"] or outside["host_busy_us"] > 0:
         warnings.append(outside_note(outside))
     if result.verdict == "sync-bound":
@@ -285,19 +288,16 @@ def _numbers(verdict: str, e: dict, o: dict, result) -> list[dict]:
     return [busy, step, share("collectives not under compute", "comm_exposed")]
 
 
-def outside_steps(trace, sync=None, *, windows: pd.DataFrame | None = None) -> dict:
+def outside_steps(trace, sync, windows: pd.DataFrame) -> dict:
     """What ran outside every step window: time before the first and after the last window
     (``before_us``, ``after_us``, summed over ranks), host work there (``host_busy_us``, union), sync
-    points (``syncs``: count, blocked_us, from ``syncs``) and GPU copies (``copies``: count, bytes).
-    ``windows``: ``step_windows(trace)`` (or ``cpu_bound``'s steps, one row per window) when the
-    caller has them."""
-    windows = step_windows(trace) if windows is None else windows
+    points (``syncs``: count, blocked_us, from ``sync``, the trace's ``syncs``) and GPU copies
+    (``copies``: count, bytes). ``windows``: ``cpu_bound``'s steps, one row per window."""
     ev = trace.events
     out = {"before_us": 0.0, "after_us": 0.0, "host_busy_us": 0.0, "syncs": {"count": 0, "blocked_us": 0.0},
            "copies": {"count": 0, "bytes": 0}}
     if windows.empty or len(trace.steps) == 0:
         return out
-    sync = syncs(trace) if sync is None else sync
     points = sync.sync_points
     keys = set(zip(windows["rank"].astype(int), windows["step"].astype(int)))
     outside = np.array([(int(r), int(s)) not in keys for r, s in zip(points["rank"], points["step"])], dtype=bool)

@@ -156,7 +156,12 @@ _ROW_KEYS = ("rank", "device", "step", "start_us", "dur_us", "class", "thread", 
 def gpu_gaps(trace) -> GapsResult:
     """Every GPU idle interval of every full step window (partial steps at the profiler window's
     edge left out, with a warning: ``trace.steps.stub_steps``), classified (see the module doc). Never raises
-    for a trace without GPU events: the result has ``has_gpu=False`` and says so in its warnings."""
+    for a trace without GPU events: the result has ``has_gpu=False`` and says so in its warnings.
+    Computed once per trace: the result is shared."""
+    return trace.derived("gpu_gaps", _gpu_gaps)
+
+
+def _gpu_gaps(trace) -> GapsResult:
     if not trace.has_gpu_events:
         return GapsResult(gaps=pd.DataFrame(columns=GAP_COLUMNS), steps=pd.DataFrame(), has_gpu=False, findings=(),
                           warnings=("no GPU timeline: the trace has no kernels, copies or memsets, so the GPU never "

@@ -83,7 +83,12 @@ GPU_COLUMNS = ["start", "end", "lane", "kind", "label", "prev", "launch_thread",
 
 
 def rank_timelines(trace) -> dict:
-    """``{rank: RankTimeline}`` for every rank with host events."""
+    """``{rank: RankTimeline}`` for every rank with host events, built once per trace (gaps, critical
+    path and step anatomy all walk them; shared, so never modified)."""
+    return trace.derived("rank_timelines", _rank_timelines)
+
+
+def _rank_timelines(trace) -> dict:
     # Runtime and driver calls are the only host events a blocking call or a launch can be.
     host = host_events(trace, LAUNCH_CATEGORIES)
     links = trace.launches()

@@ -70,8 +70,14 @@ def syncs(trace) -> SyncResult:
     """Find every host-blocking event of ``trace`` (see the module doc for the rules), with its
     blocked time (us), step, enclosing op and user source line, and the host scalar reads that did
     not wait. Never raises for traces without GPU events, steps or Python stacks: those become
-    warnings. Raises ParameterError when the events table lacks a column it needs."""
+    warnings. Raises ParameterError when the events table lacks a column it needs. Computed once per
+    trace (diagnose, summary and step_anatomy all ask for it): the result is shared, so copy a table
+    before changing it in place."""
     trace.require(*REQUIRED_COLUMNS)
+    return trace.derived("syncs", _syncs)
+
+
+def _syncs(trace) -> SyncResult:
     links = trace.launches(_LINKED)
     copies = _copy_launches(trace, links)
     candidates = _candidates(trace, copies)
