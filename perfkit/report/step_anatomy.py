@@ -184,7 +184,8 @@ def annotated_pointer(trace, mode: str, written: Path | None = None) -> Pointer:
                        "perfkit.record_trace(perfkit.make_workload(...), 'run.json.gz'), then write the annotated "
                        "trace and open it in ui.perfetto.dev:")
     if written is not None:
-        return Pointer(written, (), f"Wrote {relative_name(written)}: open it in ui.perfetto.dev (or chrome://tracing).")
+        return Pointer(written, (),
+                       f"Wrote {relative_name(written)}: open it in ui.perfetto.dev (or chrome://tracing).")
     commands = tuple(f"perfkit annotate {relative_name(f)} -o {_annotated_name(f)}"
                      for f in (Path(f.path) for f in trace.files))
     return Pointer(None, commands, "To see these ranges on the timeline, write the annotated trace (or set "
