@@ -37,6 +37,7 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
+from perfkit.export.annotate import write_annotated
 from perfkit.report import plots, rows, sections, step_anatomy, tables
 from perfkit.report.card import verdict_card
 from perfkit.results import html_table, html_warnings
@@ -115,7 +116,7 @@ step_anatomy.show_memory_timeline(trace)
 # ui.perfetto.dev or chrome://tracing beside the original timeline.
 
 # %%
-display(step_anatomy.annotated_trace(trace, mode, annotated_path))
+display(step_anatomy.annotated_pointer(trace, mode, write_annotated(trace, mode, annotated_path)))
 
 # %% [markdown]
 # ## The trace

@@ -2,12 +2,13 @@
 added events follow the trace-event format; counter events survive loading; errors; the CLI."""
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
 import perfkit.cli
 from perfkit.errors import ParameterError
-from perfkit.export.annotate import annotate
+from perfkit.export.annotate import annotate, write_annotated
 from perfkit.trace import load_trace
 
 from conftest import shared_trace
@@ -87,3 +88,15 @@ def test_cli(tmp_path, capsys):
     assert perfkit.cli.main(["annotate", str(shared_trace(SIDNB)), "-o", str(out)]) == 0
     assert "ui.perfetto.dev" in capsys.readouterr().out and out.exists()
     assert perfkit.cli.main(["annotate", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
+
+
+def test_write_annotated_writes_the_notebooks_annotated_path_or_refuses(tmp_path):
+    ranks = Path(__file__).resolve().parents[1] / "data" / "traces" / "ranks" / "ddp4_slow_dataloader"
+    trace = load_trace(ranks / "rank0.pt.trace.json.gz")
+    assert write_annotated(trace, "trace") is None  # no path: nothing written
+    written = write_annotated(trace, "trace", tmp_path / "a.json.gz")
+    assert written == tmp_path / "a.json.gz" and len(load_trace(written).events) > len(trace.events)
+    with pytest.raises(ParameterError, match="live run"):
+        write_annotated(trace, "live", tmp_path / "b.json.gz")
+    with pytest.raises(ParameterError, match="has 4"):
+        write_annotated(load_trace(ranks), "trace", tmp_path / "x.json.gz")

@@ -1,40 +1,13 @@
-"""Small things a newcomer trips over (issue 23, item 9): diff's numbers and headers, its warnings
-once for A and B, names cut with an ellipsis, export's message naming the CLI flag, no empty
+"""Small things a newcomer trips over (issue 23, item 9; diff's numbers, headers and warnings are in
+tests/report/test_terminal.py): names cut with an ellipsis, export's message naming the CLI flag, no empty
 reports/.staging left behind."""
 from __future__ import annotations
 
 import os
 
-import pytest
-
 from perfkit.cli import main
-from perfkit.cli.diff import _merged_warnings, _num, format_diff
 from perfkit.report.publish.staging import STAGING, remove_stale_staging
 from perfkit.text import clip
-
-
-@pytest.mark.parametrize("value, text", [(12230.4, "12,230"), (100298.0, "100,298"), (4625, "4,625"),
-                                         (55.29, "55.29"), (0.0, "0"), (0.1234, "0.1234"), (None, "-"),
-                                         (float("nan"), "-"), (3.2e-06, "3.20e-06")])
-def test_diff_numbers_have_no_exponent_above_one(value, text):
-    assert _num(value) == text
-
-
-def test_diff_warnings_of_both_traces_are_said_once():
-    merged = _merged_warnings(["A: no GPU events", "A: only in A", "B: no GPU events", "steps differ"])
-    assert merged == ["A and B: no GPU events", "A: only in A", "steps differ"]
-
-
-def test_diff_table_header_lines_up_with_its_rows():
-    row = {"name": "aten::" + "x" * 80, "per_step_us_a": 12109.0, "per_step_us_b": 21551.0, "status": "common"}
-    d = {"a": "a", "b": "b", "step_change": {"ratio": 1.0, "low": 0.9, "high": 1.1, "verdict": "no detectable change",
-                                             "reason": "r"}, "metrics": [], "waits": [], "ops": [row], "kernels": [],
-         "annotations": [], "new_kernels": [], "vanished_kernels": [], "findings": [], "warnings": []}
-    lines = format_diff(d).splitlines()
-    header, first = lines[lines.index("ops by change in time per step (us):") + 1:][:2]
-    assert header.index("status") == first.index("common")
-    assert header.index("B") + 1 == first.index("21,551") + len("21,551")
-    assert "\u2026" in first and len(first.split("  ")[1]) == 60
 
 
 def test_clip():

@@ -1,11 +1,14 @@
 """The package's layout rules (docs/layout.md, ../shared/STYLE.md points 1, 13 and 18), checked on
 the source itself: layers point one way, no import cycle (function-level imports counted) between
 modules or between subpackages, trace's concepts apart from its loader, imports at the top of modules,
-modules under 400 lines."""
+modules under 400 lines; text for people in report/ (the commands' in report/terminal), no private name
+imported across modules, report/ writing files only where it publishes."""
 import ast
 from pathlib import Path
 
 import pytest
+
+from perfkit.registry import INVESTIGATIONS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "perfkit"
 # Which packages each layer may not import (STYLE 1); the CLI and notebook glue sit on top.
@@ -134,3 +137,73 @@ def test_no_module_over_400_lines():
     long = {name: n for name, path in MODULES.items()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400}
     assert not long, long
+
+
+# -- text for people has one home (issue 39, item 4) ---------------------------------------------------------------
+
+# cli/ modules that keep their text, and the layer report/ may not import whose objects that text reads.
+TEXT_IN_CLI = {"perfkit.cli.scan": "perfkit.detect", "perfkit.cli.detect": "perfkit.detect",
+               "perfkit.cli.profile": "perfkit.profiling"}
+# Where report/ writes files: the dated reports, the perf log, a new workbook. Nothing else of report/ writes.
+REPORT_WRITERS = ("perfkit.report.publish", "perfkit.report.perflog", "perfkit.report.workbook_init")
+WRITER_MODULES = ("perfkit.export", "perfkit.atomic")
+WRITE_CALLS = {"write_text", "write_bytes", "atomic_write", "write_text_atomic", "to_csv", "to_parquet"}
+
+
+def _tree(name: str) -> ast.Module:
+    return ast.parse(MODULES[name].read_text(encoding="utf-8"))
+
+
+def test_command_text_lives_in_report_terminal():
+    """What ``perfkit <command>`` prints is built in ``perfkit/report/terminal/<command>.py``; a cli module
+    defines no ``format_*`` function, but for the ones in ``TEXT_IN_CLI``, whose text reads objects of a layer
+    above report/ (and each of those does import that layer, so the exception stays earned)."""
+    cli = [name for name in MODULES if name.startswith("perfkit.cli.") and name not in TEXT_IN_CLI]
+    wrong = sorted(f"{name}.{node.name}" for name in cli for node in _tree(name).body
+                   if isinstance(node, ast.FunctionDef) and node.name.startswith("format_"))
+    assert not wrong, wrong
+    unearned = sorted(name for name, layer in TEXT_IN_CLI.items()
+                      if not any(t.startswith(layer) for t in GRAPH[name]))
+    assert not unearned, unearned
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A name another module needs is public where it is defined (issue 39.4: ``_STEP_COLUMNS`` went from
+    report/tables to report/cpu_bound through a private import)."""
+    wrong = sorted(f"{name}: {alias.name} from {node.module or '.'}" for name in MODULES
+                   for node in ast.walk(_tree(name))
+                   if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("perfkit"))
+                   for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__"))
+    assert not wrong, wrong
+
+
+def test_no_report_module_imports_an_investigations_report_module():
+    """Each investigation's report module (``report/<name>.py`` for a name of ``INVESTIGATIONS``) is imported by
+    no other report module: what two of them share lives in a shared module (``rows``, ``tables``, ``prose``)."""
+    investigations = {f"perfkit.report.{name}" for name in INVESTIGATIONS} & set(MODULES)
+    assert "perfkit.report.cpu_bound" in investigations
+    wrong = sorted(f"{name} imports {target}" for name, targets in GRAPH.items() if name.startswith("perfkit.report")
+                   for target in targets & investigations if target != name)
+    assert not wrong, wrong
+
+
+def test_report_writes_files_only_where_it_publishes():
+    """report/ presents: outside ``REPORT_WRITERS`` it neither imports a writer (``export``, ``atomic``) nor
+    calls one (``write_text``, ``to_csv``, ``open(..., "w")``, ...). The annotated trace is written by
+    ``export.annotate``, the notebook's call; ``report.step_anatomy`` only points at it."""
+    wrong = []
+    for name in MODULES:
+        if not name.startswith("perfkit.report") or name.startswith(REPORT_WRITERS):
+            continue
+        wrong += [f"{name} imports {t}" for t in sorted(GRAPH[name]) if t.startswith(WRITER_MODULES)]
+        for node in ast.walk(_tree(name)):
+            if not isinstance(node, ast.Call):
+                continue
+            called = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            mode = node.args[1] if called == "open" and len(node.args) > 1 else None
+            mode = next((k.value for k in node.keywords if k.arg == "mode"), mode)
+            writes = isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+")
+            if called in WRITE_CALLS or writes:
+                wrong.append(f"{name}:{node.lineno} calls {called}")
+    assert not wrong, wrong
+

@@ -27,7 +27,7 @@ def workbook(tmp_path, monkeypatch, capsys):
 
 
 def test_step_anatomy_annotate_command_runs_as_printed(workbook, capsys):
-    pointer = lookat.annotated_trace(load_trace(find_trace(SHIPPED)), "trace")
+    pointer = lookat.annotated_pointer(load_trace(find_trace(SHIPPED)), "trace")
     assert pointer.commands == (f"perfkit annotate {SHIPPED} -o mppi_float_tensor.annotated.json.gz",)
     argv = shlex.split(pointer.commands[0])
     assert main(argv[1:]) == 0, capsys.readouterr().err

@@ -8,6 +8,7 @@ import os
 import sys
 
 from ..analysis.memory import memory_timeline
+from ..report.terminal.memory import format_timeline
 from ..text import json_text, printable, printable_data
 from ..trace import load_trace
 from .parsers import add_memory
@@ -39,26 +40,3 @@ def newest(paths: list[str]) -> str:
             return float("-inf")
 
     return max(paths, key=modified)
-
-
-def format_timeline(t: dict) -> str:
-    lines = []
-    for d in t["devices"]:
-        ci = d["growth_ci"]
-        growth = "-" if d["growth_per_step_bytes"] is None else f"{_b(d['growth_per_step_bytes'])}/step" + (
-            f" (95% CI {_b(ci[0])}..{_b(ci[1])})" if ci else "")
-        lines += [f"{d['device']} (rank {d['rank']})",
-                  f"  peak       {_b(d['peak_bytes'])} allocated in step {d['peak_step']} by {d['peak_op'] or '-'}"
-                  f" in {d['peak_function'] or '-'}; reserved peak {_b(d['peak_reserved_bytes'])}",
-                  f"  step ends  {', '.join(_b(v) for v in d['end_of_step_bytes']) or '-'}",
-                  f"  growth     {growth}"]
-        lines += [f"  allocates  {_b(o['bytes']):>10} in {o['count']:>5} calls  {o['op']}" for o in d["top_ops"]]
-    lines += [f"warning: {w}" for w in t["warnings"]]
-    return "\n".join(lines)
-
-
-def _b(n) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:,.1f} {unit}"
-    return f"{n:,.0f} B"

@@ -20,6 +20,7 @@ Timestamps are the trace's own microseconds, so the added tracks line up with th
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,23 @@ def annotate(trace_path, out, *, use_cache: bool = True) -> AnnotateResult:
     atomic_write(out, lambda tmp: _write(tmp, parts, gz=out.name.endswith(".gz")), user_output=True)
     counts = pd.Series([e["ph"] for e in events]).value_counts().to_dict() if events else {}
     return AnnotateResult(path=out, added={str(k): int(v) for k, v in counts.items()}, warnings=tuple(trace.warnings))
+
+
+def write_annotated(trace, mode: str, annotated_path: str | os.PathLike = "") -> Path | None:
+    """A notebook's ``annotated_path`` parameter: :func:`annotate` the loaded ``trace``'s one file to
+    ``annotated_path`` and return where it went; None when no path is given. Raises ParameterError when a
+    path is given for a live run (``mode`` "live": its trace file is gone) or a multi-file trace
+    (annotate takes one file)."""
+    if not annotated_path:
+        return None
+    if mode == "live":
+        raise ParameterError("annotated_path: a live run's trace is not kept; record it with "
+                             "perfkit.record_trace(workload, 'run.json.gz') and analyze it in trace mode")
+    files = [Path(f.path) for f in trace.files]
+    if len(files) != 1:
+        raise ParameterError(f"annotated_path: annotate writes one trace file and this trace has {len(files)}; "
+                             "run perfkit annotate on each rank's file")
+    return annotate(files[0], annotated_path).path
 
 
 def added_events(trace) -> list[dict]:

@@ -24,6 +24,7 @@ from ..atomic import output_error
 from ..detect.script import run_as_main
 from ..detect.static import scan
 from ..errors import ParameterError, PerfkitError
+from ..report.terminal.diagnose import diagnosis_text
 from ..trace import load_trace
 from ..workbook import workbook_root
 from .output import release as _release
@@ -196,7 +197,7 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
                              error, exit_status, scan, **timing)
     trace = load_trace(recorder.traces[0], use_cache=False)
     found = diagnose(trace, path=str(recorder.traces[0]))
-    diagnosis, text = found.to_json(), found.text()
+    diagnosis, text = found.to_json(), diagnosis_text(found)
     recorded = _window_steps(trace) if recorder.step_source == "window" else recorder.active_steps_seen
     return ProfileResult(recorder.traces[0], recorded, recorder.step_source, pct, diagnosis, text,
                          tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]), **timing)

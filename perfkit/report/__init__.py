@@ -9,9 +9,11 @@ Layout (arrows point to what a module may import; nothing points back up):
   investigation reads), ``rows`` (its headline metrics as perf-log rows), ``card`` (the first
   screen: verdict, 3 numbers, top fix), ``prose`` (numbers read back in words), ``tables``
   (small tables), ``plots/`` (figures) and ``widgets`` (the JupyterLab trace explorer).
+* ``terminal/``: what each ``perfkit <command>`` prints, one module per command (docs/layout.md: text for
+  people has one home, here).
 * ``publish/`` (``kernel``, ``records``, ``html`` <- ``index`` <- ``runner``): notebooks run into
   dated reports, their shareable HTML and the reports index.
 
-Everything here imports ``perfkit.trace``, ``perfkit.analysis``, ``perfkit.bench``,
-``perfkit.workloads`` and ``perfkit.validation`` (lazily, where heavy), never ``perfkit.cli``.
+Everything here reads ``perfkit.trace`` and ``perfkit.analysis``; it never imports torch, ``perfkit.bench``,
+``perfkit.workloads``, ``perfkit.detect`` or ``perfkit.cli`` (docs/layout.md, ``tests/test_layout.py``).
 """

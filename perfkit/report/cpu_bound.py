@@ -11,12 +11,18 @@ from ..analysis.step.rules import COMM_SHARE, HOST_AHEAD_MIN_US, LAUNCH_MIN_PER_
 from ..results import format_number, html_table
 from ..stats import step_ci
 from . import plots
-from .htod import trace_ci
 from .prose import finite, ms_text, prose
-from .rows import live_note, finite_rows, row
+from .rows import finite_rows, live_note, mean_row, row, trace_ci
 from .sections import show
-from .step_anatomy import mean_row
-from .tables import _STEP_COLUMNS, cell_text, pct_text
+from .tables import cell_text, pct_text
+
+
+# cpu_bound's per-step table as a person reads it: (column of ``to_frame()``, heading, scale).
+_STEP_COLUMNS = (("wall_us", "wall (ms)", 1e-3), ("host_busy_us", "host busy (ms)", 1e-3),
+                 ("gpu_busy_pct", "GPU busy (%)", 1.0), ("queued_gpu_us", "GPU work queued (ms)", 1e-3),
+                 ("dataloader_us", "DataLoader (ms)", 1e-3),
+                 ("compile_us", "compiling (ms)", 1e-3), ("sync_blocked_us", "sync blocked (ms)", 1e-3),
+                 ("launches", "launches", 1.0), ("queue_delay_us", "launch queue (ms)", 1e-3))
 
 
 def cpu_bound_rows(result, subject: str, device: str) -> list[dict]:

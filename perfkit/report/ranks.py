@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..stats import exact, step_ci
-from .rows import finite_rows, row
-from .step_anatomy import mean_row
+from .rows import finite_rows, mean_row, row
 from .tables import in_ms
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from ..results import format_number
 from ..stats import exact
 from ..stats import step_ci
-from ..trace.steps import stub_steps
+from ..trace.steps import full_steps
 from .perflog import PerfLog, empty_log, format_delta, format_value
 
 
@@ -60,8 +60,7 @@ def trace_step_rows(investigation: str, trace, subject: str, device: str) -> lis
     """Median step time (ms) of a trace with its CI over its full steps (partial steps at the
     profiler window's edges left out, as ``diff`` does: an 18 us stub beside 2 ms steps would
     stretch the CI down to 0.018 ms); none without steps."""
-    steps = trace.steps
-    ms = steps.loc[~stub_steps(steps), "dur_us"] / 1e3 if len(steps) else pd.Series(dtype=float)
+    ms = full_steps(trace.steps)["dur_us"] / 1e3
     if ms.empty:
         return []
     return finite_rows([row(investigation, "median_step_ms", ms.median(), "ms", ci=step_ci(ms), subject=subject,

@@ -8,7 +8,6 @@ holds it (what chrome://tracing and Perfetto's "raw" timestamp format show).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +16,6 @@ import pandas as pd
 from ..analysis.host_ops import HOST_CATEGORIES
 from ..analysis.memory import memory_timeline
 from ..analysis.step.gaps import CLASSES, FIXES, MOST
-from ..errors import ParameterError
-from ..export.annotate import annotate
 from ..results import findings_frame, html_table, html_text, html_warnings, rank_findings
 from ..workbook import relative_name
 from .plots import memory_over_time
@@ -177,27 +174,20 @@ class Pointer:
         return f"<p>{html_text(self.text)}</p>{code}<p>{html_text(_TRACKS)}</p>"
 
 
-def annotated_trace(trace, mode: str, annotated_path: str | os.PathLike = "") -> Pointer:
-    """Write ``perfkit annotate``'s output for the trace's file to ``annotated_path`` when given
-    (trace mode, one file) and say how to open it; without a path, the commands that write it.
-    Raises ParameterError when a path is given for a live run (its trace file is gone) or a
-    multi-file trace (annotate takes one file)."""
-    files = [Path(f.path) for f in trace.files]
+def annotated_pointer(trace, mode: str, written: Path | None = None) -> Pointer:
+    """How to open the trace with perfkit's tracks: the file ``written`` by
+    ``perfkit.export.annotate.write_annotated`` when there is one, else the commands that write it (for a
+    live run, whose trace is not kept, how to record one first)."""
     if mode == "live":
-        if annotated_path:
-            raise ParameterError("annotated_path: a live run's trace is not kept; record it with "
-                                 "perfkit.record_trace(workload, 'run.json.gz') and analyze it in trace mode")
         return Pointer(None, ("perfkit annotate run.json.gz -o run.annotated.json.gz",),
                        "This live run's trace is not kept. To open one in Perfetto, record it with "
                        "perfkit.record_trace(perfkit.make_workload(...), 'run.json.gz'), then write the annotated "
                        "trace and open it in ui.perfetto.dev:")
-    if annotated_path and len(files) != 1:
-        raise ParameterError(f"annotated_path: annotate writes one trace file and this trace has {len(files)}; "
-                             "run perfkit annotate on each rank's file")
-    if annotated_path:
-        out = annotate(files[0], annotated_path).path
-        return Pointer(out, (), f"Wrote {relative_name(out)}: open it in ui.perfetto.dev (or chrome://tracing).")
-    commands = tuple(f"perfkit annotate {relative_name(f)} -o {_annotated_name(f)}" for f in files)
+    if written is not None:
+        return Pointer(written, (),
+                       f"Wrote {relative_name(written)}: open it in ui.perfetto.dev (or chrome://tracing).")
+    commands = tuple(f"perfkit annotate {relative_name(f)} -o {_annotated_name(f)}"
+                     for f in (Path(f.path) for f in trace.files))
     return Pointer(None, commands, "To see these ranges on the timeline, write the annotated trace (or set "
                    "annotated_path) and open it in ui.perfetto.dev or chrome://tracing:")
 

@@ -123,10 +123,3 @@ def with_source(frame: pd.DataFrame, *, file: str = "file", line: str = "line") 
                    for f, n in zip(frame[file], frame[line])]
     return out
 
-
-# cpu_bound's per-step table as a person reads it: (column of ``to_frame()``, heading, scale).
-_STEP_COLUMNS = (("wall_us", "wall (ms)", 1e-3), ("host_busy_us", "host busy (ms)", 1e-3),
-                 ("gpu_busy_pct", "GPU busy (%)", 1.0), ("queued_gpu_us", "GPU work queued (ms)", 1e-3),
-                 ("dataloader_us", "DataLoader (ms)", 1e-3),
-                 ("compile_us", "compiling (ms)", 1e-3), ("sync_blocked_us", "sync blocked (ms)", 1e-3),
-                 ("launches", "launches", 1.0), ("queue_delay_us", "launch queue (ms)", 1e-3))

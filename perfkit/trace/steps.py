@@ -170,6 +170,12 @@ def stub_steps(windows: pd.DataFrame, share: float = STUB_SHARE) -> np.ndarray:
     return out
 
 
+def full_steps(windows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``windows`` (``trace.steps`` or ``step_windows``) that are not stubs (:func:`stub_steps`),
+    index kept: the steps per-step figures are taken over."""
+    return windows[~stub_steps(windows)] if len(windows) else windows
+
+
 def listed_steps(windows: pd.DataFrame) -> str:
     """Rows of ``step_windows`` as "step 2 (49 us), step 9 (1.204 ms)"."""
     return ", ".join(f"step {int(s)} ({us_text(d)})" for s, d in zip(windows["step"], windows["dur_us"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from perfkit.trace.steps import stub_steps
+from perfkit.trace.steps import full_steps, stub_steps
 
 
 def windows(*ranks) -> pd.DataFrame:
@@ -32,6 +32,13 @@ def windows(*ranks) -> pd.DataFrame:
 ])
 def test_stub_step_table(ranks, stubs):
     assert stub_steps(windows(*ranks)).tolist() == stubs
+    table = windows(*ranks)
+    assert full_steps(table).index.tolist() == [i for i, stub in zip(table.index, stubs) if not stub]
+
+
+def test_full_steps_of_no_steps_is_the_empty_table():
+    empty = windows()
+    assert full_steps(empty) is empty
 
 
 def _profiler_steps(windows):

@@ -35,7 +35,6 @@ from .queued import host_ahead
 from .rules import SECOND_CAUSE_SHARE, SYNCS_BEFORE_GRAPHS, launch_bound, sync_cost
 from .warmup import warmup_count_text, warmup_text
 
-MAX_STEP_ROWS = 8
 SHARES = ("gpu_busy", "comm_exposed", "dataloader", "compile", "sync", "launch_side", "host_compute", "python",
           "untraced", "warmup")
 # The command that shows more, per verdict ({trace} is the trace's path).
@@ -78,22 +77,6 @@ class Diagnosis:
                          "evidence": [dict(n) for n in self.numbers], "fix": self.fix, "warm_up": warm,
                          "outside_steps": self.outside_steps, "command": self.command,
                          "findings": [dict(f.__dict__) for f in self.findings[1:]], "warnings": list(self.warnings)})
-
-    def text(self) -> str:
-        """The one screen of ``perfkit diagnose``: verdict, its three numbers, the fix, the steps
-        (up to ``MAX_STEP_ROWS``), the command that shows more and the warnings."""
-        lines = [f"verdict   {self.title}"] + [f"          - {n['text']}" for n in self.numbers]
-        lines.append(f"fix       {self.fix}")
-        steps = self.steps
-        if len(steps) > 1:
-            shown, many = steps.head(MAX_STEP_ROWS), steps["rank"].nunique() > 1
-            more = f"; ... {len(steps) - len(shown)} more" if len(steps) > len(shown) else ""
-            lines.append("steps     " + "; ".join(
-                f"{f'rank {r.rank} ' if many else ''}step {r.step}: {r.verdict} {r.wall_us / 1e3:,.2f} ms"
-                for r in shown.itertuples()) + more)
-        lines.append(f"more      {self.command}")
-        lines += [f"warning   {w}" for w in self.warnings]
-        return "\n".join(lines) + "\n"
 
     def __repr__(self) -> str:
         return f"<Diagnosis {self.title}>"

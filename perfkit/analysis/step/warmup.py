@@ -32,7 +32,7 @@ import pandas as pd
 from ...trace.ancestry import with_ancestors
 from ...trace import intervals
 from ...trace.schema import LAUNCH_CATEGORIES
-from ...trace.steps import step_windows, stub_steps
+from ...trace.steps import full_steps, step_windows
 from ..classify import SYNC_RUNTIME
 from ..compile import compile_spans
 from ..host_ops import SYNC_OPS, host_events
@@ -79,7 +79,7 @@ def cold_first_steps(windows: pd.DataFrame, compiling: pd.DataFrame | None = Non
     if compiling is not None and len(compiling) and len(windows):
         compiled = intervals.window_cover(compiling, windows) >= COMPILE_SHARE * windows["dur_us"].to_numpy()
         windows = windows[~compiled]
-    full = windows[~stub_steps(windows)] if len(windows) else windows
+    full = full_steps(windows)
     for rank, grp in full.groupby("rank", sort=False):
         grp = grp.sort_values("start_us")
         if len(grp) < 1 + MIN_LATER_STEPS:

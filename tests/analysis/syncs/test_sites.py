@@ -8,7 +8,7 @@ import pytest
 
 from perfkit.analysis.syncs.analyze import syncs
 from perfkit.analysis.syncs.sites import in_torch
-from perfkit.cli.syncs import format_syncs
+from perfkit.report.terminal.syncs import format_syncs
 from perfkit.trace import load_trace
 
 from tracebuilder import TraceBuilder
