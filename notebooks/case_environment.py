@@ -113,7 +113,7 @@ display(HTML(html_warnings(suite.warnings)))
 
 # %%
 display(plots.monitor_timeline(usage, title="While the op suite ran"))
-display(usage)
+display(HTML(html_table(tables.monitor_table(usage))))
 
 # %% [markdown]
 # ## 7. Performance log

@@ -44,7 +44,7 @@ run_label = ""  # set by perfkit run
 from IPython.display import HTML, display
 
 import perfkit
-from perfkit.report import memory_leak, plots, prose, rows, sections, trace_diff
+from perfkit.report import memory_leak, plots, prose, rows, sections, tables, trace_diff
 from perfkit.report.card import verdict_card
 from perfkit.report.trace_diff import compare_traces
 from perfkit.results import html_table
@@ -84,7 +84,7 @@ if hunt is not None:
     display(HTML(html_table(hunt.types_frame())))
     display(HTML(html_table(hunt.lines_frame())))
     display(plots.monitor_timeline(monitor.result()))
-    display(HTML(html_table(monitor.result().summary())))
+    display(HTML(html_table(tables.monitor_table(monitor.result()))))
 
 # %% [markdown]
 # ## CUDA memory snapshots (snapshot mode)

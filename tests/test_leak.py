@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from perfkit.bench.leak import _verdict, growth_per_1000, hunt_leak
-from perfkit.bench.leak_result import COLUMNS, SeriesGrowth
+from perfkit.bench.leak_result import COLUMNS, SeriesGrowth, is_user_line
 from perfkit.errors import ParameterError
 from perfkit.workloads import leaky
 
@@ -63,6 +63,30 @@ def test_unbounded_history_points_at_the_appending_line(hunts):
     assert "leaky.py" in result.lines_frame()["location"].iloc[0]
     assert any("deque(maxlen" in f.fix for f in result.findings)
     assert result.findings[0].severity == "critical"
+
+
+@pytest.mark.parametrize("name", ["keep_graph_losses", "unbounded_history", "accumulating_callback"])
+def test_the_top_fix_names_the_cause_and_the_users_growing_line(hunts, name):
+    """The leak's own finding (the card's top fix) says what to change, not "see below", and where: the
+    user's line (the reference workload's) ranks above torch's and the standard library's."""
+    result, _ = hunts[name]
+    top = result.findings[0]
+    assert top.severity == "critical" and "see the growing" not in top.fix and top.fix
+    first = result.top_lines[0][0]
+    assert "perfkit/workloads/leaky.py:" in first, result.top_lines
+    assert f"the growing line in your code: {first}" in top.fix
+
+
+@pytest.mark.parametrize("filename, mine", [
+    ("/home/me/project/train.py", True),
+    ("/opt/perfkit/perfkit/workloads/leaky.py", True),                    # the reference loop stands in for yours
+    ("/usr/lib/python3.11/site-packages/torch/nn/functional.py", False),
+    ("/usr/lib/python3.11/collections/__init__.py", False),               # standard library
+    ("/opt/perfkit/perfkit/bench/monitor.py", False),                     # perfkit's own harness
+    ("<frozen importlib._bootstrap>", False),
+])
+def test_is_user_line_table(filename, mine):
+    assert is_user_line(filename) is mine
 
 
 def test_clean_has_no_leak_findings(hunts):

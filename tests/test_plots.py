@@ -171,7 +171,7 @@ def test_monitor_timeline_without_gpu_says_why():
     with SystemMonitor(interval_s=0.02, gpu=False) as mon:
         time.sleep(0.1)
     fig = plots.monitor_timeline(mon.result())
-    assert "no GPU: GPU monitoring switched off" in fig.axes[0].get_title()
+    assert fig.axes[0].get_title() == "System monitor (no GPU: GPU monitoring switched off)"  # no "(gpu=False)"
     assert [ax.get_ylabel() for ax in fig.axes] == ["cpu_process_percent", "cpu_system_percent", "rss (MiB)"]
     assert fig.axes[-1].get_xlabel() == "time since start (s)"
 

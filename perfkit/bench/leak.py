@@ -42,7 +42,7 @@ import psutil
 
 from ..device import is_cuda, resolve_device, synchronize
 from ..errors import ParameterError
-from .leak_result import COLUMNS, LeakResult, SeriesGrowth
+from .leak_result import COLUMNS, LeakResult, SeriesGrowth, is_user_line
 from ..stats import fit_slope
 
 PRIMARY = ("tracemalloc_bytes", "cuda_allocated_bytes", "objects")
@@ -242,15 +242,18 @@ def _top_types(first: Counter | None, last: Counter | None, top: int) -> tuple:
 
 
 def _top_lines(rec: _Recording, top: int) -> tuple:
-    """Biggest growing allocation lines, leaving out tracemalloc's and this module's own."""
+    """Growing allocation lines, the user's first (``is_user_line``), each group biggest first,
+    leaving out tracemalloc's and this module's own."""
     if rec.first_snapshot is None or rec.last_snapshot is None:
         return ()
     skip = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
     first = rec.first_snapshot.filter_traces(skip)
     last = rec.last_snapshot.filter_traces(skip)
     stats = [s for s in last.compare_to(first, "lineno") if s.size_diff > 0]
+    stats.sort(key=lambda s: not is_user_line(s.traceback[0].filename))  # stable: biggest first within each
     return tuple((f"{s.traceback[0].filename}:{s.traceback[0].lineno}", int(s.size_diff), int(s.count_diff))
                  for s in stats[:top])
+
 
 
 def _warnings(rec: _Recording, started_here: bool) -> tuple[str, ...]:

@@ -192,7 +192,7 @@ class SystemMonitor:
         try:
             nv.nvmlInit()
         except nv.NVMLError as exc:
-            self.gpu_reason = f"NVML unavailable: {exc} ({type(exc).__name__}); no NVIDIA driver or GPU?"
+            self.gpu_reason = f"no NVIDIA driver or GPU (NVML: {exc})"
             return
         self._list_gpus(nv)
         if not self._handles:

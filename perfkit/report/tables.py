@@ -123,3 +123,15 @@ def with_source(frame: pd.DataFrame, *, file: str = "file", line: str = "line") 
                    for f, n in zip(frame[file], frame[line])]
     return out
 
+
+
+def monitor_table(result) -> pd.DataFrame:
+    """A ``MonitorResult``'s summary for people: byte metrics (RSS, GPU memory) in MiB, named so
+    (``rss (MiB)``), the rest as measured (percent, watts, MHz)."""
+    s = result.summary()
+    in_bytes = s["metric"].str.endswith("_bytes").to_numpy()
+    stats = ["mean", "p50", "p95", "max"]
+    s[stats] = s[stats].astype(float)
+    s.loc[in_bytes, stats] = s.loc[in_bytes, stats] / 2**20
+    s["metric"] = [m.removesuffix("_bytes") + " (MiB)" if b else m for m, b in zip(s["metric"], in_bytes)]
+    return s

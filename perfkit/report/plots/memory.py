@@ -49,11 +49,12 @@ def _growth_panel(ax, samples: pd.DataFrame, growth) -> None:
 def monitor_timeline(result, *, columns: tuple[str, ...] | None = None, title: str = "System monitor"):
     """One stacked panel per sampled metric of a ``MonitorResult`` (CPU %, RSS in MiB, GPU
     util/memory/power per GPU) against seconds since start; all-NaN columns are skipped.
-    Without GPU data the title says "no GPU: <reason>"."""
+    Without GPU data the title says "no GPU: <reason>", the reason's words before any parenthesis
+    (the NVML error itself is in the monitor's text)."""
     frame = result.to_frame()
     cols = [c for c in (columns or frame.columns) if c != "time_s" and c in frame and _numeric(frame, c)]
     if not result.gpu_available:
-        title = f"{title} (no GPU: {result.gpu_reason})"
+        title = f"{title} (no GPU: {str(result.gpu_reason).split(' (', 1)[0]})"
     if frame.empty or not cols:
         return message_figure(title, "no monitor samples")
     fig = new_figure(8.0, 1.0 + 1.3 * len(cols))
