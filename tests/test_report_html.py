@@ -101,3 +101,11 @@ def test_missing_lab_template_says_what_to_do(monkeypatch):
     message = str(err.value)
     assert "(searched: /opt/venv/share/jupyter, /usr/share/jupyter)" in message
     assert "pip install --force-reinstall nbconvert" in message and "JUPYTER_PATH" in message
+
+
+def test_a_wide_table_wraps_inside_the_page_instead_of_scrolling_out_of_it():
+    """Cells may break anywhere and headers after underscores (``html_table``), so the browser fits a
+    16-column table (the ranks report's per-rank table) into the 1200 px body."""
+    html = notebook_html(_notebook(), "ranks")
+    assert ".jp-OutputArea-output td { overflow-wrap: anywhere; }" in html
+    assert "body { max-width: 1200px; margin: 0 auto; }" in html

@@ -33,3 +33,13 @@ def test_a_finding_without_a_fix_never_prints_none():
 def test_evidence_keyed_by_a_unit_alone_still_has_a_name():
     assert evidence_text({"bytes": 201326592, "us": 1500.0, "step_wall_us": 47490.0}) == \
         "size: 201.3 MB; time: 1.5 ms; step wall: 47.49 ms"
+
+
+def test_html_table_headers_break_at_underscores_and_cells_stay_as_they_are():
+    """A wide table wraps its headers at word parts (``median_<wbr>step``), never inside a value."""
+    import pandas as pd
+
+    from perfkit.results import html_table
+
+    html = html_table(pd.DataFrame({"median_step_ms": [1.5], "file": ["rank_0.json"]}))
+    assert "<th>median_<wbr>step_<wbr>ms</th>" in html and "<td>rank_0.json</td>" in html
