@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Sequence
 
 from ...errors import MissingDependencyError, ParameterError
+from ...processes import give_main_a_spec
 
 ENGINES = ("local", "dask")
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -77,6 +78,7 @@ def _pool(func: Callable, paths: list, workers: int, bar, kwargs: dict) -> list:
     re-importing pandas each)."""
     import multiprocessing
 
+    give_main_a_spec()  # a Jupyter kernel's __main__ (after %reset too) has none
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([func.__module__])
     out: list = [None] * len(paths)

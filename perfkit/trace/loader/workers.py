@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import multiprocessing
 import os
-import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ...errors import ParameterError
+from ...processes import give_main_a_spec
 
 
 def release_freed_memory() -> None:
@@ -98,19 +98,9 @@ def will_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 
-def _give_main_a_spec() -> None:
-    """A Jupyter kernel's ``__main__`` has no ``__spec__`` attribute, and a fork server or spawn
-    start reads ``__main__.__spec__`` to prepare each worker (AttributeError). None is what a
-    script's ``__main__`` has: the worker then imports nothing from the kernel. Harmless for a fork,
-    which reads nothing of it."""
-    main = sys.modules.get("__main__")
-    if main is not None and not hasattr(main, "__spec__"):
-        main.__spec__ = None
-
-
 def process_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of ``workers`` processes able to run :mod:`perfkit.trace` functions."""
-    _give_main_a_spec()
+    give_main_a_spec()
     if will_fork():
         context = multiprocessing.get_context("fork")
     elif "forkserver" in multiprocessing.get_all_start_methods():
