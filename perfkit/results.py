@@ -148,14 +148,15 @@ def format_signed(x: float, digits: int | None = None) -> str:
 
 def html_table(frame: pd.DataFrame, max_rows: int = 20) -> str:
     """Render a DataFrame as HTML with every cell and header escaped; numbers in
-    ``format_number`` form, True/False as yes/no; a header may break after each underscore
+    ``format_number`` form, True/False as yes/no, a missing value (NaN: a change from 0 to 0, a
+    figure not measured) as "n/a"; a header may break after each underscore
     (``median_<wbr>step``), so a wide table wraps its headers at word parts, not mid-word.
     perfkit's one HTML table renderer."""
     shown = frame.head(max_rows)
     flags = [c for c in shown.columns if pd.api.types.is_bool_dtype(shown[c])]
     if flags:
         shown = shown.assign(**{str(c): shown[c].map({True: "yes", False: "no"}) for c in flags})
-    head, end, body = shown.to_html(escape=True, index=False, float_format=format_number).partition("</thead>")
+    head, end, body = shown.to_html(escape=True, index=False, float_format=format_number, na_rep="n/a").partition("</thead>")
     return head.replace("_", "_<wbr>") + end + body
 
 

@@ -9,6 +9,8 @@ an empty namespace, as it does under ``perfkit run``.
 from __future__ import annotations
 
 import os
+import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 
@@ -76,3 +78,40 @@ def outputs(nb) -> list:
 
 def html_text(nb) -> str:
     return "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb))
+
+
+# Text a report must not show: a fix withheld from a planted problem, numbers that are not numbers.
+BAD_TEXT = {"No fix needed": re.compile(r"No fix needed"), "nan": re.compile(r"\bnan\b", re.I),
+            "None": re.compile(r"\bNone\b"), "exponent": re.compile(r"\d[eE][+-]\d")}
+
+
+class _Text(HTMLParser):
+    """The text a reader sees in an HTML fragment (no tags, attributes, scripts or styles)."""
+
+    def __init__(self):
+        super().__init__()
+        self.parts, self._skip = [], 0
+
+    def handle_starttag(self, tag, attrs):
+        self._skip += tag in ("script", "style")
+
+    def handle_endtag(self, tag):
+        self._skip -= tag in ("script", "style")
+        self.parts.append("\n")
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.parts.append(data)
+
+
+def rendered_text(nb) -> str:
+    """What the report of ``nb`` shows as text: each output's HTML (else its plain text) and streams."""
+    parser = _Text()
+    for o in outputs(nb):
+        data = o.get("data", {})
+        if "text/html" in data:
+            parser.feed(data["text/html"])
+        else:
+            parser.parts.append(data.get("text/plain", "") if data else o.get("text", ""))
+        parser.parts.append("\n")
+    return "".join(parser.parts)

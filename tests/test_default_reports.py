@@ -4,15 +4,13 @@ wheel, and the reports on them must read like findings: no "No fix needed" on a 
 nan/None/exponent text, and a card that names the trace it read."""
 from __future__ import annotations
 
-import re
 import tomllib
 from fnmatch import fnmatch
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from nbsession import KernelSession, outputs
+from nbsession import BAD_TEXT, KernelSession, outputs, rendered_text
 from perfkit import workbook
 from perfkit.errors import ParameterError
 from perfkit.registry import INVESTIGATIONS
@@ -30,10 +28,6 @@ PLANTED = {"htod": ("gpu/copies_pageable.pt.trace.json.gz", "NVIDIA H200"),
            "step_anatomy": ("gpu/small_mlp_eager.pt.trace.json.gz", "NVIDIA H200"),
            "sync_points": ("gpu/item_logging.pt.trace.json.gz", "NVIDIA H200"),
            "ranks": ("ddp4_slow_dataloader", "NVIDIA A100-SXM4-80GB")}
-# Text a report must not show: a fix withheld from a planted problem, numbers that are not numbers.
-BAD_TEXT = {"No fix needed": re.compile(r"No fix needed"), "nan": re.compile(r"\bnan\b", re.I),
-            "None": re.compile(r"\bNone\b"), "exponent": re.compile(r"\d[eE][+-]\d")}
-
 
 def _trace_defaults() -> list[tuple[str, str, str]]:
     out = []
@@ -75,38 +69,6 @@ def test_a_gpu_trace_is_found_by_folder_and_named_with_it(tmp_path, monkeypatch)
 
 
 # -- the reports on the defaults (slow: each executes a notebook) ------------------------------------
-
-class _Text(HTMLParser):
-    """The text a reader sees in an HTML fragment (no tags, attributes, scripts or styles)."""
-
-    def __init__(self):
-        super().__init__()
-        self.parts, self._skip = [], 0
-
-    def handle_starttag(self, tag, attrs):
-        self._skip += tag in ("script", "style")
-
-    def handle_endtag(self, tag):
-        self._skip -= tag in ("script", "style")
-        self.parts.append("\n")
-
-    def handle_data(self, data):
-        if not self._skip:
-            self.parts.append(data)
-
-
-def rendered_text(nb) -> str:
-    """What the report of ``nb`` shows as text: each output's HTML (else its plain text) and streams."""
-    parser = _Text()
-    for o in outputs(nb):
-        data = o.get("data", {})
-        if "text/html" in data:
-            parser.feed(data["text/html"])
-        else:
-            parser.parts.append(data.get("text/plain", "") if data else o.get("text", ""))
-        parser.parts.append("\n")
-    return "".join(parser.parts)
-
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):

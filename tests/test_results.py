@@ -43,3 +43,14 @@ def test_html_table_headers_break_at_underscores_and_cells_stay_as_they_are():
 
     html = html_table(pd.DataFrame({"median_step_ms": [1.5], "file": ["rank_0.json"]}))
     assert "<th>median_<wbr>step_<wbr>ms</th>" in html and "<td>rank_0.json</td>" in html
+
+
+def test_html_table_says_n_a_for_a_missing_value():
+    import math
+
+    import pandas as pd
+
+    from perfkit.results import html_table
+
+    html = html_table(pd.DataFrame({"before": [0.0], "after": [0.0], "change_pct": [math.nan]}))
+    assert "<td>n/a</td>" in html and "NaN" not in html
