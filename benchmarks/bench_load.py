@@ -27,9 +27,11 @@ loading process and its worker processes. Children cache bytecode as a user's Py
 HolisticTraceAnalysis installed (``pip install HolisticTraceAnalysis``, outside this repository);
 ``--hta-quoted`` compares with figures measured before instead (HTA takes ~110 s a load); with
 neither, ``json.load`` + ``pandas.DataFrame`` is the baseline. ``--workers 1 2`` makes one first
-load per worker count (the first value is the one compared). Targets (issue 26): first load >= 30x
-faster than HTA and within 3x of the file's floor, peak memory <= 1/4 of HTA's, cached re-open
->= 300x faster than HTA.
+load per worker count (the first value is the one compared). ``--hta-once`` measures HTA on each
+source's first file only (its pretty plain file by default) and compares the source's other files with
+that measurement. Targets (issues 26 and 41): first load >= 30x faster than HTA and within 3x of the
+file's floor, peak memory <= 1/4 of HTA's, cached re-open >= 300x faster than HTA, every layout's
+first load within 1.2x of the fastest layout of the same events.
 """
 from __future__ import annotations
 
