@@ -51,7 +51,7 @@ from pathlib import Path
 
 import decode_costs  # beside this script (benchmarks/ is a folder of scripts, not a package)
 import load_phases
-from load_sources import LAYOUTS, SOURCES, LayoutWriter, build, source_files
+from load_sources import LAYOUTS, SOURCES, LayoutWriter, build_source, source_files
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPRESSIONS = ("plain", "gzip")
@@ -195,7 +195,7 @@ def build_files(work: Path, trace: str, args) -> list[Path]:
         for p in paths:
             p.parent.mkdir(parents=True, exist_ok=True)
         writers[layout] = LayoutWriter(layout, *paths)
-    n = build(trace, args.events, writers)
+    n = build_source(trace, args.events, writers)
     paths = [work / f"{trace}-{layout}-{c}" / f"rank-0.json{'.gz' if c == 'gzip' else ''}"
              for layout in args.layouts for c in COMPRESSIONS]
     for p in paths:

@@ -70,9 +70,22 @@ def _read(path: Path) -> dict:
     return orjson.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
 
 
-def build(trace: str, min_events: int, writers: dict) -> int:
-    """Write ``trace`` replicated to ``min_events`` events through each layout writer; returns the count."""
-    doc, events = source(trace)
+def build_source(trace: str, min_events: int, writers: dict) -> int:
+    """Write the source ``trace`` replicated to ``min_events`` events through each layout writer;
+    returns the count."""
+    return replicate(*source(trace), min_events, writers)
+
+
+def build(path: Path, min_events: int, writers: dict) -> int:
+    """Write the trace file at ``path`` replicated to ``min_events`` events through each layout
+    writer; returns the count."""
+    doc = _read(path)
+    return replicate(doc, doc.pop("traceEvents"), min_events, writers)
+
+
+def replicate(doc: dict, events: list[dict], min_events: int, writers: dict) -> int:
+    """Write ``events`` (with ``doc``'s other keys) replicated to ``min_events`` events through each
+    layout writer; returns the count."""
     stamped = [e for e in events if isinstance(e.get("ts"), (int, float))]
     span = max(e["ts"] + e.get("dur", 0) for e in stamped) - min(e["ts"] for e in stamped) + 1000
     for writer in writers.values():
