@@ -1,6 +1,6 @@
 """Speed of the step-explaining commands on a 2-million-event trace with Python stacks.
 
-Builds the trace by replicating a real ``with_stack=True`` trace (``bench_load.build``: timestamps
+Builds the trace by replicating a real ``with_stack=True`` trace (``load_sources.build``: timestamps
 shifted so the copies follow each other; correlation, external and Python ids offset so links and
 call trees stay intact), loads it once to write the columnar cache, then times each command in a
 fresh process, as a user runs it: a cached load plus the analysis (hotspots, critical path, GPU
@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import LayoutWriter, build, user_env  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+from bench_load import user_env  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+from load_sources import LayoutWriter, build  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = Path(os.environ.get("PERFKIT_SHARED", ROOT.parent / "shared")) / "traces/public/tracelens_b200_serving_eager_rank0.json.gz"

@@ -1,6 +1,6 @@
 """Speed of ``perfkit kernels`` on a 2-million-event trace recorded with ``record_shapes=True``.
 
-Builds the trace by replicating a real trace with shapes (``bench_load.build``: timestamps shifted so
+Builds the trace by replicating a real trace with shapes (``load_sources.build``: timestamps shifted so
 the copies follow each other; correlation and external ids offset so launch links and nesting stay
 intact), runs ``kernels`` once to write the columnar and op-shapes caches, then times, in a fresh
 process pinned to 2 cores, the cached load alone (baseline) and the cached load plus ``kernels``
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import LayoutWriter, build  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+from load_sources import LayoutWriter, build  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = (Path(os.environ.get("PERFKIT_SHARED", ROOT.parent / "shared"))

@@ -1,11 +1,13 @@
 """Trace loading speed and memory in every layout: perfkit first load and cached re-open against
 Holistic Trace Analysis's ``TraceAnalysis`` (or ``json.load`` + DataFrame without HTA).
 
-Builds large traces by replicating real ones (timestamps shifted so copies follow each other, ids
-offset so correlations stay unique) to at least --events events: the A100 trace of HTA's trace-diff
-example, and a V100 ResNet-50 trace recorded with record_shapes and with_stack (heavy args: input
-dims, types, call stacks). Each is written in three layouts (Kineto's pretty-printed multi-line
-events, one event a line, json.dump's single line) and two compressions (plain, gzip). Each load
+Builds large traces by replicating real ones to at least --events events (see
+``load_sources``: an A100 trace without stacks, a V100 ResNet-50 trace with shapes and call stacks,
+and a flow-heavy V100 trace shaped like issue 41's: 30% flow events, 13% memory instants), each in
+three layouts (Kineto's pretty-printed multi-line events, one event a line, json.dump's single
+line) and two compressions (plain, gzip). Each file's phase lines end with what decoding costs by
+kind of event (``decode_costs``: msgspec decode plus column building, us an event, in this process
+on the file's first chunk), so that a slow kind shows. Each load
 runs in a fresh process; perfkit's time includes its imports (timed in the child, as a user's
 ``python -c "import perfkit; perfkit.load_trace(...)"`` meets them) and is split into phases
 (imports, worker start, parse: gzip inflate, cutting and decoding overlapped, so their CPU seconds
@@ -18,21 +20,22 @@ loading process and its worker processes. Children cache bytecode as a user's Py
 (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment, perfkit compiled once first).
 
     python benchmarks/bench_load.py [--hta-python /tmp/hta-venv/bin/python | --hta-quoted 111.8,2478]
-        [--events 2000000] [--traces a100 v100] [--layouts pretty lines compact]
+        [--events 2000000] [--traces a100 v100 flows] [--layouts pretty lines compact]
         [--compressions plain gzip] [--workers 1 2] [--files TRACE...]
 
 ``--hta-python`` (or $PERFKIT_HTA_PYTHON) names the python of a virtual environment with
 HolisticTraceAnalysis installed (``pip install HolisticTraceAnalysis``, outside this repository);
 ``--hta-quoted`` compares with figures measured before instead (HTA takes ~110 s a load); with
 neither, ``json.load`` + ``pandas.DataFrame`` is the baseline. ``--workers 1 2`` makes one first
-load per worker count (the first value is the one compared). Targets (issue 26): first load >= 30x
-faster than HTA and within 3x of the file's floor, peak memory <= 1/4 of HTA's, cached re-open
->= 300x faster than HTA.
+load per worker count (the first value is the one compared). ``--hta-once`` measures HTA on each
+source's first file only (its pretty plain file by default) and compares the source's other files with
+that measurement. Targets (issues 26 and 41): first load >= 30x faster than HTA and within 3x of the
+file's floor, peak memory <= 1/4 of HTA's, cached re-open >= 300x faster than HTA, every layout's
+first load within 1.2x of the fastest layout of the same events.
 """
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import multiprocessing
 import os
@@ -42,23 +45,17 @@ import sys
 import tempfile
 import threading
 import time
-import zlib
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import orjson
 
-import load_phases  # beside this script (benchmarks/ is a folder of scripts, not a package)
+import decode_costs  # beside this script (benchmarks/ is a folder of scripts, not a package)
+import load_phases
+from load_sources import LAYOUTS, SOURCES, LayoutWriter, build_source, source_files
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("PERFKIT_SHARED", ROOT.parent / "shared")) / "traces" / "public"
-SOURCES = {
-    "a100": "hta_trace_diff__control__control.json.gz",
-    "v100": "kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz",
-}
-LAYOUTS = ("pretty", "lines", "compact")
 COMPRESSIONS = ("plain", "gzip")
-TARGETS = {"speed": 30.0, "memory": 0.25, "cached": 300.0}
+TARGETS = {"speed": 30.0, "memory": 0.25, "cached": 300.0, "layouts": 1.2}
 
 # (imports, timed load). The imports are timed in the child and added to perfkit's wall time (a
 # user's `python -c "import perfkit; perfkit.load_trace(...)"`); memory is sampled after them.
@@ -72,80 +69,6 @@ CHILD = {
     "hta": ("import os\nfrom hta.trace_analysis import TraceAnalysis",
             "a = TraceAnalysis(trace_dir=os.path.dirname(PATH)); n = len(a.t.get_trace(next(iter(a.t.traces))))"),
 }
-
-def build(source: Path, min_events: int, writers: dict) -> int:
-    """Write ``source`` replicated to ``min_events`` events through each layout writer; returns the count."""
-    doc = orjson.loads(gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_bytes())
-    events = doc.pop("traceEvents")
-    stamped = [e for e in events if isinstance(e.get("ts"), (int, float))]
-    span = max(e["ts"] + e.get("dur", 0) for e in stamped) - min(e["ts"] for e in stamped) + 1000
-    for writer in writers.values():
-        writer.start(doc)
-    written = 0
-    for k in range(-(-min_events // len(events))):
-        for e in events:
-            if k and e.get("ph") == "M":
-                continue
-            e = _shift(e, k, span)
-            for writer in writers.values():
-                writer.event(e, first=not written)
-            written += 1
-    for writer in writers.values():
-        writer.close()
-    return written
-
-
-class LayoutWriter:
-    """Writes one layout, plain and gzip at once: ``pretty`` (Kineto's: each event over several
-    lines), ``lines`` (one event a line) or ``compact`` (one line, json.dump's separators)."""
-
-    def __init__(self, layout: str, plain: Path, gz: Path):
-        self.layout = layout
-        self.plain, self.gz = open(plain, "wb"), open(gz, "wb")
-        self.deflate = zlib.compressobj(6, zlib.DEFLATED, 31)
-
-    def write(self, data: bytes) -> None:
-        self.plain.write(data)
-        self.gz.write(self.deflate.compress(data))
-
-    def start(self, meta: dict) -> None:
-        head = json.dumps(meta) if self.layout == "compact" else orjson.dumps(meta, option=orjson.OPT_INDENT_2).decode()
-        sep = ", " if self.layout == "compact" else ",\n  "
-        self.write((head[:-1].rstrip() + sep + '"traceEvents": [' + ("" if self.layout == "compact" else "\n")).encode())
-
-    def event(self, e: dict, first: bool) -> None:
-        if self.layout == "compact":
-            self.write((b"" if first else b", ") + json.dumps(e).encode())
-        elif self.layout == "lines":
-            self.write((b"" if first else b",\n") + orjson.dumps(e))
-        else:
-            body = orjson.dumps(e, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n  ")
-            self.write((b"  " if first else b",\n  ") + body)
-
-    def close(self) -> None:
-        self.write(b"]}" if self.layout == "compact" else b"\n]}\n")
-        self.gz.write(self.deflate.flush())
-        self.plain.close()
-        self.gz.close()
-
-
-def _shift(e: dict, k: int, span: float) -> dict:
-    if not k:
-        return e
-    e = dict(e)
-    if isinstance(e.get("ts"), (int, float)):
-        e["ts"] = e["ts"] + k * span
-    if e.get("ph") in ("s", "f") and isinstance(e.get("id"), int):
-        e["id"] = e["id"] + k * 10_000_000
-    args = e.get("args")
-    if isinstance(args, dict):
-        args = dict(args)
-        for key in ("correlation", "External id", "external id", "Python id", "Python parent id"):
-            if isinstance(args.get(key), int):
-                args[key] += k * 10_000_000
-        e["args"] = args
-    return e
-
 
 def measure(python: str, loader: str, path: Path, env: dict, workers: int | None = None) -> dict:
     """Seconds, rows and peak memory of one load in a fresh process (perfkit: with its import time
@@ -237,8 +160,12 @@ def main(argv=None) -> int:
     ap.add_argument("--hta-quoted", metavar="SECONDS,MB", type=_quoted,
                     help="compare with these HTA figures instead of running HTA (issue 26 quotes 111.8,2478: "
                          "the 2.16M-event V100 pretty .json.gz on a quiet 2-core machine)")
+    ap.add_argument("--hta-once", action="store_true",
+                    help="measure the baseline on each source's first file only and compare its other files with that "
+                         "(the same events; an HTA load takes ~100 s)")
     args = ap.parse_args(argv)
-    missing = [SHARED / SOURCES[t] for t in args.traces if not (SHARED / SOURCES[t]).exists()]
+    args.bases = {}  # source -> its baseline measured once (--hta-once)
+    missing = [p for t in args.traces for p in source_files(t) if not p.exists()]
     if missing:
         print(f"{missing[0]}: not found; set PERFKIT_SHARED to the folder holding traces/public", file=sys.stderr)
         return 2
@@ -268,7 +195,7 @@ def build_files(work: Path, trace: str, args) -> list[Path]:
         for p in paths:
             p.parent.mkdir(parents=True, exist_ok=True)
         writers[layout] = LayoutWriter(layout, *paths)
-    n = build(SHARED / SOURCES[trace], args.events, writers)
+    n = build_source(trace, args.events, writers)
     paths = [work / f"{trace}-{layout}-{c}" / f"rank-0.json{'.gz' if c == 'gzip' else ''}"
              for layout in args.layouts for c in COMPRESSIONS]
     for p in paths:
@@ -307,16 +234,21 @@ def run_file(path: Path, args, work: Path, env: dict) -> dict:
     env = dict(env, PERFKIT_CACHE_DIR=str(cache))
     row = {"file": path.parent.name, "MB": path.stat().st_size / 1e6, "load": os.getloadavg()[0]}
     row["floor"] = floors(path)
+    row["kinds"] = decode_costs.by_kind(path)
     for workers in args.workers:
         shutil.rmtree(cache, ignore_errors=True)  # every first load parses
         row[f"first{'' if workers is None else workers}"] = measure(sys.executable, "perfkit", path, env, workers)
     row["first"] = row[f"first{'' if args.workers[0] is None else args.workers[0]}"]
     row["cached"] = measure(sys.executable, "perfkit", path, env)
+    source = row["file"].split("-")[0]
     if args.hta_quoted:
         row["base"] = args.hta_quoted
+    elif args.hta_once and source in args.bases:
+        row["base"] = dict(args.bases[source], reused=True)
     else:
         row["base"] = measure(args.hta_python, "hta", path, env) if args.hta_python else \
             measure(sys.executable, "json", path, env)
+        args.bases.setdefault(source, row["base"])
     print(_line(row), flush=True)
     print(_phase_lines(row), flush=True)
     return row
@@ -347,6 +279,7 @@ def _phase_lines(row: dict) -> str:
     if "error" not in row["cached"]:
         lines.append(f"    cached: {row['cached']['seconds']:.2f} s; imports {row['cached']['imports']:.2f} s, read "
                      f"{row['cached']['phases'].get('cache_read', float('nan')):.2f} s")
+    lines.append(decode_costs.line(row["kinds"]))
     return "\n".join(lines)
 
 
@@ -354,7 +287,7 @@ def _line(row: dict) -> str:
     cells = [f"{row['file']:22s} {row['MB']:7,.0f} {row['load']:5.1f}"]
     for key in ("first", "cached", "base"):
         r = row[key]
-        cpu = "quoted" if r.get("quoted") else f"{r.get('cpu_s', 0):5.1f}c"
+        cpu = "quoted" if r.get("quoted") else "reused" if r.get("reused") else f"{r.get('cpu_s', 0):5.1f}c"
         cells.append(f"{'failed':>24s}" if "error" in r else f"{r['seconds']:7.2f}s {cpu:>6s} {r['peak_mb']:6,.0f}MB")
     first, cached, base = row["first"], row["cached"], row["base"]
     if not any("error" in r for r in (first, cached, base)):
@@ -389,6 +322,11 @@ def _verdict(rows: list[dict]) -> None:
     print(f"\nworst case over {len(ok)} files: first load {speed:.1f}x faster than HTA (target >= {TARGETS['speed']:.0f}x), "
           f"{memory:.2f}x its peak memory (target <= {TARGETS['memory']}), cached re-open {cached:.0f}x faster "
           f"(target >= {TARGETS['cached']:.0f}x)")
+    for source in dict.fromkeys(r["file"].split("-")[0] for r in ok):
+        times = {r["file"]: r["first"]["seconds"] for r in ok if r["file"].split("-")[0] == source}
+        slowest = max(times, key=times.get)
+        print(f"{source}: slowest layout {slowest} {times[slowest] / min(times.values()):.2f}x the fastest "
+              f"(target <= {TARGETS['layouts']})")
 
 
 if __name__ == "__main__":
