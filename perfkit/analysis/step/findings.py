@@ -75,8 +75,10 @@ def findings(r: dict, o: dict, copy_us: float) -> list[Finding]:
 def verdict_finding(verdict: str, evidence: dict, o: dict, tables: dict, compiled_regions: int = 0) -> Finding:
     """The verdict as a finding: a title with the deciding number, its evidence, a fix that fits
     the trace (a compiled model is not told to use torch.compile) and the thresholds. ``tables``:
-    the result's ``steps``, ``ops`` and ``annotations``."""
-    numbers = {k: v for k, v in evidence.items() if v is not None and not k.startswith("threshold_")}
+    the result's ``steps``, ``ops`` and ``annotations``. Its evidence leaves out the shares that are 0
+    (no compile spans, no collectives, ...): the result's ``evidence`` keeps every one."""
+    numbers = {k: v for k, v in evidence.items()
+               if v is not None and not (isinstance(v, (int, float)) and v == 0) and not k.startswith("threshold_")}
     numbers.update(wall_us=o["wall_us"], gpu_busy_us=o["gpu_busy_us"], host_busy_us=o["host_busy_us"],
                    compile_us=o["compile_us"], median_queue_delay_us=o["median_queue_delay_us"])
     return Finding(_severity(verdict, evidence, o), _title(verdict, evidence, o, tables), numbers,

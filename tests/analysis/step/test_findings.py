@@ -118,3 +118,13 @@ def test_cpu_only_fix_names_the_dataloader_from_five_percent(dataloader_share, m
     annotations = pd.DataFrame({"name": [], "total_us": [], "count": []})
     fix = sf._cpu_only_fix({"dataloader_share": dataloader_share}, ops, annotations)
     assert ("The DataLoader takes" in fix) is mentioned
+
+
+def test_the_verdict_findings_evidence_leaves_out_the_shares_that_are_zero():
+    """The findings table's evidence cell lists what there is, not every rule's 0 % share; the
+    result's own evidence keeps them all."""
+    r, o = _gpu_bound_result()
+    finding = sf.verdict_finding(r["verdict"], r["evidence"], o, r)
+    zero = [k for k, v in r["evidence"].items() if v == 0 and not k.startswith("threshold_")]
+    assert zero and not set(zero) & set(finding.evidence)
+    assert finding.evidence["gpu_busy_share"] == r["evidence"]["gpu_busy_share"] > 0
