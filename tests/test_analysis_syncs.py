@@ -9,7 +9,7 @@ import pytest
 
 import perfkit.cli
 from perfkit.analysis.stacks import is_library, parse_frame
-from perfkit.analysis.syncs.analyze import syncs
+from perfkit.analysis.sync_points.find import syncs
 from perfkit.cli import syncs as syncs_cli
 from perfkit.trace import load_trace
 
@@ -373,7 +373,7 @@ def test_a_partial_step_at_the_window_edge_is_left_out_of_per_step_figures():
     from perfkit.analysis.step.critical_path import critical_path
     from perfkit.analysis.step.gaps import gpu_gaps
     from perfkit.analysis.step.hotspots import hotspots
-    from perfkit.analysis.copies import htod
+    from perfkit.analysis.htod import htod
 
     path = shared_trace("hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz")
     with gzip.open(path, "rt") as f:

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, shared_traces
 from perfkit import load_trace
-from perfkit.analysis.kernels import kernels
+from perfkit.analysis.gpu_kernels import kernels
 from perfkit.cli import main
 
 pytestmark = pytest.mark.slow

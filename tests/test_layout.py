@@ -92,7 +92,7 @@ def test_no_import_cycle_counting_function_level_imports():
 
 
 def test_no_import_cycle_between_subpackages():
-    """Modules taken together by subpackage (``analysis/step``, ``analysis/kernels``, ``trace/loader``, ...):
+    """Modules taken together by subpackage (``analysis/step``, ``analysis/gpu_kernels``, ``trace/loader``, ...):
     a subpackage that imports another is never imported back by it, even through other modules, so each
     shared piece has one owner (issue 39.5: ``step`` and ``kernels`` imported each other)."""
     units = {}

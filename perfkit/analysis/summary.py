@@ -22,7 +22,7 @@ from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import DIRECTIONS, SYNC_RUNTIME, busy_us, copies_frame
 from .compile import compile_facts
 from .step.diagnosis import diagnose
-from .syncs.analyze import syncs as sync_analysis
+from .sync_points.find import syncs as sync_analysis
 
 # Why ``syncs`` (runtime synchronize calls, the raw count anyone can check) and ``sync_points``
 # (``perfkit syncs``) differ.

@@ -1,7 +1,7 @@
 """``perfkit diff A B [--json]``: what changed from trace A (baseline) to trace B."""
 from __future__ import annotations
 
-from ..analysis.diff.analyze import diff
+from ..analysis.trace_diff.diff import diff
 from ..report.terminal.diff import format_diff
 from ..text import json_text, printable_data
 from ..trace import load_trace

@@ -1,7 +1,7 @@
 """``perfkit kernels TRACE [--json] [--top N] [--device NAME] [--peaks FILE]``: what the GPU does with its time."""
 from __future__ import annotations
 
-from ..analysis.kernels import kernels
+from ..analysis.gpu_kernels import kernels
 from ..errors import ParameterError
 from ..report.terminal.kernels import format_kernels
 from ..text import json_text

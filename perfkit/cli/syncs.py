@@ -2,7 +2,7 @@
 scalar reads that did not wait (listed apart, not counted)."""
 from __future__ import annotations
 
-from ..analysis.syncs.analyze import syncs
+from ..analysis.sync_points.find import syncs
 from ..report.terminal.syncs import format_syncs
 from ..text import json_text, printable_data
 from ..trace import load_trace

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from ..atomic import write_text_atomic
-from ..analysis.kernels.devices import write_peaks
+from ..analysis.gpu_kernels.devices import write_peaks
 from ..bench.peaks import measure_peaks
 from ..text import json_text
 from ..validation.suite import validate

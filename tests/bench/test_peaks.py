@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfkit.analysis.kernels.devices import read_peaks
+from perfkit.analysis.gpu_kernels.devices import read_peaks
 from perfkit.bench.peaks import measure_peaks
 from perfkit.cli import main
 from perfkit.errors import ParameterError

@@ -26,8 +26,8 @@ from ...results import html_section, html_table, html_text, html_warnings
 from ...text import jsonable
 from ...trace import intervals
 from ..host_ops import HOST_WORK_CATEGORIES
-from ..kernels import gpu_bound_findings
-from ..syncs.analyze import syncs
+from ..gpu_kernels import gpu_bound_findings
+from ..sync_points.find import syncs
 from .cpu_bound import cpu_bound, overall_numbers
 from .findings import copy_bound, top_host_work
 from .hotspots import hotspots

@@ -1,7 +1,7 @@
 """What ``perfkit syncs`` prints: sync points by kind and by site, host scalar reads apart, findings."""
 from __future__ import annotations
 
-from ...analysis.syncs.result import reads_line, where
+from ...analysis.sync_points.result import reads_line, where
 from ...text import clip
 
 

@@ -1,4 +1,4 @@
-"""Which copy launches block the host (``perfkit.analysis.syncs.analyze``): a table of copy names as CUDA and
+"""Which copy launches block the host (``perfkit.analysis.sync_points.find``): a table of copy names as CUDA and
 ROCm write them, and one synthetic ROCm trace through ``syncs`` (no ../shared)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from perfkit.analysis.classify import copy_direction, copy_memory
-from perfkit.analysis.syncs.analyze import _blocking_copies, syncs
+from perfkit.analysis.sync_points.find import _blocking_copies, syncs
 from perfkit.trace import load_trace
 
 from tracebuilder import TraceBuilder

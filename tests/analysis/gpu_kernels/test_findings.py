@@ -1,12 +1,12 @@
-"""The thresholds of ``perfkit.analysis.kernels.findings``, one row on each side of each, on kernel and
+"""The thresholds of ``perfkit.analysis.gpu_kernels.findings``, one row on each side of each, on kernel and
 instance tables built in the test (no trace, no ../shared). GPU busy time is 10 ms throughout."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from perfkit.analysis.kernels import findings as kf
-from perfkit.analysis.kernels.devices import Device
+from perfkit.analysis.gpu_kernels import findings as kf
+from perfkit.analysis.gpu_kernels.devices import Device
 
 BUSY = 10_000.0  # us
 # One bf16 matrix peak of 1000 TFLOP/s: LOW_GEMM_EFFICIENCY (30%) of it is 300 TFLOP/s.

@@ -1,4 +1,4 @@
-"""One call site, one row, the user's own first (``perfkit.analysis.syncs.sites``): a function running when the
+"""One call site, one row, the user's own first (``perfkit.analysis.sync_points.sites``): a function running when the
 profiler started carries the line it was on then, and torch's own scalar reads (Adam's ``_get_value``) rank
 after the user's ``.item()``. Synthetic CPU-only traces, so every ``aten::item`` is a possible sync point."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from perfkit.analysis.syncs.analyze import syncs
-from perfkit.analysis.syncs.sites import in_torch
+from perfkit.analysis.sync_points.find import syncs
+from perfkit.analysis.sync_points.sites import in_torch
 from perfkit.report.terminal.syncs import format_syncs
 from perfkit.trace import load_trace
 

@@ -13,7 +13,7 @@ A *torch-internal* entry is one issued two or more torch calls deep (``opt.step(
 ``torch/optim/optimizer.py: _get_value``, which reads its step count), not by a torch function the
 code called (``torch.cuda.synchronize()``) nor a Tensor method written in Python (``torch/_tensor.py``:
 ``f"{loss:.3f}"`` is the user's read): the user's own call sites rank before them
-(:func:`perfkit.analysis.syncs.result.site_table`).
+(:func:`perfkit.analysis.sync_points.result.site_table`).
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ class KernelsResult:
     """``kernels``: per GPU event name (``KERNEL_COLUMNS``; ``share`` of GPU busy time, ``tensor_core``
     True/False/None). ``ops``: per (op, family, dtype) (``opmodel.OP_COLUMNS``). ``shapes``: per (op, input
     shape, dtype) with modeled FLOPs, on the roofline (``opmodel.SHAPE_COLUMNS``). ``instances``: one row
-    per op that owns GPU work. ``totals``: see :func:`perfkit.analysis.kernels.kernels`. ``device``:
+    per op that owns GPU work. ``totals``: see :func:`perfkit.analysis.gpu_kernels.kernels`. ``device``:
     the :class:`~.devices.Device` or None when unknown. ``has_gpu``: False for a trace without GPU events."""
 
     device: object

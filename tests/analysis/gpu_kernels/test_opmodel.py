@@ -1,4 +1,4 @@
-"""Roofs of ``perfkit.analysis.kernels.opmodel``: which unit's peak an op is held to, measured peaks as floors,
+"""Roofs of ``perfkit.analysis.gpu_kernels.opmodel``: which unit's peak an op is held to, measured peaks as floors,
 and no percentage above 100."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfkit.analysis.kernels.devices import DEVICES, Device
-from perfkit.analysis.kernels.opmodel import capped, raised_roofs, unit_of
+from perfkit.analysis.gpu_kernels.devices import DEVICES, Device
+from perfkit.analysis.gpu_kernels.opmodel import capped, raised_roofs, unit_of
 
 
 @pytest.mark.parametrize("tc, notc, dtype, unit", [
@@ -53,7 +53,7 @@ def test_no_percentage_above_100_leaves_the_table():
                                   "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(...)"])
 def test_one_definition_of_a_collective_on_every_surface(name):
     from perfkit.analysis.classify import is_comm
-    from perfkit.analysis.kernels.classify import kernel_class
+    from perfkit.analysis.gpu_kernels.kernel_classes import kernel_class
 
     assert kernel_class(name) == "comm" and is_comm(pd.Series([name])).all()
 
@@ -74,8 +74,8 @@ def _gemm_trace(path, a, b, kernel_us=10.0):
     ([4096, 4096], [4096, 4096], False),      # 1.4e11 FLOPs in 10 us: 13,744 TFLOP/s, under MAX_TFLOPS
 ])
 def test_a_rate_no_gpu_reaches_is_left_unmodeled_and_said(tmp_path, a, b, impossible):
-    from perfkit.analysis.kernels.analyze import kernels
-    from perfkit.analysis.kernels.opmodel import IMPOSSIBLE_RATE, MAX_TFLOPS
+    from perfkit.analysis.gpu_kernels.breakdown import kernels
+    from perfkit.analysis.gpu_kernels.opmodel import IMPOSSIBLE_RATE, MAX_TFLOPS
     from perfkit.trace import load_trace
 
     result = kernels(load_trace(_gemm_trace(tmp_path / "t.json", a, b), use_cache=False))
@@ -97,7 +97,7 @@ def test_overlap_on_one_stream_is_said_and_no_share_exceeds_one(tmp_path, second
     tolerated): said once, and the name's share is of the time it covers."""
     from tracebuilder import TraceBuilder
 
-    from perfkit.analysis.kernels.analyze import kernels
+    from perfkit.analysis.gpu_kernels.breakdown import kernels
     from perfkit.trace import load_trace
 
     b = TraceBuilder()

@@ -26,10 +26,10 @@ from ...trace.ancestry import nest
 from ...trace.names import starts_with
 from ...trace.steps import STEP_PREFIX, step_rows, step_windows, stub_steps, window_index
 from ..classify import SYNC_RUNTIME, copies_frame
-from ..copies import htod
+from ..htod import htod
 from ..host_ops import host_events, op_table
 from ..step.cpu_bound import cpu_bound, overall_numbers
-from ..syncs.analyze import blocking_calls, syncs
+from ..sync_points.find import blocking_calls, syncs
 
 # Inductor's annotation names carry a graph hash that differs between runs of the same model.
 _GRAPH_HASH = re.compile(r"^(## Call CompiledFxGraph )\w+( ##)$")

@@ -22,7 +22,7 @@ from ...errors import ParameterError
 from ...results import findings_frame, html_section, html_table, html_text, html_warnings, rank_findings
 from ...stats import bootstrap_median_ratio
 from ...text import jsonable
-from ..copies import summarize_copies
+from ..htod import summarize_copies
 from .findings import findings as _findings, warnings as _warnings
 from .side import side as _side
 

@@ -29,7 +29,7 @@ import json
 import math
 from typing import NamedTuple
 
-from .classify import torch_dtype
+from .kernel_classes import torch_dtype
 
 GEMM_OPS = {  # op -> (index of A, index of B, index of a bias input or None, layout)
     "aten::mm": (0, 1, None, "mk,kn"), "aten::addmm": (1, 2, 0, "mk,kn"), "aten::_addmm_activation": (1, 2, 0, "mk,kn"),

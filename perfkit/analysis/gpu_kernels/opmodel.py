@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from .classify import torch_dtype
+from .kernel_classes import torch_dtype
 from .devices import DEVICES
 from .flops import GEMM_OPS, MATRIX_FAMILIES, Model, gemm_mnk, model, op_family, parse_args
 

@@ -1,4 +1,4 @@
-"""Peaks files (``perfkit.analysis.kernels.devices``): written and read by one module, refused with the file's
+"""Peaks files (``perfkit.analysis.gpu_kernels.devices``): written and read by one module, refused with the file's
 name and what is wrong, and matched to the trace's GPU."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from perfkit.analysis.kernels.devices import device_for, read_peaks, write_peaks
+from perfkit.analysis.gpu_kernels.devices import device_for, read_peaks, write_peaks
 from perfkit.errors import ParameterError
 
 H200 = {"NVIDIA H200": {"matrix": {"bf16": 797.0, "tf32": 414.0}, "vector": {"fp32": 50.9}, "mem_bw_gbs": 4272.0,

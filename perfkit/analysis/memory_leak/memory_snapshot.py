@@ -129,14 +129,14 @@ def load_memory_snapshot(path) -> MemorySnapshot:
     Raises TraceError when the file is missing or unreadable, is not a pickle (a profiler memory
     timeline export gets a message naming ``load_profiler_memory_timeline``), tries to construct
     any object, expands past ``PERFKIT_SNAPSHOT_MAX_ITEMS`` or ``PERFKIT_MAX_DECOMPRESSED_BYTES``,
-    or does not have the snapshot's structure and types (see :mod:`perfkit.analysis.snapshots.reader`).
+    or does not have the snapshot's structure and types (see :mod:`perfkit.analysis.memory_leak.reader`).
     """
     path = Path(path)
     data = read_bytes(path)
     if data[:1] in (b"[", b"{"):
         raise TraceError(path, "this is JSON, not a CUDA memory snapshot pickle: it looks like a "
                          "torch.profiler memory timeline export (export_memory_timeline)",
-                         "read it with perfkit.analysis.snapshots.memory_snapshot.load_profiler_memory_timeline(path)")
+                         "read it with perfkit.analysis.memory_leak.memory_snapshot.load_profiler_memory_timeline(path)")
     return _build_snapshot(path, unpickle(path, data))
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 from ...trace.names import as_text
 from ...trace.schema import GPU_CATEGORIES
 from ...trace.steps import STEP_PREFIX
-from .classify import kernel_class, name_dtype, tensor_core
+from .kernel_classes import kernel_class, name_dtype, tensor_core
 
 
 def kernel_links(trace) -> pd.DataFrame:

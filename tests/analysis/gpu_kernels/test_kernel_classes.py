@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfkit.analysis.kernels.classify import kernel_class, op_class, tensor_core
+from perfkit.analysis.gpu_kernels.kernel_classes import kernel_class, op_class, tensor_core
 
 
 @pytest.mark.parametrize("name, op, cls", [

@@ -1,4 +1,4 @@
-"""The result of :func:`perfkit.analysis.syncs.analyze.syncs`: sync points and host scalar reads, grouped
+"""The result of :func:`perfkit.analysis.sync_points.find.syncs`: sync points and host scalar reads, grouped
 into sites (kind, op, source line), the findings with their fixes, and the JSON, repr and HTML views."""
 from __future__ import annotations
 

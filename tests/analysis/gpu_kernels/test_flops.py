@@ -1,10 +1,10 @@
-"""The byte and FLOP models of ``perfkit.analysis.kernels.flops`` on hand-written shapes: what each op reads and
+"""The byte and FLOP models of ``perfkit.analysis.gpu_kernels.flops`` on hand-written shapes: what each op reads and
 writes, counted by hand."""
 from __future__ import annotations
 
 import pytest
 
-from perfkit.analysis.kernels.flops import IMPOSSIBLE_SHAPE, MAX_ELEMENTS, memory_bound, model, parse_args
+from perfkit.analysis.gpu_kernels.flops import IMPOSSIBLE_SHAPE, MAX_ELEMENTS, memory_bound, model, parse_args
 
 X = [64, 512, 1024]  # 33,554,432 elements
 N = 64 * 512 * 1024

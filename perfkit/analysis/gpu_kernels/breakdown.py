@@ -123,7 +123,7 @@ def _device_warnings(dev, name: str) -> tuple:
         return ()
     what = f"device {name!r} is not in perfkit's peak table" if name else "the trace names no device"
     return (f"{what}: FLOPs and bytes are shown without percentages of peak; pass --device (one of "
-            "perfkit.analysis.kernels.devices.DEVICES) to compare against a known GPU",)
+            "perfkit.analysis.gpu_kernels.devices.DEVICES) to compare against a known GPU",)
 
 
 def busy_us(links: pd.DataFrame) -> float:
