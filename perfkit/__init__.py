@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     # trace
-    "load_trace": "perfkit.trace", "Trace": "perfkit.trace", "export_parquet": "perfkit.trace.export",
+    "load_trace": "perfkit.trace", "Trace": "perfkit.trace", "export_parquet": "perfkit.export.parquet",
     # analyses
     "summarize": "perfkit.analysis.summary", "cpu_bound": "perfkit.analysis.step.cpu_bound",
     "htod": "perfkit.analysis.htod", "syncs": "perfkit.analysis.sync_points.find", "diff": "perfkit.analysis.trace_diff.diff",

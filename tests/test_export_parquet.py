@@ -10,7 +10,7 @@ import pytest
 from perfkit.cli import main
 from perfkit.errors import ParameterError
 from perfkit.trace import load_trace
-from perfkit.trace.export import export_parquet
+from perfkit.export.parquet import export_parquet
 
 from conftest import shared_trace
 

@@ -29,9 +29,9 @@ import pandas as pd
 from .. import __version__
 from ..atomic import atomic_write, output_error, write_text_atomic
 from ..errors import ParameterError
-from .loader.load import load_trace, resolve_paths
-from .model import Trace
-from .schema import SCHEMA_VERSION
+from ..trace.loader.load import load_trace, resolve_paths
+from ..trace.model import Trace
+from ..trace.schema import SCHEMA_VERSION
 
 EXPORT_FORMAT = 1
 TABLES = ("events", "flows", "steps", "files")
