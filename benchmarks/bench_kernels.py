@@ -1,4 +1,4 @@
-"""Speed of ``perfkit kernels`` on a 2-million-event trace recorded with ``record_shapes=True``.
+"""Speed of ``perfkit gpu-kernels`` on a 2-million-event trace recorded with ``record_shapes=True``.
 
 Builds the trace by replicating a real trace with shapes (``bench_load.build``: timestamps shifted so
 the copies follow each other; correlation and external ids offset so launch links and nesting stay

@@ -12,7 +12,7 @@ Devices are found by the ``name`` Kineto writes in ``deviceProperties`` (``NVIDI
 ``AMD Instinct MI300X VF``), or by ``--device`` / ``device=`` (a key of :data:`DEVICES` or any name
 the patterns match).
 
-A **peaks file** (``perfkit validate --write-peaks FILE`` measures one; ``perfkit kernels --peaks FILE``
+A **peaks file** (``perfkit validate --write-peaks FILE`` measures one; ``perfkit gpu-kernels --peaks FILE``
 reads it) replaces the datasheet with what a card does: ``{"perfkit_peaks": 1, "<device name>": {"matrix":
 {dtype: TFLOP/s}, "vector": {dtype: TFLOP/s}, "mem_bw_gbs": GB/s, "source": "..."}}``, one entry per device;
 :func:`read_peaks` and :func:`write_peaks` are its only reader and writer.

@@ -136,7 +136,7 @@ def _wait_findings(waits: pd.DataFrame, base_us: float) -> list[Finding]:
     if total >= limit:
         return [Finding("medium", f"host waits on the GPU rose by {total / 1e3:.3f} ms/step ({us_text(a)} -> {us_text(b)}): "
                                   f"{listed}", evidence,
-                        "Run syncs(B) (or `perfkit syncs B`) for the new waits and their source lines.", _RULE)]
+                        "Run syncs(B) (or `perfkit sync-points B`) for the new waits and their source lines.", _RULE)]
     if total <= -limit:
         return [Finding("info", f"host waits on the GPU fell by {-total / 1e3:.3f} ms/step ({us_text(a)} -> {us_text(b)}): "
                                 f"{listed}", evidence, "", _RULE)]

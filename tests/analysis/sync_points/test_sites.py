@@ -8,7 +8,7 @@ import pytest
 
 from perfkit.analysis.sync_points.find import syncs
 from perfkit.analysis.sync_points.sites import in_torch
-from perfkit.report.terminal.syncs import format_syncs
+from perfkit.report.terminal.sync_points import format_syncs
 from perfkit.trace import load_trace
 
 from tracebuilder import TraceBuilder

@@ -1,16 +1,17 @@
-"""``perfkit diff A B [--json]``: what changed from trace A (baseline) to trace B."""
+"""``perfkit trace-diff A B [--json]``: what changed from trace A (baseline) to trace B (old name, still an
+alias: ``perfkit diff``)."""
 from __future__ import annotations
 
 from ..analysis.trace_diff.diff import diff
-from ..report.terminal.diff import format_diff
+from ..report.terminal.trace_diff import format_diff
 from ..text import json_text, printable_data
 from ..trace import load_trace
-from .parsers import add_diff
+from .parsers import add_trace_diff
 from .paths import trace_arg
 
 
 def register(subparsers) -> None:
-    add_diff(subparsers).set_defaults(func=run)
+    add_trace_diff(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -1,4 +1,4 @@
-"""What ``perfkit kernels`` prints: the device and its peaks, GPU time by kernel, FLOPs and bytes per op and
+"""What ``perfkit gpu-kernels`` prints: the device and its peaks, GPU time by kernel, FLOPs and bytes per op and
 per shape against the peaks, findings."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What ``perfkit diff`` prints: step time B/A, the metrics side by side, what changed per step, findings; a
+"""What ``perfkit trace-diff`` prints: step time B/A, the metrics side by side, what changed per step, findings; a
 warning of both traces said once."""
 from __future__ import annotations
 

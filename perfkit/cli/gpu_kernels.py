@@ -1,17 +1,18 @@
-"""``perfkit kernels TRACE [--json] [--top N] [--device NAME] [--peaks FILE]``: what the GPU does with its time."""
+"""``perfkit gpu-kernels TRACE [--json] [--top N] [--device NAME] [--peaks FILE]``: what the GPU does with its time
+(old name, still an alias: ``perfkit kernels``)."""
 from __future__ import annotations
 
 from ..analysis.gpu_kernels import kernels
 from ..errors import ParameterError
-from ..report.terminal.kernels import format_kernels
+from ..report.terminal.gpu_kernels import format_kernels
 from ..text import json_text
 from ..trace import load_trace
-from .parsers import add_kernels
+from .parsers import add_gpu_kernels
 from .paths import trace_arg
 
 
 def register(subparsers) -> None:
-    add_kernels(subparsers).set_defaults(func=run)
+    add_gpu_kernels(subparsers).set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -1,4 +1,4 @@
-"""What ``perfkit syncs`` prints: sync points by kind and by site, host scalar reads apart, findings."""
+"""What ``perfkit sync-points`` prints: sync points by kind and by site, host scalar reads apart, findings."""
 from __future__ import annotations
 
 from ...analysis.sync_points.result import reads_line, where
