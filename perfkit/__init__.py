@@ -14,7 +14,8 @@ _EXPORTS = {
     "load_trace": "perfkit.trace", "Trace": "perfkit.trace", "export_parquet": "perfkit.export.parquet",
     # analyses
     "summarize": "perfkit.analysis.summary", "cpu_bound": "perfkit.analysis.step.cpu_bound",
-    "htod": "perfkit.analysis.htod", "syncs": "perfkit.analysis.sync_points.find", "diff": "perfkit.analysis.trace_diff.diff",
+    "htod": "perfkit.analysis.htod", "syncs": "perfkit.analysis.sync_points.find",
+    "diff": "perfkit.analysis.trace_diff.diff",
     "ranks": "perfkit.analysis.ranks.combine", "sql": "perfkit.analysis.sql",
     "hotspots": "perfkit.analysis.step.hotspots", "memory_timeline": "perfkit.analysis.memory", "critical_path": "perfkit.analysis.step.critical_path",
     "gpu_gaps": "perfkit.analysis.step.gaps", "step_anatomy": "perfkit.analysis.step.anatomy",
