@@ -1,7 +1,10 @@
+import functools
 import os
 from pathlib import Path
 
 import pytest
+
+from perfkit.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PERFKIT_SHARED", ROOT.parent / "shared"))
@@ -33,3 +36,16 @@ def shared_traces() -> list[Path]:
     if not SHARED_TRACES.is_dir():
         return []
     return sorted(SHARED_TRACES.glob("*.json*"))
+
+
+def loaded_trace(path) -> "perfkit.trace.Trace":
+    """The Trace of ``path``, loaded once per test process, for the loops that check analyses on
+    every trace: analyses keep their results on the Trace (``Trace.derived``), so the label,
+    figure, count and kernel loops of one trace share one diagnosis. Never modify it; tests of
+    loading itself call ``load_trace``."""
+    return _loaded(str(Path(path).resolve()))
+
+
+@functools.lru_cache(maxsize=None)
+def _loaded(path: str):
+    return load_trace(path)

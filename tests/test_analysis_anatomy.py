@@ -36,11 +36,20 @@ def test_sentence_names_the_python_the_wait_and_the_gpu(tmp_path):
 
 def test_cpu_only_workload_trace_says_there_is_no_gpu():
     a = step_anatomy(load_trace(ROOT / "data" / "traces" / "cpu" / "ppo_item_logging.json.gz"))
-    assert "ms Python in" in a.sentence and "no GPU timeline" in a.sentence and "critical path 100% host" in a.sentence
+    assert "ms in torch._C._EngineBase.run_backward (native code called from Python)" in a.sentence
+    assert "no GPU timeline" in a.sentence and "critical path 100% host" in a.sentence
+
+
+def test_a_built_in_frame_is_not_called_python():
+    """Autograd's engine is C++ the Python called (its frame has no source file): not "Python in"."""
+    sentence = step_anatomy(load_trace(ROOT / "data" / "traces" / "gpu" / "small_mlp_eager.pt.trace.json.gz")).sentence
+    assert "ms in torch._C._EngineBase.run_backward (native code called from Python)" in sentence, sentence
+    assert "Python in torch._C" not in sentence
 
 
 @pytest.mark.parametrize("name, words", [
-    ("tracelens_b200_serving_eager_rank0.json.gz", ["Python in", "GPU busy", "mostly host_python"]),
+    ("tracelens_b200_serving_eager_rank0.json.gz", ["in _disabled_torch_function_impl (native code called from Python)", "GPU busy",
+                                                   "mostly host_python"]),
     ("kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz", ["host time in op", "mostly input"]),
 ])
 def test_real_traces(name, words):

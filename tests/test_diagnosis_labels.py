@@ -12,9 +12,8 @@ import pytest
 import perfkit
 import perfkit.cli
 from perfkit.analysis.summary import summarize
-from perfkit.trace import load_trace
 
-from conftest import SHARED_TRACES, shared_trace
+from conftest import SHARED_TRACES, loaded_trace, shared_trace
 from rawcount import raw_facts, supports
 
 pytestmark = pytest.mark.slow
@@ -116,7 +115,7 @@ def test_every_report_gives_the_hand_label(name, capsys):
     path = shared_trace(name)
     verdict, _why = LABELS[name]
     supports(verdict, raw_facts(path))
-    trace = load_trace(path)
+    trace = loaded_trace(path)
     d = perfkit.diagnose(trace)
     assert d.verdict == verdict, (d.title, d.numbers)
     assert perfkit.cpu_bound(trace).verdict == verdict

@@ -9,9 +9,8 @@ import pytest
 import perfkit
 from perfkit.analysis.step.gaps import CLASSES
 from perfkit.analysis.summary import summarize
-from perfkit.trace import load_trace
 
-from conftest import shared_traces
+from conftest import loaded_trace, shared_traces
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +20,7 @@ TRACES = sorted((ROOT / "data" / "traces" / "cpu").glob("*.json.gz")) + shared_t
 
 @pytest.mark.parametrize("path", TRACES, ids=[p.name[:48] for p in TRACES])
 def test_one_trace_one_set_of_figures(path):
-    trace = load_trace(path)
+    trace = loaded_trace(path)
     d = perfkit.diagnose(trace)
     cpu = perfkit.cpu_bound(trace)
     full = cpu.steps[cpu.steps["verdict"] != "partial step"]

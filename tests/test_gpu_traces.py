@@ -8,12 +8,14 @@ import json
 import statistics
 from pathlib import Path
 
+import orjson
 import pytest
 
 import perfkit
 from perfkit.analysis.summary import summarize
 from perfkit.trace import load_trace
 
+from conftest import loaded_trace
 from rawcount import raw_facts, supports, union_length
 
 GPU = Path(__file__).resolve().parents[1] / "data" / "traces" / "gpu"
@@ -71,8 +73,7 @@ FIXES = {
 
 
 def _events(name: str) -> list:
-    with gzip.open(GPU / name, "rt") as f:
-        return json.load(f)["traceEvents"]
+    return orjson.loads(gzip.decompress((GPU / name).read_bytes()))["traceEvents"]
 
 
 def _windows(events) -> list:
@@ -92,14 +93,14 @@ def test_manifest_lists_every_recorded_trace_with_its_counts():
 
 @pytest.mark.parametrize("name", sorted(FIXES))
 def test_every_fix_gives_the_hand_fix(name):
-    assert FIXES[name] in perfkit.diagnose(load_trace(GPU / name, use_cache=False)).fix
+    assert FIXES[name] in perfkit.diagnose(loaded_trace(GPU / name)).fix
 
 
 @pytest.mark.parametrize("name", sorted(LABELS))
 def test_every_report_gives_the_hand_label(name):
     verdict, _why = LABELS[name]
     supports(verdict, raw_facts(GPU / name))
-    trace = load_trace(GPU / name, use_cache=False)
+    trace = loaded_trace(GPU / name)
     assert perfkit.diagnose(trace, kernel_fix=False).verdict == verdict
     assert perfkit.step_anatomy(trace).verdict == verdict
     assert summarize(trace)["diagnosis"]["verdict"] == verdict

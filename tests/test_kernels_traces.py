@@ -5,10 +5,10 @@ import json
 import math
 from pathlib import Path
 
+import orjson
 import pytest
 
-from conftest import ROOT, shared_traces
-from perfkit import load_trace
+from conftest import ROOT, loaded_trace, shared_traces
 from perfkit.analysis.gpu_kernels import kernels
 from perfkit.cli import main
 
@@ -48,8 +48,8 @@ def _events(path: Path) -> list:
     files = sorted(path.glob("*.json*")) if path.is_dir() else [path]
     out = []
     for f in files:
-        with (gzip.open(f, "rt") if f.name.endswith(".gz") else open(f)) as fh:
-            doc = json.load(fh)
+        data = f.read_bytes()
+        doc = orjson.loads(gzip.decompress(data) if f.name.endswith(".gz") else data)
         out += doc["traceEvents"] if isinstance(doc, dict) else doc
     return out
 
@@ -116,5 +116,5 @@ def test_gemm_flops_match_a_count_by_hand(path):
     if not any("Input Dims" in (e.get("args") or {}) for e in events):
         pytest.skip(f"{path.name} was recorded without record_shapes")
     expected = hand_gemm_flops(events)
-    got = kernels(load_trace(path)).totals.get("gemm_flops", 0.0)
+    got = kernels(loaded_trace(path)).totals.get("gemm_flops", 0.0)
     assert got == pytest.approx(expected, rel=1e-9)

@@ -232,7 +232,7 @@ def test_step_anatomy_without_a_gpu_names_the_hot_function(session, log_path):
                      {"trace_path": "mppi_float_tensor.json.gz", "perf_log_path": str(log_path)})
     card = _card(nb)
     assert card["verdict"].startswith("CPU-only trace; step ") and "no GPU timeline" in card["verdict"]
-    assert "Python in linear" in card["verdict"]  # the MPPI planner's Linear layers
+    assert "in linear (native code called from Python)" in card["verdict"]  # the MPPI planner's Linear layers
     assert card["fix"].startswith("No GPU activity was recorded")  # what to record, and the host ops to speed up
     text = html_text(nb)
     assert "No GPU timeline in this trace" in text and "perfkit annotate mppi_float_tensor.json.gz -o" in text

@@ -4,13 +4,14 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import orjson
 import pandas as pd
 import pytest
 
 from perfkit.analysis.summary import summarize
 from perfkit.trace import load_trace
 
-from conftest import SHARED_TRACES, shared_traces
+from conftest import SHARED_TRACES, loaded_trace, shared_traces
 
 OLD_TO_NEW = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
               "Memset": "gpu_memset", "Trace": "trace"}
@@ -20,7 +21,7 @@ BLOCKING = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchron
 
 
 def raw_counts(path):
-    doc = json.load(gzip.open(path))
+    doc = orjson.loads(gzip.decompress(Path(path).read_bytes()))
     events = doc["traceEvents"]
     complete = [e for e in events if e.get("ph") == "X"]
     cats = Counter(OLD_TO_NEW.get(e.get("cat"), e.get("cat")) for e in complete)
@@ -54,7 +55,7 @@ TRACES = shared_traces()
 @pytest.mark.parametrize("path", TRACES, ids=[p.name[:50] for p in TRACES])
 def test_counts_match_raw_json(path):
     expected = raw_counts(path)
-    got = summarize(load_trace(path))
+    got = summarize(loaded_trace(path))
     assert got["events"]["total"] == expected["total"]
     assert got["events"]["by_category"] == expected["by_category"]
     assert got["gpu"]["kernel_count"] == expected["kernel_count"]

@@ -1,8 +1,9 @@
 """``step_anatomy(trace)``: one sentence that explains a step in milliseconds, and the numbers behind it.
 
-"launch-bound; step 87.41 ms: 2.64 ms Python in copy_to_gpu (vllm/v1/utils.py:131), 1.20 ms waiting for
-the GPU at train.py:88 (log_metrics), GPU busy 11.60 ms and idle 75.82 ms (mostly host_python);
-critical path 90% host"
+"launch-bound; step 87.41 ms: 10.55 ms in _disabled_torch_function_impl (native code called from
+Python), 0.03 ms waiting for the GPU at vllm/v1/attention/backends/flashinfer.py:664 (build), GPU busy
+11.60 ms and idle 75.82 ms (mostly host_python); critical path 90% host" (a B200 serving trace; Python
+with a source file reads "2.64 ms Python in copy_to_gpu (vllm/v1/utils.py:131)")
 
 The sentence opens with the verdict of ``diagnosis.diagnose`` (``verdict``, with its ``fix``): the
 same verdict ``perfkit diagnose``, ``cpu_bound`` and ``summary`` give for the trace.
@@ -143,9 +144,13 @@ def _waiting(result, n_steps: int) -> dict | None:
 def _python_part(python: dict | None) -> str:
     if python is None:
         return ""
-    where = f" ({python['file']}:{python['line']})" if python["file"] else ""
-    what = "Python in" if python["python"] else "host time in op"
-    return f"{_ms(python['self_per_step_us'])} {what} {python['function']}{where}"
+    spent = _ms(python["self_per_step_us"])
+    if not python["python"]:
+        return f"{spent} host time in op {python['function']}"
+    if python["file"]:
+        return f"{spent} Python in {python['function']} ({python['file']}:{python['line']})"
+    # A frame without a source file is a built-in: C/C++ the Python called (autograd's engine, linear)
+    return f"{spent} in {python['function']} (native code called from Python)"
 
 
 def _waiting_part(waiting: dict | None) -> str:

@@ -240,7 +240,7 @@ def _outside_finding(events: pd.DataFrame) -> list:
         "info", f"{len(events):,} sync point(s) outside the profiled steps, {events['blocked_us'].sum() / 1e3:.3f} ms "
                 f"blocked (longest: {top['name']}, {top['blocked_us'] / 1e3:.3f} ms)",
         {"count": int(len(events)), "blocked_us": float(events["blocked_us"].sum())},
-        "None for the training step: these ran before the first or after the last profiled step (set-up, a "
+        "Nothing to change in the training step: these ran before the first or after the last profiled step (set-up, a "
         "final synchronize before the profiler stops) and are not in any per-step figure.",
         "entries whose step is not a full profiled step (perfkit rule)")]
 
