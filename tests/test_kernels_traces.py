@@ -1,4 +1,4 @@
-"""perfkit kernels on every real trace, and its GEMM FLOPs against a count by hand from the raw JSON."""
+"""perfkit gpu-kernels on every real trace, and its GEMM FLOPs against a count by hand from the raw JSON."""
 import bisect
 import gzip
 import json
