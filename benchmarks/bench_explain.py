@@ -41,13 +41,13 @@ COMMANDS = {
     "GPU gaps": "from perfkit.analysis.step.gaps import gpu_gaps; n = len(gpu_gaps(t).gaps)",
     "annotate (.json.gz)": "from perfkit.export.annotate import annotate; n = annotate(PATH, OUT).total_added",
     "diagnose": "from perfkit.analysis.step.diagnosis import diagnose; n = len(diagnose(t).steps)",
-    "syncs": "from perfkit.analysis.syncs.analyze import syncs; n = len(syncs(t).to_frame())",
+    "syncs": "from perfkit.analysis.sync_points.find import syncs; n = len(syncs(t).to_frame())",
     "summary": "from perfkit.analysis.summary import summarize; n = len(summarize(t))",
     # The first kernels call on a trace reads its ops' shapes from the trace file (and caches them
     # beside the trace cache); the second reads that cache, as every later call does.
     "kernels, first call (reads op shapes from the file)":
-        "from perfkit.analysis.kernels import kernels; n = len(kernels(t).to_frame())",
-    "kernels (op shapes cached)": "from perfkit.analysis.kernels import kernels; n = len(kernels(t).to_frame())",
+        "from perfkit.analysis.gpu_kernels import kernels; n = len(kernels(t).to_frame())",
+    "kernels (op shapes cached)": "from perfkit.analysis.gpu_kernels import kernels; n = len(kernels(t).to_frame())",
 }
 # issue 26: each analysis answers within 3 s on a 2-million-event cached trace; annotate writes a
 # whole trace and keeps the earlier goal.
@@ -64,7 +64,7 @@ def measure(label: str, path: Path, out: Path, env: dict) -> dict:
         "if hasattr(os, 'sched_setaffinity'): os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])",
         f"PATH, OUT = {str(path)!r}, {str(out)!r}",
         "import perfkit.analysis.step.hotspots, perfkit.analysis.step.critical_path, perfkit.analysis.step.gaps, "
-        "perfkit.export.annotate, perfkit.analysis.step.diagnosis, perfkit.analysis.summary, perfkit.analysis.kernels",
+        "perfkit.export.annotate, perfkit.analysis.step.diagnosis, perfkit.analysis.summary, perfkit.analysis.gpu_kernels",
         "from perfkit.trace import load_trace",
         "def cpu():",
         "    r = resource.getrusage(resource.RUSAGE_SELF)",

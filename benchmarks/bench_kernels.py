@@ -1,4 +1,4 @@
-"""Speed of ``perfkit kernels`` on a 2-million-event trace recorded with ``record_shapes=True``.
+"""Speed of ``perfkit gpu-kernels`` on a 2-million-event trace recorded with ``record_shapes=True``.
 
 Builds the trace by replicating a real trace with shapes (``load_sources.build``: timestamps shifted so
 the copies follow each other; correlation and external ids offset so launch links and nesting stay
@@ -27,7 +27,7 @@ DEFAULT_SOURCE = (Path(os.environ.get("PERFKIT_SHARED", ROOT.parent / "shared"))
 GOAL_S = 10.0
 COMMANDS = {
     "cached load (baseline)": "n = len(t.events)",
-    "kernels (cached load + analysis)": "from perfkit.analysis.kernels import kernels; r = kernels(t); n = len(r.ops)",
+    "kernels (cached load + analysis)": "from perfkit.analysis.gpu_kernels import kernels; r = kernels(t); n = len(r.ops)",
 }
 
 
@@ -35,7 +35,7 @@ def measure(command: str, path: Path, env: dict) -> dict:
     code = "\n".join([
         "import json, os, resource, time",
         "if hasattr(os, 'sched_setaffinity'): os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])",
-        "import perfkit.analysis.kernels",
+        "import perfkit.analysis.gpu_kernels",
         "from perfkit.trace import load_trace",
         "def cpu():",
         "    r = resource.getrusage(resource.RUSAGE_SELF)",

@@ -74,7 +74,7 @@ def _shift(e: dict, k: int, span: float) -> dict:
 
 def child(mode: str, directory: str, workers: int) -> dict:
     """Run one mode on one job directory; returns seconds, peak tree RSS (MB) and a result digest."""
-    from perfkit.analysis.ranks.analyze import ranks
+    from perfkit.analysis.ranks.combine import ranks
     from perfkit.trace import load_trace
 
     cluster = None

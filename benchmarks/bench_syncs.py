@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     os.environ["PERFKIT_CACHE_DIR"] = str(work / "cache")
     from perfkit.analysis.host_ops import host_events
     from perfkit.trace.ancestry import nest
-    from perfkit.analysis.syncs.analyze import syncs
+    from perfkit.analysis.sync_points.find import syncs
     from perfkit.trace import load_trace
     from perfkit.trace.nesting import add_nesting
 

@@ -11,7 +11,7 @@
 # When the GPU is busy, which kernels take its time, whether its GEMMs run on Tensor Cores and in which
 # dtype, how close each op class gets to the device's peak (a roofline), and what to change. FLOPs and
 # bytes need traces recorded with `record_shapes=True`; without shapes the kernel table still shows.
-# Models: `perfkit/analysis/kernels/` (peaks: `devices.py`, each figure with its datasheet).
+# Models: `perfkit/analysis/gpu_kernels/` (peaks: `devices.py`, each figure with its datasheet).
 
 # %% tags=["parameters"]
 # The default: a bf16 transformer block training on an H200; gpu/transformer_fp32 runs its GEMMs off the Tensor Cores.

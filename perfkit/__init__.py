@@ -11,14 +11,15 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     # trace
-    "load_trace": "perfkit.trace", "Trace": "perfkit.trace", "export_parquet": "perfkit.trace.export",
+    "load_trace": "perfkit.trace", "Trace": "perfkit.trace", "export_parquet": "perfkit.export.parquet",
     # analyses
     "summarize": "perfkit.analysis.summary", "cpu_bound": "perfkit.analysis.step.cpu_bound",
-    "htod": "perfkit.analysis.copies", "syncs": "perfkit.analysis.syncs.analyze", "diff": "perfkit.analysis.diff.analyze",
-    "ranks": "perfkit.analysis.ranks.analyze", "sql": "perfkit.analysis.sql",
+    "htod": "perfkit.analysis.htod", "syncs": "perfkit.analysis.sync_points.find",
+    "diff": "perfkit.analysis.trace_diff.diff",
+    "ranks": "perfkit.analysis.ranks.combine", "sql": "perfkit.analysis.sql",
     "hotspots": "perfkit.analysis.step.hotspots", "memory_timeline": "perfkit.analysis.memory", "critical_path": "perfkit.analysis.step.critical_path",
     "gpu_gaps": "perfkit.analysis.step.gaps", "step_anatomy": "perfkit.analysis.step.anatomy",
-    "diagnose": "perfkit.analysis.step.diagnosis", "kernels": "perfkit.analysis.kernels",
+    "diagnose": "perfkit.analysis.step.diagnosis", "kernels": "perfkit.analysis.gpu_kernels",
     # recording the user's own code
     "profile": "perfkit.profiling.session",
     # writers
@@ -28,9 +29,9 @@ _EXPORTS = {
     # harnesses
     "compare": "perfkit.bench.compare", "compile_ab": "perfkit.bench.compile_ab", "amp_ab": "perfkit.bench.amp_ab",
     "htod_sweep": "perfkit.bench.htod", "hunt_leak": "perfkit.bench.leak",
-    "load_memory_snapshot": "perfkit.analysis.snapshots.memory_snapshot", "SystemMonitor": "perfkit.bench.monitor",
+    "load_memory_snapshot": "perfkit.analysis.memory_leak.memory_snapshot", "SystemMonitor": "perfkit.bench.monitor",
     "environment_report": "perfkit.bench.environment", "hardware_defaults": "perfkit.bench.environment",
-    "load_profiler_memory_timeline": "perfkit.analysis.snapshots.memory_snapshot", "snapshot_growth": "perfkit.analysis.snapshots.growth",
+    "load_profiler_memory_timeline": "perfkit.analysis.memory_leak.memory_snapshot", "snapshot_growth": "perfkit.analysis.memory_leak.growth",
     "memory_sweep": "perfkit.bench.memsweep", "workload_memory_sweep": "perfkit.bench.memsweep",
     "op_suite": "perfkit.bench.opsuite",
     # workloads and reports

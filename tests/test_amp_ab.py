@@ -146,7 +146,7 @@ def test_speed_finding_blames_small_matmuls_not_the_gpu():
                              unreliable="")
     slower = _speed_finding(SimpleNamespace(verdict="slower", dtype="bfloat16", device="cuda", speedup=0.86,
                                             timing=timing))
-    assert "small matmuls" in slower.fix and "this device" not in slower.fix and "perfkit kernels" in slower.fix
+    assert "small matmuls" in slower.fix and "this device" not in slower.fix and "perfkit gpu-kernels" in slower.fix
     same = dict(verdict="no change", dtype="bfloat16", speedup=1.0, timing=timing)
     assert "not bound by its matmuls" in _speed_finding(SimpleNamespace(device="cuda:0", **same)).fix
     assert "AMX" in _speed_finding(SimpleNamespace(device="cpu", **same)).fix

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from perfkit.analysis.diff.analyze import compare_steps, diff
-from perfkit.cli import diff as diff_cli
+from perfkit.analysis.trace_diff.diff import compare_steps, diff
+from perfkit.cli import trace_diff as diff_cli
 from perfkit.errors import ParameterError
 from perfkit.trace import load_trace
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-from perfkit.analysis.copies import htod
+from perfkit.analysis.htod import htod
 from perfkit.trace import load_trace
 
 from conftest import shared_trace

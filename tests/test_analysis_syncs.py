@@ -9,8 +9,8 @@ import pytest
 
 import perfkit.cli
 from perfkit.analysis.stacks import is_library, parse_frame
-from perfkit.analysis.syncs.analyze import syncs
-from perfkit.cli import syncs as syncs_cli
+from perfkit.analysis.sync_points.find import syncs
+from perfkit.cli import sync_points as syncs_cli
 from perfkit.trace import load_trace
 
 from conftest import shared_trace
@@ -174,10 +174,8 @@ def test_cli_table_and_json(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["total"]["count"] == 7
 
 
-def test_main_cli_turns_a_missing_trace_into_exit_code_2(tmp_path, monkeypatch, capsys):
-    if "syncs" not in perfkit.cli.COMMANDS:
-        monkeypatch.setattr(perfkit.cli, "COMMANDS", perfkit.cli.COMMANDS + ("syncs",))
-    assert perfkit.cli.main(["syncs", str(tmp_path / "missing.json")]) == 2
+def test_main_cli_turns_a_missing_trace_into_exit_code_2(tmp_path, capsys):
+    assert perfkit.cli.main(["syncs", str(tmp_path / "missing.json")]) == 2  # the old name, an alias
     assert "no such file" in capsys.readouterr().err
 
 
@@ -373,7 +371,7 @@ def test_a_partial_step_at_the_window_edge_is_left_out_of_per_step_figures():
     from perfkit.analysis.step.critical_path import critical_path
     from perfkit.analysis.step.gaps import gpu_gaps
     from perfkit.analysis.step.hotspots import hotspots
-    from perfkit.analysis.copies import htod
+    from perfkit.analysis.htod import htod
 
     path = shared_trace("hta_amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz")
     with gzip.open(path, "rt") as f:

@@ -70,6 +70,17 @@ def test_every_command_dispatches_to_a_module_with_run(name):
     assert sub.choices[command].get_default("func") is module.run
 
 
+@pytest.mark.parametrize("command, alias", [(c, a) for c, aliases in perfkit.cli.parsers.ALIASES.items() for a in aliases])
+def test_an_old_command_name_runs_the_same_body(command, alias):
+    """``perfkit syncs`` (an alias kept where users already type it) parses as ``perfkit sync-points`` and
+    imports the same body, ``perfkit/cli/sync_points.py``."""
+    parser = perfkit.cli.build_parser()
+    choices = parser._subparsers._group_actions[0].choices
+    assert choices[alias] is choices[command]
+    assert perfkit.cli.body_name(alias) == perfkit.cli.body_name(command) == command.replace("-", "_")
+    assert command.replace("-", "_") in perfkit.cli.COMMANDS and alias not in perfkit.cli.COMMANDS
+
+
 def test_parsers_cover_exactly_the_commands():
     assert set(perfkit.cli.parsers.PARSERS) == set(perfkit.cli.COMMANDS)
     assert len(perfkit.cli.COMMANDS) == len(set(perfkit.cli.COMMANDS))

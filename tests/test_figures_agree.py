@@ -28,7 +28,7 @@ def test_one_trace_one_set_of_figures(path):
     # step time: the diagnosis, cpu_bound's full steps and step_anatomy's mean step
     assert d.steps["wall_us"].sum() == pytest.approx(full["wall_us"].sum())
     assert anatomy.wall_us == pytest.approx(full["wall_us"].mean())
-    # blocked time: summary's sync points are perfkit syncs' totals, inside + outside the steps
+    # blocked time: summary's sync points are perfkit sync-points' totals, inside + outside the steps
     sync = perfkit.syncs(trace).total
     points = summarize(trace)["sync_points"]
     assert points["count"] == sync["count"] and points["blocked_us"] == pytest.approx(sync["blocked_us"])

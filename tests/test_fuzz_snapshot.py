@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fuzzkit import Budget, run_python
-from perfkit.analysis.snapshots.memory_snapshot import load_memory_snapshot, load_profiler_memory_timeline
+from perfkit.analysis.memory_leak.memory_snapshot import load_memory_snapshot, load_profiler_memory_timeline
 from perfkit.errors import TraceError
 
-LOAD = ("import sys\nfrom perfkit.analysis.snapshots.memory_snapshot import load_memory_snapshot\nfrom perfkit.errors import PerfkitError\n"
+LOAD = ("import sys\nfrom perfkit.analysis.memory_leak.memory_snapshot import load_memory_snapshot\nfrom perfkit.errors import PerfkitError\n"
         "try:\n    load_memory_snapshot(sys.argv[1])\nexcept PerfkitError as exc:\n"
         "    print(f'refused: {exc}', file=sys.stderr)\n    sys.exit(2)\n")
 FRAME = {"filename": "/job/train.py", "line": 3, "name": "step"}

@@ -14,7 +14,7 @@ import pytest
 import perfkit
 from conftest import shared_trace
 from nbsession import KernelSession, html_text, outputs
-from perfkit.analysis.kernels.result import KernelsResult
+from perfkit.analysis.gpu_kernels.result import KernelsResult
 from perfkit.report import gpu_kernels as kernel_tables, plots
 from perfkit.report.card import MIME
 from perfkit.report.gpu_kernels import kernel_rows

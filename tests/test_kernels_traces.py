@@ -1,4 +1,4 @@
-"""perfkit kernels on every real trace, and its GEMM FLOPs against a count by hand from the raw JSON."""
+"""perfkit gpu-kernels on every real trace, and its GEMM FLOPs against a count by hand from the raw JSON."""
 import bisect
 import gzip
 import json
@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from conftest import ROOT, loaded_trace, shared_traces
-from perfkit.analysis.kernels import kernels
+from perfkit.analysis.gpu_kernels import kernels
 from perfkit.cli import main
 
 pytestmark = pytest.mark.slow

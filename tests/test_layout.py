@@ -92,7 +92,7 @@ def test_no_import_cycle_counting_function_level_imports():
 
 
 def test_no_import_cycle_between_subpackages():
-    """Modules taken together by subpackage (``analysis/step``, ``analysis/kernels``, ``trace/loader``, ...):
+    """Modules taken together by subpackage (``analysis/step``, ``analysis/gpu_kernels``, ``trace/loader``, ...):
     a subpackage that imports another is never imported back by it, even through other modules, so each
     shared piece has one owner (issue 39.5: ``step`` and ``kernels`` imported each other)."""
     units = {}
@@ -105,8 +105,8 @@ def test_no_import_cycle_between_subpackages():
 def test_trace_concepts_never_import_the_loader():
     """``trace/loader`` reads files into a Trace; the concepts beside it (model, schema, steps, intervals,
     nesting, ...) work on loaded tables and never reach into it. Only the package's entry point
-    (``load_trace``) and the Parquet export, which loads what it writes, call the loader."""
-    callers = {"perfkit.trace", "perfkit.trace.export"}
+    (``load_trace``) calls the loader (the Parquet export, which loads what it writes, is ``export/parquet``)."""
+    callers = {"perfkit.trace"}
     wrong = sorted(f"{name} imports {target}" for name, targets in GRAPH.items()
                    if name.startswith("perfkit.trace.") and not name.startswith("perfkit.trace.loader")
                    and name not in callers for target in targets if target.startswith("perfkit.trace.loader"))
@@ -207,3 +207,80 @@ def test_report_writes_files_only_where_it_publishes():
                 wrong.append(f"{name}:{node.lineno} calls {called}")
     assert not wrong, wrong
 
+
+
+# -- one name per investigation (issue 39, item 3) -----------------------------------------------------------------
+
+ROOT = PACKAGE.parent
+# Investigations whose analysis is not ``analysis/<name>`` (a module or a package), and where it is instead; each is
+# a row of docs/layout.md's "one name per investigation" table.
+ANALYSIS_ELSEWHERE = {
+    "cpu_bound": "analysis/step/cpu_bound: the verdict engine, beside the rules, layers and findings it decides from",
+    "step_anatomy": "analysis/step/anatomy: the step in one sentence, over step/'s layers, hotspots, gaps and "
+                    "critical path",
+    "compile_ab": "bench/compile_ab: a measurement (it runs torch); analysis/compile reads a trace's compile events",
+    "amp_regression": "bench/amp_ab: a measurement (it runs both precisions)",
+    "validation": "perfkit/validation: runs workloads through bench, detect and analysis, so it sits above them",
+}
+# Where the investigation-and-command rule below allows one basename on several floors.
+FLOORS = ("analysis", "analysis/step", "bench", "export", "report", "report/terminal", "report/plots", "report/perflog",
+          "cli")
+# Basenames that repeat outside that rule, and why; a new repeat fails until it is named apart or listed here.
+SHARED_BASENAMES = {
+    "anatomy": "step_anatomy's sentence (analysis/step/anatomy) and its figures (report/plots/anatomy)",
+    "findings": "an analysis package's findings beside the result they explain (step, gpu_kernels, trace_diff)",
+    "result": "an analysis package's result type beside the analysis that builds it (gpu_kernels, sync_points)",
+    "queued": "the GPU time each step queued (analysis/queued) and step/'s judgement of it (analysis/step/queued)",
+    "steps": "profiler steps (trace/steps) and the per-step figures (report/plots/steps)",
+    "names": "two concerns, not yet named apart: name matching on event columns (trace/names) and the validate "
+             "checks' names for --help (validation/names)",
+    "registry": "two concerns, not yet named apart: the shipped notebooks (registry) and the reference workloads "
+                "(workloads/registry)",
+    "scan": "two concerns, not yet named apart: the loader's structural scan of a traceEvents span "
+            "(trace/loader/scan) and perfkit scan, the static sync lint (cli/scan)",
+    "tables": "two concerns, not yet named apart: the report's shared tables (report/tables) and each rank's step "
+              "tables (analysis/ranks/tables)",
+    "timing": "two concerns, not yet named apart: the harnesses' timed regions (bench/timing) and how far a perfkit "
+              "profile run's step times can be trusted (profiling/timing)",
+}
+
+
+def _layout_table() -> dict[str, str]:
+    """docs/layout.md's "one name per investigation" table: investigation -> its row."""
+    rows = [line for line in (ROOT / "docs" / "layout.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `")]
+    return {row.split("`")[1]: row for row in rows}
+
+
+def test_every_investigation_has_one_name_on_every_floor():
+    """Each name of ``INVESTIGATIONS`` has its notebook, its report module and an analysis module or package of
+    that name, or an entry of ``ANALYSIS_ELSEWHERE`` saying where its analysis is; docs/layout.md's table has a
+    row for each, naming that place."""
+    missing = [str(path.relative_to(ROOT)) for name in INVESTIGATIONS
+               for path in (ROOT / "notebooks" / f"{name}.py", PACKAGE / "report" / f"{name}.py") if not path.is_file()]
+    analysis = {name for name in INVESTIGATIONS if f"perfkit.analysis.{name}" in MODULES}
+    missing += [f"perfkit/analysis/{name}" for name in INVESTIGATIONS if name not in analysis | set(ANALYSIS_ELSEWHERE)]
+    assert not missing, missing
+    assert set(ANALYSIS_ELSEWHERE) <= set(INVESTIGATIONS) - analysis  # no stale exception
+    table = _layout_table()
+    assert set(table) == set(INVESTIGATIONS)
+    unnamed = [name for name, where in ANALYSIS_ELSEWHERE.items() if f"`{where.split(':')[0]}" not in table[name]]
+    assert not unnamed, unnamed
+
+
+def test_no_two_modules_share_a_basename():
+    """One name, one concern: a basename repeats only as one investigation's or one command's modules on different
+    floors (``analysis/htod``, ``bench/htod``, ``report/htod``; ``cli/gaps``, ``report/terminal/gaps``), or where
+    ``SHARED_BASENAMES`` says why (issue 39.3: four ``analyze.py``, two ``classify.py``, two ``rules.py``)."""
+    from perfkit.cli import COMMANDS
+
+    where = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.stem != "__init__":
+            where.setdefault(path.stem, []).append(str(path.parent.relative_to(PACKAGE)).replace("\\", "/"))
+    floors = set(INVESTIGATIONS) | set(COMMANDS)
+    repeated = {name: dirs for name, dirs in where.items() if len(dirs) > 1}
+    wrong = sorted(f"{name}: {sorted(dirs)}" for name, dirs in repeated.items() if name not in SHARED_BASENAMES
+                   and not (name in floors and set(dirs) <= set(FLOORS)))
+    assert not wrong, wrong
+    assert set(SHARED_BASENAMES) <= set(repeated)  # no stale exception

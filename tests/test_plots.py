@@ -177,7 +177,7 @@ def test_monitor_timeline_without_gpu_says_why():
 
 
 def test_copy_figures_without_gpu_say_no_gpu(cpu_trace):
-    from perfkit.analysis.copies import htod
+    from perfkit.analysis.htod import htod
     from perfkit.bench.htod import htod_sweep
 
     sweep = htod_sweep(sizes_bytes=[4096], repeats=1, device="auto")
@@ -190,7 +190,7 @@ def test_copy_figures_without_gpu_say_no_gpu(cpu_trace):
 
 
 def test_copy_kinds_on_a_gpu_trace():
-    from perfkit.analysis.copies import htod
+    from perfkit.analysis.htod import htod
 
     result = htod(load_trace(shared_trace("param_v100_dlrm_rank0.pt.trace.json.gz")))
     left, right = plots.copy_kinds(result).axes
@@ -200,7 +200,7 @@ def test_copy_kinds_on_a_gpu_trace():
 
 
 def test_diff_breakdown_and_loss_curves():
-    from perfkit.analysis.diff.analyze import diff
+    from perfkit.analysis.trace_diff.diff import diff
     from perfkit.bench.amp_ab import amp_ab
     from perfkit.workloads.mlp import mlp_problem
 

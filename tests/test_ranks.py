@@ -9,7 +9,7 @@ import pytest
 
 from perfkit.analysis.step.cpu_bound import cpu_bound
 from perfkit.analysis.ranks.tables import reduce_trace
-from perfkit.analysis.ranks.analyze import ranks
+from perfkit.analysis.ranks.combine import ranks
 from perfkit.analysis.summary import summarize
 from perfkit.cli import main
 from perfkit.errors import ParameterError, TraceError

@@ -4,7 +4,7 @@ import distributed
 import pytest
 
 from perfkit.analysis.ranks import engines
-from perfkit.analysis.ranks.analyze import ranks
+from perfkit.analysis.ranks.combine import ranks
 from perfkit.errors import ParameterError, TraceError
 
 from rankjobs import dlrm_dir, sync_job

@@ -17,8 +17,8 @@ from compile_traces import COMPILE_US, compile_dominated
 from conftest import SHARED_MEMORY, shared_trace
 from nbsession import KernelSession, html_text, outputs
 from perfkit.analysis.step.cpu_bound import cpu_bound
-from perfkit.analysis.diff.analyze import diff
-from perfkit.analysis.syncs.analyze import syncs
+from perfkit.analysis.trace_diff.diff import diff
+from perfkit.analysis.sync_points.find import syncs
 from perfkit.errors import ParameterError
 from perfkit.report import rows, memory_leak as snapshots
 from perfkit.report.card import MIME
@@ -336,7 +336,7 @@ def test_memory_leak_notebook_compares_several_snapshots(session, log_path, tmp_
 
 
 def test_htod_text_reports_the_host_wait_of_pageable_copies():
-    from perfkit.analysis.copies import htod
+    from perfkit.analysis.htod import htod
 
     trace = load_trace(shared_trace(DLRM))
     result = htod(trace)

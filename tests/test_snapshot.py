@@ -6,7 +6,7 @@ import pickle
 import pytest
 
 from conftest import shared_memory
-from perfkit.analysis.snapshots.memory_snapshot import (TIMELINE_CATEGORIES,
+from perfkit.analysis.memory_leak.memory_snapshot import (TIMELINE_CATEGORIES,
     frame_site,
     load_memory_snapshot,
     load_profiler_memory_timeline)

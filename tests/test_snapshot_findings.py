@@ -8,7 +8,7 @@ import pytest
 
 from conftest import shared_memory
 from perfkit import snapshot_growth
-from perfkit.analysis.snapshots.memory_snapshot import frame_site, load_memory_snapshot
+from perfkit.analysis.memory_leak.memory_snapshot import frame_site, load_memory_snapshot
 from perfkit.errors import ParameterError
 
 MIB = 2**20

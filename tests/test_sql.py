@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from perfkit.analysis.ranks.analyze import ranks
+from perfkit.analysis.ranks.combine import ranks
 from perfkit.analysis.sql import VIEWS, sql
 from perfkit.cli import main
 from perfkit.errors import ParameterError

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import perfkit
-from perfkit.analysis.syncs.result import CONFIRM, FIXES
+from perfkit.analysis.sync_points.result import CONFIRM, FIXES
 from perfkit.report.card import verdict_card
 from perfkit.report import sync_points
 

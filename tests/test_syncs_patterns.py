@@ -5,7 +5,7 @@ pinned counterpart), whose blocking time cpu_bound must see too."""
 import pytest
 
 from perfkit.analysis.step.cpu_bound import cpu_bound
-from perfkit.analysis.syncs.analyze import syncs
+from perfkit.analysis.sync_points.find import syncs
 from perfkit.trace import load_trace
 
 from tracebuilder import TraceBuilder

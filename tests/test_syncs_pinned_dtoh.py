@@ -3,7 +3,7 @@ synchronous runtime call (``cudaMemcpy``), and is then a ``memcpy_dtoh`` sync po
 one; the same copy launched with ``cudaMemcpyAsync`` returns at once and is no sync point."""
 import pytest
 
-from perfkit.analysis.syncs.analyze import syncs
+from perfkit.analysis.sync_points.find import syncs
 from perfkit.trace import load_trace
 
 from tracebuilder import TraceBuilder

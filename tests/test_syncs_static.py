@@ -12,7 +12,7 @@ import pytest
 import perfkit.cli
 from perfkit.cli import scan as scan_cli
 from perfkit.errors import ParameterError
-from perfkit.detect.rules import RULES
+from perfkit.detect.sync_rules import RULES
 from perfkit.detect.static import ScanFinding, ScanReport, scan
 
 ROOT = Path(__file__).resolve().parents[1]

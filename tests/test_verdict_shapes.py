@@ -167,7 +167,7 @@ def test_untraced_time_between_dense_launches_is_launch_overhead(tmp_path):
 def test_a_rank_that_starts_late_is_named_by_its_arrival_not_its_collective_time(tmp_path):
     """A 4xMI300X DDP step: the rank that arrives last does so by 1.6-3.8 ms because it starts its step late (its
     backward is no slower); step less collective time read "40% slower"."""
-    from perfkit.analysis.ranks.analyze import ranks
+    from perfkit.analysis.ranks.combine import ranks
 
     late = {3: 2_500.0}
     for rank in range(4):

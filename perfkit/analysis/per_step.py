@@ -4,7 +4,7 @@ range's time per step and its change between two traces, and the host/GPU split 
 Each is read from a ``cpu_bound`` result or a ``Trace`` (``perfkit.load_trace``) and divides by
 the trace's profiler steps, so a write-up's "62,700 ``aten::linear`` per action" compares with
 ours per planning step, and "``## train/sample ##`` 529 -> 358 ms" with our range's median time
-per step before and after, with a bootstrap CI on the ratio (``perfkit.analysis.diff.analyze.compare_steps``).
+per step before and after, with a bootstrap CI on the ratio (``perfkit.analysis.trace_diff.diff.compare_steps``).
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pandas as pd
 
 from ..errors import ParameterError
 from .compile import compiled_regions as region_names
-from .diff.analyze import compare_steps
-from .syncs.analyze import syncs
+from .trace_diff.diff import compare_steps
+from .sync_points.find import syncs
 
 # Categories of record_function ranges on the host: ``user_annotation``, and ``cpu_op`` in traces
 # from before Kineto named them (2021: "Operator"). ``gpu_user_annotation`` is their GPU mirror

@@ -1,4 +1,4 @@
-"""How much GPU time each step queued: the measure that ``step`` and ``kernels`` both read.
+"""How much GPU time each step queued: the measure that ``step`` and ``gpu_kernels`` both read.
 
 ``queued_gpu_us``: per step window, the GPU time (interval union) of the kernels, copies and memsets
 launched from it, wherever on the GPU's timeline they ran. In a steady state a step queues at most

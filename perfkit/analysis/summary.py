@@ -1,7 +1,7 @@
 """``summarize(trace)``: whole-file counts that anyone can check against the raw JSON.
 
 Every number is counted over the whole file (not only inside profiler steps), times in microseconds,
-categories normalized to modern Kineto names; ``sync_points`` and ``diagnosis`` are ``perfkit syncs``'
+categories normalized to modern Kineto names; ``sync_points`` and ``diagnosis`` are ``perfkit sync-points``'
 totals and ``perfkit diagnose``'s verdict, so the summary says the same as those commands.
 
 Devices are the GPUs with activity in the trace, named from ``deviceProperties`` by this rule:
@@ -22,10 +22,10 @@ from ..trace.schema import LAUNCH_CATEGORIES
 from .classify import DIRECTIONS, SYNC_RUNTIME, busy_us, copies_frame
 from .compile import compile_facts
 from .step.diagnosis import diagnose
-from .syncs.analyze import syncs as sync_analysis
+from .sync_points.find import syncs as sync_analysis
 
 # Why ``syncs`` (runtime synchronize calls, the raw count anyone can check) and ``sync_points``
-# (``perfkit syncs``) differ.
+# (``perfkit sync-points``) differ.
 SYNC_NOTE = ("syncs counts synchronizing runtime calls (cudaStreamSynchronize, cudaMemcpy, ...) over the whole file, "
              "each for its own duration; sync_points counts Python-level calls that waited (an .item() and the "
              "cudaStreamSynchronize inside it are one, blocking copies from pageable memory included), each for the "
@@ -77,7 +77,7 @@ def summarize(trace: Trace) -> dict:
 
 
 def _sync_points(total: dict) -> dict:
-    """``perfkit syncs``' totals, with why they differ from the runtime-call counts."""
+    """``perfkit sync-points``' totals, with why they differ from the runtime-call counts."""
     return {"count": total["count"], "blocked_us": total["blocked_us"], "per_step": total["per_step"],
             "in_steps": total["in_steps"], "outside_steps": total["outside_steps"], "note": SYNC_NOTE}
 

@@ -113,7 +113,7 @@ def _speed_finding(r: AMPResult) -> Finding:
                        f"Autocast casts the inputs of each matmul to {r.dtype}: a step of small matmuls pays the "
                        "casts and gains nothing from the Tensor Cores (on an H100, a 64x32->128 policy MLP ran 0.86x "
                        "under bf16, a 4096x512->2048 one 2.47x). Keep fp32 for this model; if autocast must stay, "
-                       "profile for aten::_to_copy casts and check the Tensor Core share (perfkit kernels)", threshold)
+                       "profile for aten::_to_copy casts and check the Tensor Core share (perfkit gpu-kernels)", threshold)
     why = ("on a GPU a step that does not gain is not bound by its matmuls (they are small, or the host bounds the "
            "step: perfkit diagnose)" if r.device.startswith("cuda") else
            "on a CPU, AMP pays off only with AMX or AVX512-BF16 matrix units")

@@ -1,5 +1,5 @@
 """Achievable peaks measured on this machine: what a large GEMM of each data type and a large device copy
-reach, for a peaks file (``perfkit.analysis.kernels.devices.write_peaks``) that ``perfkit kernels --peaks
+reach, for a peaks file (``perfkit.analysis.gpu_kernels.devices.write_peaks``) that ``perfkit gpu-kernels --peaks
 FILE`` reads in place of the datasheet.
 
 Datasheet peaks are boost-clock figures a card under its power limit rarely reaches (an H100's bf16

@@ -6,8 +6,9 @@ The arguments and help of every subcommand are in :mod:`perfkit.cli.parsers` (``
 arguments it does not know, and ``check_inputs``, run on the parsed arguments before the body is
 imported, so that a missing file is refused at once), which imports nothing heavy, so ``perfkit --help``
 is quick. The body of ``perfkit <name>`` is ``run(args) -> int`` in ``perfkit/cli/<name>.py``
-(``perfkit critical-path``: ``critical_path.py``), with its imports (pandas and up) at the top;
-:func:`main` imports that one module once the arguments are parsed. Each body module also has
+(``perfkit critical-path``: ``critical_path.py``; a command named for its investigation keeps its old name as
+an alias, ``parsers.ALIASES``: ``perfkit syncs`` runs ``sync_points.py``), with its imports (pandas and up) at
+the top; :func:`main` imports that one module once the arguments are parsed. Each body module also has
 ``register(subparsers)``, its parser bound to its ``run`` as ``func``, for a parser of your own.
 Everything a command prints to stdout passes through :class:`perfkit.text.PrintableStream`, so no
 escape sequence from a trace, script or file name reaches the terminal.
@@ -23,10 +24,11 @@ import sys
 
 from ..errors import PerfkitError, missing_dependency
 from ..text import PrintableStream, printable
-from .parsers import PARSERS
+from .parsers import ALIASES, PARSERS
 
-COMMANDS = ("profile", "diagnose", "summary", "syncs", "diff", "ranks", "sql", "detect", "scan", "run", "log",
-            "validate", "hotspots", "critical_path", "gaps", "kernels", "memory", "annotate", "init", "export")
+COMMANDS = ("profile", "diagnose", "summary", "sync_points", "trace_diff", "ranks", "sql", "detect", "scan", "run",
+            "log", "validate", "hotspots", "critical_path", "gaps", "gpu_kernels", "memory", "annotate", "init",
+            "export")
 # A later ``--`` while argparse reads the command line: no argument from the system holds a NUL.
 _KEPT = "\0--"
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
@@ -47,9 +49,9 @@ def main(argv=None) -> int:
     try:
         if getattr(args, "check_inputs", None) is not None:  # a missing file is refused before the imports
             args.check_inputs(args)
-        # perfkit <command>'s body is perfkit/cli/<command>.py ("critical-path": critical_path.py), imported
+        # perfkit <command>'s body is perfkit/cli/<command>.py ("critical-path": critical_path.py, body_name), imported
         # here, inside the try, so that a missing optional package becomes the one-line message below
-        command = importlib.import_module(f"{__name__}.{args.command.replace('-', '_')}")
+        command = importlib.import_module(f"{__name__}.{body_name(args.command)}")
         code = int(command.run(args) or 0)
         _flush(sys.stdout)
         return code
@@ -72,6 +74,13 @@ def main(argv=None) -> int:
         sys.stdout = stdout
 
 
+def body_name(command: str) -> str:
+    """The module of ``perfkit <command>`` under ``perfkit/cli/``, for its name or an old name it keeps as an
+    alias: ``critical-path`` -> ``critical_path``, ``syncs`` -> ``sync_points``."""
+    name = next((name for name, aliases in ALIASES.items() if command in aliases), command)
+    return name.replace("-", "_")
+
+
 def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     """The parsed command line. Only the first ``--`` separates: the script of ``perfkit profile s.py -- a
     -- b`` gets ``['a', '--', 'b']`` (argparse alone drops every ``--``, so later ones are kept aside)."""
@@ -85,7 +94,7 @@ def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     if unknown:
         hint = getattr(args, "unknown_args_hint", "")
         commands = getattr(parser, "commands", {})
-        parser = commands.get(args.command, commands.get(args.command.replace("-", "_"), parser))
+        parser = commands.get(body_name(args.command), parser)
         parser.error(f"unrecognized arguments: {printable(' '.join(unknown))}" + (f"; {hint}" if hint else ""))
     return args
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import ParameterError
-from ..trace.export import export_parquet, occupied
+from ..export.parquet import export_parquet, occupied
 from .parsers import add_export
 
 

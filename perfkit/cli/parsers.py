@@ -24,6 +24,9 @@ SCAN_DESCRIPTION = "``perfkit scan PATH... [--json] [--rules a,b] [--fail-on-fin
 MEMORY_DESCRIPTION = ("``perfkit memory TRACE... [--json]``: memory over time per device from a trace recorded with\n"
                       "``profile_memory=True`` (``perfkit profile --memory``): peak and what allocated it, memory "
                       "held at\neach step's end and its growth per step, the top allocating ops.")
+# A command named for its investigation (perfkit.registry.INVESTIGATIONS) -> the names it had before, which
+# still work: ``perfkit syncs`` runs ``perfkit sync-points``.
+ALIASES = {"sync-points": ("syncs",), "trace-diff": ("diff",), "gpu-kernels": ("kernels",)}
 VIEWS_HELP = ("views: events (name, cat, ph, ts_us, dur_us, pid, tid, file_id, rank, device, stream, correlation, "
               "external_id, bytes, python_id, python_parent, alloc_bytes), flows (id, ph, cat, pid, tid, ts_us, "
               "file_id), steps (rank, step, start_us, end_us, dur_us, source), ranks (file_id, rank, path, trace_name, "
@@ -37,7 +40,7 @@ def _trace(p: argparse.ArgumentParser) -> None:
 
 def _trace_command(subparsers, name: str, help: str, *, json_help: str, top: tuple[int, str] | None = None):
     """A command over one trace: the trace argument, ``--json`` and, with ``top=(default, help)``, ``--top``."""
-    p = subparsers.add_parser(name, help=help)
+    p = subparsers.add_parser(name, help=help, aliases=ALIASES.get(name, ()))
     _trace(p)
     p.set_defaults(unknown_args_hint=f"perfkit {name} reads one trace (a pattern that matches several gives "
                                      f"several): perfkit {name} \"$(ls -t PATTERN | head -1)\" reads the newest")
@@ -98,8 +101,8 @@ def add_summary(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def add_syncs(subparsers) -> argparse.ArgumentParser:
-    p = _trace_command(subparsers, "syncs", "where the host waited on the GPU: sync points with the function "
+def add_sync_points(subparsers) -> argparse.ArgumentParser:
+    p = _trace_command(subparsers, "sync-points", "where the host waited on the GPU: sync points with the function "
                                             "they ran in, count per step and time blocked",
                        json_help="print the result as one JSON object",
                        top=(20, "sites to list in the table (default 20)"))
@@ -107,8 +110,9 @@ def add_syncs(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def add_diff(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("diff", help="compare two traces: step time, GPU idle, ops, kernels, ranges, copies, waits")
+def add_trace_diff(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("trace-diff", aliases=ALIASES["trace-diff"],
+                              help="compare two traces: step time, GPU idle, ops, kernels, ranges, copies, waits")
     p.add_argument("a", help="baseline trace (file or tensorboard_trace_handler directory)")
     p.add_argument("b", help="candidate trace")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -221,7 +225,7 @@ def add_validate(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the checks as JSON records instead of markdown")
     p.add_argument("--write-peaks", type=Path, default=None, metavar="FILE",
                    help="instead of the checks, measure this GPU's achievable peaks (large bf16/fp16/tf32/fp32 "
-                        "GEMMs, a large device copy) and write them to FILE for `perfkit kernels --peaks FILE`")
+                        "GEMMs, a large device copy) and write them to FILE for `perfkit gpu-kernels --peaks FILE`")
     return p
 
 
@@ -256,8 +260,8 @@ def add_gaps(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def add_kernels(subparsers) -> argparse.ArgumentParser:
-    p = _trace_command(subparsers, "kernels", "GPU time by kernel (class, Tensor Cores, dtype), FLOPs and bytes per "
+def add_gpu_kernels(subparsers) -> argparse.ArgumentParser:
+    p = _trace_command(subparsers, "gpu-kernels", "GPU time by kernel (class, Tensor Cores, dtype), FLOPs and bytes per "
                                               "op against the device's peaks, MFU, and findings with fixes",
                        json_help="print one JSON object: device, kernels, ops, totals, "
                                                        "findings, warnings")
@@ -316,8 +320,8 @@ PARSERS = {
     "profile": add_profile,
     "diagnose": add_diagnose,
     "summary": add_summary,
-    "syncs": add_syncs,
-    "diff": add_diff,
+    "sync_points": add_sync_points,
+    "trace_diff": add_trace_diff,
     "ranks": add_ranks,
     "sql": add_sql,
     "detect": add_detect,
@@ -328,7 +332,7 @@ PARSERS = {
     "hotspots": add_hotspots,
     "critical_path": add_critical_path,
     "gaps": add_gaps,
-    "kernels": add_kernels,
+    "gpu_kernels": add_gpu_kernels,
     "memory": add_memory,
     "annotate": add_annotate,
     "init": add_init,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from ..analysis.ranks.analyze import ranks
+from ..analysis.ranks.combine import ranks
 from ..report.terminal.ranks import format_ranks
 from ..text import json_text
 from .parsers import add_ranks

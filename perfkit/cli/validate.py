@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from ..atomic import write_text_atomic
-from ..analysis.kernels.devices import write_peaks
+from ..analysis.gpu_kernels.devices import write_peaks
 from ..bench.peaks import measure_peaks
 from ..text import json_text
 from ..validation.suite import validate
@@ -43,6 +43,6 @@ def _write_peaks(args) -> int:
     device = "cuda" if args.device == "auto" else args.device
     peaks = measure_peaks(device)
     path = write_peaks(args.write_peaks, peaks)
-    print(json_text(peaks, indent=1) if args.json else f"peaks written to {path} (perfkit kernels --peaks {path} "
+    print(json_text(peaks, indent=1) if args.json else f"peaks written to {path} (perfkit gpu-kernels --peaks {path} "
           f"TRACE reads them):\n{json_text(peaks, indent=1)}")
     return 0

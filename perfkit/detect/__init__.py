@@ -1,1 +1,1 @@
-"""perfkit.detect: sync points found at run time (runtime.py, runtime_ops.py) and in source code (static.py, checker.py, rules.py)."""
+"""perfkit.detect: sync points found at run time (runtime.py, runtime_ops.py) and in source code (static.py, checker.py, sync_rules.py)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 
 from . import patterns as P
-from . import rules as R
+from . import sync_rules as R
 
 Hit = tuple[int, int, str, str]
 # Rules that fire only once per loop iteration (or `forward` pass): the ones a loop's callee inherits.

@@ -1,5 +1,5 @@
 """AST patterns of the ``check-in-forward``, ``where-nonzero``, ``nonzero-in-step`` and
-``bool-mask-index`` rules (catalog in ``perfkit.detect.rules.RULES``); ``perfkit.detect.checker``
+``bool-mask-index`` rules (catalog in ``perfkit.detect.sync_rules.RULES``); ``perfkit.detect.checker``
 calls them while it walks a file.
 
 "Inside forward" is a function named ``forward`` or one that a ``forward`` in the same file calls
@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections import deque
 
-from .rules import HOST_MODULES, keyword, qualname
+from .sync_rules import HOST_MODULES, keyword, qualname
 
 FORWARD = "forward"
 NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf"})

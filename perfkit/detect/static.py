@@ -1,6 +1,6 @@
 """Static sync-point scanner: ``scan(paths) -> ScanReport`` reads Python source, never runs it.
 
-Each rule (catalog in ``perfkit.detect.rules.RULES``) is a pattern in the AST that usually forces
+Each rule (catalog in ``perfkit.detect.sync_rules.RULES``) is a pattern in the AST that usually forces
 a host-device sync or wastes device time; ``perfkit.detect.checker`` finds them, one pass per
 file. The tensor-or-not guesses are heuristics local to one file (see ``rules.ExprKinds``), so
 findings are leads to check, not proofs; ``perfkit detect`` confirms them at run time. This
@@ -23,7 +23,7 @@ import pandas as pd
 from ..errors import ParameterError
 from ..limits import MAX_NESTING_DEPTH, SCAN_MAX_FILE_BYTES
 from ..results import html_section, html_table, html_text, html_warnings
-from . import rules as R
+from . import sync_rules as R
 from .checker import check_tree
 
 __all__ = ["ScanFinding", "ScanReport", "scan", "scan_file"]

@@ -18,8 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..analysis.snapshots.growth import snapshot_growth
-from ..analysis.snapshots.memory_snapshot import load_memory_snapshot
+from ..analysis.memory_leak.growth import snapshot_growth
+from ..analysis.memory_leak.memory_snapshot import load_memory_snapshot
 from ..errors import ParameterError, require
 from ..results import html_table
 from ..stats import exact

@@ -17,7 +17,7 @@ def mib_text(value) -> str:
     return "n/a" if value is None else f"{value / 2**20:,.2f} MiB"
 
 
-# How diff's stub-step warning starts after "A: " / "B: " (analysis.diff.findings._stub_warning).
+# How diff's stub-step warning starts after "A: " / "B: " (analysis.trace_diff.findings._stub_warning).
 PARTIAL_STEPS = "partial step(s) at the edge of the profiler window"
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis.syncs.result import SOURCE_NOTE, reads_line
+from ..analysis.sync_points.result import SOURCE_NOTE, reads_line
 from ..results import format_number, html_table, html_text
 from ..stats import exact, step_ci
 from . import plots

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..analysis.diff.analyze import diff
+from ..analysis.trace_diff.diff import diff
 from ..analysis.summary import summarize
 from ..errors import ParameterError
 from ..results import html_table

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..analysis.syncs.analyze import syncs
+from ..analysis.sync_points.find import syncs
 from ..bench import htod  # the module: tests replace htod.htod_sweep with a fake sweep
 from ..bench.amp_ab import amp_ab
 from ..bench.compare import compare

@@ -1,5 +1,5 @@
 """A policy-style MLP trained in fp32 or under bf16 autocast, as a plain script for ``perfkit profile``
-and ``perfkit kernels`` (Tensor Core share, AMP off vs on):
+and ``perfkit gpu-kernels`` (Tensor Core share, AMP off vs on):
 
     perfkit profile scripts/gpu/mlp_train.py -- bf16 12 cuda
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfkit.analysis.kernels.devices import read_peaks
+from perfkit.analysis.gpu_kernels.devices import read_peaks
 from perfkit.bench.peaks import measure_peaks
 from perfkit.cli import main
 from perfkit.errors import ParameterError
@@ -26,5 +26,5 @@ def test_validate_writes_a_file_kernels_reads(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(validate, "measure_peaks", lambda device: measure_peaks("cpu", size=64, repeats=3, copy_mib=1))
     assert main(["validate", "--device", "cpu", "--write-peaks", str(tmp_path / "p.json")]) == 0
-    assert "perfkit kernels --peaks" in capsys.readouterr().out
+    assert "perfkit gpu-kernels --peaks" in capsys.readouterr().out
     assert set(read_peaks(tmp_path / "p.json")) == {"cpu"}

@@ -65,7 +65,7 @@ def test_memory_of_several_traces_reads_the_newest(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, usage", [
-    (["syncs", "a.json", "b.json"], "usage: perfkit syncs"),
+    (["syncs", "a.json", "b.json"], "usage: perfkit sync-points"),  # an old name runs, and is told, the new one
     (["critical-path", "a.json", "b.json"], "usage: perfkit critical-path"),
 ])
 def test_extra_arguments_show_the_commands_own_usage(capsys, argv, usage):

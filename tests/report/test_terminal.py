@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfkit.report.terminal.diff import _merged_warnings, _num, format_diff
+from perfkit.report.terminal.trace_diff import _merged_warnings, _num, format_diff
 from perfkit.report.terminal.gaps import reading_note
 
 

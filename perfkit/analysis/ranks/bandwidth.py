@@ -25,7 +25,7 @@ import pandas as pd
 
 from ...results import Finding
 from ...trace.loader.comm_args import comm_args
-from ..kernels.devices import find_device
+from ..gpu_kernels.devices import find_device
 
 MESSAGE_COLUMNS = ["collective", "algorithm", "dtype", "group_size", "bytes"]
 BANDWIDTH_COLUMNS = ["step", "name", "occurrence", "collective", "algorithm", "dtype", "group_size", "bytes",

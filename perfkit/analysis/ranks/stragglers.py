@@ -57,7 +57,7 @@ FIXES = {
              "loader settings (num_workers, pin_memory=True, prefetch_factor), or balance the shards across ranks.",
     "host": "Its host ops take longer: check that rank's CPU (other processes on its cores, CPU/NUMA binding of "
             "the launcher, throttling) and rank-specific Python work (logging, checkpointing, metrics on one rank).",
-    "sync": "It blocks on host-device syncs the other ranks don't: run `perfkit syncs` on its trace and move the "
+    "sync": "It blocks on host-device syncs the other ranks don't: run `perfkit sync-points` on its trace and move the "
             "rank-specific .item()/.cpu()/print calls (often logging on one rank) out of the step.",
     "compute": "Its GPU kernels take longer: check that GPU's clocks and temperature (nvidia-smi -q -d "
                "CLOCK,TEMPERATURE,PERFORMANCE for throttling) and whether its batch is larger (uneven sequence "

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from ...results import html_section, html_text, html_warnings
 from ...text import jsonable
 from ...trace.steps import full_step_windows
-from ..syncs.analyze import syncs
-from ..syncs.result import site_table
+from ..sync_points.find import syncs
+from ..sync_points.result import site_table
 from .critical_path import KINDS, path_over
 from .diagnosis import diagnose
 from .gaps import gaps_over, gpu_gaps

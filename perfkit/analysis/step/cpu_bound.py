@@ -341,7 +341,7 @@ def before_window_warning(trace, links: pd.DataFrame) -> tuple:
     return (f"{int(early.sum()):,} GPU events ({float(gpu['dur_us'].to_numpy()[early].sum()) / 1e3:,.2f} ms) were "
             "launched before the profiler's window (no launch call in the trace): they ran at the start of the "
             "recording, and where that is inside a step they are in its GPU busy time, but they are the previous "
-            "step's work (perfkit kernels leaves them out)",)
+            "step's work (perfkit gpu-kernels leaves them out)",)
 
 
 def _short(v) -> str:

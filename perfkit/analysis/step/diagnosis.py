@@ -26,8 +26,8 @@ from ...results import html_section, html_table, html_text, html_warnings
 from ...text import jsonable
 from ...trace import intervals
 from ..host_ops import HOST_WORK_CATEGORIES
-from ..kernels import gpu_bound_findings
-from ..syncs.analyze import syncs
+from ..gpu_kernels import gpu_bound_findings
+from ..sync_points.find import syncs
 from .cpu_bound import cpu_bound, overall_numbers
 from .findings import copy_bound, top_host_work
 from .hotspots import hotspots
@@ -39,9 +39,9 @@ SHARES = ("gpu_busy", "comm_exposed", "dataloader", "compile", "sync", "launch_s
           "untraced", "warmup")
 # The command that shows more, per verdict ({trace} is the trace's path).
 MORE = {
-    "GPU-bound": "perfkit kernels {trace}", "communication-bound": "perfkit ranks <folder of every rank's trace>",
+    "GPU-bound": "perfkit gpu-kernels {trace}", "communication-bound": "perfkit ranks <folder of every rank's trace>",
     "input-bound": "perfkit gaps {trace}", "GPU-bound (host ahead)": "perfkit gaps {trace}",
-    "sync-bound": "perfkit syncs {trace}", "launch-bound": "perfkit hotspots {trace}",
+    "sync-bound": "perfkit sync-points {trace}", "launch-bound": "perfkit hotspots {trace}",
     "host-compute-bound": "perfkit hotspots {trace}", "CPU-only trace": "perfkit hotspots {trace}",
     "compiling": "perfkit run step_anatomy -p trace_path {trace}", "warm-up": "perfkit critical-path {trace}",
     "GPU activity not recorded": "perfkit summary {trace}",
@@ -178,7 +178,7 @@ def second_cause(verdict: str, e: dict, sync) -> str:
     syncs = (f"{total['in_steps']['count'] / steps:,.0f} sync point(s) per step, "
              f"{total['in_steps']['blocked_us'] / steps / 1e3:,.2f} ms blocked each step")
     if verdict == "launch-bound" and total["in_steps"]["count"] >= SYNCS_BEFORE_GRAPHS * steps and total["gpu_confirmed"]:
-        return f"{syncs}: a CUDA graph captures only the work between two syncs, so move them out first (perfkit syncs)"
+        return f"{syncs}: a CUDA graph captures only the work between two syncs, so move them out first (perfkit sync-points)"
     shares = {"sync-bound": (sync_cost(e), syncs),
               "input-bound": (e["dataloader_idle_share"], f"DataLoader {e['dataloader_idle_share']:.0%} of the step "
                                                           "with the GPU idle"),

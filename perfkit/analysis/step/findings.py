@@ -24,7 +24,7 @@ FIXES = {
                            "`perfkit ranks` to see arrival skew.",
     "input-bound": "Feed the GPU in the background: DataLoader(num_workers>0, pin_memory=True, "
                    "persistent_workers=True, prefetch_factor=2+), or move preprocessing onto the GPU.",
-    "sync-bound": "Remove host-device syncs from the step (run `perfkit syncs TRACE` to find each one and its "
+    "sync-bound": "Remove host-device syncs from the step (run `perfkit sync-points TRACE` to find each one and its "
                   "source line): keep values on the GPU instead of .item()/.cpu()/print, use non_blocking copies.",
 }
 _COMPILED_LAUNCH_FIX = ("The model already runs torch.compile'd code ({regions} compiled region(s)), so 'use "
@@ -46,7 +46,7 @@ COPY_FIX = ("{share:.0%} of the GPU's busy time is copies, not kernels: pin the 
 # Copies at or above this share of GPU busy time make the GPU-bound fix the copy fix.
 COPY_BOUND_SHARE = 0.50
 _COMPILED_GPU_FIX = ("The model already runs torch.compile'd code, so fusing by compiling is done: make the kernels "
-                     "themselves faster (perfkit kernels lists the top ones): mixed precision (torch.autocast), larger "
+                     "themselves faster (perfkit gpu-kernels lists the top ones): mixed precision (torch.autocast), larger "
                      "or better-shaped matmuls (multiples of 8/16), torch.compile(mode='max-autotune') for the GEMMs.")
 _WARMUP = ("Profile after warm-up: let the compiled code run a few steps before the profiler records "
            "(torch.profiler.schedule(wait=1, warmup=3, active=5)), so the numbers measure the loop.")

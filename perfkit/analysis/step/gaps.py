@@ -65,7 +65,7 @@ FIXES = {
     "launch": "Many small kernels: fuse them (torch.compile), replay them as a CUDA graph (mode='reduce-overhead', "
               "torch.cuda.graphs) or batch the work into fewer, larger ops.",
     "sync_wait": "The host blocked in a waiting call while the GPU idled: copy from pinned memory with "
-                 "non_blocking=True and keep synchronize/.item() out of the step (perfkit syncs lists them).",
+                 "non_blocking=True and keep synchronize/.item() out of the step (perfkit sync-points lists them).",
     "host_python": "The GPU waited for Python: vectorize or move per-step host work (logging, environment steps, "
                    "indexing) off the step; perfkit hotspots shows where the host time goes.",
     "compile": "torch.compile compiled inside the step: warm up before profiling, and stop recompiles "

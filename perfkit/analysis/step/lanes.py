@@ -25,7 +25,7 @@ from ...trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
 from ...trace.threads import event_threads, thread_codes
 from ..classify import is_comm
 from ..host_ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, host_events
-from ..syncs.analyze import blocking_calls
+from ..sync_points.find import blocking_calls
 from ..timeline import thread_table
 
 

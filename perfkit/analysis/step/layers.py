@@ -52,7 +52,7 @@ from ...trace.threads import thread_codes
 from ..classify import is_comm, launch_mask
 from ..compile import compile_spans
 from ..host_ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES
-from ..syncs.analyze import blocking_calls
+from ..sync_points.find import blocking_calls
 from .rules import DENSE_LAUNCH_GAP_US
 
 LAYER_COLUMNS = ["warmup_us", "gpu_busy_us", "gpu_busy_warmup_us", "copy_busy_us", "comm_us", "comm_exposed_us",

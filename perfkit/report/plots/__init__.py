@@ -9,10 +9,10 @@ draw a "no GPU: <reason>" panel instead of failing. Names from traces are drawn 
 text (a ``$`` does not start mathtext).
 
 One module per investigation, all re-exported here: ``steps`` (step timeline, table bars, the
-cpu_bound step split), ``copies`` (htod), ``ab`` (compile_ab, amp_regression, trace diffs),
+cpu_bound step split), ``htod`` (host-device copies), ``ab`` (compile_ab, amp_regression, trace diffs),
 ``memory`` (memory_leak, system monitor, CUDA memory snapshots, a trace's memory timeline), ``runs`` (perf
 log trend, workload steps), ``anatomy`` (step_anatomy: icicle chart, critical path, GPU busy/idle),
-``kernels`` (gpu_kernels: the roofline), ``ranks`` (ranks)
+``gpu_kernels`` (the roofline), ``ranks`` (ranks)
 and ``cases`` (the case studies: planning memory, a ladder of fixes);
 ``figure`` holds what they share (canvas, labels, message figures, PNG bytes).
 """
@@ -23,9 +23,9 @@ from __future__ import annotations
 from .ab import ab_distribution, diff_breakdown, loss_curves
 from .anatomy import critical_path_bars, gpu_time_bars, icicle
 from .cases import fix_ladder, samples_horizon_memory
-from .copies import copy_bandwidth, copy_kinds
 from .figure import figure_png, label, message_figure, new_figure, no_gpu_figure
-from .kernels import roofline
+from .gpu_kernels import roofline
+from .htod import copy_bandwidth, copy_kinds
 from .memory import memory_growth, memory_over_time, monitor_timeline, snapshot_history, snapshot_series
 from .ranks import arrival_skew, own_step_heatmap, own_vs_wait
 from .runs import perf_log_trend, workload_steps

@@ -34,7 +34,7 @@ def _devices(devices: list[dict]) -> str:
 def _points(p: dict) -> str:
     out = p["outside_steps"]
     outside = f", {out['count']:,} of them outside the profiled steps" if out["count"] else ""
-    return (f"{p['count']:,} sync points (perfkit syncs: Python-level calls, {_us(p['blocked_us'])} blocked{outside}; "
+    return (f"{p['count']:,} sync points (perfkit sync-points: Python-level calls, {_us(p['blocked_us'])} blocked{outside}; "
             f"{_us(p['in_steps']['blocked_us'])} inside the steps)")
 
 

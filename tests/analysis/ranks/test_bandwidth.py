@@ -11,7 +11,7 @@ import pytest
 
 from conftest import shared_trace
 from perfkit.analysis.ranks import bandwidth as bw
-from perfkit.analysis.ranks.analyze import ranks
+from perfkit.analysis.ranks.combine import ranks
 from perfkit.cli import main
 from tracebuilder import TraceBuilder
 

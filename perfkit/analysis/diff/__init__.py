@@ -1,2 +1,0 @@
-"""Two traces of one job, before and after a change: each side's figures (``side``), the comparison
-(``analyze``) and what it means (``findings``)."""

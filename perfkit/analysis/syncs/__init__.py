@@ -1,2 +1,0 @@
-"""Host-device sync points in a trace: ``analyze`` finds them and what they waited for, ``result``
-holds them with their per-step figures and findings."""

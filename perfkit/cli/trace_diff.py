@@ -1,0 +1,23 @@
+"""``perfkit trace-diff A B [--json]``: what changed from trace A (baseline) to trace B (old name, still an
+alias: ``perfkit diff``)."""
+from __future__ import annotations
+
+from ..analysis.trace_diff.diff import diff
+from ..report.terminal.trace_diff import format_diff
+from ..text import json_text, printable_data
+from ..trace import load_trace
+from .parsers import add_trace_diff
+from .paths import trace_arg
+
+
+def register(subparsers) -> None:
+    add_trace_diff(subparsers).set_defaults(func=run)
+
+
+def run(args) -> int:
+    a = load_trace(trace_arg(args.a), use_cache=not args.no_cache)
+    b = load_trace(trace_arg(args.b), use_cache=not args.no_cache)
+    result = diff(a, b)
+    d = result.to_json(top=args.top)
+    print(json_text(d) if args.json else format_diff(printable_data(d)))
+    return 0
