@@ -62,7 +62,7 @@ def _closing_rows(nb) -> list[list[str]]:
     """Rows of the closing table (the last table whose header is the closing table's columns)."""
     def header(table: str) -> list[str]:
         thead = re.search(r"<thead>(.*?)</thead>", table, flags=re.S)
-        return [html.unescape(h).strip() for h in re.findall(r"<th[^>]*>(.*?)</th>", thead.group(1) if thead else "",
+        return [html.unescape(h.replace("<wbr>", "")).strip() for h in re.findall(r"<th[^>]*>(.*?)</th>", thead.group(1) if thead else "",
                                                              flags=re.S)]
 
     tables = [t for t in re.findall(r"<table.*?</table>", html_text(nb), flags=re.S) if header(t) == list(COLUMNS)]

