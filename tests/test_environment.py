@@ -61,9 +61,9 @@ def test_cuda_launch_blocking_is_critical(clean_env):
 
 
 def test_omp_threads_findings(clean_env):
-    clean_env.setattr(env_mod, "_available_cores", lambda: 32)
+    clean_env.setattr(env_mod, "available_cores", lambda: 32)
     assert any("OMP_NUM_THREADS is unset on a 32-core" in f.title for f in environment_report().findings)
-    clean_env.setattr(env_mod, "_available_cores", lambda: 2)
+    clean_env.setattr(env_mod, "available_cores", lambda: 2)
     assert not any("OMP" in f.title for f in environment_report().findings)
     clean_env.setenv("OMP_NUM_THREADS", "64")
     found = [f for f in environment_report().findings if "OMP" in f.title]
@@ -104,12 +104,12 @@ def test_gpu_findings_from_flags():
 
 
 def test_hardware_defaults_cpu(monkeypatch):
-    monkeypatch.setattr(env_mod, "_available_cores", lambda: 6)
+    monkeypatch.setattr(env_mod, "available_cores", lambda: 6)
     d = hardware_defaults("cpu")
     assert (d.device, d.dtype, d.pin_memory, d.compile_mode, d.num_workers) == ("cpu", "float32", False, None, 5)
     assert set(d.to_frame()["setting"]) == {"dtype", "num_workers", "pin_memory", "compile_mode", "matmul_precision"}
     assert d.to_frame()["reason"].str.len().gt(10).all()
-    monkeypatch.setattr(env_mod, "_available_cores", lambda: 1)
+    monkeypatch.setattr(env_mod, "available_cores", lambda: 1)
     assert hardware_defaults("cpu").num_workers == 0
 
 

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ..cpus import busy, load_average
 from ..errors import ParameterError
 from ..results import Finding, html_section, html_table, html_text, html_warnings
 from ..stats import RatioTest, check_knobs, ratio_test, robust_cv
@@ -276,7 +277,7 @@ def _drift(labels, samples) -> list[str]:
 
 def _load_warning(env: dict) -> tuple[str, ...]:
     load, cores = env.get("load_avg_1min"), env.get("cpu_count") or 1
-    if load is None or load <= cores:
+    if not busy(load, cores):
         return ()
     return (f"load average {load:.1f} on {cores} cores while timing: other processes compete for the CPU; "
             "multi-threaded ops get bimodal times (try torch.set_num_threads(1) or a quiet machine)",)
@@ -287,7 +288,7 @@ def environment(device: str, clock: Clock) -> dict:
     1-minute load average (at the end of the run; None where the OS has none)."""
     env = {"device": device, "python": sys.version.split()[0], "platform": platform.platform(),
            "cpu_count": os.cpu_count(), "clock": getattr(clock, "__name__", repr(clock)),
-           "load_avg_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+           "load_avg_1min": load_average()}
     try:
         import torch
     except ImportError:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..cpus import available_cores
 from ..device import is_cuda, resolve_device
 from ..results import Finding, findings_frame, html_section, html_table, html_warnings, rank_findings
 from .gpu_match import display_uuid, match_uuids
@@ -122,7 +123,7 @@ def environment_report() -> EnvironmentReport:
     return EnvironmentReport(
         python=platform.python_version(), platform=platform.platform(), driver_version=driver,
         cpu_model=_cpu_model(), cpu_logical=os.cpu_count() or 1, cpu_physical=psutil.cpu_count(logical=False),
-        cpu_available=_available_cores(), ram_total_bytes=int(vm.total), ram_available_bytes=int(vm.available),
+        cpu_available=available_cores(), ram_total_bytes=int(vm.total), ram_available_bytes=int(vm.available),
         env=_env_vars(), warnings=tuple(warnings), **torch_info)
 
 
@@ -217,11 +218,6 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS and Windows have no sched_getaffinity
-        return os.cpu_count() or 1
 
 
 def _env_vars() -> dict:
@@ -309,7 +305,7 @@ def hardware_defaults(device: str = "auto") -> HardwareDefaults:
     import torch
 
     dev = resolve_device(device)
-    cores = _available_cores()
+    cores = available_cores()
     workers = max(0, min(8, cores - 1))
     reasons = {"num_workers": f"{cores} available cores: one for the main process, the rest (at most 8) "
                               "for DataLoader workers"}

@@ -7,8 +7,10 @@ tiny CPU step read 1.4 ms and the next 508 ms, and the overhead +861% then +2169
 """
 from __future__ import annotations
 
-import os
 import statistics
+
+from ..cpus import available_cores, load_average
+from ..cpus import busy as cpus_busy
 
 OVERHEAD_WARN_PCT = 10.0  # the issue's bar: above it the recorded steps are noticeably slower than real ones
 MIN_SIDE = 2  # timed steps each side of the overhead comparison needs (one step is no median)
@@ -66,17 +68,13 @@ def step_clock(recorder) -> tuple[list, str]:
 def machine_load() -> tuple[float, int] | None:
     """(load average over the last minute, CPUs this process may run on), None where the system has no
     load average (Windows)."""
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return None
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return load, cpus
+    load = load_average()
+    return None if load is None else (load, available_cores())
 
 
 def busy(load: tuple[float, int] | None) -> bool:
-    """More runnable tasks than CPUs over the last minute: steps waited for a CPU."""
-    return load is not None and load[0] > load[1]
+    """More runnable tasks than CPUs over the last minute: steps waited for a CPU (``cpus.busy``)."""
+    return load is not None and cpus_busy(*load)
 
 
 def overhead_unmeasurable(step_times_s, wait: int, warmup: int, active: int,

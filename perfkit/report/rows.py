@@ -17,6 +17,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from ..cpus import available_cores, busy, load_average
 from ..results import format_number
 from ..stats import exact
 from ..stats import step_ci
@@ -39,10 +40,9 @@ def load_note(load: float | None = None, cores: int | None = None) -> str:
     """"load average 7.6 on 2 cores" when the machine's 1-minute load average (default: now)
     exceeds its cores, else "": timings taken then measure the other load as much as the code,
     so the perf log does not judge them against another run (``perflog.judge``)."""
-    if load is None and hasattr(os, "getloadavg"):
-        load = os.getloadavg()[0]
-    cores = cores or os.cpu_count() or 1
-    return f"load average {load:.1f} on {cores} cores while measuring" if load is not None and load > cores else ""
+    load = load_average() if load is None else load
+    cores = cores or available_cores()
+    return f"load average {load:.1f} on {cores} cores while measuring" if busy(load, cores) else ""
 
 
 def live_note(subject: str) -> str:

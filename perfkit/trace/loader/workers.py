@@ -18,6 +18,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ...errors import ParameterError
+from ...cpus import available_cores
 from ...processes import give_main_a_spec
 
 
@@ -75,10 +76,7 @@ def small_pages():
 
 def default_workers() -> int:
     """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return available_cores()
 
 
 def resolve_workers(workers: int | None) -> int:
