@@ -18,7 +18,7 @@ TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
 def test_each_analysis_is_built_once_per_trace_and_arguments():
     trace = load_trace(TRACES / "gpu" / "item_logging.pt.trace.json.gz")
     for analysis in (perfkit.cpu_bound, perfkit.syncs, perfkit.diagnose, perfkit.step_anatomy, perfkit.gpu_gaps,
-                     rank_timelines):
+                     perfkit.critical_path, rank_timelines):
         assert analysis(trace) is analysis(trace), analysis.__name__
     strict = perfkit.cpu_bound(trace, sync_share=0.99)
     assert strict is not perfkit.cpu_bound(trace) and strict is perfkit.cpu_bound(trace, sync_share=0.99)

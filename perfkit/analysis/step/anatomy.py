@@ -30,11 +30,10 @@ from ...text import jsonable
 from ...trace.steps import full_step_windows
 from ..sync_points.find import syncs
 from ..sync_points.result import site_table
-from .critical_path import KINDS, path_over
+from .critical_path import KINDS, critical_path
 from .diagnosis import diagnose
-from .gaps import gaps_over, gpu_gaps
+from .gaps import gpu_gaps
 from .hotspots import hotspots
-from .lanes import rank_timelines
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -97,10 +96,11 @@ def step_anatomy(trace) -> StepAnatomy:
 
 
 def _step_anatomy(trace) -> StepAnatomy:
-    (windows, stubs), timelines = full_step_windows(trace), rank_timelines(trace)
-    path = path_over(trace, windows, timelines)
+    # The critical path and the gaps the step_anatomy notebook shows beside the sentence, built once;
+    # their note on the stubs left out goes last here.
+    stubs = full_step_windows(trace)[1]
+    path, gaps = critical_path(trace), gpu_gaps(trace)
     n = max(len(path.steps), 1)
-    gaps = gaps_over(trace, windows, timelines) if trace.has_gpu_events else gpu_gaps(trace)
     per_step = {k: float(path.steps[f"{k}_us"].sum()) / n for k in KINDS}
     bound = max(per_step, key=per_step.get)
     busy = idle = None
@@ -117,7 +117,12 @@ def _step_anatomy(trace) -> StepAnatomy:
         steps=len(path.steps), wall_us=float(path.steps["wall_us"].sum()) / n, python=_top_function(spots),
         waiting=_waiting(sync, n), gpu_busy_us=busy, gpu_idle_us=idle, idle_class=idle_class,
         critical_path=per_step, bound_by=bound, verdict=diagnosis.verdict, fix=diagnosis.fix,
-        warnings=tuple(dict.fromkeys(path.warnings + gaps.warnings + spots.warnings + stubs)))
+        warnings=tuple(dict.fromkeys(_without(path.warnings, stubs) + _without(gaps.warnings, stubs)
+                                     + spots.warnings + stubs)))
+
+
+def _without(warnings: tuple, notes: tuple) -> tuple:
+    return tuple(w for w in warnings if w not in notes)
 
 
 def _top_function(spots) -> dict | None:

@@ -138,8 +138,13 @@ def critical_path(trace, *, annotation: str | None = None) -> CriticalPathResult
     ``annotation``: compute it over each instance of this host annotation instead (a name or a
     name prefix, e.g. ``"ProfilerStep"`` or a record_function label), numbered 0, 1, ... in time
     order. Raises ParameterError when no event matches ``annotation``. A trace without GPU events
-    gets a host-only path, with a warning.
+    gets a host-only path, with a warning. Computed once per trace and annotation (step_anatomy walks
+    the same path): the result is shared.
     """
+    return trace.derived(("critical_path", annotation), lambda t: _critical_path(t, annotation))
+
+
+def _critical_path(trace, annotation: str | None) -> CriticalPathResult:
     windows, stubs = full_step_windows(trace) if annotation is None else (annotation_windows(trace, annotation), ())
     result = path_over(trace, windows, rank_timelines(trace))
     return replace(result, warnings=result.warnings + stubs)
