@@ -104,6 +104,15 @@ class _Text(HTMLParser):
             self.parts.append(data)
 
 
+def bad_text(nb, *kinds: str) -> dict[str, list[str]]:
+    """Each kind of ``BAD_TEXT`` (default: all) that the report of ``nb`` shows, with up to three
+    excerpts around it; empty when it shows none."""
+    text = rendered_text(nb)
+    found = {what: [text[max(m.start() - 60, 0):m.end() + 30] for m in BAD_TEXT[what].finditer(text)][:3]
+             for what in kinds or BAD_TEXT}
+    return {what: hits for what, hits in found.items() if hits}
+
+
 def rendered_text(nb) -> str:
     """What the report of ``nb`` shows as text: each output's HTML (else its plain text) and streams."""
     parser = _Text()

@@ -218,8 +218,6 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-
-
 def _env_vars() -> dict:
     return {k: v for k, v in os.environ.items() if k in ENV_VARS or k.startswith(ENV_PREFIXES)}
 

@@ -255,7 +255,6 @@ def _top_lines(rec: _Recording, top: int) -> tuple:
                  for s in stats[:top])
 
 
-
 def _warnings(rec: _Recording, started_here: bool) -> tuple[str, ...]:
     out = []
     if len(rec.table) < 10:
