@@ -32,6 +32,7 @@ from pathlib import Path
 from .errors import ParameterError, require
 from .registry import NOTEBOOK_SUFFIXES, notebook_names
 from .trace import load_trace
+from .trace.loader.cache import stamp
 from .trace.loader.load import TRACE_SUFFIXES, resolve_paths
 from .trace.model import recorded_on
 
@@ -194,8 +195,8 @@ def trace_source(path: str | os.PathLike, mode: str = "trace") -> Source:
     """The ``Source`` of a trace file found by :func:`find_trace`: its ``Trace``, "trace NAME" as
     subject and the device it was recorded on. Raises ParameterError for a path found nowhere.
 
-    The Trace of the previous call is reused while its files are unchanged (same size, modification
-    time and inode), so re-running a notebook (Run All in JupyterLab) or a second investigation of
+    The Trace of the previous call is reused while its files are unchanged (the trace cache's
+    fingerprint, ``cache.stamp``: size, times, inode and the bytes at both ends), so re-running a notebook (Run All in JupyterLab) or a second investigation of
     the same trace in one kernel reads it once and, since analyses keep their results on the Trace
     (``Trace.derived``), analyses it once."""
     path = find_trace(path)
@@ -207,8 +208,10 @@ _LAST_READ: list = []  # [(file states, Trace)] of trace_source's previous call
 
 
 def _read_trace(path: Path):
-    states = tuple((str(p.resolve()), s.st_size, s.st_mtime_ns, s.st_ino)
-                   for p in resolve_paths(path) for s in (p.stat(),))
+    try:
+        states = tuple((str(p.resolve()), stamp(p)) for p in resolve_paths(path))
+    except OSError:  # unreadable: the loader's own error says which file and why
+        return load_trace(path)
     if _LAST_READ and _LAST_READ[0][0] == states:
         return _LAST_READ[0][1]
     _LAST_READ.clear()  # the previous Trace is freed before the next one is built
