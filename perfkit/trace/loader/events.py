@@ -12,6 +12,8 @@ from typing import Union
 import msgspec
 
 Value = Union[int, float, str, None]
+Time = Union[float, str, None]  # ts and dur: float64 columns, so msgspec makes floats (numpy converts a list of
+# floats 2x as fast as one of ints); an integer past float64's range is refused like 1e400 ("Number out of range")
 
 
 ABSENT = math.nan  # the default of an id field an event lacks: np.array converts a list of ints and this
@@ -21,7 +23,7 @@ ABSENT = math.nan  # the default of an id field an event lacks: np.array convert
 # Fields in the order Kineto writes them: msgspec compares a key with the fields in turn, starting
 # after the field it matched last, so in this order each key is found at the first comparison (6.6%
 # fewer instructions decoding V100 and B200 events than in the order of perfkit's columns).
-class Args(msgspec.Struct, gc=False):
+class Args(msgspec.Struct, gc=False, frozen=True):  # frozen: shared as the default of Event.args
     external_id: Value = msgspec.field(default=ABSENT, name="External id")
     device: Value = ABSENT
     stream: Value = ABSENT
@@ -35,7 +37,7 @@ class Args(msgspec.Struct, gc=False):
     rank: Value = None  # set by tools that merge ranks into one file; more than one value is refused
 
 
-NO_ARGS = Args()
+NO_ARGS = Args()  # an event without "args" (an explicit "args": null stays None)
 
 
 class Event(msgspec.Struct, gc=False):  # in Kineto's order too (see Args)
@@ -44,9 +46,9 @@ class Event(msgspec.Struct, gc=False):  # in Kineto's order too (see Args)
     name: Union[str, int, float, None] = ""
     pid: Union[int, str, float, None] = ""
     tid: Union[int, str, float, None] = ""
-    ts: Value = None
-    dur: Value = None
-    args: Union[Args, None] = None
+    ts: Time = None
+    dur: Time = None
+    args: Union[Args, None] = NO_ARGS
     id: Value = None
 
 
