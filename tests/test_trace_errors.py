@@ -55,6 +55,8 @@ def test_good_file_in_kineto_layout_loads(tmp_path):
     (b'{"traceEvents": [{"ph": "X", "name": "a", "cat": "cpu_op", "dur": 3}]}', "'ts' is missing"),
     (b'{"traceEvents": [{"ph": "X", "name": "a", "cat": "cpu_op", "ts": 3}]}', "'dur' is missing"),
     (b'{"traceEvents": [{"ph": "X", "name": "a", "cat": "cpu_op", "ts": 3, "dur": -5}]}', "outside 0..604800000000 us (a week) (first: 'a' with -5)"),
+    (b'{"traceEvents": [{"ph": "X", "name": "a", "cat": "cpu_op", "ts": 1' + b"0" * 400 + b', "dur": 5}]}',
+     "traceEvents[0] has a field of an unexpected type (ts: Number out of range)"),  # past float64, as 1e400
     (b'{"traceEvents": [{"ph": "X", "name": "\xff\xfe", "cat": "cpu_op", "ts": 3, "dur": 5}]}', "not valid UTF-8"),
 ])
 def test_bad_json_is_a_clear_error(tmp_path, data, needle):
