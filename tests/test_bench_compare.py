@@ -133,8 +133,8 @@ def test_noisy_samples_and_load_produce_warnings(world, monkeypatch):
     def noisy():
         world.now += next(times)
 
-    monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (9.0, 9.0, 9.0), raising=False)
-    monkeypatch.setattr(compare_mod.os, "cpu_count", lambda: 4)  # 9 runnable on 16 cores (the H100 host) is no load
+    monkeypatch.setattr(compare_mod, "load_average", lambda: 9.0)
+    monkeypatch.setattr(compare_mod, "available_cores", lambda: 4)  # 9 runnable on 16 cores (the H100 host) is no load
     result = compare(noisy, world.work("B", 1.0), repeats=40, warmup=1, clock=world.clock, device="cpu")
     text = " ".join(result.warnings)
     assert "robust coefficient of variation" in text or "3x the median" in text

@@ -9,7 +9,6 @@ over both sides instead of letting it land on whichever ran second. The verdict 
 from __future__ import annotations
 
 import math
-import os
 import platform
 import sys
 import time
@@ -19,7 +18,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..cpus import busy, load_average
+from ..cpus import available_cores, busy, load_average
 from ..errors import ParameterError
 from ..results import Finding, html_section, html_table, html_text, html_warnings
 from ..stats import RatioTest, check_knobs, ratio_test, robust_cv
@@ -285,9 +284,10 @@ def _load_warning(env: dict) -> tuple[str, ...]:
 
 def environment(device: str, clock: Clock) -> dict:
     """What the samples were taken on: device, torch version, threads, Python, machine, clock,
-    1-minute load average (at the end of the run; None where the OS has none)."""
+    1-minute load average (at the end of the run; None where the OS has none) and ``cpu_count``, the
+    CPUs this process may run on (:func:`perfkit.cpus.available_cores`), which the load is judged against."""
     env = {"device": device, "python": sys.version.split()[0], "platform": platform.platform(),
-           "cpu_count": os.cpu_count(), "clock": getattr(clock, "__name__", repr(clock)),
+           "cpu_count": available_cores(), "clock": getattr(clock, "__name__", repr(clock)),
            "load_avg_1min": load_average()}
     try:
         import torch

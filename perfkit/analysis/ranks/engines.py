@@ -17,6 +17,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Sequence
 
+from ...cpus import available_cores
 from ...errors import MissingDependencyError, ParameterError
 from ...processes import give_main_a_spec
 
@@ -55,7 +56,7 @@ def scheduler_address(scheduler: str | None) -> str:
 
 def _worker_count(workers: int | None, n_paths: int) -> int:
     if workers is None:
-        return max(1, min(os.cpu_count() or 1, n_paths))
+        return max(1, min(available_cores(), n_paths))
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ParameterError(f"workers must be a positive integer (processes), got {workers!r}")
     return min(workers, max(n_paths, 1))
