@@ -27,10 +27,12 @@ from pathlib import Path
 
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load_sources import shift  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PERFKIT_SHARED", ROOT.parent / "shared"))
 SOURCE = SHARED / "traces/public/param_v100_dlrm_rank{}.pt.trace.json.gz"
-ID_STRIDE = 10_000_000
 MODES = ("local, 1 process", "local, process pool", "dask LocalCluster", "load_trace(dir), one Trace")
 
 
@@ -41,7 +43,7 @@ def build(directory: Path, n_ranks: int, steps: int) -> int:
     total = 0
     for r in range(n_ranks):
         doc = dict(docs[r % 8], distributedInfo=dict(docs[r % 8]["distributedInfo"], rank=r, world_size=n_ranks))
-        events = [_shift(e, k, span) for k in range(steps) for e in doc["traceEvents"] if k == 0 or e.get("ph") != "M"]
+        events = [shift(e, k, span, renumber_steps=True) for k in range(steps) for e in doc["traceEvents"] if k == 0 or e.get("ph") != "M"]
         total += len(events)
         data = orjson.dumps(dict(doc, traceEvents=events))
         (directory / f"rank{r}.pt.trace.json.gz").write_bytes(gzip.compress(data, 1))
@@ -51,23 +53,6 @@ def build(directory: Path, n_ranks: int, steps: int) -> int:
 def _extent(events: list) -> float:
     timed = [e for e in events if isinstance(e.get("ts"), (int, float))]
     return max(e["ts"] + e.get("dur", 0) for e in timed) - min(e["ts"] for e in timed)
-
-
-def _shift(e: dict, k: int, span: float) -> dict:
-    if not k:
-        return e
-    e = dict(e)
-    if isinstance(e.get("ts"), (int, float)):
-        e["ts"] = e["ts"] + k * span
-    name = e.get("name")
-    if isinstance(name, str) and name.startswith("ProfilerStep#"):
-        e["name"] = f"ProfilerStep#{int(name.split('#')[1]) + k}"
-    if e.get("ph") in ("s", "f") and isinstance(e.get("id"), int):
-        e["id"] = e["id"] + k * ID_STRIDE
-    if isinstance(e.get("args"), dict):
-        e["args"] = {key: v + k * ID_STRIDE if key in ("correlation", "External id") and isinstance(v, int) else v
-                     for key, v in e["args"].items()}
-    return e
 
 
 # --- one measurement, in a fresh process --------------------------------------------------------

@@ -34,6 +34,7 @@ SOURCES = {
 }
 MEMORY_EVENTS = "tracelens_h100_timesformer_infer_bf16.json.gz"  # cpu_instant_event [memory] events
 LAYOUTS = ("pretty", "lines", "compact")
+ID_STRIDE = 10_000_000  # a copy's ids start this far past the previous copy's
 
 
 def source_files(trace: str) -> list[Path]:
@@ -95,7 +96,7 @@ def replicate(doc: dict, events: list[dict], min_events: int, writers: dict) -> 
         for e in events:
             if k and e.get("ph") == "M":
                 continue
-            e = _shift(e, k, span)
+            e = shift(e, k, span)
             for writer in writers.values():
                 writer.event(e, first=not written)
             written += 1
@@ -138,9 +139,28 @@ class LayoutWriter:
         self.gz.close()
 
 
-def _shift(e: dict, k: int, span: float) -> dict:
+def shift(e: dict, k: int, span: float, *, renumber_steps: bool = False) -> dict:
+    """Event ``e`` as the ``k``-th copy of its trace: ``k * span`` us later, its flow, correlation,
+    External and Python ids moved past the other copies' (and, ``renumber_steps``, ``ProfilerStep#N``
+    renamed ``ProfilerStep#N+k``, for a trace of ``k`` times the steps)."""
     if not k:
         return e
+    e = dict(e)
+    if isinstance(e.get("ts"), (int, float)):
+        e["ts"] = e["ts"] + k * span
+    name = e.get("name")
+    if renumber_steps and isinstance(name, str) and name.startswith("ProfilerStep#"):
+        e["name"] = f"ProfilerStep#{int(name.split('#')[1]) + k}"
+    if e.get("ph") in ("s", "f") and isinstance(e.get("id"), int):
+        e["id"] = e["id"] + k * ID_STRIDE
+    args = e.get("args")
+    if isinstance(args, dict):
+        args = dict(args)
+        for key in ("correlation", "External id", "external id", "Python id", "Python parent id"):
+            if isinstance(args.get(key), int):
+                args[key] += k * ID_STRIDE
+        e["args"] = args
+    return e
     e = dict(e)
     if isinstance(e.get("ts"), (int, float)):
         e["ts"] = e["ts"] + k * span
