@@ -161,16 +161,3 @@ def shift(e: dict, k: int, span: float, *, renumber_steps: bool = False) -> dict
                 args[key] += k * ID_STRIDE
         e["args"] = args
     return e
-    e = dict(e)
-    if isinstance(e.get("ts"), (int, float)):
-        e["ts"] = e["ts"] + k * span
-    if e.get("ph") in ("s", "f") and isinstance(e.get("id"), int):
-        e["id"] = e["id"] + k * 10_000_000
-    args = e.get("args")
-    if isinstance(args, dict):
-        args = dict(args)
-        for key in ("correlation", "External id", "external id", "Python id", "Python parent id"):
-            if isinstance(args.get(key), int):
-                args[key] += k * 10_000_000
-        e["args"] = args
-    return e

@@ -19,7 +19,6 @@ def test_an_event_longer_than_a_week_is_dropped_and_counted(tmp_path, dur, kept)
     assert any("'dur' is missing, not finite or outside" in w for w in trace.warnings) != kept
 
 
-
 def test_an_event_without_args_loads_as_one_with_empty_args(tmp_path):
     """No ``args``, ``"args": null`` and ``"args": {}`` are the same event (no ids, no sizes)."""
     loaded = []
