@@ -196,9 +196,9 @@ def trace_source(path: str | os.PathLike, mode: str = "trace") -> Source:
     subject and the device it was recorded on. Raises ParameterError for a path found nowhere.
 
     The Trace of the previous call is reused while its files are unchanged (the trace cache's
-    fingerprint, ``cache.stamp``: size, times, inode and the bytes at both ends), so re-running a notebook (Run All in JupyterLab) or a second investigation of
-    the same trace in one kernel reads it once and, since analyses keep their results on the Trace
-    (``Trace.derived``), analyses it once."""
+    fingerprint, ``cache.stamp``: size, times, inode and the bytes at both ends), so re-running a
+    notebook (Run All in JupyterLab) or a second investigation of the same trace in one kernel reads
+    it once and, since analyses keep their results on the Trace (``Trace.derived``), analyses it once."""
     path = find_trace(path)
     trace = _read_trace(path)
     return Source(trace, f"trace {relative_name(path)}", recorded_on(trace), mode)
