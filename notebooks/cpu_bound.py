@@ -54,7 +54,7 @@ diagnosis = perfkit.diagnose(trace)
 logged = rows.log_rows(perf_log_path, cpu_bound.cpu_bound_rows(result, source.subject, source.device), change=change,
                        run_id=run_label)
 verdict_card("cpu_bound", result, logged, subject=source.subject, device=source.device, verdict=diagnosis.verdict,
-             fix=diagnosis.fix)
+             fix=diagnosis.fix, prediction=diagnosis.prediction)
 
 # %% [markdown]
 # ## Where each step's time went

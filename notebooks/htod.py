@@ -46,7 +46,8 @@ sweep = perfkit.htod_sweep(sizes_bytes=sweep_sizes, repeats=sweep_repeats, devic
 logged = rows.log_rows(perf_log_path, htod.htod_rows(result, trace, source.subject, source.device, sweep),
                        change=change, run_id=run_label)
 verdict_card("htod", result, logged, subject=source.subject, device=source.device,
-             verdict=None if len(result.to_frame()) else "no host-device copies in this trace (no GPU events)")
+             verdict=None if len(result.to_frame()) else "no host-device copies in this trace (no GPU events)",
+             prediction=perfkit.diagnose(trace).prediction)
 
 # %% [markdown]
 # ## Copies in the trace

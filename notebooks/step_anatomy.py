@@ -53,7 +53,7 @@ spots = perfkit.hotspots(trace, thread=thread)
 logged = rows.log_rows(perf_log_path, step_anatomy.step_anatomy_rows(path, gaps, source.subject, source.device),
                        change=change, run_id=run_label)
 verdict_card("step_anatomy", gaps, logged, subject=source.subject, device=source.device, verdict=anatomy.sentence,
-             fix=anatomy.fix)
+             fix=anatomy.fix, prediction=perfkit.diagnose(trace).prediction)
 
 # %% [markdown]
 # ## Where the host time goes

@@ -51,7 +51,7 @@ metrics = sync_points.sync_rows(result, trace, source.subject, source.device, de
                                 detected_steps=detect_steps)
 logged = rows.log_rows(perf_log_path, metrics, change=change, run_id=run_label)
 verdict_card("sync_points", result, logged, subject=source.subject, device=source.device,
-             verdict=sync_points.sync_verdict(result))
+             verdict=sync_points.sync_verdict(result), prediction=perfkit.diagnose(trace).prediction)
 
 # %% [markdown]
 # ## Sync points in the trace

@@ -20,6 +20,7 @@ _EXPORTS = {
     "hotspots": "perfkit.analysis.step.hotspots", "memory_timeline": "perfkit.analysis.memory", "critical_path": "perfkit.analysis.step.critical_path",
     "gpu_gaps": "perfkit.analysis.step.gaps", "step_anatomy": "perfkit.analysis.step.anatomy",
     "diagnose": "perfkit.analysis.step.diagnosis", "kernels": "perfkit.analysis.gpu_kernels",
+    "replay": "perfkit.analysis.step.simulation", "whatif": "perfkit.analysis.step.whatif",
     # recording the user's own code
     "profile": "perfkit.profiling.session",
     # writers

@@ -57,6 +57,10 @@ def raw_facts(path) -> dict:
     inside = lambda spans: sum(union_length(_clip(spans, a, b)) for a, b in steps)  # noqa: E731
     busy = inside(gpu)
     in_steps = [e for e in launches if any(a <= e["ts"] < b for a, b in steps)]
+    # the GPU work the steps' own launches queued (not what an earlier step launched that runs in them)
+    launched = {(e.get("args") or {}).get("correlation") for e in in_steps} - {None}
+    own = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in GPU
+           and (e.get("args") or {}).get("correlation") in launched]
     in_kernels = [e["dur"] for e in kernels if any(a <= e["ts"] < b for a, b in steps)]
     host = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver", "Operator", "Runtime")
             and any(a <= e["ts"] < b for a, b in steps)]
@@ -74,7 +78,8 @@ def raw_facts(path) -> dict:
             gap = max(gap, (s - end) / (b - a))
             end = max(end, e)
         gap = max(gap, (b - end) / (b - a))
-    return {"steps": len(steps), "longest_gpu_gap_share": gap, "wall_us": wall, "gpu_events": len(gpu), "busy_share": busy / wall if wall else 0.0,
+    return {"steps": len(steps), "longest_gpu_gap_share": gap, "wall_us": wall, "gpu_events": len(gpu),
+            "busy_share": busy / wall if wall else 0.0, "own_busy_share": inside(own) / wall if wall else 0.0,
             "comm_exposed_share": (busy - inside(other)) / wall if wall else 0.0,
             "loader_share": inside(loader) / wall if wall else 0.0, "launches": len(launches),
             "sync_share": inside(blocking) / wall if wall else 0.0,
@@ -94,10 +99,11 @@ def supports(verdict: str, raw: dict) -> None:
         assert raw["busy_share"] >= 0.8 and raw["comm_exposed_share"] < 0.5 * raw["busy_share"]
     elif verdict == "communication-bound":
         assert raw["comm_exposed_share"] >= 0.1
-    elif verdict == "input-bound":
-        assert raw["loader_share"] >= 0.1 and raw["busy_share"] < 0.8
-    elif verdict == "launch-bound":
-        assert raw["launches_per_step"] >= 10 and raw["busy_share"] < 0.8 and raw["median_kernel_us"] < 50
+    elif verdict == "input-bound":  # the DataLoader holds at least the 5% its fix must save
+        assert raw["loader_share"] >= 0.05 and raw["busy_share"] < 0.8
+    elif verdict == "launch-bound":  # short kernels, and the GPU idles in the step's own work (whatever ran before)
+        assert raw["launches_per_step"] >= 1 and min(raw["busy_share"], raw["own_busy_share"]) < 0.8
+        assert raw["median_kernel_us"] < 50
     elif verdict == "host-compute-bound":  # few launches, or one long stretch with no GPU work at all
         assert raw["busy_share"] < 0.8
         assert raw["launches_per_step"] < 10 or raw["longest_gpu_gap_share"] >= 0.25

@@ -29,6 +29,10 @@ LABELS = {  # trace: (verdict, why, from the raw events)
                               "4 launches, GPU busy 2%"),
     "hta_cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz": (
         "GPU activity not recorded", "77 launch calls, 0 kernels/copies/memsets, 8 A100s in deviceProperties"),
+    "hta_df_index_resolver__df_index_resolver.json.gz": (
+        "launch-bound", "3,874 launches per 346 ms step (V100, no stacks), median kernel 8 us, GPU busy 58% with 21% "
+                        "of it collectives not under compute: CUDA graphs take the step to 186 ms; fp32 GEMMs on the "
+                        "CUDA cores are 40% of GPU time, but AMP saves nothing until the launches are cheaper"),
     "hta_nccl_parser_config__nccl_data.json.gz": (
         "launch-bound", "900 launches per 220 ms step, median kernel 16 us, GPU busy 24%, collectives exposed 6%"),
     "hta_timeline_analysis__sampled_rank-0.json.gz": (
@@ -47,14 +51,21 @@ LABELS = {  # trace: (verdict, why, from the raw events)
         "launch-bound", "DataLoader 1% with 4 workers; 1,478 launches per step, median kernel 2 us, GPU busy 72%"),
     "param_rtx2080ti_resnet_train.json.gz": ("input-bound", "DataLoader ranges 51% of the window, GPU busy 29%"),
     "param_v100_dlrm_rank0.pt.trace.json.gz": (
-        "communication-bound", "NCCL kernels with nothing under them 38% of the step (waiting 5.6 ms for peers: "
-                               "perfkit ranks), host syncs 15% behind them, GPU compute 7%"),
+        "launch-bound", "NCCL kernels with nothing under them 38% of the step (waiting 5.6 ms for peers: perfkit "
+                        "ranks), but every rank runs the same 246 launches of 3 us kernels: CUDA graphs on all of "
+                        "them take the step 14.5 -> 7.5 ms, the wait for peers kept"),
     "param_v100_dlrm_rank1.pt.trace.json.gz": ("communication-bound", "exposed NCCL 56% of the step, 11 ms waiting"),
     "param_v100_dlrm_rank2.pt.trace.json.gz": (
         "launch-bound", "exposed NCCL 25%; the host issuing 246 launches (median kernel 3 us) holds more"),
-    "param_v100_dlrm_rank3.pt.trace.json.gz": ("communication-bound", "exposed NCCL 49% of the step"),
-    "param_v100_dlrm_rank4.pt.trace.json.gz": ("communication-bound", "exposed NCCL 36% of the step"),
-    "param_v100_dlrm_rank5.pt.trace.json.gz": ("communication-bound", "exposed NCCL 35% of the step"),
+    "param_v100_dlrm_rank3.pt.trace.json.gz": (
+        "launch-bound", "exposed NCCL 49% of the step, kept as the peers' skew; the 246 launches of 3 us kernels "
+                        "around it: CUDA graphs save 37%, overlapping the collectives 29%"),
+    "param_v100_dlrm_rank4.pt.trace.json.gz": (
+        "launch-bound", "exposed NCCL 36% of the step, kept as the peers' skew; 251 launches of 3 us kernels: CUDA "
+                        "graphs save 44%, overlapping the collectives 27%"),
+    "param_v100_dlrm_rank5.pt.trace.json.gz": (
+        "launch-bound", "exposed NCCL 35% of the step, kept as the peers' skew; CUDA graphs save 45%, overlapping "
+                        "the collectives 25%"),
     "param_v100_dlrm_rank6.pt.trace.json.gz": (
         "launch-bound", "exposed NCCL 25%; the host issuing 246 launches (median kernel 3 us) holds more"),
     "param_v100_dlrm_rank7.pt.trace.json.gz": (
@@ -66,7 +77,10 @@ LABELS = {  # trace: (verdict, why, from the raw events)
         "launch-bound", "768 launches per step, median kernel 6 us, GPU busy 13% (eager serving)"),
     "tracelens_h100_bert_small_infer_bf16.json.gz": (
         "launch-bound", "60 launches, median kernel 5 us, GPU busy 7%: HF module Python around each launch"),
-    "tracelens_h100_qwen05b_infer_bf16.json.gz": ("GPU-bound", "GPU busy 92%"),
+    "tracelens_h100_qwen05b_infer_bf16.json.gz": (
+        "launch-bound", "GPU busy 92% of the window, but 13.5 ms of it is kernels the previous call launched; the "
+                        "work this step launches keeps the GPU busy 64% while the host issues 1,029 launches: CUDA "
+                        "graphs take 47.2 -> 31.9 ms"),
     "tracelens_h100_timesformer_infer_bf16.json.gz": (
         "host-compute-bound", "the GPU idles 218 ms of the 383 ms window in one gap while the host runs Python "
                               "(run_on_input) that launches nothing; once started, its kernels queue 62.6 ms deep"),

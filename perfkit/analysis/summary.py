@@ -71,7 +71,7 @@ def summarize(trace: Trace) -> dict:
         "syncs": {"count": int(len(syncs)), "blocked_us": float(syncs["dur_us"].sum())},
         "sync_points": _sync_points(points.total),
         "compile": compile_facts(trace),
-        "diagnosis": {"verdict": diagnosis.verdict, "title": diagnosis.title},
+        "diagnosis": {"verdict": diagnosis.verdict, "title": diagnosis.title, "prediction": diagnosis.prediction},
         "warnings": list(trace.warnings),
     }
 

@@ -23,6 +23,7 @@ THREAD_COLUMNS = ["thread", "file_id", "rank", "pid", "tid", "label", "steps", "
 # host_us is NaN in files where launches or Python time already pick the main thread.
 # The outermost frame of a Python program ("train.py(184): <module>"): the thread that runs it is main.
 _ROOT_FRAME = ": <module>"
+_LOADER_MARK, _OPTIMIZER_MARK = "enumerate(DataLoader)", "Optimizer.step#"
 
 
 def host_parents(trace, events: pd.DataFrame) -> pd.Series:
@@ -40,6 +41,8 @@ def thread_table(trace, python_us: pd.Series | None = None, links: pd.DataFrame 
     launches the most GPU work, else the one with the most Python time, else the most host time.
     Launches alone would pick the autograd engine's thread in a training step: backward launches
     more kernels than forward, but the main thread waits for it inside ``run_backward``.
+    Without ``ProfilerStep#`` ranges, the thread with the DataLoader ``__next__`` and ``Optimizer.step#``
+    ranges the steps are then cut at comes before the other criteria.
     ``links``: ``trace.launches()`` when the caller already has it."""
     ev = trace.events
     rows = np.flatnonzero((ev["ph"] == "X").to_numpy() & ev["cat"].isin(HOST_CATEGORIES + ("python_function",)).to_numpy())
@@ -62,7 +65,11 @@ def thread_table(trace, python_us: pd.Series | None = None, links: pd.DataFrame 
     table["host_us"] = _host_us(ev, rows, host_codes, table)
     table["label"] = _labels(table)
     table["main"] = False
-    order = table.sort_values(["steps", "root_frame", "launches", "python_us", "host_us"], ascending=False)
+    # Without ProfilerStep# windows the steps come from these annotations (``trace.steps``): the thread that runs
+    # them runs the loop, where launches alone would pick the autograd engine's thread.
+    marks = _count_by(host_codes, _starts(ev, rows, _LOADER_MARK) | _starts(ev, rows, _OPTIMIZER_MARK), table.index)
+    order = table.assign(marks=marks).sort_values(["steps", "marks", "root_frame", "launches", "python_us", "host_us"],
+                                                  ascending=False)
     table.loc[order.drop_duplicates("file_id")["thread"].to_numpy(), "main"] = True
     return table.reset_index(drop=True)[THREAD_COLUMNS]
 

@@ -251,6 +251,14 @@ def add_critical_path(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def add_whatif(subparsers) -> argparse.ArgumentParser:
+    p = _trace_command(subparsers, "whatif", "every fix perfkit gives, replayed on the trace's steps and ranked by the "
+                                             "step time it buys; the replay's error per step",
+                       json_help="print one JSON object: step_us, replay_error, steps, fixes, all_fixes, verdict")
+    _no_cache(p)
+    return p
+
+
 def add_gaps(subparsers) -> argparse.ArgumentParser:
     p = _trace_command(subparsers, "gaps", "GPU idle intervals per step, classified (input, launch, sync_wait, "
                                            "host_python, compile, other_stream, tail) with the function behind each",
@@ -331,6 +339,7 @@ PARSERS = {
     "validate": add_validate,
     "hotspots": add_hotspots,
     "critical_path": add_critical_path,
+    "whatif": add_whatif,
     "gaps": add_gaps,
     "gpu_kernels": add_gpu_kernels,
     "memory": add_memory,

@@ -85,6 +85,7 @@ class VerdictCard:
     subject: str
     device: str
     severity: str = "info"
+    prediction: str = ""  # what the top fix buys ("Predicted: 10.52 -> 7.12 ms a step (1.48x) with the syncs removed")
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -96,6 +97,7 @@ class VerdictCard:
         """The card on one line (the index and ``perfkit run`` print it)."""
         numbers = "; ".join(n.text() for n in self.numbers)
         fix = f" Fix: {self.fix}" if self.fix else ""
+        fix += f" {self.prediction}." if self.prediction and self.prediction.lower() not in self.fix.lower() else ""
         return f"{self.verdict}. {numbers}.{fix}" if numbers else f"{self.verdict}.{fix}"
 
     def __repr__(self) -> str:
@@ -104,6 +106,8 @@ class VerdictCard:
     def _repr_html_(self) -> str:
         items = "".join(f"<li>{html_text(n.text())}</li>" for n in self.numbers)
         fix = f"<p><b>Top fix:</b> {html_text(self.fix)}</p>" if self.fix else "<p>No fix needed.</p>"
+        if self.prediction and self.prediction.lower() not in self.fix.lower():
+            fix += f"<p>{html_text(self.prediction)}</p>"
         where = html_text(f"Input: {self.subject}, recorded on {self.device}")
         style = _STYLE.format(color=_COLORS.get(self.severity, "#2e6da4"))
         return (f"<div class='perfkit-card' style='{style}'><p style='font-size:1.3em;margin:0.2em 0'>"
@@ -115,10 +119,12 @@ class VerdictCard:
 
 
 def verdict_card(investigation: str, result, logged: pd.DataFrame | None, *, subject: str, device: str,
-                 verdict: str | None = None, fix: str | None = None, numbers: int = 3) -> VerdictCard:
+                 verdict: str | None = None, fix: str | None = None, numbers: int = 3,
+                 prediction: dict | None = None) -> VerdictCard:
     """The card of ``result`` (any perfkit result: ``verdict`` and ``findings`` are read when
     present) with the first ``numbers`` rows of ``logged`` (``log_rows``' return value).
-    ``verdict``/``fix`` override what is read from the result."""
+    ``verdict``/``fix`` override what is read from the result; ``prediction``: a diagnosis's
+    ``prediction`` (``perfkit.diagnose(trace).prediction``), whose text the card quotes."""
     findings = rank_findings(getattr(result, "findings", ()) or ())
     top = findings[0] if findings else None
     said = getattr(result, "verdict", None)
@@ -127,7 +133,8 @@ def verdict_card(investigation: str, result, logged: pd.DataFrame | None, *, sub
     rows = logged.head(numbers).to_dict("records") if logged is not None else []
     shown = tuple(Number(LABELS.get(r["metric"], str(r["metric"]).replace("_", " ")), float(r["value"]), r["unit"],
                          r["verdict"], float(r["delta_pct"])) for r in rows)
-    return VerdictCard(investigation, text, shown, fix_text, subject, device, top.severity if top else "info")
+    return VerdictCard(investigation, text, shown, fix_text, subject, device, top.severity if top else "info",
+                       (prediction or {}).get("sentence", ""))
 
 
 def read_card(nb) -> dict:
@@ -143,11 +150,12 @@ def read_card(nb) -> dict:
 
 class CardSummary(NamedTuple):
     """A card as the index shows it, each field one line of plain text: what it read
-    (``subject``), ``verdict`` and its first ``number``."""
+    (``subject``), ``verdict``, its first ``number`` and its ``prediction``."""
 
     subject: str
     verdict: str
     number: str
+    prediction: str = ""
 
 
 def card_summary(card: dict) -> CardSummary:
@@ -155,12 +163,12 @@ def card_summary(card: dict) -> CardSummary:
     "trace " prefix (a trace's name; a live run's "live WORKLOAD"), the verdict, and the first
     number (``Number.short_text``); empty fields for no card."""
     if not card:
-        return CardSummary("", "", "")
+        return CardSummary("", "", "", "")
     numbers = [Number(n["label"], _float(n["value"]), n["unit"], n["verdict"], _float(n["delta_pct"]))
                for n in card.get("numbers") or ()]
     subject = str(card.get("subject") or "")
     return CardSummary(plain_line(subject.removeprefix("trace ")), plain_line(card.get("verdict") or ""),
-                       plain_line(numbers[0].short_text()) if numbers else "")
+                       plain_line(numbers[0].short_text()) if numbers else "", plain_line(card.get("prediction") or ""))
 
 
 def flag_text(value: float) -> str:

@@ -28,10 +28,24 @@ def test_card_summary_names_the_trace_verdict_and_one_number():
     card = VerdictCard("htod", "3 HtoD copies from `pageable` memory", numbers, "Pin the host memory",
                        "trace gpu/copies_pageable.pt.trace.json.gz", "NVIDIA H200", "high").to_json()
     assert card_summary(card) == ("gpu/copies_pageable.pt.trace.json.gz", "3 HtoD copies from pageable memory",
-                                  "median step: 15.53 ms")
+                                  "median step: 15.53 ms", "")
     no_numbers = VerdictCard("memory_leak", "leak", (), "", "live leaky", "cpu").to_json()
-    assert card_summary(no_numbers) == ("live leaky", "leak", "")
-    assert card_summary({}) == ("", "", "")
+    assert card_summary(no_numbers) == ("live leaky", "leak", "", "")
+    assert card_summary({}) == ("", "", "", "")
+    said = VerdictCard("cpu_bound", "sync-bound", numbers, "Keep the loss on the GPU.", "trace t.json.gz", "H200",
+                       prediction="Predicted: 10.52 -> 7.12 ms a step (1.48x) with the syncs removed").to_json()
+    assert card_summary(said).prediction == "Predicted: 10.52 -> 7.12 ms a step (1.48x) with the syncs removed"
+
+
+def test_the_card_quotes_the_prediction_once():
+    card = VerdictCard("cpu_bound", "sync-bound", (), "Keep the loss on the GPU.", "trace t.json.gz", "H200",
+                       prediction="Predicted: 10.52 -> 7.12 ms a step (1.48x) with the syncs removed")
+    assert card.line().endswith("Fix: Keep the loss on the GPU. Predicted: 10.52 -> 7.12 ms a step (1.48x) with the "
+                                "syncs removed.")
+    assert card._repr_html_().count("10.52 -&gt; 7.12 ms") == 1
+    quoted = VerdictCard("cpu_bound", "sync-bound", (), "Keep it on the GPU. Predicted: 10.52 -> 7.12 ms a step.", "t",
+                         "H200", prediction="Predicted: 10.52 -> 7.12 ms a step")
+    assert quoted.line().count("Predicted") == 1 and quoted._repr_html_().count("Predicted") == 1
 
 
 def test_plain_line_is_one_line_without_code_marks():

@@ -20,8 +20,9 @@ the host did in it (all in microseconds):
   launches queued, wherever it ran: above ``wall_us`` when the host ran ahead of the GPU, and then the
   window is how fast the host issues work, not how long a step takes (a warning says so).
 
-The verdict (``rules.decide``, where every threshold is defined with its source) compares
-these shares of the wall time; ``findings`` turns it into a fix.
+The verdict is the cause whose fix saves most when each step is replayed from its dependency graph
+(``whatif``); where no replay is possible (no GPU events, no full step) ``rules.decide`` (where every threshold
+is defined with its source) compares these shares of the wall time instead. ``findings`` turns it into a fix.
 """
 from __future__ import annotations
 
@@ -43,8 +44,10 @@ from ..queued import queued_gpu_us
 from .findings import findings as _findings
 from .layers import LAYER_COLUMNS, host_compute_ops, host_work, step_layers
 from .queued import host_ahead_warning
-from .rules import COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS, decide
+from .rules import (COMPILE_SHARE, GPU_BOUND_BUSY, HOST_AHEAD_SHARE, INPUT_SHARE, SYNC_SHARE, VERDICTS, decide,
+                    no_fix_verdict)
 from .warmup import warmup_events
+from .whatif import whatif
 
 __all__ = ["CPUBoundResult", "VERDICTS", "cpu_bound", "decide", "overall_numbers"]
 
@@ -153,11 +156,13 @@ def _cpu_bound(trace, tiny_kernel_us: float, thresholds: dict) -> CPUBoundResult
     has_gpu = trace.has_gpu_events
     launched = host["cat"].isin(LAUNCH_CATEGORIES).any()
     kind = "gpu" if has_gpu else "unrecorded" if launched and trace.devices else "cpu"
-    steps["verdict"] = [decide(row, thresholds, kind)[0] for row in steps.to_dict("records")]
+    decided = [decide(row, thresholds, kind) for row in steps.to_dict("records")]
+    steps["verdict"] = [v for v, _ in decided]
     stub = stub_steps(windows)
     steps.loc[stub, "verdict"] = PARTIAL_STEP
     overall = overall_numbers(steps[~stub] if (~stub).any() else steps, launches)
-    verdict, evidence = decide(overall, thresholds, kind)
+    verdict, evidence = _by_saving(trace, steps, [e for _, e in decided], *decide(overall, thresholds, kind),
+                                   thresholds, kind)
     in_steps = np.isin(step_rows(windows, host), np.flatnonzero(~stub))
     result = dict(steps=steps[STEP_COLUMNS], ops=op_table(host, nested), annotations=_annotations(host, len(windows)),
                   launches=launches, verdict=verdict, evidence=evidence, has_gpu=has_gpu,
@@ -167,6 +172,26 @@ def _cpu_bound(trace, tiny_kernel_us: float, thresholds: dict) -> CPUBoundResult
     warnings = (_warnings(trace, windows, steps, has_gpu, stub) + partial_gpu_warning(launches, has_gpu)
                 + before_window_warning(trace, links))
     return CPUBoundResult(findings=rank_findings(findings), warnings=warnings, **result)
+
+
+def _by_saving(trace, steps: pd.DataFrame, step_evidence: list, shares_verdict: str, evidence: dict,
+               thresholds: dict, kind: str) -> tuple[str, dict]:
+    """The verdict the saving decides (``whatif``), per step as overall, where the trace can be replayed
+    (``rules.no_fix_verdict`` where nothing saves enough); the share rules' verdict (``rules.decide``) where it
+    cannot (no GPU events, no full step launching GPU work). ``evidence["decided_by"]`` says which ("replay" or
+    "shares"); ``share_verdict`` keeps the share rules' answer."""
+    wi = whatif(trace) if kind == "gpu" else None
+    if wi is None or wi.replay.steps.empty:
+        return shares_verdict, dict(evidence, decided_by="shares")
+    by_step = wi.step_verdicts()
+    rows = zip(steps["rank"].astype(int), steps["step"].astype(int), steps["verdict"], step_evidence)
+    steps["verdict"] = [v if v == PARTIAL_STEP else by_step.get((r, s)) or no_fix_verdict(e, thresholds)[0]
+                        for r, s, v, e in rows]
+    verdict, rule = (wi.verdict, wi.rule) if wi.verdict else no_fix_verdict(evidence, thresholds)
+    out = dict(evidence, rule=rule, decided_by="replay", share_verdict=shares_verdict)
+    if verdict == "warm-up":
+        out["behind_warmup"] = wi.behind_warmup
+    return verdict, out
 
 
 def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:

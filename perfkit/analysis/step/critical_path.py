@@ -45,16 +45,10 @@ from ...errors import ParameterError
 from ...results import html_section, html_table, html_text, html_warnings
 from ...text import jsonable
 from ...trace.steps import full_step_windows
-from .lanes import GPU_COMM, GPU_COPY, GPU_KERNEL, lane_name, rank_timelines
+from .lanes import (CLOCK_SLACK_US, GPU_COMM, GPU_COPY, GPU_KERNEL, QUEUE_SLACK_US, lane_name, other_stream,
+                    rank_timelines)
 
 KINDS = ("host", "launch", "kernel", "comm", "memcpy", "sync_wait", "idle")
-# Host and GPU clocks disagree by up to a microsecond in whole-microsecond traces: a kernel may
-# appear to end 1 us after the synchronize call that waited for it returned.
-CLOCK_SLACK_US = 1.0
-# A kernel that starts more than this after both its launch returned and the previous work on its
-# stream ended waited for something else: another stream (cudaStreamWaitEvent). Launch-to-start
-# latency on an idle GPU is a few microseconds (NVIDIA quotes ~2-5 us per launch).
-QUEUE_SLACK_US = 10.0
 
 _GPU_KIND = {GPU_KERNEL: "kernel", GPU_COPY: "memcpy", GPU_COMM: "comm"}
 
@@ -233,7 +227,7 @@ def _gpu_step(tl, row: int, t: float, floor: float, segs: list):
     launched = (g["launch_start"][row] if g["launch_end"][row] > start else g["launch_end"][row]) \
         if thread >= 0 else -np.inf
     ready = max(g["end"][prev] if prev >= 0 else -np.inf, launched)
-    other = _other_stream(tl, row, ready) if start - ready > QUEUE_SLACK_US else -1
+    other = other_stream(tl, row, ready) if start - ready > QUEUE_SLACK_US else -1
     if other >= 0:
         return _to_gpu(tl, other, start, floor, segs, lane)
     if prev >= 0 and (thread < 0 or g["end"][prev] >= g["launch_start"][row]):
@@ -255,20 +249,6 @@ def _to_gpu(tl, row: int, t: float, floor: float, segs: list, lane: int):
     t_gpu = min(tl.gpu["end"][row], t)
     _emit(segs, "idle", max(t_gpu, floor), t, lane_name(lane), -1)
     return ("gpu", row, t_gpu) if t_gpu > floor else None
-
-
-def _other_stream(tl, row: int, ready: float) -> int:
-    """Latest GPU event on another stream that ended after ``ready`` and by the start of ``row``."""
-    g = tl.gpu
-    k = np.searchsorted(tl.by_end, g["start"][row] + CLOCK_SLACK_US, side="right") - 1
-    while k >= 0 and tl.by_end[k] > ready:
-        cand = int(tl.by_end_rows[k])
-        if g["lane"][cand] != g["lane"][row] and g["start"][cand] < g["start"][row]:
-            return cand
-        if g["lane"][cand] == g["lane"][row] and cand != row:
-            return -1  # the stream's own work ended later: stream order explains the wait
-        k -= 1
-    return -1
 
 
 def _host_step(tl, thread: int, t: float, floor: float, segs: list):

@@ -313,6 +313,8 @@ def _cpu_only_fix(e: dict, ops: pd.DataFrame, annotations: pd.DataFrame) -> str:
 
 
 def _threshold_text(e: dict) -> str:
+    if e.get("decided_by") == "replay":
+        return f"{e['rule']} (each fix replayed on the steps' dependency graph: perfkit whatif)"
     return (f"{e['rule']}; thresholds as shares of step wall time: compiling>={e['threshold_compile_share']:.0%} "
             f"and the largest cause, GPU-bound>={e['threshold_gpu_bound_busy']:.0%} busy, "
             f"input>={e['threshold_input_share']:.0%}, host ahead: median launch delay>="

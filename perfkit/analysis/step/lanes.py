@@ -75,6 +75,13 @@ class RankTimeline:
 # engine runs backward on its own device threads while ``loss.backward()`` waits in ``run_backward``
 # ("<built-in method run_backward of torch._C._EngineBase object at 0x...>").
 WAIT_FRAMES = ("run_backward",)
+# Host and GPU clocks disagree by up to a microsecond in whole-microsecond traces: a kernel may
+# appear to end 1 us after the synchronize call that waited for it returned.
+CLOCK_SLACK_US = 1.0
+# A kernel that starts more than this after both its launch returned and the previous work on its
+# stream ended waited for something else: another stream (cudaStreamWaitEvent). Launch-to-start
+# latency on an idle GPU is a few microseconds (NVIDIA quotes ~2-5 us per launch).
+QUEUE_SLACK_US = 10.0
 # GPU event kinds of ``RankTimeline.gpu["kind"]``: compute kernel, copy or memset, collective kernel.
 GPU_KERNEL, GPU_COPY, GPU_COMM = 0, 1, 2
 
@@ -241,6 +248,23 @@ def _rank(main: int, hosts: dict, gpu: pd.DataFrame, labels: dict, handoff: Cove
         lane_by_end[code] = (arrays["end"][rows], rows)
     return RankTimeline(main=main, hosts=hosts, thread_labels=labels, gpu=arrays, lanes=lanes,
                         by_end=arrays["end"][order], by_end_rows=order, lane_by_end=lane_by_end, handoff=handoff)
+
+
+def other_stream(tl: RankTimeline, row: int, ready: float) -> int:
+    """The GPU event a late one waited for on another stream: the latest event on another stream that ended after
+    ``ready`` (when its launch and the previous work on its stream let it start) and by the start of ``row``
+    (``cudaStreamWaitEvent``, e.g. on a collective); -1 when its own stream's work ended later (stream order
+    explains the wait) or none did."""
+    g = tl.gpu
+    k = np.searchsorted(tl.by_end, g["start"][row] + CLOCK_SLACK_US, side="right") - 1
+    while k >= 0 and tl.by_end[k] > ready:
+        cand = int(tl.by_end_rows[k])
+        if g["lane"][cand] != g["lane"][row] and g["start"][cand] < g["start"][row]:
+            return cand
+        if g["lane"][cand] == g["lane"][row] and cand != row:
+            return -1
+        k -= 1
+    return -1
 
 
 def lane_name(lane: int) -> str:

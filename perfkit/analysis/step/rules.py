@@ -208,6 +208,25 @@ def host_causes(e: dict, t: dict) -> dict:
             "host-compute-bound": e["own_work_idle_share"] if np.isfinite(e["own_work_idle_share"]) else 0.0}
 
 
+def no_fix_verdict(e: dict, t: dict) -> tuple[str, str]:
+    """The verdict of a step that no fix perfkit replays saves ``whatif.MIN_SAVING`` of (``e``: ``_evidence`` of the
+    step less its warm-up). Its kernels queued deep (``queue_is_deep``) while the host's measured work explains less
+    than half of the GPU's idle time: "GPU-bound (host ahead)", the GPU waits for something other than the host.
+    Else the largest of what is left: GPU compute (busy less exposed collectives), collectives not under compute,
+    and the host's measured work with the GPU idle (DataLoader, issuing, its own work; not the syncs, whose removal
+    saved nothing, and not untraced time, which is unknown)."""
+    busy = e["gpu_busy_share"] or 0.0
+    host = max(e["dataloader_idle_share"], e["issuing_idle_share"], max(e["own_work_idle_share"], 0.0))
+    if queue_is_deep(e, t) and host < 0.5 * (1.0 - busy):
+        return "GPU-bound (host ahead)", ("no fix saves 5% of the step, and its kernels queue far behind their launch "
+                                          "while the GPU idles: it waits for something other than the host")
+    parts = {"GPU-bound": max(busy - e["comm_exposed_share"], 0.0), "communication-bound": e["comm_exposed_share"],
+             "host-compute-bound": host}
+    verdict = max(parts, key=parts.get) if max(parts.values()) > 0 else "host-compute-bound"
+    return verdict, (f"no fix saves 5% of the step: what no fix removes, {verdict} ({parts[verdict]:.0%} of the "
+                     "step), is largest")
+
+
 def sync_eligible(e: dict, t: dict) -> bool:
     """The sync rule: the host is blocked in syncs >= ``sync_share`` of the step (not counting the blocking on
     collectives, ``host_sync_share``), and the syncs leave the

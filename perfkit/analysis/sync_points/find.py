@@ -120,6 +120,12 @@ def _blocking_labels(trace) -> pd.Index:
     return candidates.index[candidates["source"] != "op"]
 
 
+def pageable_copy_calls(trace) -> pd.Index:
+    """Labels of the copy launches of ``trace`` that block because they copy from pageable host memory to the
+    device (``memcpy_htod_pageable``): their own copy is what they wait for."""
+    return _blocking_copies(_copy_launches(trace, trace.launches(("gpu_memcpy",))))["memcpy_htod_pageable"]
+
+
 def _complete(ev: pd.DataFrame, categories) -> np.ndarray:
     return (ev["ph"] == "X").to_numpy() & ev["cat"].isin(categories).to_numpy()
 

@@ -40,7 +40,7 @@ class ReportEntry:
     """One report: ``run_id`` ("DATE/HHMMSS", or "DATE" for reports of the older per-day
     layout), notebook ``name``, ``href`` (URL-quoted, relative to the reports folder),
     ``status`` ok/failed/unknown, ``error``, and from its verdict card (``card_summary``) the
-    ``subject`` it read, its ``verdict`` and one ``number``."""
+    ``subject`` it read, its ``verdict``, one ``number`` and the ``prediction`` of its top fix."""
 
     run_id: str
     name: str
@@ -50,6 +50,7 @@ class ReportEntry:
     subject: str = ""
     verdict: str = ""
     number: str = ""
+    prediction: str = ""
 
 
 def build_index(reports_dir: str | os.PathLike | None = None, perf_log: str | os.PathLike | None = None) -> Path:
@@ -86,7 +87,7 @@ def _entry(root: Path, page: Path) -> ReportEntry:
     card = card_summary(record.get("card") or {})
     return ReportEntry(run_id=page.parent.relative_to(root).as_posix(), name=page.stem, href=quote(rel, safe="/"),
                        status=status, error=plain_line(record.get("error", "")), subject=card.subject,
-                       verdict=card.verdict, number=card.number)
+                       verdict=card.verdict, number=card.number, prediction=card.prediction)
 
 
 def _latest_of_the_others(runs: list[dict]) -> list[ReportEntry]:

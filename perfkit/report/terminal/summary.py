@@ -7,6 +7,7 @@ from ...analysis.compile import regions_note
 def format_summary(s: dict) -> str:
     lines = [f"trace      {s['trace']}", f"ranks      {s['ranks']}", f"devices    {_devices(s['devices'])}",
              f"verdict    {s['diagnosis']['title']} (perfkit diagnose)",
+             f"           {s['diagnosis']['prediction']['sentence']} (perfkit whatif)",
              f"events     {s['events']['total']:,}", f"steps      {s['steps']['count']} "
              f"(median {_us(s['steps']['median_us'])}, from {', '.join(s['steps']['source']) or '-'})",
              f"kernels    {s['gpu']['kernel_count']:,} taking {_us(s['gpu']['kernel_time_us'])}; "
