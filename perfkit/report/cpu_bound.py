@@ -156,7 +156,9 @@ def cpu_bound_evidence(result) -> pd.DataFrame:
     gpu = "GPU events recorded" if result.has_gpu else f"no GPU events, {int(e['launches'])} launches in steps"
     issuing = (f"{pct_text(e['issuing_idle_share'])} ({e['launches_per_step']:,.0f} launches per step; the host's own "
                f"work {pct_text(e['own_work_idle_share'])}, untraced {pct_text(e['untraced_share'])})")
-    rows = [("GPU activity", gpu, "launches but no GPU events", "GPU activity not recorded"),
+    rows = [("GPU activity", gpu, "launches or GPU-only ops but no GPU events", "GPU activity not recorded"),
+            ("host activity", "host events recorded" if e["launches"] or e["host_other_share"] else "no host events",
+             "GPU events but no host event", "host activity not recorded"),
             ("warm-up calls", pct_text(e["warmup_share"]), f">= {WARMUP_SHARE:.0%} of the step", "warm-up"),
             ("compile spans", pct_text(e["compile_share"]), f">= {t['compile_share']:.0%} and the largest cause",
              "compiling"),
@@ -172,9 +174,13 @@ def cpu_bound_evidence(result) -> pd.DataFrame:
              f">= {LAUNCH_MIN_PER_STEP} launches per step and >= the host's own work", "launch-bound"),
             ("host working on its own while the GPU idles", pct_text(e["own_work_idle_share"]),
              "GPU idle, no rule above met", "host-compute-bound")]
+    replayed = e.get("decided_by") == "replay"
+    if replayed:  # the saving decided: the share rules' rows say what they alone would give
+        rows.insert(0, ("the saving of each fix, replayed (perfkit whatif)", e["rule"].split(":")[0],
+                        "the largest saving >= 5% of a step, else the largest part no fix removes", result.verdict))
     return pd.DataFrame([{"evidence": name, "share of step": value, "rule": rule, "gives": verdict,
-                          "decided": "yes" if verdict == result.verdict else ""}
-                         for name, value, rule, verdict in rows])
+                          "decided": "yes" if verdict == result.verdict and (i == 0 or not replayed) else ""}
+                         for i, (name, value, rule, verdict) in enumerate(rows)])
 
 
 def compile_table(facts: dict) -> pd.DataFrame:

@@ -26,6 +26,7 @@ is defined with its source) compares these shares of the wall time instead. ``fi
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -154,8 +155,7 @@ def _cpu_bound(trace, tiny_kernel_us: float, thresholds: dict) -> CPUBoundResult
     windows, host, nested, links, work, launches, warmup = _inputs(trace)
     steps = _step_table(trace, host, nested, windows, launches, tiny_kernel_us, warmup, links, work)
     has_gpu = trace.has_gpu_events
-    launched = host["cat"].isin(LAUNCH_CATEGORIES).any()
-    kind = "gpu" if has_gpu else "unrecorded" if launched and trace.devices else "cpu"
+    kind = recording_kind(trace, host)
     decided = [decide(row, thresholds, kind) for row in steps.to_dict("records")]
     steps["verdict"] = [v for v, _ in decided]
     stub = stub_steps(windows)
@@ -192,6 +192,22 @@ def _by_saving(trace, steps: pd.DataFrame, step_evidence: list, shares_verdict: 
     if verdict == "warm-up":
         out["behind_warmup"] = wi.behind_warmup
     return verdict, out
+
+
+# Host ops only a GPU runs: with no GPU event beside them, the GPU was not recorded (NCCL collectives, cuDNN, cuBLAS).
+GPU_ONLY_OPS = re.compile(r"nccl|cudnn|cublas|miopen", re.IGNORECASE)
+
+
+def recording_kind(trace, host: pd.DataFrame) -> str:
+    """What the profiler recorded (``rules.decide``'s ``kind``): "gpu" (GPU events and host events), "nohost" (GPU
+    events only), "unrecorded" (launch calls or GPU-only ops, no GPU event), "cpu" (neither: runtime calls that
+    launch nothing, beside CPU kernels such as ``aten::mkldnn_convolution``, are a model run on the CPU)."""
+    if trace.has_gpu_events:
+        return "gpu" if not host.empty else "nohost"
+    calls = host[host["cat"].isin(LAUNCH_CATEGORIES)]
+    launched = bool(launch_mask(calls["name"]).any()) if len(calls) else False
+    gpu_only = bool(host["name"].astype(str).str.contains(GPU_ONLY_OPS).any()) if len(host) else False
+    return "unrecorded" if (launched and trace.devices) or gpu_only else "cpu"
 
 
 def step_table(trace, *, tiny_kernel_us: float = 10.0) -> pd.DataFrame:

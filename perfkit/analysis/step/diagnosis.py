@@ -45,7 +45,7 @@ MORE = {
     "sync-bound": "perfkit sync-points {trace}", "launch-bound": "perfkit hotspots {trace}",
     "host-compute-bound": "perfkit hotspots {trace}", "CPU-only trace": "perfkit hotspots {trace}",
     "compiling": "perfkit run step_anatomy -p trace_path {trace}", "warm-up": "perfkit critical-path {trace}",
-    "GPU activity not recorded": "perfkit summary {trace}",
+    "GPU activity not recorded": "perfkit summary {trace}", "host activity not recorded": "perfkit summary {trace}",
 }
 
 
@@ -220,7 +220,7 @@ def second_cause(verdict: str, e: dict, sync) -> str:
               "communication-bound": (e["comm_exposed_share"], f"collectives not under compute "
                                                                f"{e['comm_exposed_share']:.0%} of the step")}
     others = {k: v for k, v in shares.items() if k != verdict and np.isfinite(v[0]) and v[0] >= SECOND_CAUSE_SHARE}
-    if not others or verdict in ("warm-up", "GPU activity not recorded", "CPU-only trace"):
+    if not others or verdict in ("warm-up", "GPU activity not recorded", "host activity not recorded", "CPU-only trace"):
         return ""
     return max(others.values(), key=lambda v: v[0])[1]
 
@@ -295,6 +295,9 @@ def _numbers(verdict: str, e: dict, o: dict, result) -> list[dict]:
     if verdict == "GPU-bound (host ahead)":
         return [{"label": "launch-to-kernel delay", "value": e["queue_delay_us"] / 1e3, "unit": "ms",
                  "text": f"kernels start a median {e['queue_delay_us'] / 1e3:,.1f} ms after their launch"}, busy, step]
+    if verdict == "host activity not recorded":
+        return [{"label": "host events", "value": 0, "unit": "", "text": "0 host events recorded"}, busy,
+                {"label": "kernels", "value": o["kernels"], "unit": "", "text": f"{int(o['kernels']):,} kernels recorded"}]
     if verdict == "GPU activity not recorded":
         return [launches, {"label": "kernels recorded", "value": 0, "unit": "", "text": "0 kernels recorded"},
                 {"label": "GPUs listed", "value": len(result.devices), "unit": "",

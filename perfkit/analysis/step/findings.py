@@ -150,7 +150,7 @@ def _graphed_launch_fix(launches: pd.DataFrame, o: dict) -> str:
 def _severity(verdict: str, evidence: dict, o: dict) -> str:
     if verdict == "GPU-bound":
         return "info"
-    if verdict in ("compiling", "warm-up", "GPU activity not recorded"):
+    if verdict in ("compiling", "warm-up", "GPU activity not recorded", "host activity not recorded"):
         return "high"    # the window measures one-time work, or not the GPU: every other number in it misleads
     if evidence["gpu_busy_share"] is None or verdict == "GPU-bound (host ahead)":
         return "medium"  # no GPU events, or a GPU that is fed: the idle share is not the host's doing
@@ -163,6 +163,9 @@ def _title(verdict: str, e: dict, o: dict, tables: dict) -> str:
     if verdict == "GPU activity not recorded":
         return (f"GPU activity not recorded: {int(o['launches']):,} kernel launches but no kernels; the trace lists "
                 f"{_devices_text(tables.get('devices', ()))}")
+    if verdict == "host activity not recorded":
+        return (f"host activity not recorded: {int(o['kernels']):,} kernels and no host event; GPU busy "
+                f"{o['gpu_busy_pct']:.0f}% of {n} window(s)")
     if verdict == "warm-up":
         return (f"warm-up: one-time work holds {o['warmup_us'] / 1e3:,.1f} ms of {o['wall_us'] / 1e3:,.1f} ms "
                 f"({e['warmup_share']:.0%}) over {n} step(s): {warmup_text(tables['warmup'], 2)}")
@@ -200,7 +203,7 @@ def _fix(verdict: str, e: dict, o: dict, tables: dict, compiled_regions: int) ->
     if verdict == "compiling":
         return _compile_fix(tables["steps"])
     if verdict == "CPU-only trace":
-        return _cpu_only_fix(e, tables["ops"], tables["annotations"])
+        return _cpu_only_fix(e, tables["ops"], tables["annotations"], tables.get("devices", ()))
     if verdict == "GPU-bound (host ahead)":
         blocked = (f" The host time blocked in syncs ({e['sync_share']:.0%} of the step) is the host waiting for "
                    "that queue, not a cause." if e["sync_share"] >= MENTION_SHARE else "")
@@ -226,6 +229,11 @@ def _fix(verdict: str, e: dict, o: dict, tables: dict, compiled_regions: int) ->
                 "work, but no kernel, copy or memset was recorded, so nothing can say whether the GPU or the host "
                 "limits the step. Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (CUPTI must "
                 "be loadable: check that libcupti is on the library path and that no other profiler holds it).")
+    if verdict == "host activity not recorded":
+        return ("Record the host: the trace holds the GPU's work but no host event (no op, runtime call or Python), "
+                "so what the GPU waits for is unmeasured and nothing here can say whether the host limits the step. "
+                "Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and schedule the steps with "
+                "prof.step().")
     if verdict == "warm-up":
         return ("Profile after warm-up: start recording once the first steps have run (perfkit profile --wait 5, "
                 "or torch.profiler.schedule(wait=1, warmup=3, active=5)); what is set apart is one-time cost "
@@ -296,8 +304,13 @@ def _compile_fix(steps: pd.DataFrame) -> str:
                    "so a restart compiles less.")
 
 
-def _cpu_only_fix(e: dict, ops: pd.DataFrame, annotations: pd.DataFrame) -> str:
+def _cpu_only_fix(e: dict, ops: pd.DataFrame, annotations: pd.DataFrame, devices=()) -> str:
     top = ops[ops["cat"] == "cpu_op"].head(3)
+    cpu_kernels = ops["name"].astype(str).str.startswith(CPU_KERNEL_PREFIXES) if len(ops) else pd.Series(dtype=bool)
+    if devices and cpu_kernels.any():  # the machine has a GPU and the model's ops ran on the CPU's kernels
+        return (f"The model ran on the CPU: the trace lists {_devices_text(devices)}, but its ops ran CPU kernels "
+                f"({', '.join(ops['name'][cpu_kernels].astype(str).head(2))}) and launched nothing. Move the model and "
+                "each batch to the GPU (model.to('cuda'), x.to('cuda', non_blocking=True)), then profile again.")
     listed = ", ".join(f"{n} {p:.0f}%" for n, p in zip(top["name"], top["self_pct"])) or "none recorded"
     ranges = "; ".join(f"{n} {t / 1e3:,.1f} ms in {c} call(s)" for n, t, c in
                        zip(annotations["name"].head(2), annotations["total_us"], annotations["count"]))
@@ -310,6 +323,10 @@ def _cpu_only_fix(e: dict, ops: pd.DataFrame, annotations: pd.DataFrame) -> str:
             f"physical cores, move logging and bookkeeping out of the loop.{loader} If this job should use a GPU, "
             "check that the model and batches are on it (.to('cuda')) and profile with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA].")
+
+
+# Ops that are CPU kernels by name: oneDNN (mkldnn) convolutions and linear layers, and their quantized forms.
+CPU_KERNEL_PREFIXES = ("aten::mkldnn_", "mkldnn::", "aten::_mkldnn", "onednn::", "quantized::")
 
 
 def _threshold_text(e: dict) -> str:

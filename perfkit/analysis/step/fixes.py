@@ -160,7 +160,9 @@ def cuda_graphs(g, ctx):
     firsts = np.array([np.flatnonzero((region == r) & launches)[0] for r in ids], dtype=np.int64)
     dur[firsts] = np.minimum(GRAPH_LAUNCH_US, seg["end"][firsts] - seg["start"][firsts] + GRAPH_LAUNCH_US)
     lseg = g.gpu["launch_seg"]
-    captured = (lseg >= 0) & inside[np.clip(lseg, 0, None)]
+    # the launch call's own segment: the one after the point for work released at the call's start
+    call_seg = np.clip(lseg + g.gpu["released_at_start"], 0, len(region) - 1)
+    captured = (lseg >= 0) & inside[call_seg]
     first_of = dict(zip(ids.tolist(), firsts.tolist()))
     new_seg = np.where(captured, [first_of.get(int(region[s]), s) if c else s for s, c in zip(lseg, captured)], lseg)
     gpu = {"launch_seg": new_seg.astype(np.int64), "launch_at_end": np.where(captured, True, g.gpu["launch_at_end"]),

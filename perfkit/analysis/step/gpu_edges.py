@@ -1,13 +1,11 @@
-"""The GPU side of a rank's dependency graph (``graph``): each GPU event's edges and latencies, what its wait
-held back (``wait_lost``), and the floors of collectives that waited for peers. The rules are ``graph``'s module doc
-(**GPU**); the constants that carry them are here."""
+"""The GPU side of a rank's dependency graph (``graph``): each GPU event's edges and latencies, and what its wait
+held back (``wait_lost``). The rules are ``graph``'s module doc (**GPU**); the constants that carry them are here."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
 from .lanes import CLOCK_SLACK_US, QUEUE_SLACK_US, other_stream
-from .rules import HOST_AHEAD_MIN_US
 from .segments import host_point
 
 # When the trace shows no launch or queue gap held within QUEUE_SLACK_US: a kernel on an idle GPU starts a few
@@ -15,18 +13,15 @@ from .segments import host_point
 # stream about a microsecond apart.
 DEFAULT_LAUNCH_LATENCY_US = 4.0
 DEFAULT_GPU_GAP_US = 1.0
-# A kernel on an idle GPU starts 5-20 us after its launch on CUDA (``rules.HOST_AHEAD_MIN_US``: median 7-18 us in
-# the idle-GPU traces of ../shared) and 50-300 us on ROCm (``rules.LAUNCH_MIN_PER_STEP``'s MI250 step): a start up
-# to the larger of this and LAUNCH_LATENCY_TIMES the rank's median launch latency (of those under HELD_WAIT_US)
-# after its launch, with nothing
-# else holding it, is the launch's own latency; a later one waited for something the trace does not show.
-LAUNCH_LATENCY_MAX_US = HOST_AHEAD_MIN_US
-LAUNCH_LATENCY_TIMES = 10.0
-# A wait the trace does not explain this long or longer is work the GPU did that the trace does not show (work
-# queued before the window, another process: a vLLM graph replay's copy waited 149 ms): it is held at its recorded
-# start. A shorter one is a latency of the device (a late kernel start, clocks that disagree), kept after its
-# dependency as recorded (perfkit rule).
+# A wait at least this long after every dependency the trace shows is work the GPU did that the trace does not
+# show (work queued before the window, another process: a vLLM graph replay's copy waited 149 ms): it is held at
+# its recorded start. A shorter one is a latency of the device (a kernel's start after its launch, clocks that
+# disagree), kept after its dependency as recorded (perfkit rule).
 HELD_WAIT_US = 1000.0
+# ... after a launch, held from the larger of that and this many times the rank's median launch latency (of those
+# under HELD_WAIT_US): kernels start 5-20 us after their launch on CUDA (``rules.HOST_AHEAD_MIN_US``: 7-18 us in
+# the idle-GPU traces of ../shared) and 50-300 us on ROCm (``rules.LAUNCH_MIN_PER_STEP``'s MI250 step).
+LAUNCH_LATENCY_TIMES = 10.0
 
 
 def gpu_edges(tl, seg: dict, threads: tuple) -> tuple[dict, dict, dict]:
@@ -62,14 +57,12 @@ def gpu_edges(tl, seg: dict, threads: tuple) -> tuple[dict, dict, dict]:
                "gap": _typical(obs_chain[held & (bind == 0)], DEFAULT_GPU_GAP_US)}
     binding_obs = np.choose(bind, [obs_chain, obs_launch, obs_cross])
     launch_obs = obs_launch[held & (bind == 1) & (obs_launch >= 0) & (obs_launch < HELD_WAIT_US)]
-    launch_bound = max(LAUNCH_LATENCY_MAX_US, LAUNCH_LATENCY_TIMES * float(np.median(launch_obs))) \
-        if len(launch_obs) else LAUNCH_LATENCY_MAX_US
-    explained = binding_obs <= np.where(bind == 1, launch_bound, QUEUE_SLACK_US)
+    launch_hold = max(HELD_WAIT_US, LAUNCH_LATENCY_TIMES * float(np.median(launch_obs))) if len(launch_obs) \
+        else HELD_WAIT_US
+    long_wait = held & (binding_obs >= np.where(bind == 1, launch_hold, HELD_WAIT_US))
     # A blocking launch stages its copy first (pageable memory): the copy starting inside the call is the call's doing.
-    explained |= (bind == 1) & g["launch_blocks"].astype(bool) & (start <= g["launch_end"] + CLOCK_SLACK_US)
-    unexplained = held & ~explained
-    long_wait = unexplained & (binding_obs >= HELD_WAIT_US)
-    kept = explained | (unexplained & ~long_wait)
+    long_wait &= ~((bind == 1) & g["launch_blocks"].astype(bool) & (start <= g["launch_end"] + CLOCK_SLACK_US))
+    kept = ~long_wait
     gap = _latency(obs_chain, bind == 0, kept, typical["gap"])
     launch_lat = _latency(obs_launch, bind == 1, kept, typical["launch_lat"])
     cross_lat = np.where(cross >= 0, _latency(obs_cross, bind == 2, kept, typical["gap"]), 0.0)
@@ -77,7 +70,8 @@ def gpu_edges(tl, seg: dict, threads: tuple) -> tuple[dict, dict, dict]:
     out = {"start": start, "end": end, "dur": end - start, "lane": g["lane"], "kind": g["kind"],
            "label": g["label"].astype(np.int64), "prev": prev, "gap": np.where(prev >= 0, gap, 0.0),
            "launch_seg": launch_seg, "launch_at_end": at_end, "launch_lat": np.where(launched, launch_lat, 0.0),
-           "cross": cross, "cross_lat": cross_lat, "base": base, "launch_point": np.where(launched, point, np.nan)}
+           "cross": cross, "cross_lat": cross_lat, "base": base, "launch_point": np.where(launched, point, np.nan),
+           "released_at_start": (launched & inside).astype(np.int64)}
     lost = np.where(long_wait, binding_obs - np.where(bind == 1, typical["launch_lat"], typical["gap"]), 0.0)
     out["wait_lost"] = np.clip(lost, 0, None)
     notes = {"unexplained_waits": int(long_wait.sum()), "unexplained_us": float(out["wait_lost"].sum()),
@@ -90,9 +84,9 @@ def _typical(values: np.ndarray, default: float) -> float:
     return float(np.median(ok)) if len(ok) else default
 
 
-def _latency(obs: np.ndarray, binding: np.ndarray, explained: np.ndarray, typical: float) -> np.ndarray:
-    """The latency kept on one kind of edge: what was recorded on the binding edge of an explained wait; the
-    typical latency on a binding edge whose wait is not explained; the typical one, at most what was recorded,
-    on an edge that did not hold the work back."""
+def _latency(obs: np.ndarray, binding: np.ndarray, kept: np.ndarray, typical: float) -> np.ndarray:
+    """The latency on one kind of edge: what was recorded on the binding edge of a wait shorter than the hold; the
+    typical latency on a binding edge whose wait is held (the floor ``base`` carries it); the typical one, at most
+    what was recorded, on an edge that did not hold the work back."""
     finite = np.where(np.isfinite(obs), obs, typical)
-    return np.where(binding & explained, finite, np.where(binding, typical, np.minimum(typical, finite)))
+    return np.where(binding & kept, finite, np.where(binding, typical, np.minimum(typical, finite)))

@@ -20,14 +20,13 @@ The model is the critical path's (``critical_path`` module doc), written as edge
 * **GPU.** A kernel, copy or memset starts once the previous work on its stream has ended plus the gap between them,
   its launch call has reached the point that releases it (the call's return, or its start for work that began
   inside the call) plus the launch latency, and, when it started more than ``QUEUE_SLACK_US`` after both, the work
-  on another stream it waited for (``lanes.other_stream``). The latency after the dependency that held it back
-  in the recording is kept when it is at most ``QUEUE_SLACK_US`` (after a launch: ``LAUNCH_LATENCY_MAX_US``, or
-  ``LAUNCH_LATENCY_TIMES`` the rank's median launch latency where that is longer); work
-  that started later than that after every
-  dependency the trace shows waited for something it does not show (work queued before the window, another
-  process): it keeps its recorded start as a floor (``base``), so no fix moves it earlier, and ``wait_lost``
-  says how long that wait was. The latency after a dependency that did not hold it back is the typical one, at
-  most what was recorded. Work with no launch call in the trace (queued before the window) starts when it did.
+  on another stream it waited for (``lanes.other_stream``). The latency after the dependency that held it back in
+  the recording is kept, unless it lasted ``gpu_edges.HELD_WAIT_US`` or more (after a launch, also at least
+  ``LAUNCH_LATENCY_TIMES`` the rank's median launch latency): such work waited for something the trace does not
+  show (work queued before the window, another process) and keeps its recorded start as a floor (``base``), so no
+  fix moves it earlier; ``wait_lost`` says how long it waited. The latency after a dependency that did not hold it
+  back is the rank's typical one, at most what was recorded. Work with no launch call in the trace (queued before
+  the window) starts when it did.
 * **Peers.** A collective lasts until its slowest peer arrives, and the trace shows one rank: it keeps its recorded
   length, its wait for the peers included. A fix is a change to the code every rank runs, so the peers save what
   this rank saves and the skew between them stays (a fix that only one rank needs is not one the replay models).
@@ -55,7 +54,8 @@ class RankGraph:
     ``run``, ``window``: row of ``windows`` or -1). ``runs``: ``thread``, ``first`` (first segment), ``base``
     (absolute start, -inf where a dependency decides). ``gpu``: the rank's GPU events in stream order (``start``,
     ``end``, ``dur``, ``lane``, ``kind``, ``label`` in ``trace.events``, ``prev``, ``gap``, ``launch_seg`` and
-    ``launch_at_end`` (the host point that releases it, -1 for none), ``launch_lat``, ``cross`` and
+    ``launch_at_end`` (the host point that releases it, -1 for none; ``released_at_start``: 1 where that point is
+    the launch call's start, the end of the segment before the call), ``launch_lat``, ``cross`` and
     ``cross_lat`` (the event on another stream it waits for), ``base``, ``window``: the window its launch lies
     in). ``waits``: a run starts after GPU event ``gpu`` ends plus ``lat``. ``hdeps``: a run starts after the
     host point (``seg``, ``at_end``) plus ``lat``. ``windows``: the rank's full step windows, with the points
@@ -95,7 +95,9 @@ def _rank_graphs(trace) -> dict:
         if mine.empty or tl.main not in tl.hosts:
             continue
         sets = thread_sets(trace, rank, list(tl.hosts), host, links, warmup, pageable)
-        out[rank] = build(rank, tl, sets, mine, _host_span(trace, rank))
+        g = build(rank, tl, sets, mine, _host_span(trace, rank))
+        if g is not None:
+            out[rank] = g
     return out
 
 
@@ -107,9 +109,10 @@ def _host_span(trace, rank: int) -> tuple | None:
     return (float(mine["start_us"].min()), float(mine["end_us"].max())) if len(mine) else None
 
 
-def build(rank: int, tl, sets, windows: pd.DataFrame, span: tuple | None = None) -> RankGraph:
+def build(rank: int, tl, sets, windows: pd.DataFrame, span: tuple | None = None) -> RankGraph | None:
     """The graph of one rank's timeline ``tl`` (``lanes.RankTimeline``), its thread interval sets (``segments``)
-    and its full step windows; ``span``: what the main thread's timeline covers at least."""
+    and its full step windows; ``span``: what the main thread's timeline covers at least. None where the host
+    threads hold no time at all (every host event of zero duration): there is no host work to replay."""
     threads = (tl.main, *sorted(c for c in tl.hosts if c != tl.main))
     episodes = _episodes(tl)
     calls = _launch_calls(tl)
@@ -124,6 +127,8 @@ def build(rank: int, tl, sets, windows: pd.DataFrame, span: tuple | None = None)
     points = np.concatenate([episodes.ravel(), windows["start_us"], windows["end_us"], *anchors])
     parts.insert(0, (0, _cut(tl, tl.main, sets, calls, blocks[tl.main], points, span)))
     seg = _segments(parts, blocks, threads, episodes)
+    if not len(seg["start"]):
+        return None
     shadows = [_shadows(seg, i, blocks[code]) for i, code in enumerate(threads)]
     runs, hdeps = _runs(seg, [np.concatenate([blocks[c]["start"], seg["start"][sh[1]]]) for c, sh in
                               zip(threads, shadows)], episodes)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-VERDICTS = ("GPU activity not recorded", "warm-up", "compiling", "GPU-bound", "communication-bound", "input-bound",
-            "CPU-only trace", "GPU-bound (host ahead)", "sync-bound", "launch-bound", "host-compute-bound")
+VERDICTS = ("GPU activity not recorded", "host activity not recorded", "warm-up", "compiling", "GPU-bound",
+            "communication-bound", "input-bound", "CPU-only trace", "GPU-bound (host ahead)", "sync-bound",
+            "launch-bound", "host-compute-bound")
 # Each verdict names a cause with its own fix: launch-bound (fewer, larger launches: torch.compile,
 # CUDA graphs) and host-compute-bound (the host computes: move the work to the GPU, vectorize) must
 # never be confused, since compiling a step whose time is CPU ops launches nothing faster.
@@ -117,10 +118,12 @@ COMPILE_NOTE_SHARE = 0.01
 def decide(row: dict, thresholds: dict, kind: str = "gpu") -> tuple[str, dict]:
     """Verdict for one step (or the overall sums of ``overall_numbers``) and the numbers and
     thresholds that decided it. ``kind``: "gpu" (GPU activity recorded), "unrecorded" (launch calls
-    and GPUs in deviceProperties but no GPU events: the profiler did not record the device), "cpu"
-    (neither). Rules in order, shares of the step's wall time less its warm-up calls:
+    or work only a GPU does, such as NCCL collectives or cuDNN ops, but no GPU events: the profiler did not
+    record the device), "nohost" (GPU events and no host event at all: the profiler did not record the host),
+    "cpu" (neither). Rules in order, shares of the step's wall time less its warm-up calls:
 
-    1. GPU activity not recorded: ``kind == "unrecorded"`` (nothing about the GPU can be decided);
+    1. GPU activity not recorded: ``kind == "unrecorded"`` (nothing about the GPU can be decided); host activity
+       not recorded: ``kind == "nohost"`` (nothing about the host can be);
     2. warm-up: warm-up >= ``WARMUP_SHARE`` of the whole window; ``behind_warmup`` in the evidence is the
        verdict rules 3-11 give the rest of it (None when nothing is left);
     3. compiling: compile spans >= ``compile_share`` and more than any other cause;
@@ -142,8 +145,11 @@ def decide(row: dict, thresholds: dict, kind: str = "gpu") -> tuple[str, dict]:
     """
     e = _evidence(row, thresholds, kind == "gpu")
     if kind == "unrecorded":
-        return "GPU activity not recorded", dict(e, rule="kernel launches but no GPU events: the profiler did not "
-                                                          "record the GPU")
+        return "GPU activity not recorded", dict(e, rule="kernel launches or GPU-only ops but no GPU events: the "
+                                                          "profiler did not record the GPU")
+    if kind == "nohost":
+        return "host activity not recorded", dict(e, rule="GPU events but no host event: the profiler did not record "
+                                                           "the host")
     if e["warmup_share"] >= WARMUP_SHARE:
         behind = steady_verdict(e, thresholds, kind)[0] if np.isfinite(e["dataloader_share"]) else None
         return "warm-up", dict(e, rule=f"warm-up >= {WARMUP_SHARE:.0%} of the window", behind_warmup=behind)

@@ -66,6 +66,7 @@ class ThreadSets:
     optimizer: dict
     driving: dict
     launch_times: tuple
+    dense: dict
 
 
 def thread_sets(trace, rank: int, threads, host: pd.DataFrame, links: pd.DataFrame, warmup: pd.DataFrame,
@@ -81,8 +82,6 @@ def thread_sets(trace, rank: int, threads, host: pd.DataFrame, links: pd.DataFra
     own_sets = _by_thread(own)
     issue = _less(_by_thread(pd.concat([launching, calls])), own_sets)
     gaps = _dense_gaps(calls)
-    issue = {t: (np.concatenate([issue.get(t, _none())[0], gaps.get(t, _none())[0]]),
-                 np.concatenate([issue.get(t, _none())[1], gaps.get(t, _none())[1]])) for t in set(issue) | set(gaps)}
     frames = trace.events[(trace.events["ph"] == "X").to_numpy() & (trace.events["cat"] == "python_function").to_numpy()
                           & (trace.events["rank"] == rank).to_numpy()]
     drives = _during_launches(frames, work[issuing])
@@ -101,7 +100,7 @@ def thread_sets(trace, rank: int, threads, host: pd.DataFrame, links: pd.DataFra
     optimizer = _by_thread(mine[starts_with(names, OPTIMIZER_PREFIXES)])
     return ThreadSets(issuing=issue, own=own_sets, loader=loader, compiling=compiling, warm=warm,
                       warm_scale=scale, pageable=pageable, optimizer=optimizer, driving=driving,
-                      launch_times=launch_times)
+                      launch_times=launch_times, dense=gaps)
 
 
 def cut_thread(lane, code: int, sets: ThreadSets, points: np.ndarray, launch_calls: tuple,
@@ -119,6 +118,7 @@ def cut_thread(lane, code: int, sets: ThreadSets, points: np.ndarray, launch_cal
         first, last = min(first, span[0]), max(last, span[1])
     cuts = [np.array([first, last]), points, *launch_calls, lane.block_start, lane.block_end]
     cuts += [c.starts for c in covers] + [c.ends for c in covers] + [x for pair in extra for x in pair]
+    cuts += list(sets.dense.get(code, _none()))
     cut = np.unique(np.clip(np.concatenate([np.asarray(c, dtype=np.float64) for c in cuts]), first, last))
     start, end = cut[:-1], cut[1:]
     mid = (start + end) / 2
@@ -129,6 +129,8 @@ def cut_thread(lane, code: int, sets: ThreadSets, points: np.ndarray, launch_cal
     for cover, bit in tests:
         flags[cover.covers(mid)] |= bit
     flags[(flags & F_LAUNCH) > 0] |= F_ISSUING
+    dense = Coverage.of(*sets.dense.get(code, _none())).covers(mid) & ((flags & F_TRACED) == 0)
+    flags[dense] |= F_ISSUING
     flags[_issuing_python(start, end, flags, Coverage.of(*sets.driving.get(code, _none())), lane.ops,
                           sets.launch_times)] |= F_ISSUING
     return {"start": start, "end": end, "flags": flags,

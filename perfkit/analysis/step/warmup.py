@@ -13,7 +13,9 @@ the 7th ``hipLaunchKernel`` of a step, the first of ``add_``'s kernel, took 6.5 
 compared with the median of all other calls of its name. Only the
 outermost such call of a nest is listed (a cold ``aten::mm`` and the launch inside it are one cost).
 Calls that wait for the GPU are never warm-up: synchronize calls, scalar reads (``SYNC_OPS``) and the
-ops around them last as long as the GPU work queued before them.
+ops around them last as long as the GPU work queued before them. Nor is a call whose name's first call is that
+slow in every step that calls it (two steps or more): a cost each step pays (cuDNN benchmarking a shape that
+changes every step, a cache rebuilt per step), not a one-time one.
 
 A **cold first step** is warm-up whole: a rank's first full step window lasting at least ``WARMUP_FACTOR``
 times the median of its later full steps (at least ``MIN_LATER_STEPS`` of them) and ``WARMUP_MIN_US``
@@ -105,6 +107,7 @@ def warmup_calls(trace, *, host: pd.DataFrame | None = None, links: pd.DataFrame
     labels = host.index.to_numpy()[rows]
     frame = pd.DataFrame({"label": labels, "rank": host["rank"].to_numpy()[rows],
                           "name": _text_order_codes(host["name"])[rows], "row": rows,
+                          "step": host["step"].to_numpy(dtype=np.int64)[rows],
                           "ts_us": host["ts_us"].to_numpy(dtype=np.float64)[rows],
                           "dur_us": host["dur_us"].to_numpy(dtype=np.float64)[rows],
                           "parent": host["parent"].to_numpy(dtype=np.int64)[rows],
@@ -129,7 +132,7 @@ def warmup_calls(trace, *, host: pd.DataFrame | None = None, links: pd.DataFrame
         slow = np.where(launch, slow_launch & (count - 1 >= MIN_LATER), slow)
         frame["size"] = np.where(launch, count - 1, frame["size"])
         frame["median"] = np.where(launch, others, frame["median"])
-    hit = first & slow & (frame["size"].fillna(0).to_numpy() >= MIN_LATER)
+    hit = first & slow & (frame["size"].fillna(0).to_numpy() >= MIN_LATER) & ~_every_step(frame, slow)
     found = frame[hit].rename(columns={"median": "later_median_us", "size": "later_calls"})
     found = found[~_inside_another(found, trace.events["parent"])]
     found["later_calls"] = found["later_calls"].astype(np.int64)
@@ -137,6 +140,17 @@ def warmup_calls(trace, *, host: pd.DataFrame | None = None, links: pd.DataFrame
     rows = found["row"].to_numpy()
     return found.assign(name=host["name"].iloc[rows].reset_index(drop=True),
                         cat=host["cat"].iloc[rows].reset_index(drop=True))[COLUMNS]
+
+
+def _every_step(frame: pd.DataFrame, slow: np.ndarray) -> np.ndarray:
+    """Per call: its name's first call is ``slow`` in every step (two or more) that calls it (module doc).
+    ``frame`` is sorted by rank, name and start (``_by_name``)."""
+    in_step = frame["step"].to_numpy() >= 0
+    first_in_step = ~frame.duplicated(["group", "step"]).to_numpy() & in_step
+    per = pd.DataFrame({"group": frame["group"].to_numpy(), "first": first_in_step, "slow": first_in_step & slow})
+    counts = per.groupby("group")[["first", "slow"]].sum()
+    recurring = counts.index[(counts["first"] >= 2) & (counts["slow"] == counts["first"])]
+    return frame["group"].isin(recurring).to_numpy()
 
 
 def _by_name(frame: pd.DataFrame) -> pd.DataFrame:

@@ -244,15 +244,45 @@ def _combined(rep, facts, changed: dict, measured, base, step_us) -> Prediction 
     """Every fix that applies, applied one after the other in ``FIXES`` order."""
     if not changed:
         return None
-    graphs, names = {}, []
+    names = [name for name, _, _ in FIXES if name in changed]
+    graphs = _applied(rep, facts, names)
+    return _predict("all_fixes", "", ", ".join(names), rep, graphs, measured, base, step_us)
+
+
+def _applied(rep, facts, names) -> dict:
+    """Each rank's graph with the fixes ``names`` applied one after the other in ``FIXES`` order (a fix that does
+    not apply on a rank leaves its graph as it is)."""
+    graphs = {}
     for rank, g in rep.graphs.items():
         for name, transform, _ in FIXES:
-            if name in changed and rank in changed[name]:
+            if name in names and name not in MEASURES:
                 fixed, _ = transform(g, facts)
                 g = fixed if fixed is not None else g
         graphs[rank] = g
-    names = [name for name, _, _ in FIXES if name in changed]
-    return _predict("all_fixes", "", ", ".join(names), rep, graphs, measured, base, step_us)
+    return graphs
+
+
+def combine(trace, names) -> Prediction:
+    """The fixes ``names`` (of ``FIX_NAMES``, measures excluded) applied together and replayed: the prediction for a
+    change that makes several at once (DataLoader workers that also pin their batches: ``dataloader_workers`` and
+    ``pin_copies``). Its ``fix`` is the names joined by "+"; ``applies`` is False, with the reason, where none of
+    them applies."""
+    names = tuple(dict.fromkeys(names))
+    unknown = [n for n in names if n not in FIX_NAMES or n in MEASURES]
+    if unknown or not names:
+        raise ValueError(f"unknown fix(es) {', '.join(unknown) or '(none given)'}: choose from "
+                         f"{', '.join(n for n in FIX_NAMES if n not in MEASURES)}")
+    result = whatif(trace)
+    label = "+".join(n for n in FIX_NAMES if n in names)
+    applying = [n for n in FIX_NAMES if n in names and result.prediction(n).applies]
+    if not applying:
+        reasons = "; ".join(f"{n}: {result.prediction(n).assumes}" for n in FIX_NAMES if n in names)
+        return Prediction(label, "", False, reasons)
+    rep = result.replay
+    graphs = _applied(rep, gpu_facts(trace), applying)
+    assumes = "; ".join(result.prediction(n).assumes for n in applying)
+    return _predict(label, "", assumes, rep, graphs, rep.steps["measured_us"].to_numpy(),
+                    rep.steps["replay_us"].to_numpy(), result.step_us)
 
 
 def _break_ties(ranked: list) -> list:

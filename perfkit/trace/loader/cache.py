@@ -47,7 +47,7 @@ from ...atomic import atomic_write, write_text_atomic
 from ..schema import EVENT_COLUMNS, FLOW_COLUMNS, NESTING_COLUMNS, SCHEMA_VERSION
 from ..steps import STEP_COLUMNS
 
-CACHE_FORMAT = 7  # 7: an event longer than a week (limits.DUR_RANGE_US) is dropped
+CACHE_FORMAT = 8  # 7: an event longer than a week (limits.DUR_RANGE_US) is dropped; 8: ProfilerStep# markers are boundaries
 _EDGE = 64 << 10
 _BINDING_KEY = b"perfkit.binding"
 _TABLES = {"events": EVENT_COLUMNS, "nesting": NESTING_COLUMNS, "flows": FLOW_COLUMNS}

@@ -172,3 +172,24 @@ def test_an_unrecorded_gpu_decides_before_any_share(kind, verdict):
 ])
 def test_launch_bound_table(evidence, bound):
     assert rules.launch_bound(evidence) is bound
+
+
+# -- no_fix_verdict: what bounds a step no replayed fix saves 5% of ------------------------------------
+@pytest.mark.parametrize("shares, verdict", [
+    (dict(gpu_busy=0.6, comm_exposed=0.1, host_compute_idle=0.3), "GPU-bound"),           # compute 50% is largest
+    (dict(gpu_busy=0.6, comm_exposed=0.35, host_compute_idle=0.2), "communication-bound"),  # exposed 35% > 25%
+    (dict(gpu_busy=0.3, comm_exposed=0.0, host_compute_idle=0.31), "host-compute-bound"),
+    (dict(gpu_busy=0.3, comm_exposed=0.0, host_compute_idle=0.29), "GPU-bound"),
+    (dict(gpu_busy=0.3, sync=0.6, sync_idle=0.6), "GPU-bound"),  # the syncs' removal saved nothing: not a cause
+    (dict(gpu_busy=0.0), "host-compute-bound"),                  # nothing measured: the untraced host
+])
+def test_no_fix_verdict_names_the_largest_part_no_fix_removes(shares, verdict):
+    e = rules.decide(row(**shares), T)[1]
+    assert rules.no_fix_verdict(e, T)[0] == verdict
+
+
+@pytest.mark.parametrize("own, verdict", [(0.29, "GPU-bound (host ahead)"), (0.31, "GPU-bound")])
+def test_no_fix_verdict_is_host_ahead_where_the_host_explains_under_half_the_idle_time(own, verdict):
+    deep = rules.HOST_AHEAD_SHARE * WALL
+    e = rules.decide(row(gpu_busy=0.4, host_compute_idle=own, queue_delay_us=deep), T)[1]
+    assert rules.no_fix_verdict(e, T)[0] == verdict  # half of the 60% idle is 30%; else compute 40% is largest

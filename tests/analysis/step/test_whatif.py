@@ -1,0 +1,115 @@
+"""The rules of ``perfkit.analysis.step.whatif`` on small evidence: the saving that decides a verdict (MIN_SAVING), a
+tie (TIE_SHARE), the profiler's margin (PROFILER_MARGIN), a one-time cost judged on the window, one row each side
+of each line; and the sentence every surface quotes. No ../shared."""
+from __future__ import annotations
+
+import pytest
+
+from perfkit.analysis.step import whatif as w
+from perfkit.analysis.step.whatif import Prediction, decide, whatif
+from perfkit.trace import load_trace
+
+from tracebuilder import TraceBuilder
+
+
+def p(fix, share, *, applies=True, measure=False, decides=True, step=1_000.0):
+    return Prediction(fix, w.CAUSES[fix], applies, "assumed", predicted_step_us=step * (1 - share),
+                      saving_us=step * share, speedup=1 / (1 - share), share=share, measure=measure, decides=decides)
+
+
+def ranked(*predictions):
+    out = sorted(predictions, key=lambda q: (not q.applies, -q.share, w.FIX_NAMES.index(q.fix)))
+    return w._break_ties(out)
+
+
+@pytest.mark.parametrize("share, verdict", [(0.05, "sync-bound"), (0.0499, "")])  # MIN_SAVING
+def test_a_fix_decides_the_verdict_from_five_percent_of_a_step(share, verdict):
+    assert decide(ranked(p("remove_syncs", share), p("cuda_graphs", 0.01)))[0] == verdict
+
+
+@pytest.mark.parametrize("gap, verdict", [(0.0099, "sync-bound"), (0.0101, "launch-bound")])  # TIE_SHARE
+def test_a_tie_goes_to_the_cheaper_change(gap, verdict):
+    # remove_syncs comes before cuda_graphs in FIXES: within 1% of the step it wins though it saves less
+    assert decide(ranked(p("remove_syncs", 0.30 - gap), p("cuda_graphs", 0.30)))[0] == verdict
+
+
+def test_the_host_compute_measure_names_a_cause_but_is_never_the_prediction():
+    r = w.WhatIfResult(step_us=1_000.0, replay=None, fixes=tuple(ranked(p("host_compute", 0.6, measure=True),
+                                                                      p("remove_syncs", 0.2))),
+                       all_fixes=None, verdict="host-compute-bound", rule="", warnings=())
+    assert decide(list(r.fixes))[0] == "host-compute-bound" and r.top.fix == "remove_syncs"
+
+
+@pytest.mark.parametrize("saving, floor, decides", [
+    (0.099, 900.0, False),   # under the margin, landing within 10% of the GPU's own time: the profiler's cost
+    (0.10, 900.0, True),     # at the margin
+    (0.099, 818.0, True),    # predicted 901 us, more than 10% above the GPU floor: the host's lead is real
+])
+def test_a_host_fix_within_the_profilers_margin_of_the_gpu_does_not_decide(saving, floor, decides):
+    q = p("cuda_graphs", saving)
+    assert w._decides(q, floor, 1_000.0) is decides
+
+
+def test_gpu_side_fixes_always_decide():
+    assert w._decides(p("amp", 0.01), 1_000.0, 1_000.0) is True
+
+
+def test_a_fix_that_does_not_decide_ranks_after_those_that_do():
+    order = ranked(p("cuda_graphs", 0.08, decides=False), p("remove_syncs", 0.06))
+    assert order[0].fix == "remove_syncs" and decide(order)[0] == "sync-bound"
+
+
+def test_nothing_that_applies_decides_nothing():
+    assert decide(ranked(p("amp", 0.5, applies=False)))[0] == ""
+
+
+def load(tmp_path, b, name="t.json"):
+    return load_trace(b.write(tmp_path / name), use_cache=False)
+
+
+def sync_steps(n=3):
+    """Steps that wait 795 us for an 800 us kernel, then do 150 us of their own: without the sync, the GPU's
+    800 us are the step."""
+    b = TraceBuilder()
+    for s in range(n):
+        t0 = s * 1_000
+        b.step(s, t0, 1_000)
+        b.launch("gemm", t0 + 10, 10, t0 + 30, 800)
+        b.sync("cudaStreamSynchronize", t0 + 40, 795)
+        b.cpu_op("aten::add", t0 + 835, 150)
+    return b
+
+
+def test_each_step_gets_the_verdict_of_its_own_saving(tmp_path):
+    r = whatif(load(tmp_path, sync_steps()))
+    assert r.verdict == "sync-bound" and r.step_verdicts() == {(0, s): "sync-bound" for s in range(3)}
+    assert r.top.fix == "remove_syncs" and r.top.predicted_step_us == pytest.approx(800.0)
+
+
+def test_the_sentence_quotes_the_median_step_its_prediction_and_the_fix(tmp_path):
+    r = whatif(load(tmp_path, sync_steps()))
+    assert r.prediction_text == "1.00 -> 0.80 ms a step (1.25x) with the syncs removed"
+    j = r.prediction_json()
+    assert j["fix"] == "remove_syncs" and j["predicted_step_us"] == pytest.approx(800.0) and j["replay_error"]["worst"] == 0
+
+
+def test_a_one_time_cost_is_said_on_the_mean_step(tmp_path):
+    b = TraceBuilder()
+    for s in range(7):
+        b.step(s, s * 30_000, 30_000)
+        b.cpu_op("aten::conv2d", s * 30_000 + 10, 29_000 if s == 0 else 1_000)
+        b.launch("k", s * 30_000 + 29_500, 10, s * 30_000 + 29_520, 100)
+    r = whatif(load(tmp_path, b))
+    assert r.verdict == "" or r.top.fix == "skip_warmup"  # 28 ms of 210 ms: 13% of the window, 0% of the median
+    assert r.prediction("skip_warmup").share == pytest.approx(28_000 / 210_000)
+    assert r.prediction("skip_warmup").saving_us == pytest.approx(0.0)
+    assert r.prediction_text.startswith("mean step 30.00 -> 26.00 ms (1.15x) with the warm-up left out")
+
+
+def test_a_trace_that_cannot_be_replayed_lists_every_fix_with_why(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 1_000)
+    b.cpu_op("aten::add", 10, 900)
+    r = whatif(load(tmp_path, b))
+    assert r.verdict == "" and all(not q.applies for q in r.fixes) and r.prediction_text.startswith("no prediction")
+    assert len(r.fixes) == len(w.FIX_NAMES)
