@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import ROOT, loaded_trace, shared_traces
+from conftest import ROOT, SHARED_TRACES as SHARED, loaded_trace, shared_traces
 from perfkit.analysis.gpu_kernels import kernels
 from perfkit.cli import main
 
@@ -73,9 +73,13 @@ GEMMS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear"
 KNOWN_TYPES = ("float", "c10::Half", "c10::BFloat16", "double")
 
 
-def hand_gemm_flops(events: list) -> float:
-    gpu_ids = {e["args"]["correlation"] for e in events if str(e.get("cat", "")).lower() in
-               ("kernel", "gpu_memcpy", "gpu_memset") and "correlation" in (e.get("args") or {})}
+def hand_owners(events: list) -> dict:
+    """Per GPU event (by id()): the innermost host op around its launch call (correlation id), from the raw events."""
+    gpu = {}
+    for e in events:
+        if str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset") and \
+                "correlation" in (e.get("args") or {}):
+            gpu.setdefault(e["args"]["correlation"], []).append(e)
     ops = {}
     for e in events:
         if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator", "operator") and \
@@ -88,7 +92,7 @@ def hand_gemm_flops(events: list) -> float:
     owners = {}
     for e in events:
         if e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime") and (e.get("args") or {}).get("correlation") \
-                in gpu_ids:
+                in gpu:
             # the innermost op around the launch: of the ops that start at or before it and end at or after
             # it, the latest-starting (the shortest at a tie), found walking back from the last start <= it
             thread = ops.get((e["pid"], e["tid"]), [])
@@ -96,9 +100,14 @@ def hand_gemm_flops(events: list) -> float:
             while i > 0 and thread[i - 1]["ts"] + thread[i - 1]["dur"] < e["ts"] + e["dur"]:
                 i -= 1
             if i > 0:
-                owners[id(thread[i - 1])] = thread[i - 1]
+                for k in gpu[e["args"]["correlation"]]:
+                    owners[id(k)] = thread[i - 1]
+    return owners
+
+
+def hand_gemm_flops(events: list) -> float:
     total = 0.0
-    for o in owners.values():
+    for o in {id(o): o for o in hand_owners(events).values()}.values():
         args = o.get("args") or {}
         dims, types = args.get("Input Dims"), args.get("Input type") or []
         if o["name"] in GEMMS and dims and types and types[0] in KNOWN_TYPES:
@@ -118,3 +127,23 @@ def test_gemm_flops_match_a_count_by_hand(path):
     expected = hand_gemm_flops(events)
     got = kernels(loaded_trace(path)).totals.get("gemm_flops", 0.0)
     assert got == pytest.approx(expected, rel=1e-9)
+
+
+B200 = SHARED / "tracelens_b200_serving_eager_rank0.json.gz"
+
+
+@pytest.mark.skipif(not B200.exists(), reason="../shared/traces/public not found (absent on a fresh clone)")
+def test_a_kernel_is_classed_by_its_op_not_by_its_template_arguments():
+    """The B200 serving trace's quantize kernel, launched in vllm::moe_forward, mentions flashinfer:: in its
+    signature (the name alone read "attention"); the KV-cache write kernel is named "..._flash_kernel"."""
+    events = _events(B200)
+    owners = hand_owners(events)
+    table = kernels(loaded_trace(B200)).kernels.set_index("name")
+    for needle, op in (("quantize_with_block_size", "vllm::moe_forward"),
+                       ("reshape_and_cache_flash_kernel", "_C_cache_ops::reshape_and_cache_flash")):
+        mine = [e for e in events if e.get("cat") == "kernel" and needle in e["name"]]
+        assert {owners[id(e)]["name"] for e in mine} == {op}
+        (name,) = {e["name"] for e in mine}
+        assert table.at[name, "class"] == "elementwise"
+        assert table.at[name, "calls"] == len(mine) == 36
+        assert table.at[name, "total_us"] == pytest.approx(sum(e["dur"] for e in mine))
