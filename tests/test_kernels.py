@@ -87,7 +87,7 @@ def test_without_shapes_kernel_table_and_warning(tmp_path):
 
 def test_unknown_device_gives_no_percentages(tmp_path):
     r = kernels(_gemm_trace(tmp_path, gpu="Imaginary GPU 9000"))
-    assert any("not in perfkit's peak table" in w for w in r.warnings)
+    assert any("unknown device" in w and "--peaks" in w for w in r.warnings)
     assert r.ops["pct_of_peak"].isna().all() and r.totals["mfu"] is None
     assert r.totals["gemm_flops"] == 2 * 4096 * 4096 * 1024
     assert kernels(_gemm_trace(tmp_path, gpu="Imaginary GPU 9000"), device="H100-SXM").totals["mfu"] is not None
@@ -169,7 +169,8 @@ def test_device_table(kineto_name, key):
 def test_every_device_has_a_source_and_a_ridge():
     for d in DEVICES.values():
         assert d.source and d.mem_bw_gbs > 0
-        assert all(r > 1 for r in d.ridge.values())
+        # every ridge above one FLOP per byte, but the H800's FP64, cut to 1 TFLOPS by export rules
+        assert all(r > 1 for k, r in d.ridge.items() if not (d.key.startswith("H800") and k.endswith("fp64")))
 
 
 def test_flop_models():

@@ -87,8 +87,10 @@ def device_line(result) -> str:
     """Which peaks the percentages use: the device, its source, or why there are none."""
     d = result.device
     if d is None:
-        named = result.device_name or "the trace names no device"
-        return f"Device: {named}, not in perfkit's peak table: FLOP/s and bytes without percentages of peak."
+        if not result.device_name:
+            return "Device: the trace names none: FLOP/s and bytes without percentages of peak (pass --peaks FILE)."
+        return (f"Device: unknown device {result.device_name!r}: use --peaks FILE (perfkit validate --write-peaks "
+                "FILE measures it); FLOP/s and bytes without percentages of peak.")
     return (f"Device: {result.device_name or d.name}, peaks of {d.name} ({d.mem_bw_gbs:,.0f} GB/s; "
             f"source: {d.source}).")
 

@@ -10,7 +10,7 @@ from ...trace.steps import full_step_windows, step_rows
 from ..classify import before_window
 from ..queued import queued_gpu_us
 from .attribute import kernel_links
-from .devices import device_for, read_peaks
+from .devices import NO_DEVICE, UNKNOWN_DEVICE, device_for, read_peaks
 from .findings import build_findings
 from .flops import IMPOSSIBLE_SHAPE, MATRIX_FAMILIES
 from .opmodel import IMPOSSIBLE_RATE, capped, op_instances, op_table, peak_of, raised_roofs, shape_table
@@ -121,9 +121,7 @@ def before_window_note(early: pd.DataFrame) -> list:
 def _device_warnings(dev, name: str) -> tuple:
     if dev is not None:
         return ()
-    what = f"device {name!r} is not in perfkit's peak table" if name else "the trace names no device"
-    return (f"{what}: FLOPs and bytes are shown without percentages of peak; pass --device (one of "
-            "perfkit.analysis.gpu_kernels.devices.DEVICES) to compare against a known GPU",)
+    return (UNKNOWN_DEVICE.format(name=name) if name else NO_DEVICE,)
 
 
 def busy_us(links: pd.DataFrame) -> float:

@@ -46,6 +46,7 @@ MATRIX_CLASSES = ("gemm", "conv", "attention")
 
 _RULES = (  # (class, pattern), first match wins; matched case-insensitively (see ``name_class``)
     ("comm", COMM_KERNEL.pattern),  # one definition of a collective: perfkit.analysis.classify
+    ("triton", r"^triton_(poi|red|per)_"),  # Inductor names its kernels for the ops they fused ("..._attention_...")
     ("elementwise", r"reshape_and_cache|quantiz"),  # KV-cache writes and (de)quantization, named "flash"/"attn"
     ("attention", r"flash|fmha|attn_fwd|attn_bwd|attention|_sdpa|mha_fwd|mha_bwd"),
     ("conv", r"conv|fprop|dgrad|wgrad|implicit_gemm|winograd|scudnn|xmma_(fprop|dgrad|wgrad)|fft\dd_|\d{3,5}cudnn"),
@@ -93,9 +94,12 @@ TORCH_TYPES = {
 
 # Op names -> class, first match wins, for the kernels an op launches (module doc). "conv" not "convert".
 _OP_RULES = (
+    ("triton", r"^triton_(poi|red|per)_"),  # Inductor's ops are named for what they fused ("..._attention_cat_...")
     ("attention", r"attention|sdpa|flash_attn|_fmha|paged_attention"),
     ("conv", r"conv(?!ert)|cudnn_convolution|miopen_convolution"),
-    ("gemm", r"::(mm|addmm|_addmm_activation|bmm|baddbmm|matmul|linear|_scaled_mm|gemm\w*|\w*_gemm\w*)$"),
+    ("gemm", r"::(mm|addmm|_addmm_activation|bmm|baddbmm|matmul|linear|_scaled_mm|gemm\w*|\w*_gemm\w*|"
+             r"_grouped_mm|_scaled_grouped_mm|cutlass_scaled_mm)$"),
+    ("reduction", r"::(linalg_vector_norm|linalg_norm|norm|frobenius_norm|_foreach_norm)$"),  # to a scalar or a row
     ("norm", r"norm"),
     ("reduction", r"::(sum|mean|amax|amin|max|min|argmax|argmin|softmax|_softmax|log_softmax|_log_softmax|topk|"
                   r"cumsum|sort|var|std|prod)$"),

@@ -41,6 +41,7 @@ LINK_SHARE = 0.25
 LINK_GBS = {
     "V100-SXM2": ("NVLink 2", 150.0), "A100-40GB": ("NVLink 3", 300.0), "A100-80GB": ("NVLink 3", 300.0),
     "H100-SXM": ("NVLink 4", 450.0), "H200": ("NVLink 4", 450.0), "GH200": ("NVLink 4", 450.0),
+    "H800": ("NVLink 4 (H800: 400 GB/s both ways)", 200.0),
     "B200": ("NVLink 5", 900.0), "MI300X": ("Infinity Fabric", 448.0),
 }
 # c10 ScalarType names as Kineto writes them -> bytes per element.
