@@ -183,3 +183,24 @@ def test_flop_models():
                   ["", "", "", "0.", "True", "False", ""])
     assert a.flops == 4 * 2 * 8 * 128 * 128 * 64 / 2 and a.dtype == "bf16"
     assert isinstance(conv("aten::cudnn_convolution", [[8, 3, 9, 9], [4, 3, 3, 3]], ["float"] * 2, []), str)
+
+
+@pytest.mark.parametrize("op, dims, types, flops", [
+    # a MoE's grouped GEMM: 4,096 routed tokens by 8 experts' [1024, 512] weights
+    ("aten::_grouped_mm", [[4096, 1024], [8, 1024, 512], [8], [], []],
+     ["c10::BFloat16", "c10::BFloat16", "int", "", ""], 2.0 * 4096 * 1024 * 512),
+    ("aten::_scaled_grouped_mm", [[4096, 1024], [8, 1024, 512], [4096], [8, 512], [8], [], [], [], []],
+     ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "float", "float", "int", "", "", "", "Scalar"],
+     2.0 * 4096 * 1024 * 512),
+    ("aten::_scaled_mm", [[888, 4096], [4096, 2048], [], [], [], [], [], []],
+     ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "float", "float", "", "", "Scalar", "Scalar"], 2.0 * 888 * 4096 * 2048),
+])
+def test_grouped_and_fp8_gemms_are_modeled_where_their_shapes_are_recorded(tmp_path, op, dims, types, flops):
+    b = TraceBuilder(gpu_name="NVIDIA H800")
+    b.step(1, ts=0, dur=1000)
+    _op(b, op, 10, 100, dims, types)
+    b.launch("sm90_xmma_gemm_e4m3e4m3_bf16f32_f32_tn_n_tilesize128x128x64", ts=20, dur=5, gpu_ts=100, gpu_dur=50)
+    r = kernels(load_trace(b.write(tmp_path / "t.json")))
+    (row,) = r.instances.to_dict("records")
+    assert row["modeled"] and row["family"] == "gemm" and row["flops"] == flops
+    assert r.device.key == "H800" and r.ops.iloc[0]["pct_of_peak"] > 0
