@@ -6,8 +6,7 @@ import pandas as pd
 
 from ...trace.intervals import length, union
 from ...trace.loader.shapes import op_shapes
-from ...trace.steps import full_step_windows, step_rows
-from ..classify import before_window
+from ...trace.steps import before_window_events, full_step_windows, step_rows
 from ..queued import queued_gpu_us
 from .attribute import kernel_links
 from .devices import NO_DEVICE, UNKNOWN_DEVICE, device_for, read_peaks
@@ -40,7 +39,7 @@ def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = T
         return KernelsResult.empty(dev, dev_name, (NO_GPU, *trace.warnings))
     warnings = list(trace.warnings) + list(_device_warnings(dev, dev_name))
     links = kernel_links(trace)
-    early = before_window(links, links["launched"].to_numpy())
+    early = links["gpu_index"].isin(before_window_events(trace)).to_numpy()
     warnings += before_window_note(links[early])
     before = {"before_window_events": int(early.sum()), "before_window_us": float(links["dur_us"][early].sum())}
     links = links[~early]
@@ -110,7 +109,7 @@ def impossible_note(instances: pd.DataFrame) -> list:
 
 
 def before_window_note(early: pd.DataFrame) -> list:
-    """One line on the GPU work launched before the window (``classify.before_window``), left out here."""
+    """One line on the GPU work launched before the window (``trace.steps.before_window``), left out here."""
     if early.empty:
         return []
     return [f"{len(early):,} GPU events ({early['dur_us'].sum() / 1e3:,.2f} ms) were launched before the profiler's "
