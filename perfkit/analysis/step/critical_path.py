@@ -251,7 +251,10 @@ def _gpu_step(tl, row: int, t: float, floor: float, segs: list):
 
 
 def _to_gpu(tl, row: int, t: float, floor: float, segs: list, lane: int):
-    """Continue inside GPU event ``row`` from ``t``; the gap between its end and ``t`` is idle."""
+    """Continue inside GPU event ``row`` from ``t``; the gap between its end and ``t`` is idle. Work launched
+    before the profiler's window is no step's (``trace.steps.before_window``): the path starts at ``t``."""
+    if tl.gpu["early"][row]:
+        return None
     t_gpu = min(tl.gpu["end"][row], t)
     _emit(segs, "idle", max(t_gpu, floor), t, lane_name(lane), -1)
     return ("gpu", row, t_gpu) if t_gpu > floor else None
@@ -263,7 +266,7 @@ def _other_stream(tl, row: int, ready: float) -> int:
     k = np.searchsorted(tl.by_end, g["start"][row] + CLOCK_SLACK_US, side="right") - 1
     while k >= 0 and tl.by_end[k] > ready:
         cand = int(tl.by_end_rows[k])
-        if g["lane"][cand] != g["lane"][row] and g["start"][cand] < g["start"][row]:
+        if g["lane"][cand] != g["lane"][row] and g["start"][cand] < g["start"][row] and not g["early"][cand]:
             return cand
         if g["lane"][cand] == g["lane"][row] and cand != row:
             return -1  # the stream's own work ended later: stream order explains the wait
@@ -341,7 +344,7 @@ def _waited_for(tl, lane: int, call_start: float, t: float) -> int:
     ends, rows = tl.lane_by_end.get(lane, (tl.by_end, tl.by_end_rows)) if lane >= 0 else (tl.by_end, tl.by_end_rows)
     k = int(np.searchsorted(ends, t + CLOCK_SLACK_US, side="right")) - 1
     while k >= 0 and ends[k] > call_start:
-        if tl.gpu["start"][rows[k]] < t:
+        if tl.gpu["start"][rows[k]] < t and not tl.gpu["early"][rows[k]]:
             return int(rows[k])
         k -= 1
     return -1
@@ -389,7 +392,14 @@ def _warnings(trace, timelines: dict) -> tuple:
     if not trace.has_gpu_events:
         out.append("no GPU events: the critical path is the main thread's host time; re-profile with "
                    "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
-    orphans = sum(t.unlaunched for t in timelines.values())
+    early = [t.gpu["early"] for t in timelines.values()]
+    orphans = sum(t.unlaunched for t in timelines.values()) - sum(int(e.sum()) for e in early)
+    if any(e.any() for e in early):
+        spans = [(t.gpu["end"] - t.gpu["start"])[t.gpu["early"]].sum() for t in timelines.values()]
+        out.append(f"{sum(int(e.sum()) for e in early):,} GPU events ({sum(spans) / 1e3:,.2f} ms) were launched before "
+                   "the profiler's window (the previous step's tail, which perfkit gpu-kernels leaves out too): the "
+                   "path does not run through them, so a step whose first work queued behind them starts its path "
+                   "there")
     if orphans:
         out.append(f"{orphans:,} GPU events have no launch call in the trace: a path reaching one starts there")
     if not (trace.events["cat"] == "cuda_sync").any() and trace.has_gpu_events:

@@ -22,6 +22,7 @@ from ...trace import intervals
 from ...trace.intervals import Coverage
 from ...trace.names import contains, starts_with
 from ...trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from ...trace.steps import before_window_events
 from ...trace.threads import event_threads, thread_codes
 from ..classify import is_comm
 from ..host_ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, host_events
@@ -79,7 +80,7 @@ WAIT_FRAMES = ("run_backward",)
 GPU_KERNEL, GPU_COPY, GPU_COMM = 0, 1, 2
 
 GPU_COLUMNS = ["start", "end", "lane", "kind", "label", "prev", "launch_thread", "launch_start", "launch_end",
-               "launch_blocks"]
+               "launch_blocks", "early"]
 
 
 def rank_timelines(trace) -> dict:
@@ -186,7 +187,8 @@ def _without_waits(lanes: dict, main: int, work: pd.DataFrame) -> HostLane:
 
 def _gpu_table(trace, links: pd.DataFrame, blocking: pd.Index) -> pd.DataFrame:
     """GPU events with their lane code, kind (0 kernel, 1 memcpy/memset) and launch call
-    (``launch_blocks``: the launch call is itself a blocking call, e.g. a copy from pageable memory)."""
+    (``launch_blocks``: the launch call is itself a blocking call, e.g. a copy from pageable memory); ``early``:
+    launched before the profiler's window, the previous step's tail (``trace.steps.before_window``)."""
     gpu = trace.gpu_events()
     lane = _lane_codes(gpu)
     launch = links[links["gpu_cat"].isin(GPU_CATEGORIES)].drop_duplicates("gpu_index").set_index("gpu_index")
@@ -199,7 +201,8 @@ def _gpu_table(trace, links: pd.DataFrame, blocking: pd.Index) -> pd.DataFrame:
         "label": gpu.index.to_numpy(), "launch_thread": launch_thread.reindex(gpu.index, fill_value=-1).to_numpy(),
         "launch_start": launch["launch_ts_us"].to_numpy(),
         "launch_end": (launch["launch_ts_us"] + launch["launch_dur_us"]).to_numpy(),
-        "launch_blocks": launch["cpu_index"].isin(blocking).to_numpy()})
+        "launch_blocks": launch["cpu_index"].isin(blocking).to_numpy(),
+        "early": gpu.index.isin(before_window_events(trace))})
     return frame.sort_values(["rank", "lane", "start", "end"], kind="stable").reset_index(drop=True)
 
 
