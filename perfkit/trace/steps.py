@@ -13,7 +13,9 @@ Fallbacks, in order, for traces recorded without a profiler schedule:
 GPU work belongs to the step that launched it. Work launched before the profiler's window (``before_window``:
 no launch call in the trace, ahead of the first launched work on its GPU) is the previous step's tail, which
 no step counts as its own: ``perfkit gpu-kernels`` leaves it out of every figure and the critical path does
-not run through it (``before_window_events``).
+not run through it (``before_window_events``). ``launch_windows`` gives each GPU event the window of the step
+that launched it (a DDP rank whose GPU runs a step behind its host runs the last step's all-reduces after that
+step's window has closed: they are still that step's).
 """
 from __future__ import annotations
 
@@ -261,3 +263,18 @@ def _before_window_events(trace) -> pd.Index:
     gpu = trace.gpu_events()
     launched = gpu.index.isin(trace.launches(GPU_CATEGORIES)["gpu_index"].to_numpy())
     return gpu.index[before_window(gpu, launched)]
+
+
+def launch_windows(trace, windows: pd.DataFrame, gpu: pd.DataFrame) -> np.ndarray:
+    """Row label of ``windows`` (``step_windows``) that each GPU event of ``gpu`` (rows of ``trace.events``) belongs
+    to: the window of the step whose host launched it (its launch call's rank and step), wherever it ran on the
+    GPU's timeline; an event with no launch call in the trace, the window holding its start; -1 for work launched
+    before the profiler's window (:func:`before_window_events`) and outside every window."""
+    out = window_index(windows, gpu["ts_us"], gpu["rank"])
+    links = trace.launches(GPU_CATEGORIES).drop_duplicates("gpu_index").set_index("gpu_index")["cpu_index"]
+    cpu = links.reindex(gpu.index)
+    launched = cpu.notna().to_numpy()
+    if launched.any():
+        out[launched] = step_rows(windows, trace.events.loc[cpu[launched].astype(np.int64), ["rank", "step"]])
+    out[gpu.index.isin(before_window_events(trace))] = -1
+    return out

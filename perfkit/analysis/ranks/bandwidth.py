@@ -54,6 +54,7 @@ _KINDS = (  # (normalized recorded name, kind, bytes from "in"/"out", bus factor
     ("allgather", "all-gather", "out", lambda n: (n - 1) / n),
     ("reducescatter", "reduce-scatter", "in", lambda n: (n - 1) / n),
     ("alltoall", "all-to-all", "in", lambda n: (n - 1) / n),
+    ("alltoallv", "all-to-all", "in", lambda n: (n - 1) / n),  # all_to_all_single with split sizes (MoE dispatch)
     ("broadcast", "broadcast", "in", lambda n: 1.0), ("reduce", "reduce", "in", lambda n: 1.0),
     ("send", "send", "in", lambda n: 1.0), ("recv", "recv", "out", lambda n: 1.0),
     ("gather", "gather", "out", lambda n: (n - 1) / n), ("scatter", "scatter", "in", lambda n: (n - 1) / n),

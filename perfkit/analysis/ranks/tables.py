@@ -10,7 +10,9 @@
 * ``comm_us``: union of communication kernels (NCCL, and RCCL on ROCm: kernel names containing
   "nccl" or "rccl"); ``compute_us``: union of the other kernels (memcpy/memset are neither);
   ``overlap_us``: time both run at once (comm + compute - their union);
-* one row per communication kernel (``collectives``): its step, name, ``occurrence`` (0 for the
+* one row per communication kernel (``collectives``): its step (the step that launched it, wherever it ran on
+  the GPU's timeline: ``trace.steps.launch_windows``; a DDP rank whose GPU runs behind its host runs the last
+  step's all-reduces after that step's window), name, ``occurrence`` (0 for the
   first kernel of that name in the step, 1 for the second...), ``ts_us``, ``dur_us`` and what it moved
   (``bandwidth.MESSAGE_COLUMNS``: collective, algorithm, dtype, group size, bytes). Ranks are
   matched on (step, name, occurrence) by ``perfkit.analysis.ranks.collectives``.
@@ -25,7 +27,7 @@ import pandas as pd
 from ...errors import ParameterError, TraceError
 from ...trace import Trace, load_trace
 from ...trace.intervals import window_cover
-from ...trace.steps import step_windows, window_index
+from ...trace.steps import launch_windows, step_windows
 from ..classify import is_comm
 from ..step.cpu_bound import step_table
 from .bandwidth import MESSAGE_COLUMNS, kernel_messages
@@ -85,7 +87,7 @@ def claimed_rank(distributed: dict) -> int | None:
 
 
 def _collectives(trace: Trace, comm: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    row = window_index(windows, comm["ts_us"], comm["rank"])
+    row = launch_windows(trace, windows, comm)
     inside = row >= 0
     comm = comm[inside]
     messages = kernel_messages(trace, comm) if len(comm) else pd.DataFrame(columns=MESSAGE_COLUMNS)

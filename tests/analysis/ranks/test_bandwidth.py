@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 
 from conftest import shared_trace
+from rankjobs import read
 from perfkit.analysis.ranks import bandwidth as bw
 from perfkit.analysis.ranks.combine import ranks
+from perfkit.analysis.ranks.tables import reduce_file
 from perfkit.cli import main
 from tracebuilder import TraceBuilder
 
@@ -23,6 +25,7 @@ NELEMS = 16 << 20  # 64 MiB of float
     ("allreduce", "all-reduce", "in", 1.5), ("allreduce_coalesced", "all-reduce", "in", 1.5),
     ("_allgather_base", "all-gather", "out", 0.75), ("all_gather_into_tensor_coalesced", "all-gather", "out", 0.75),
     ("_reduce_scatter_base", "reduce-scatter", "in", 0.75), ("reduce_scatter_tensor", "reduce-scatter", "in", 0.75),
+    ("all_to_allv", "all-to-all", "in", 0.75), ("all_to_all", "all-to-all", "in", 0.75),
     ("all_to_all", "all-to-all", "in", 0.75), ("broadcast", "broadcast", "in", 1.0), ("send", "send", "in", 1.0),
 ])
 def test_collective_kinds_follow_nccl_tests(recorded, kind, side, factor_of_4):
@@ -154,3 +157,52 @@ def test_the_report_names_the_largest_collective_and_whether_its_figure_is_a_flo
            "rank's arrival" in text
     one = ranks_text(ranks([tmp_path / "rank0.json"], workers=1, use_cache=False))
     assert "22.4 GB/s bus bandwidth over 3.00 ms (one rank's kernel, which includes its wait" in one
+
+
+SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def test_a_moe_all_to_allv_is_a_collective(tmp_path):
+    """A 2-rank MoE dispatch: 12 all_to_allv per step, 2,048 float elements (8,192 bytes) each rank, on NCCL's
+    SendRecv kernel; the sizes on the record_param_comms op around each launch."""
+    for rank in range(2):
+        b = TraceBuilder(rank=rank)
+        b.step(0, 0, 20_000)
+        for i in range(12):
+            op = b.cpu_op("record_param_comms", 100 + 1000 * i, 50)
+            op["args"].update({"Collective name": "all_to_allv", "In msg nelems": 2048, "Out msg nelems": 2048,
+                               "Group size": 2, "dtype": "Float"})
+            b.launch(SENDRECV, 110 + 1000 * i, 10, gpu_ts=500 + 1000 * i + 30 * rank, gpu_dur=100 - 30 * rank)
+        b.write(tmp_path / f"rank{rank}.json")
+    table = ranks(tmp_path, workers=1, use_cache=False).bandwidth
+    assert len(table) == 12 and set(table["collective"]) == {"all-to-all"} and set(table["bytes"]) == {8192}
+    assert set(table["transfer_us"]) == {70.0} and set(table["wait_us"]) == {30.0}  # rank 1 arrives 30 us late
+
+
+DDP = "tracelens_mi300x_resnet_ddp_actckpt_bf16_rank0.json.gz"
+DTYPE_BYTES = {"Float": 4, "BFloat16": 2, "Half": 2, "Int": 4, "Long": 8}
+
+
+def test_a_ddp_ranks_collectives_belong_to_the_step_that_launched_them():
+    """MI300X ResNet DDP rank 0: its GPU runs a step behind its host, so the all-reduces of the last step run after
+    that step's window and the first window holds the previous step's tail (no launch in the trace). By hand from
+    the raw events: each RCCL kernel's launch (correlation), the ProfilerStep# around the launch, the size from the
+    record_param_comms op around it (In msg nelems x dtype size). By time, 9 of them were counted (5 the previous
+    step's tail, and step 15's labelled 16 and 17) and the 8 of steps 16-17 were missing."""
+    events = read(shared_trace(DDP))["traceEvents"]
+    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime"
+                and "correlation" in (e.get("args") or {})}
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"]
+    comms = [e for e in events if e.get("name") == "record_param_comms" and e.get("ph") == "X"]
+
+    def around(spans, call, thread=True):  # the span holding the call (on its thread: an op; a step, any thread)
+        return [s for s in spans if (s["tid"] == call["tid"] or not thread) and s["ts"] <= call["ts"] <= s["ts"] + s["dur"]]
+
+    expected = []
+    for k in events:
+        if k.get("cat") == "kernel" and "nccl" in k["name"].lower() and k["args"].get("correlation") in launches:
+            call = launches[k["args"]["correlation"]]
+            (step,), (op,) = around(steps, call, thread=False), around(comms, call)
+            expected.append((int(step["name"].split("#")[1]), op["args"]["In msg nelems"] * DTYPE_BYTES[op["args"]["dtype"]]))
+    table = reduce_file(shared_trace(DDP)).collectives
+    assert len(expected) == 12 and sorted(zip(table["step"], table["bytes"])) == sorted(expected)
