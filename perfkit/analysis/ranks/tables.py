@@ -7,6 +7,8 @@
 * the ``cpu_bound`` split, same numbers (``cpu_bound.step_table``): ``wall_us``, ``gpu_busy_us``
   (union of kernels, memcpys and memsets), ``dataloader_us``, ``sync_us`` (host blocked in syncs
   outside data loading), ``host_other_us``;
+* ``first_launch_us``: how long the step's first kernel launch call took (a first use's lazy module loading
+  shows here);
 * ``comm_us``: union of communication kernels (NCCL, and RCCL on ROCm: kernel names containing
   "nccl" or "rccl"); ``compute_us``: union of the other kernels (memcpy/memset are neither);
   ``overlap_us``: time both run at once (comm + compute - their union);
@@ -27,13 +29,13 @@ import pandas as pd
 from ...errors import ParameterError, TraceError
 from ...trace import Trace, load_trace
 from ...trace.intervals import window_cover
-from ...trace.steps import launch_windows, step_windows
+from ...trace.steps import launch_windows, step_rows, step_windows
 from ..classify import is_comm
 from ..step.cpu_bound import step_table
 from .bandwidth import MESSAGE_COLUMNS, kernel_messages
 
 STEP_COLUMNS = ["step", "start_us", "end_us", "wall_us", "gpu_busy_us", "compute_us", "comm_us", "overlap_us",
-                "dataloader_us", "sync_us", "host_other_us", "kernels"]
+                "dataloader_us", "sync_us", "host_other_us", "kernels", "first_launch_us"]
 COLLECTIVE_COLUMNS = ["step", "name", "occurrence", "ts_us", "dur_us", *MESSAGE_COLUMNS]
 
 
@@ -72,10 +74,23 @@ def reduce_trace(trace: Trace) -> RankTables:
     steps["comm_us"] = window_cover(kernels[comm], windows)
     steps["compute_us"] = window_cover(kernels[~comm], windows)
     steps["overlap_us"] = np.maximum(steps["comm_us"] + steps["compute_us"] - window_cover(kernels, windows), 0.0)
+    steps["first_launch_us"] = first_launches(trace, windows)
     meta = trace.files[0]
     return RankTables(path=meta.path, claimed_rank=claimed_rank(meta.distributed), device=_device(trace),
                       steps=steps[STEP_COLUMNS], collectives=_collectives(trace, kernels[comm], windows),
                       warnings=trace.warnings)
+
+
+def first_launches(trace: Trace, windows: pd.DataFrame) -> np.ndarray:
+    """Per window: the duration (us) of its first kernel launch call, 0 where it launched none."""
+    links = trace.launches(("kernel",)).drop_duplicates("cpu_index")
+    out = np.zeros(len(windows))
+    if links.empty:
+        return out
+    row = step_rows(windows, trace.events.loc[links["cpu_index"].to_numpy(), ["rank", "step"]])
+    first = links.assign(row=row)[row >= 0].sort_values("launch_ts_us", kind="stable").drop_duplicates("row")
+    out[windows.index.get_indexer(first["row"])] = first["launch_dur_us"].to_numpy(dtype=np.float64)
+    return out
 
 
 def claimed_rank(distributed: dict) -> int | None:
