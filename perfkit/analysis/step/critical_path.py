@@ -251,8 +251,7 @@ def _gpu_step(tl, row: int, t: float, floor: float, segs: list):
 
 
 def _to_gpu(tl, row: int, t: float, floor: float, segs: list, lane: int):
-    """Continue inside GPU event ``row`` from ``t``; the gap between its end and ``t`` is idle. Work launched
-    before the profiler's window is no step's (``trace.steps.before_window``): the path starts at ``t``."""
+    """Continue inside GPU event ``row`` from ``t`` (idle after its end); work from before the window ends the path."""
     if tl.gpu["early"][row]:
         return None
     t_gpu = min(tl.gpu["end"][row], t)
@@ -376,7 +375,6 @@ def _emit_host(segs: list, lane, a: float, b: float, name: str) -> None:
     segs.extend(zip(kinds, starts[kept].tolist(), ends[kept].tolist(), repeat(name), repeat(-1)))
 
 
-
 def _step_row(win, segs: list) -> list:
     by_kind = dict.fromkeys(KINDS, 0.0)
     for kind, start, end, _, _ in segs:
@@ -392,16 +390,10 @@ def _warnings(trace, timelines: dict) -> tuple:
     if not trace.has_gpu_events:
         out.append("no GPU events: the critical path is the main thread's host time; re-profile with "
                    "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
-    early = [t.gpu["early"] for t in timelines.values()]
-    orphans = sum(t.unlaunched for t in timelines.values()) - sum(int(e.sum()) for e in early)
-    if any(e.any() for e in early):
-        spans = [(t.gpu["end"] - t.gpu["start"])[t.gpu["early"]].sum() for t in timelines.values()]
-        out.append(f"{sum(int(e.sum()) for e in early):,} GPU events ({sum(spans) / 1e3:,.2f} ms) were launched before "
-                   "the profiler's window (the previous step's tail, which perfkit gpu-kernels leaves out too): the "
-                   "path does not run through them, so a step whose first work queued behind them starts its path "
-                   "there")
+    orphans = sum(t.unlaunched for t in timelines.values())
     if orphans:
-        out.append(f"{orphans:,} GPU events have no launch call in the trace: a path reaching one starts there")
+        out.append(f"{orphans:,} GPU events have no launch call in the trace: a path reaching one starts there (those "
+                   "launched before the profiler's window, the previous step's tail, are never on it, as in gpu-kernels)")
     if not (trace.events["cat"] == "cuda_sync").any() and trace.has_gpu_events:
         out.append("no cuda_sync events: blocking calls are matched to the GPU work that ended inside them by time "
                    "only (torch >= 2.1 records them)")
