@@ -393,7 +393,7 @@ def _warnings(trace, timelines: dict) -> tuple:
     orphans = sum(t.unlaunched for t in timelines.values())
     if orphans:
         out.append(f"{orphans:,} GPU events have no launch call in the trace: a path reaching one starts there (those "
-                   "launched before the profiler's window, the previous step's tail, are never on it, as in gpu-kernels)")
+                   "launched before the profiler's window, the previous step's tail, are never on it: gpu-kernels' rule)")
     if not (trace.events["cat"] == "cuda_sync").any() and trace.has_gpu_events:
         out.append("no cuda_sync events: blocking calls are matched to the GPU work that ended inside them by time "
                    "only (torch >= 2.1 records them)")
