@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from conftest import ROOT, SHARED_TRACES as SHARED, loaded_trace, shared_traces
+from rawcount import union_length
 from perfkit.analysis.gpu_kernels import kernels
 from perfkit.cli import main
 
@@ -286,3 +287,34 @@ def test_a_mixed_type_op_writes_the_promoted_type():
     trace = loaded_trace(path)
     got = kernels(trace).instances.set_index("label").loc[_labels_of(trace, ops), "bytes"]
     assert set(got) == {2 * 256 * 4096 + 4 * 256 + 4 * 256 * 4096}
+
+
+def test_the_gpu_timeline_split_matches_a_count_by_hand():
+    """MI300X ResNet DDP rank 0, by hand from the raw events over its ProfilerStep# windows: computation (kernels but
+    RCCL's), exposed communication, exposed copies and idle; work with no launch before the first launched one left out."""
+    path = SHARED / "tracelens_mi300x_resnet_ddp_actckpt_bf16_rank0.json.gz"
+    if not path.exists():
+        pytest.skip("../shared/traces/public not found (absent on a fresh clone)")
+    events = _events(path)
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
+             and e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
+    launched = {e["args"]["correlation"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                and "correlation" in (e.get("args") or {})}
+    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    first = min(e["ts"] for e in gpu if e["args"].get("correlation") in launched)
+    gpu = [e for e in gpu if e["args"].get("correlation") in launched or e["ts"] >= first]
+    comm = [e for e in gpu if e["cat"] == "kernel" and "nccl" in e["name"].lower()]
+    compute = [e for e in gpu if e["cat"] == "kernel" and e not in comm]
+
+    def cover(group):
+        return sum(union_length([(max(e["ts"], a), min(e["ts"] + e["dur"], b)) for e in group
+                                 if e["ts"] < b and e["ts"] + e["dur"] > a]) for a, b in steps)
+
+    total = sum(b - a for a, b in steps)
+    t = kernels(loaded_trace(path)).timeline
+    assert len(steps) == 3 and t["total_us"] == pytest.approx(total)
+    assert t["computation_us"] == pytest.approx(cover(compute))
+    assert t["exposed_comm_us"] == pytest.approx(cover(compute + comm) - cover(compute))
+    assert t["exposed_memcpy_us"] == pytest.approx(cover(gpu) - cover(compute + comm))
+    assert t["idle_us"] == pytest.approx(total - cover(gpu))
+    assert t["exposed_comm_us"] > 0.2 * total  # a quarter of the steps: RCCL all-reduces with no compute beside

@@ -14,6 +14,7 @@ from .findings import build_findings
 from .flops import IMPOSSIBLE_SHAPE, MATRIX_FAMILIES
 from .opmodel import IMPOSSIBLE_RATE, capped, op_instances, op_table, peak_of, raised_roofs, shape_table
 from .result import KERNEL_COLUMNS, KernelsResult
+from .time_split import gpu_timeline
 
 NO_GPU = ("no GPU activity: the trace has no kernels, copies or memsets, so there is no GPU time to break down; "
           "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU run")
@@ -59,7 +60,7 @@ def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = T
     totals.update(before)
     warnings += window_note
     return KernelsResult(device=dev, device_name=dev_name, kernels=table, ops=ops, shapes=shapes_table,
-                         instances=instances,
+                         instances=instances, timeline=gpu_timeline(trace, links),
                          totals=totals, findings=tuple(build_findings(table, instances, dev, busy)),
                          warnings=tuple(warnings), has_gpu=True)
 

@@ -7,7 +7,7 @@ def format_kernels(result, path, top: int = 15) -> str:
     if not result.has_gpu:
         return f"{path}: " + " ".join(result.warnings) + "\n"
     t = result.totals
-    lines = [_device_line(result), _totals_line(t), "",
+    lines = [_device_line(result), _totals_line(t), *_timeline_lines(result.timeline), "",
              f"{'ms':>10}{'share':>7}{'calls':>8}  {'class':<12}{'TC':<4}{'dtype':<6}kernel"]
     for k in result.top(top).to_dict("records"):
         tc = {True: "yes", False: "no"}.get(k["tensor_core"], "?")
@@ -39,6 +39,16 @@ def _shape_lines(shapes, top: int) -> list[str]:
                      f"{_num(r['pct_of_peak'], 1):>8}  {r['bound'] if isinstance(r['bound'], str) else '-':<12}"
                      f"{r['op']:<28}{r['shape'][:80]}")
     return lines
+
+
+def _timeline_lines(tl: dict) -> list[str]:
+    """The steps' GPU time split four ways on one line (``time_split.gpu_timeline``), none without steps."""
+    if not tl:
+        return []
+    parts = ", ".join(f"{name} {100 * tl[key + '_share']:.1f}%" for name, key in (
+        ("computation", "computation"), ("exposed communication", "exposed_comm"), ("exposed copies", "exposed_memcpy"),
+        ("idle", "idle")))
+    return [f"GPU timeline over {tl['total_us'] / 1e3:,.1f} ms of steps: {parts}"]
 
 
 def _device_line(result) -> str:
