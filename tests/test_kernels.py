@@ -7,7 +7,8 @@ from perfkit import load_trace
 from perfkit.analysis.gpu_kernels import gpu_bound_findings, kernels
 from perfkit.analysis.gpu_kernels.kernel_classes import kernel_class, name_dtype, tensor_core
 from perfkit.analysis.gpu_kernels.devices import DEVICES, find_device
-from perfkit.analysis.gpu_kernels.flops import attention, conv, gemm, parse_args
+from perfkit.analysis.gpu_kernels.args import parse_args
+from perfkit.analysis.gpu_kernels.flops import attention, conv, gemm
 from perfkit.cli import main
 from perfkit.errors import ParameterError
 from tracebuilder import TraceBuilder

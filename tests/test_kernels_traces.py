@@ -42,6 +42,9 @@ def test_runs_on_every_trace(path, capsys):
     cached = [r for r in doc["shapes"] if r["bound"] == "memory (L2)"]
     assert not cached or any("fit in the GPU's L2" in w for w in doc["warnings"])
     assert doc["totals"]["mfu"] is None or 0 <= doc["totals"]["mfu"] <= 1
+    # a finding prints values: no recorded JSON (Input Dims spread over lines by some exporters) in its evidence
+    for f in doc["findings"]:
+        assert not any(isinstance(v, str) and ("\n" in v or v.startswith("[[")) for v in f["evidence"].values()), f
 
 
 if not TRACES:
@@ -318,3 +321,14 @@ def test_the_gpu_timeline_split_matches_a_count_by_hand():
     assert t["exposed_memcpy_us"] == pytest.approx(cover(gpu) - cover(compute + comm))
     assert t["idle_us"] == pytest.approx(total - cover(gpu))
     assert t["exposed_comm_us"] > 0.2 * total  # a quarter of the steps: RCCL all-reduces with no compute beside
+
+
+
+def test_the_unfused_attention_finding_names_the_scores_shape_as_a_value():
+    """TimeSformer's Input Dims are pretty-printed over many lines; the finding gives the shape, 8x12x3137x3137."""
+    path = SHARED / "tracelens_h100_timesformer_infer_bf16.json.gz"
+    if not path.exists():
+        pytest.skip("../shared/traces/public not found (absent on a fresh clone)")
+    (found,) = [f for f in kernels(loaded_trace(path)).findings if "unfused" in f.title]
+    softmax = [o for o in owned(path, "aten::_softmax") if o["args"]["Input Dims"][0][-1] == 3137]
+    assert found.evidence["scores_shape"] == "x".join(map(str, softmax[0]["args"]["Input Dims"][0])) == "8x12x3137x3137"

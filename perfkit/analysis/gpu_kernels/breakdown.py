@@ -11,7 +11,8 @@ from ..queued import queued_gpu_us
 from .attribute import kernel_links
 from .devices import NO_DEVICE, UNKNOWN_DEVICE, device_for, read_peaks
 from .findings import build_findings
-from .flops import IMPOSSIBLE_SHAPE, MATRIX_FAMILIES
+from .args import IMPOSSIBLE_SHAPE
+from .flops import MATRIX_FAMILIES
 from .opmodel import IMPOSSIBLE_RATE, capped, op_instances, op_table, peak_of, raised_roofs, shape_table
 from .result import KERNEL_COLUMNS, KernelsResult
 from .time_split import gpu_timeline

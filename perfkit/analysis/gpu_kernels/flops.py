@@ -27,11 +27,8 @@ from __future__ import annotations
 
 import math
 
-from .args import IMPOSSIBLE_SHAPE, MAX_ELEMENTS, Impossible, Model, ints, loads, parse_args, shaped
+from .args import IMPOSSIBLE_SHAPE, Impossible, Model, ints, loads, shaped
 from .bytes_moved import BYTE_FAMILIES, TRITON_PREFIXES, memory_bound, triton
-
-__all__ = ["IMPOSSIBLE_SHAPE", "MAX_ELEMENTS", "Model", "parse_args", "model", "op_family", "gemm", "gemm_mnk", "conv",
-           "conv_backward", "attention", "grouped_gemm"]
 
 GEMM_OPS = {  # op -> (index of A, index of B, index of a bias input or None, layout, index of the output or None)
     "aten::mm": (0, 1, None, "mk,kn", None), "aten::addmm": (1, 2, 0, "mk,kn", None),

@@ -13,10 +13,10 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from .args import compact
+from .args import Model, compact, parse_args
 from .kernel_classes import torch_dtype
 from .devices import DEVICES
-from .flops import GEMM_OPS, MATRIX_FAMILIES, Model, gemm_mnk, model, op_family, parse_args
+from .flops import GEMM_OPS, MATRIX_FAMILIES, gemm_mnk, model, op_family
 
 INSTANCE_COLUMNS = ["label", "op", "family", "rank", "step", "kernel_us", "tc_us", "notc_us", "tf32", "dtype",
                     "flops", "bytes", "read_bytes", "modeled", "reason", "m", "n", "k", "input_dims"]

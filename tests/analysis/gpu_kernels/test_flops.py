@@ -7,7 +7,8 @@ import math
 import pytest
 
 from perfkit.analysis.gpu_kernels.bytes_moved import memory_bound
-from perfkit.analysis.gpu_kernels.flops import IMPOSSIBLE_SHAPE, MAX_ELEMENTS, attention, gemm, grouped_gemm, model, parse_args
+from perfkit.analysis.gpu_kernels.args import IMPOSSIBLE_SHAPE, MAX_ELEMENTS, parse_args
+from perfkit.analysis.gpu_kernels.flops import attention, gemm, grouped_gemm, model
 
 X = [64, 512, 1024]  # 33,554,432 elements
 N = 64 * 512 * 1024
