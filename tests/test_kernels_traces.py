@@ -1,5 +1,4 @@
 """perfkit gpu-kernels on every real trace, and its GEMM FLOPs against a count by hand from the raw JSON."""
-import bisect
 import gzip
 import json
 import math
@@ -9,7 +8,7 @@ import orjson
 import pytest
 
 from conftest import ROOT, SHARED_TRACES as SHARED, loaded_trace, shared_traces
-from rawcount import union_length
+from rawcount import launch_owners, union_length
 from perfkit.analysis.gpu_kernels import kernels
 from perfkit.cli import main
 
@@ -81,41 +80,9 @@ GEMMS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear"
 KNOWN_TYPES = ("float", "c10::Half", "c10::BFloat16", "double")
 
 
-def hand_owners(events: list) -> dict:
-    """Per GPU event (by id()): the innermost host op around its launch call (correlation id), from the raw events."""
-    gpu = {}
-    for e in events:
-        if str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset") and \
-                "correlation" in (e.get("args") or {}):
-            gpu.setdefault(e["args"]["correlation"], []).append(e)
-    ops = {}
-    for e in events:
-        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator", "operator") and \
-                not str(e["name"]).startswith("ProfilerStep#"):
-            ops.setdefault((e["pid"], e["tid"]), []).append(e)
-    for thread in ops.values():  # latest start last; at one start, the shortest, then the first recorded, last
-        order = {id(o): i for i, o in enumerate(thread)}
-        thread.sort(key=lambda o: (o["ts"], -o["dur"], -order[id(o)]))
-    starts = {key: [o["ts"] for o in thread] for key, thread in ops.items()}
-    owners = {}
-    for e in events:
-        if e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime") and (e.get("args") or {}).get("correlation") \
-                in gpu:
-            # the innermost op around the launch: of the ops that start at or before it and end at or after
-            # it, the latest-starting (the shortest at a tie), found walking back from the last start <= it
-            thread = ops.get((e["pid"], e["tid"]), [])
-            i = bisect.bisect_right(starts.get((e["pid"], e["tid"]), []), e["ts"])
-            while i > 0 and thread[i - 1]["ts"] + thread[i - 1]["dur"] < e["ts"] + e["dur"]:
-                i -= 1
-            if i > 0:
-                for k in gpu[e["args"]["correlation"]]:
-                    owners[id(k)] = thread[i - 1]
-    return owners
-
-
 def hand_gemm_flops(events: list) -> float:
     total = 0.0
-    for o in {id(o): o for o in hand_owners(events).values()}.values():
+    for o in {id(o): o for o in launch_owners(events).values()}.values():
         args = o.get("args") or {}
         dims, types = args.get("Input Dims"), args.get("Input type") or []
         if o["name"] in GEMMS and dims and types and types[0] in KNOWN_TYPES:
@@ -145,7 +112,7 @@ def test_a_kernel_is_classed_by_its_op_not_by_its_template_arguments():
     """The B200 serving trace's quantize kernel, launched in vllm::moe_forward, mentions flashinfer:: in its
     signature (the name alone read "attention"); the KV-cache write kernel is named "..._flash_kernel"."""
     events = _events(B200)
-    owners = hand_owners(events)
+    owners = launch_owners(events)
     table = kernels(loaded_trace(B200)).kernels.set_index("name")
     for needle, op in (("quantize_with_block_size", "vllm::moe_forward"),
                        ("reshape_and_cache_flash_kernel", "_C_cache_ops::reshape_and_cache_flash")):
@@ -165,7 +132,7 @@ SIZE = {"float": 4, "c10::BFloat16": 2, "c10::Half": 2, "long int": 8, "bool": 1
 
 def owned(path: Path, name: str) -> list:
     """The ops called ``name`` that launched GPU work (each the innermost op around a launch), from the raw events."""
-    return list({id(o): o for o in hand_owners(_events(path)).values() if o["name"] == name}.values())
+    return list({id(o): o for o in launch_owners(_events(path)).values() if o["name"] == name}.values())
 
 
 def _numel(shape) -> int:
