@@ -153,10 +153,18 @@ def combine(tables: list[RankTables], *, straggler_pct: float = STRAGGLER_PCT) -
     stragglers, noise = find_stragglers(steps, straggler_pct=straggler_pct,
                                         consistent=frozenset(last.loc[last["consistent"].astype(bool), "file_id"]))
     result = dict(steps=steps[STEP_COLUMNS], arrivals=arrived, collectives=collectives, last_arrivals=last,
-                  bandwidth=bandwidth_table(kernels, arrived), stragglers=stragglers,
+                  bandwidth=bandwidth_table(kernels, arrived, nodes_of(tables)), stragglers=stragglers,
                   noise_us=noise, straggler_pct=float(straggler_pct), devices={t.path: t.device for t in tables})
     warnings += match_warnings + size_warnings(kernels) + clock_warning(collectives) + _quality_warnings(steps, noise, straggler_pct)
     return RanksResult(findings=rank_findings(_findings(result)), warnings=tuple(warnings), **result)
+
+
+def nodes_of(tables: list[RankTables]) -> tuple:
+    """(ranks per node, world size) as the traces tell, each None where they disagree or do not say: ranks per
+    node is the GPUs each process sees (``RankTables.gpus``) when every trace lists the same number, two or more."""
+    gpus = {t.gpus for t in tables}
+    worlds = {t.world_size for t in tables} - {None}
+    return (gpus.pop() if len(gpus) == 1 and min(gpus) >= 2 else None), (worlds.pop() if len(worlds) == 1 else None)
 
 
 def _identify(tables: list[RankTables]) -> tuple[list[int], list[str]]:

@@ -42,12 +42,15 @@ COLLECTIVE_COLUMNS = ["step", "name", "occurrence", "ts_us", "dur_us", *MESSAGE_
 @dataclass(frozen=True)
 class RankTables:
     """One file reduced: its path, the rank it claims (``distributedInfo.rank``; None when it
-    claims none), its GPU's name ("cpu" without GPU events), ``steps`` (``STEP_COLUMNS``),
-    ``collectives`` (``COLLECTIVE_COLUMNS``) and the load's warnings."""
+    claims none), its GPU's name ("cpu" without GPU events), the GPUs its process sees (``gpus``: the
+    ``deviceProperties`` entries) and the job's ``world_size`` (``distributedInfo``; None when absent),
+    ``steps`` (``STEP_COLUMNS``), ``collectives`` (``COLLECTIVE_COLUMNS``) and the load's warnings."""
 
     path: str
     claimed_rank: int | None
     device: str
+    gpus: int
+    world_size: int | None
     steps: pd.DataFrame
     collectives: pd.DataFrame
     warnings: tuple
@@ -76,7 +79,8 @@ def reduce_trace(trace: Trace) -> RankTables:
     steps["overlap_us"] = np.maximum(steps["comm_us"] + steps["compute_us"] - window_cover(kernels, windows), 0.0)
     steps["first_launch_us"] = first_launches(trace, windows)
     meta = trace.files[0]
-    return RankTables(path=meta.path, claimed_rank=claimed_rank(meta.distributed), device=_device(trace),
+    return RankTables(path=meta.path, claimed_rank=distributed_int(meta.distributed, "rank"), device=_device(trace),
+                      gpus=len(trace.devices), world_size=distributed_int(meta.distributed, "world_size"),
                       steps=steps[STEP_COLUMNS], collectives=_collectives(trace, kernels[comm], windows),
                       warnings=trace.warnings)
 
@@ -93,10 +97,10 @@ def first_launches(trace: Trace, windows: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def claimed_rank(distributed: dict) -> int | None:
-    """``distributedInfo.rank`` as an int, None when absent or not a number."""
+def distributed_int(distributed: dict, key: str) -> int | None:
+    """``distributedInfo[key]`` (``rank``, ``world_size``) as an int, None when absent or not a number."""
     try:
-        return int(distributed["rank"])
+        return int(distributed[key])
     except (KeyError, TypeError, ValueError):
         return None
 
