@@ -356,3 +356,22 @@ def test_per_op_speedups_match_a_count_by_hand():
     assert row["us_per_call_a"] == pytest.approx(us_a) and row["us_per_call_b"] == pytest.approx(us_b)
     assert row["speedup"] == pytest.approx(us_a / us_b) and round(row["speedup"], 2) == 1.65
     assert row["saved_us"] == pytest.approx((us_a - us_b) * calls_b)
+
+
+def test_per_op_speedups_say_so_when_a_traces_file_is_gone(tmp_path):
+    """Shapes are read from the file on demand; a live case study's traces are deleted after loading."""
+    traces = []
+    for side in "ab":
+        b = TraceBuilder()
+        for s in range(3):
+            b.step(s, 1000 * s, 1000)
+            op = b.cpu_op("aten::mm", 1000 * s + 10, 100)
+            op["args"].update({"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]})
+            b.launch("gemm", 1000 * s + 20, 5, gpu_ts=1000 * s + 40, gpu_dur=50 if side == "a" else 25)
+        path = b.write(tmp_path / f"{side}.json")
+        traces.append(load_trace(path, use_cache=False))
+    row = diff(*traces).op_speedups.iloc[0]
+    assert (row["op"], row["shape"], row["speedup"]) == ("aten::mm", "[[64, 64], [64, 64]]", 2.0)
+    (tmp_path / "b.json").unlink()
+    gone = diff(*traces)
+    assert gone.op_speedups.empty and any(w.startswith("no per-op speedups: ") and "b.json" in w for w in gone.warnings)

@@ -34,8 +34,9 @@ SHAPE_COLUMNS = ["op", "shape", "dtype", "family", "calls", "kernel_us", "flops"
 MAX_TFLOPS = 2 * max(max(d.matrix.values(), default=0) for d in DEVICES.values())
 MAX_GBS = 10 * max(d.mem_bw_gbs for d in DEVICES.values())
 IMPOSSIBLE_RATE = "impossible rate"
-# The bound of an op above the memory roof that read at most the device's L2 per call (``capped``): its inputs can
-# come from the cache, where the previous kernel wrote them, so the figure is not a modeling error.
+# The bound of an op above the memory roof that read, and wrote, at most the device's L2 per call (``capped``): its
+# inputs can come from the cache, where the previous kernel wrote them, and its output stay there, so the figure is
+# not a modeling error (a fill_ writing 128 MB past a 50 MB L2 is).
 L2_BOUND = "memory (L2)"
 
 
@@ -195,14 +196,15 @@ def peak_of(device, unit: str, dtype, tf32: bool):
 
 
 def _roofline(g: pd.DataFrame, device) -> tuple[list, list]:
-    """Per group: the roof that binds it ("compute", "memory", or "memory (L2)": above the memory roof with inputs
-    that fit in the device's last cache, ``L2_BOUND``) and its percentage of that roof."""
+    """Per group: the roof that binds it ("compute", "memory", or "memory (L2)": above the memory roof with what it
+    reads and what it writes per call each within the device's last cache, ``L2_BOUND``) and its percentage of
+    that roof."""
     bound, pct = [], []
     bw = device.mem_bw_gbs if device is not None else 0.0
     l2 = device.l2_mb * 1e6 if device is not None else 0.0
-    read = g["read_bytes"] / g["calls"]
-    for flops, ai, peak, tflops, gbs, per_call in zip(g["flops"], g["intensity"], g["peak_tflops"], g["tflops_per_s"],
-                                                      g["gbs"], read):
+    read, written = g["read_bytes"] / g["calls"], (g["bytes"] - g["read_bytes"]) / g["calls"]
+    for flops, ai, peak, tflops, gbs, per_read, per_write in zip(g["flops"], g["intensity"], g["peak_tflops"],
+                                                                 g["tflops_per_s"], g["gbs"], read, written):
         if not bw or peak is None or pd.isna(ai) or pd.isna(flops):
             bound.append(None)
             pct.append(None)
@@ -210,7 +212,7 @@ def _roofline(g: pd.DataFrame, device) -> tuple[list, list]:
         ridge = peak * 1e12 / (bw * 1e9)
         compute = ai >= ridge
         share = 100.0 * (tflops / peak if compute else gbs / bw)
-        cached = not compute and share > 100.0 and per_call <= l2  # NaN reads compare False
+        cached = not compute and share > 100.0 and per_read <= l2 and per_write <= l2  # NaN compares False
         bound.append("compute" if compute else L2_BOUND if cached else "memory")
         pct.append(share)
     return bound, pct
@@ -255,8 +257,8 @@ def capped(table: pd.DataFrame, what: str) -> tuple:
     over = above & ~cached
     notes = [] if not cached.any() else [
         f"{int(cached.sum())} {what} ran above the memory roof ({_listed(table[cached])}) with inputs that fit in the "
-        f"GPU's L2 (read per call at most its size): the previous kernel can leave them there, so their percentage "
-        f"of the memory roof is shown, marked {L2_BOUND!r}"]
+        f"GPU's L2 (read and written per call each at most its size): the previous kernel can leave them there, so "
+        f"their percentage of the memory roof is shown, marked {L2_BOUND!r}"]
     if not over.any():
         return table, notes
     names = _listed(table[over])

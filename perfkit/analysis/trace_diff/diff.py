@@ -111,13 +111,14 @@ def diff(a, b) -> DiffResult:
     tables = {key: compare_names(sides[0][key], sides[1][key], sides[0]["n"], sides[1]["n"])
               for key in ("ops", "top_ops", "kernels", "annotations", "waits")}
     tables["kernels"]["triton"] = tables["kernels"]["name"].str.startswith("triton_")
+    speedups, speedup_notes = op_speedups(a, b)
     parts = dict(metrics=_metrics(sides), ops=tables["ops"], top_ops=tables["top_ops"], kernels=tables["kernels"],
-                 annotations=tables["annotations"], waits=tables["waits"], op_speedups=op_speedups(a, b),
+                 annotations=tables["annotations"], waits=tables["waits"], op_speedups=speedups,
                  copies=_copies(sides),
                  sync_kinds=_sync_kinds(sides), step_change=step_change)
     findings = _findings(parts, sides)
     return DiffResult(labels=(_label(a), _label(b)), findings=rank_findings(findings),
-                      warnings=_warnings(a, b, sides), **parts)
+                      warnings=_warnings(a, b, sides) + tuple(speedup_notes), **parts)
 
 
 def _label(trace) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...errors import TraceError
 from ...trace.loader.shapes import op_shapes
 from ...trace.steps import before_window_events
 from ..gpu_kernels.args import compact, loads
@@ -23,10 +24,11 @@ SPEEDUP_COLUMNS = ["op", "shape", "calls_a", "calls_b", "us_per_call_a", "us_per
 
 def op_times(trace) -> pd.DataFrame:
     """Per (op, shape) of one trace: ``calls`` (op instances that launched GPU work) and ``gpu_us`` (their GPU
-    work's summed duration); only ops with recorded shapes."""
+    work's summed duration); only ops with recorded shapes. Raises TraceError when a source file, whose shapes
+    are read on demand, is gone."""
     links = kernel_links(trace)
     links = links[(links["owner"] >= 0).to_numpy() & ~links["gpu_index"].isin(before_window_events(trace)).to_numpy()]
-    shapes = op_shapes(trace)
+    shapes = op_shapes(trace) if not links.empty else pd.DataFrame()
     if links.empty or shapes.empty:
         return pd.DataFrame({"op": [], "shape": [], "calls": [], "gpu_us": []})
     per = links.groupby("owner").agg(op=("owner_op", "first"), gpu_us=("dur_us", "sum"))
@@ -37,13 +39,16 @@ def op_times(trace) -> pd.DataFrame:
     return per.groupby(["op", "shape"]).agg(calls=("gpu_us", "size"), gpu_us=("gpu_us", "sum")).reset_index()
 
 
-def op_speedups(a, b) -> pd.DataFrame:
-    """``SPEEDUP_COLUMNS`` for every (op, shape) that ran GPU work in both traces, the largest ``saved_us`` (in
-    either direction) first."""
-    table = op_times(a).merge(op_times(b), on=["op", "shape"], suffixes=("_a", "_b"))
+def op_speedups(a, b) -> tuple[pd.DataFrame, list[str]]:
+    """(``SPEEDUP_COLUMNS`` for every (op, shape) that ran GPU work in both traces, the largest ``saved_us`` (in
+    either direction) first; a warning when a trace's file is gone, so its shapes cannot be read)."""
+    try:
+        table = op_times(a).merge(op_times(b), on=["op", "shape"], suffixes=("_a", "_b"))
+    except TraceError as exc:
+        return pd.DataFrame(columns=SPEEDUP_COLUMNS), [f"no per-op speedups: {exc}"]
     table["us_per_call_a"] = table["gpu_us_a"] / table["calls_a"]
     table["us_per_call_b"] = table["gpu_us_b"] / table["calls_b"]
     table["speedup"] = table["us_per_call_a"] / table["us_per_call_b"].where(table["us_per_call_b"] > 0)
     table["saved_us"] = (table["us_per_call_a"] - table["us_per_call_b"]) * table["calls_b"]
     order = np.argsort(-table["saved_us"].abs().to_numpy(), kind="stable")
-    return table.iloc[order][SPEEDUP_COLUMNS].reset_index(drop=True)
+    return table.iloc[order][SPEEDUP_COLUMNS].reset_index(drop=True), []
