@@ -142,6 +142,14 @@ def mann_whitney_p(a, b) -> float:
     return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p): the chance of ``k`` or more of ``n`` events at probability ``p`` each (1.0
+    for k <= 0)."""
+    from scipy import stats
+
+    return 1.0 if k <= 0 else float(stats.binom.sf(k - 1, n, p))
+
+
 def decide(low: float, high: float, p_value: float, *, min_effect: float, alpha: float) -> tuple[str, str]:
     """Verdict from a CI on B/A and a p-value: (verdict, reason)."""
     if p_value >= alpha:

@@ -1,10 +1,12 @@
-"""Independent counts from a trace's raw JSON (orjson + gzip only, no perfkit): what bounds its steps.
+"""Independent counts from a trace's raw JSON (orjson + gzip only, no perfkit): what bounds its steps, and the op
+that launched each GPU event.
 
 Used by the diagnosis label tests to check, from the raw events, the evidence behind each
 hand-written label. Deliberately simple: ProfilerStep# windows (else the whole trace), unions of
 GPU intervals inside them, DataLoader ranges, launch calls, kernel durations, NCCL/RCCL kernels not
 overlapped by other GPU work, and the longest single host call.
 """
+import bisect
 import gzip
 import re
 import statistics
@@ -17,6 +19,38 @@ LAUNCH = re.compile(r"^(cuda|cu|hip)(LaunchKernel|ExtLaunchKernel|ModuleLaunchKe
                     r"GraphLaunch|LaunchCooperativeKernel|LaunchKernelEx|LaunchKernelExC)")
 COMM = re.compile(r"nccl|rccl", re.I)
 SYNC = re.compile(r"^(cuda|hip|cu)(StreamSynchronize|DeviceSynchronize|EventSynchronize|CtxSynchronize|Memcpy$)")
+
+
+def launch_owners(events: list) -> dict:
+    """Per GPU event (by id()): the innermost host op around its launch call (correlation id), from the raw events."""
+    gpu = {}
+    for e in events:
+        if str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset") and \
+                "correlation" in (e.get("args") or {}):
+            gpu.setdefault(e["args"]["correlation"], []).append(e)
+    ops = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator", "operator") and \
+                not str(e["name"]).startswith("ProfilerStep#"):
+            ops.setdefault((e["pid"], e["tid"]), []).append(e)
+    for thread in ops.values():  # latest start last; at one start, the shortest, then the first recorded, last
+        order = {id(o): i for i, o in enumerate(thread)}
+        thread.sort(key=lambda o: (o["ts"], -o["dur"], -order[id(o)]))
+    starts = {key: [o["ts"] for o in thread] for key, thread in ops.items()}
+    owners = {}
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime") and (e.get("args") or {}).get("correlation") \
+                in gpu:
+            # the innermost op around the launch: of the ops that start at or before it and end at or after
+            # it, the latest-starting (the shortest at a tie), found walking back from the last start <= it
+            thread = ops.get((e["pid"], e["tid"]), [])
+            i = bisect.bisect_right(starts.get((e["pid"], e["tid"]), []), e["ts"])
+            while i > 0 and thread[i - 1]["ts"] + thread[i - 1]["dur"] < e["ts"] + e["dur"]:
+                i -= 1
+            if i > 0:
+                for k in gpu[e["args"]["correlation"]]:
+                    owners[id(k)] = thread[i - 1]
+    return owners
 
 
 def union_length(spans):

@@ -5,6 +5,7 @@ import gzip
 import json
 
 import numpy as np
+import orjson
 import pytest
 
 from perfkit.analysis.trace_diff.diff import compare_steps, diff
@@ -13,6 +14,7 @@ from perfkit.errors import ParameterError
 from perfkit.trace import load_trace
 
 from conftest import shared_trace
+from rawcount import launch_owners
 from tracebuilder import TraceBuilder
 
 NW0 = "kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz"
@@ -328,3 +330,48 @@ def test_top_ops_count_each_user_call_once(pinned_pair):
     assert "aten::to" in set(r.top_ops["name"])
     assert not {"aten::_to_copy", "aten::copy_"} & set(r.top_ops["name"])
     assert [row["name"] for row in r.to_json()["top_ops"]] == r.top_ops["name"].head(20).tolist()
+
+
+def _per_call(path, op: str, dims: list) -> tuple[int, float]:
+    """(calls, GPU us per call) of ``op`` on input ``dims``, by hand: the GPU events each such op launched."""
+    events = orjson.loads(gzip.decompress(open(path, "rb").read()))["traceEvents"]
+    owners = launch_owners(events)
+    times: dict = {}
+    for e in events:
+        o = owners.get(id(e))
+        if o is not None and o["name"] == op and (o.get("args") or {}).get("Input Dims") == dims:
+            times[id(o)] = times.get(id(o), 0.0) + e["dur"]
+    return len(times), sum(times.values()) / len(times)
+
+
+def test_per_op_speedups_match_a_count_by_hand():
+    """TimeSformer on an H100 (A) and an MI300X (B), TraceLens's trace-diff pair: the attention softmax on
+    [8, 12, 3137, 3137] runs 5.72 ms a call on the H100 and 3.48 ms on the MI300X."""
+    a, b = (shared_trace(f"tracelens_{g}_timesformer_infer_bf16.json.gz") for g in ("h100", "mi300x"))
+    dims = [[8, 12, 3137, 3137], [], []]
+    (calls_a, us_a), (calls_b, us_b) = _per_call(a, "aten::_softmax", dims), _per_call(b, "aten::_softmax", dims)
+    table = diff(load_trace(a), load_trace(b)).op_speedups
+    row = table[(table["op"] == "aten::_softmax") & (table["shape"] == "[[8, 12, 3137, 3137], [], []]")].iloc[0]
+    assert (row["calls_a"], row["calls_b"]) == (calls_a, calls_b) == (12, 12)
+    assert row["us_per_call_a"] == pytest.approx(us_a) and row["us_per_call_b"] == pytest.approx(us_b)
+    assert row["speedup"] == pytest.approx(us_a / us_b) and round(row["speedup"], 2) == 1.65
+    assert row["saved_us"] == pytest.approx((us_a - us_b) * calls_b)
+
+
+def test_per_op_speedups_say_so_when_a_traces_file_is_gone(tmp_path):
+    """Shapes are read from the file on demand; a live case study's traces are deleted after loading."""
+    traces = []
+    for side in "ab":
+        b = TraceBuilder()
+        for s in range(3):
+            b.step(s, 1000 * s, 1000)
+            op = b.cpu_op("aten::mm", 1000 * s + 10, 100)
+            op["args"].update({"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]})
+            b.launch("gemm", 1000 * s + 20, 5, gpu_ts=1000 * s + 40, gpu_dur=50 if side == "a" else 25)
+        path = b.write(tmp_path / f"{side}.json")
+        traces.append(load_trace(path, use_cache=False))
+    row = diff(*traces).op_speedups.iloc[0]
+    assert (row["op"], row["shape"], row["speedup"]) == ("aten::mm", "[[64, 64], [64, 64]]", 2.0)
+    (tmp_path / "b.json").unlink()
+    gone = diff(*traces)
+    assert gone.op_speedups.empty and any(w.startswith("no per-op speedups: ") and "b.json" in w for w in gone.warnings)

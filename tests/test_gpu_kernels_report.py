@@ -100,7 +100,7 @@ def test_roofline_says_no_gpu_unknown_device_and_no_shapes():
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert legend == ["memory roof 3,350 GB/s", "matrix bf16 989.4 TFLOP/s", "vector fp32 67.0 TFLOP/s"]
     unknown = dataclasses.replace(result, device=None, device_name="Mystery GPU 9000")
-    assert "no roofs: Mystery GPU 9000 is not in perfkit's peak table" in _texts(plots.roofline(unknown))
+    assert "no roofs: unknown device Mystery GPU 9000 (use --peaks" in _texts(plots.roofline(unknown))
     shapeless = dataclasses.replace(result, instances=result.instances.iloc[0:0])
     assert "record_shapes=True" in _texts(plots.roofline(shapeless))
 

@@ -143,7 +143,7 @@ def test_arrival_skew_has_a_bar_per_collective(job):
 
 def test_figures_without_collectives_or_steps_say_so(job):
     empty = type(job)(steps=job.steps.iloc[:0], arrivals=job.arrivals.iloc[:0], collectives=job.collectives.iloc[:0],
-                      bandwidth=job.bandwidth.iloc[:0],
+                      last_arrivals=job.last_arrivals.iloc[:0], bandwidth=job.bandwidth.iloc[:0],
                       stragglers=job.stragglers.iloc[:0], noise_us=float("nan"), straggler_pct=0.1, devices={},
                       findings=(), warnings=())
     texts = " ".join(t.get_text() for f in (plots.arrival_skew(empty), plots.own_vs_wait(empty),

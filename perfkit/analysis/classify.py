@@ -98,23 +98,3 @@ def busy_us(gpu: pd.DataFrame) -> float:
         start = grp["ts_us"].to_numpy()
         total += intervals.length(start, start + grp["dur_us"].to_numpy())
     return total
-
-
-def before_window(gpu: pd.DataFrame, launched: np.ndarray) -> np.ndarray:
-    """Which GPU events (rows of ``gpu``: ``rank``, ``device``, ``ts_us``) were launched before the profiler's
-    window: no launch call in the trace (``launched`` False) and starting before the first launched event of
-    their GPU, whose queue they ran ahead of (the previous step's tail: 509 of an H100 Qwen trace's 1,707 GPU
-    events, 13.7 ms). A GPU none of whose events has a launch in the trace (no correlation ids) is left alone."""
-    launched = np.asarray(launched, dtype=bool)
-    out = np.zeros(len(gpu), dtype=bool)
-    if not len(gpu) or launched.all():
-        return out
-    keys = gpu["rank"].astype(np.int64).to_numpy() * 65_536 + gpu["device"].astype(np.int64).to_numpy()
-    ts = gpu["ts_us"].to_numpy(dtype=np.float64)
-    for key in np.unique(keys):
-        mine = keys == key
-        if not (launched & mine).any():
-            continue
-        first = ts[launched & mine].min()
-        out |= mine & ~launched & (ts < first)
-    return out

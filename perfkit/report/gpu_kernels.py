@@ -80,15 +80,25 @@ def totals_table(result) -> pd.DataFrame:
             ("MFU's peak", _unit(t["mfu_peak_tflops"], "TFLOP/s", 1.0, 1)),
             ("communication kernels", _ms(t["comm_us"])), ("copies and memsets", _ms(t["copy_us"])),
             ("compute kernels no model covers (unmodeled)", _ms(t["unmodeled_us"]))]
+    rows += [(f"steps' GPU time: {name}", f"{_ms(tl[key + '_us'])} ({100 * tl[key + '_share']:.1f}%)")
+             for tl in [result.timeline] if tl for name, key in TIMELINE_PARTS]
     return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+
+# The GPU timeline's parts as the report names them (``analysis.gpu_kernels.time_split``).
+TIMELINE_PARTS = (("computation", "computation"), ("exposed communication", "exposed_comm"),
+                  ("exposed copies", "exposed_memcpy"), ("idle", "idle"))
 
 
 def device_line(result) -> str:
     """Which peaks the percentages use: the device, its source, or why there are none."""
     d = result.device
     if d is None:
-        named = result.device_name or "the trace names no device"
-        return f"Device: {named}, not in perfkit's peak table: FLOP/s and bytes without percentages of peak."
+        if not result.device_name:
+            return "Device: the trace names none: FLOP/s and bytes without percentages of peak (pass --peaks FILE)."
+        return (f"Device: unknown device {result.device_name!r}: use --peaks FILE (perfkit validate --write-peaks "
+                "FILE measures it); FLOP/s and bytes without percentages of peak.")
     return (f"Device: {result.device_name or d.name}, peaks of {d.name} ({d.mem_bw_gbs:,.0f} GB/s; "
             f"source: {d.source}).")
 

@@ -95,7 +95,8 @@ def _bandwidth_sentence(table: pd.DataFrame) -> str:
     big = table.loc[table["bytes"].idxmax()]
     floor = big["measured"] != "transfer (last arrival to end)"
     article = "an" if big["collective"][0] in "aeiou" else "a"
-    return (f" The largest collective, {article} {big['collective']} of {big['bytes'] / 1e6:,.1f} MB ({big['dtype']}, "
+    where = f" {big['scope']}" if big["scope"] else ""
+    return (f" The largest collective, {article}{where} {big['collective']} of {big['bytes'] / 1e6:,.1f} MB ({big['dtype']}, "
             f"{big['group_size']:.0f} ranks), moves at {big['busbw_gbs']:,.1f} GB/s bus bandwidth over "
             f"{big['transfer_us'] / 1e3:,.2f} ms" + (" (one rank's kernel, which includes its wait for the others: "
                                                       "a floor)." if floor else ", from the last rank's arrival."))

@@ -13,6 +13,13 @@ Fallbacks, in order, for traces recorded without a profiler schedule:
 ``ProfilerStep#`` events that are short markers (the legacy profiler's, and some exporters': all of them together
 under ``MARKER_SHARE`` of the rank's host activity) mark where each step starts: a step then lasts until the next
 marker (the last until the rank's last host event), with a warning.
+
+GPU work belongs to the step that launched it. Work launched before the profiler's window (``before_window``:
+no launch call in the trace, ahead of the first launched work on its GPU) is the previous step's tail, which
+no step counts as its own: ``perfkit gpu-kernels`` leaves it out of every figure and the critical path does
+not run through it (``before_window_events``). ``launch_windows`` gives each GPU event the window of the step
+that launched it (a DDP rank whose GPU runs a step behind its host runs the last step's all-reduces after that
+step's window has closed: they are still that step's).
 """
 from __future__ import annotations
 
@@ -242,3 +249,50 @@ def _activity_span(trace) -> pd.DataFrame:
     span = pd.DataFrame({"rank": ev["rank"].to_numpy()[rows], "start_us": start,
                          "end_us": start + ev["dur_us"].to_numpy()[rows]})
     return span.groupby("rank").agg(start_us=("start_us", "min"), end_us=("end_us", "max")).reset_index()
+
+
+def before_window(gpu: pd.DataFrame, launched: np.ndarray) -> np.ndarray:
+    """Which GPU events (rows of ``gpu``: ``rank``, ``device``, ``ts_us``) were launched before the profiler's
+    window: no launch call in the trace (``launched`` False) and starting before the first launched event of
+    their GPU, whose queue they ran ahead of (the previous step's tail: 509 of an H100 Qwen trace's 1,707 GPU
+    events, 13.7 ms). A GPU none of whose events has a launch in the trace (no correlation ids) is left alone."""
+    launched = np.asarray(launched, dtype=bool)
+    out = np.zeros(len(gpu), dtype=bool)
+    if not len(gpu) or launched.all():
+        return out
+    keys = gpu["rank"].astype(np.int64).to_numpy() * 65_536 + gpu["device"].astype(np.int64).to_numpy()
+    ts = gpu["ts_us"].to_numpy(dtype=np.float64)
+    for key in np.unique(keys):
+        mine = keys == key
+        if not (launched & mine).any():
+            continue
+        first = ts[launched & mine].min()
+        out |= mine & ~launched & (ts < first)
+    return out
+
+
+def before_window_events(trace) -> pd.Index:
+    """Labels in ``trace.events`` of the GPU events (kernels, copies, memsets) launched before the profiler's window
+    (:func:`before_window`): the one rule of the work no step owns, read by every command that counts GPU work."""
+    return trace.derived("before_window_events", _before_window_events)
+
+
+def _before_window_events(trace) -> pd.Index:
+    gpu = trace.gpu_events()
+    launched = gpu.index.isin(trace.launches(GPU_CATEGORIES)["gpu_index"].to_numpy())
+    return gpu.index[before_window(gpu, launched)]
+
+
+def launch_windows(trace, windows: pd.DataFrame, gpu: pd.DataFrame) -> np.ndarray:
+    """Row label of ``windows`` (``step_windows``) that each GPU event of ``gpu`` (rows of ``trace.events``) belongs
+    to: the window of the step whose host launched it (its launch call's rank and step), wherever it ran on the
+    GPU's timeline; an event with no launch call in the trace, the window holding its start; -1 for work launched
+    before the profiler's window (:func:`before_window_events`) and outside every window."""
+    out = window_index(windows, gpu["ts_us"], gpu["rank"])
+    links = trace.launches(GPU_CATEGORIES).drop_duplicates("gpu_index").set_index("gpu_index")["cpu_index"]
+    cpu = links.reindex(gpu.index)
+    launched = cpu.notna().to_numpy()
+    if launched.any():
+        out[launched] = step_rows(windows, trace.events.loc[cpu[launched].astype(np.int64), ["rank", "step"]])
+    out[gpu.index.isin(before_window_events(trace))] = -1
+    return out

@@ -24,7 +24,7 @@ def test_diff_table_header_lines_up_with_its_rows():
     row = {"name": "aten::" + "x" * 80, "per_step_us_a": 12109.0, "per_step_us_b": 21551.0, "status": "common"}
     d = {"a": "a", "b": "b", "step_change": {"ratio": 1.0, "low": 0.9, "high": 1.1, "verdict": "no detectable change",
                                              "reason": "r"}, "metrics": [], "waits": [], "ops": [row], "kernels": [],
-         "annotations": [], "new_kernels": [], "vanished_kernels": [], "findings": [], "warnings": []}
+         "annotations": [], "op_speedups": [], "new_kernels": [], "vanished_kernels": [], "findings": [], "warnings": []}
     lines = format_diff(d).splitlines()
     header, first = lines[lines.index("ops by change in time per step (us):") + 1:][:2]
     assert header.index("status") == first.index("common")

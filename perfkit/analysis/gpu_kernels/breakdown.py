@@ -6,15 +6,16 @@ import pandas as pd
 
 from ...trace.intervals import length, union
 from ...trace.loader.shapes import op_shapes
-from ...trace.steps import full_step_windows, step_rows
-from ..classify import before_window
+from ...trace.steps import before_window_events, full_step_windows, step_rows
 from ..queued import queued_gpu_us
 from .attribute import kernel_links
-from .devices import device_for, read_peaks
+from .devices import NO_DEVICE, UNKNOWN_DEVICE, device_for, read_peaks
 from .findings import build_findings
-from .flops import IMPOSSIBLE_SHAPE, MATRIX_FAMILIES
+from .args import IMPOSSIBLE_SHAPE
+from .flops import MATRIX_FAMILIES
 from .opmodel import IMPOSSIBLE_RATE, capped, op_instances, op_table, peak_of, raised_roofs, shape_table
 from .result import KERNEL_COLUMNS, KernelsResult
+from .time_split import gpu_timeline
 
 NO_GPU = ("no GPU activity: the trace has no kernels, copies or memsets, so there is no GPU time to break down; "
           "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU run")
@@ -40,7 +41,7 @@ def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = T
         return KernelsResult.empty(dev, dev_name, (NO_GPU, *trace.warnings))
     warnings = list(trace.warnings) + list(_device_warnings(dev, dev_name))
     links = kernel_links(trace)
-    early = before_window(links, links["launched"].to_numpy())
+    early = links["gpu_index"].isin(before_window_events(trace)).to_numpy()
     warnings += before_window_note(links[early])
     before = {"before_window_events": int(early.sum()), "before_window_us": float(links["dur_us"][early].sum())}
     links = links[~early]
@@ -60,7 +61,7 @@ def kernels(trace, *, device: str | None = None, peaks=None, use_cache: bool = T
     totals.update(before)
     warnings += window_note
     return KernelsResult(device=dev, device_name=dev_name, kernels=table, ops=ops, shapes=shapes_table,
-                         instances=instances,
+                         instances=instances, timeline=gpu_timeline(trace, links),
                          totals=totals, findings=tuple(build_findings(table, instances, dev, busy)),
                          warnings=tuple(warnings), has_gpu=True)
 
@@ -110,7 +111,7 @@ def impossible_note(instances: pd.DataFrame) -> list:
 
 
 def before_window_note(early: pd.DataFrame) -> list:
-    """One line on the GPU work launched before the window (``classify.before_window``), left out here."""
+    """One line on the GPU work launched before the window (``trace.steps.before_window``), left out here."""
     if early.empty:
         return []
     return [f"{len(early):,} GPU events ({early['dur_us'].sum() / 1e3:,.2f} ms) were launched before the profiler's "
@@ -121,9 +122,7 @@ def before_window_note(early: pd.DataFrame) -> list:
 def _device_warnings(dev, name: str) -> tuple:
     if dev is not None:
         return ()
-    what = f"device {name!r} is not in perfkit's peak table" if name else "the trace names no device"
-    return (f"{what}: FLOPs and bytes are shown without percentages of peak; pass --device (one of "
-            "perfkit.analysis.gpu_kernels.devices.DEVICES) to compare against a known GPU",)
+    return (UNKNOWN_DEVICE.format(name=name) if name else NO_DEVICE,)
 
 
 def busy_us(links: pd.DataFrame) -> float:

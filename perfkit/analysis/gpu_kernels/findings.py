@@ -9,12 +9,12 @@
 """
 from __future__ import annotations
 
-import json
 
 import pandas as pd
 
 from ...results import Finding
-from .flops import BYTE_FAMILIES
+from .args import loads
+from .bytes_moved import BYTE_FAMILIES
 from .opmodel import peak_of, unit_of
 
 # Severity by the share of GPU busy time a finding covers (perfkit rule; the same cut-offs as gaps).
@@ -150,7 +150,7 @@ def _unfused_attention(instances: pd.DataFrame, busy_us: float) -> list[Finding]
     evidence = {"unfused_attention_us": us, "gpu_share": share, "softmax_calls": len(soft),
                 "math_sdpa_calls": len(math_ops)}
     if len(soft):
-        evidence["scores_shape"] = str(soft.iloc[0]["input_dims"])[:60]
+        evidence["scores_shape"] = _scores_shape(soft.iloc[0]["input_dims"])
     return [Finding(_severity(share), f"attention runs unfused (matmul, softmax over the [S, S] scores, matmul): "
                     f"the softmax alone takes {share:.0%} of GPU time", evidence,
                     "Use torch.nn.functional.scaled_dot_product_attention (FlashAttention / memory-efficient kernels: "
@@ -162,9 +162,16 @@ def _unfused_attention(instances: pd.DataFrame, busy_us: float) -> list[Finding]
 
 
 def _attention_scores(dims_text: str) -> bool:
-    try:
-        dims = json.loads(dims_text) if dims_text else []
-    except ValueError:
-        return False
-    shape = dims[0] if dims and isinstance(dims[0], list) else []
+    shape = _first_shape(dims_text)
     return len(shape) >= 3 and shape[-1] == shape[-2] and shape[-1] >= MIN_ATTENTION_SEQ
+
+
+def _first_shape(dims_text: str) -> list:
+    dims = loads(dims_text)
+    return dims[0] if dims and isinstance(dims[0], list) else []
+
+
+def _scores_shape(dims_text: str) -> str:
+    """The softmax's input, the [S, S] scores, as a value: "8x12x313x313" (not the recorded JSON, which some
+    exporters spread over many lines)."""
+    return "x".join(str(d) for d in _first_shape(dims_text))

@@ -17,8 +17,14 @@ A kernel launched inside a recorded op is classed by that op first (``kernel_cla
 TraceLens does through the op's External id): the op ``vllm::fused_add_rms_norm`` makes a norm kernel whose
 name holds ``_typeConvert`` (read as "conv" by name), ``aten::miopen_convolution`` makes convolution kernels
 named like Tensile GEMMs (``Cijk_*``), a quantize op makes no attention kernel. The name decides where the op
-says nothing (an op perfkit does not know, a kernel launched outside every op: Triton from Python, a graph
-replay), and collectives, copies and memsets are always what their name and category say.
+says nothing (an op perfkit does not know, such as ``vllm::moe_forward``, whose GEMMs, routing and quantize
+kernels differ; a kernel launched outside every op: Triton from Python, a graph replay), and collectives,
+copies and memsets are always what their name and category say.
+
+A name is read by the function the kernel runs before its template arguments and parameters
+(``kernel_function``): ``tensorrt_llm::kernels::quantize_with_block_size<..., flashinfer::...>(...)`` is a
+quantize kernel, not attention; only a function that says nothing (``cutlass::device_kernel<...gemm...>``) is
+classed by the rest of its name.
 
 Tensor Cores are a property of matrix work: only gemm, conv and attention kernels can be on them, and only
 instruction-level evidence (``xmma``, ``mma``, ``mfma``, a Tensile ``_MI`` shape) or a matrix library's name
@@ -38,8 +44,10 @@ CLASSES = ("gemm", "conv", "attention", "elementwise", "reduction", "norm", "com
 VECTOR_CLASSES = ("elementwise", "reduction", "norm", "comm", "memcpy", "memset")
 MATRIX_CLASSES = ("gemm", "conv", "attention")
 
-_RULES = (  # (class, pattern), first match wins; matched case-insensitively against the whole name
+_RULES = (  # (class, pattern), first match wins; matched case-insensitively (see ``name_class``)
     ("comm", COMM_KERNEL.pattern),  # one definition of a collective: perfkit.analysis.classify
+    ("triton", r"^triton_(poi|red|per)_"),  # Inductor names its kernels for the ops they fused ("..._attention_...")
+    ("elementwise", r"reshape_and_cache|quantiz"),  # KV-cache writes and (de)quantization, named "flash"/"attn"
     ("attention", r"flash|fmha|attn_fwd|attn_bwd|attention|_sdpa|mha_fwd|mha_bwd"),
     ("conv", r"conv|fprop|dgrad|wgrad|implicit_gemm|winograd|scudnn|xmma_(fprop|dgrad|wgrad)|fft\dd_|\d{3,5}cudnn"),
     ("norm", r"(layer|batch|group|rms|instance)_?norm|bn_(fw|bw)|welford|norm_(fwd|bwd)"),
@@ -48,7 +56,7 @@ _RULES = (  # (class, pattern), first match wins; matched case-insensitively aga
     ("triton", r"^triton_"),
     ("reduction", r"reduce|softmax|argmax|argmin|topk|cumsum|scan_|sum_kernel|mean_kernel|norm_kernel|cub::"),
     ("elementwise", r"elementwise|functor|copy|fill|catarray|index|gather|scatter|embedding|dropout|"
-                    r"multi_tensor_apply|nchwtonhwc|nhwctonchw|transpose|pointwise|where|clamp|relu|gelu|silu"),
+                    r"multi_tensor_apply|nchwtonhwc|nhwctonchw|transpose|pointwise|where|clamp|relu|gelu|silu|_quant"),
 )
 _COMPILED_RULES = tuple((cls, re.compile(p, re.IGNORECASE)) for cls, p in _RULES)
 
@@ -86,13 +94,17 @@ TORCH_TYPES = {
 
 # Op names -> class, first match wins, for the kernels an op launches (module doc). "conv" not "convert".
 _OP_RULES = (
+    ("triton", r"^triton_(poi|red|per)_"),  # Inductor's ops are named for what they fused ("..._attention_cat_...")
     ("attention", r"attention|sdpa|flash_attn|_fmha|paged_attention"),
     ("conv", r"conv(?!ert)|cudnn_convolution|miopen_convolution"),
-    ("gemm", r"::(mm|addmm|_addmm_activation|bmm|baddbmm|matmul|linear|_scaled_mm|gemm\w*|\w*_gemm\w*)$"),
+    ("gemm", r"::(mm|addmm|_addmm_activation|bmm|baddbmm|matmul|linear|_scaled_mm|gemm\w*|\w*_gemm\w*|"
+             r"_grouped_mm|_scaled_grouped_mm|cutlass_scaled_mm)$"),
+    ("reduction", r"::(linalg_vector_norm|linalg_norm|norm|frobenius_norm|_foreach_norm)$"),  # to a scalar or a row
     ("norm", r"norm"),
     ("reduction", r"::(sum|mean|amax|amin|max|min|argmax|argmin|softmax|_softmax|log_softmax|_log_softmax|topk|"
                   r"cumsum|sort|var|std|prod)$"),
-    ("elementwise", r"quant|rotary|rope|cast|::copy_|::fill_|::zero_|::_to_copy|activation|silu|gelu|relu|sigmoid"),
+    ("elementwise", r"quant|rotary|rope|cast|::copy_|::fill_|::zero_|::_to_copy|activation|silu|gelu|relu|sigmoid|"
+                    r"reshape_and_cache|cache_ops"),
 )
 _COMPILED_OP_RULES = tuple((cls, re.compile(p, re.IGNORECASE)) for cls, p in _OP_RULES)
 
@@ -114,8 +126,33 @@ def kernel_class(name: str, category: str = "kernel", op: str | None = None) -> 
         return "memcpy"
     if category == "gpu_memset":
         return "memset"
-    by_name = next((cls for cls, pattern in _COMPILED_RULES if pattern.search(name)), "other")
+    by_name = name_class(name)
     return by_name if by_name == "comm" else op_class(op) or by_name
+
+
+def name_class(name: str) -> str:
+    """One of ``CLASSES`` from a kernel's name alone: its function (``kernel_function``) first, then the whole
+    name where the function says nothing; "other" when neither does. Collectives by the whole name."""
+    if COMM_KERNEL.search(name):
+        return "comm"
+    for text in (kernel_function(name), name):
+        found = next((cls for cls, pattern in _COMPILED_RULES if pattern.search(text)), None)
+        if found:
+            return found
+    return "other"
+
+
+_NESTED = re.compile(r"<[^<>]*>|\([^()]*\)")
+
+
+def kernel_function(name: str) -> str:
+    """The qualified function a kernel name runs, without its return type, template arguments and parameters:
+    ``vllm::fused_add_rms_norm_kernel`` of ``std::enable_if<...>::type vllm::fused_add_rms_norm_kernel<...>(...)``."""
+    text, previous = name, None
+    while text != previous:  # innermost brackets first, until none is left
+        previous, text = text, _NESTED.sub("", text)
+    words = text.split()
+    return words[-1] if words else name
 
 
 def tensor_core(name: str, cls: str):

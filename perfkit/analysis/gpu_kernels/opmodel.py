@@ -13,12 +13,13 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from .args import Model, compact, parse_args
 from .kernel_classes import torch_dtype
 from .devices import DEVICES
-from .flops import GEMM_OPS, MATRIX_FAMILIES, Model, gemm_mnk, model, op_family, parse_args
+from .flops import GEMM_OPS, MATRIX_FAMILIES, gemm_mnk, model, op_family
 
 INSTANCE_COLUMNS = ["label", "op", "family", "rank", "step", "kernel_us", "tc_us", "notc_us", "tf32", "dtype",
-                    "flops", "bytes", "modeled", "reason", "m", "n", "k", "input_dims"]
+                    "flops", "bytes", "read_bytes", "modeled", "reason", "m", "n", "k", "input_dims"]
 OP_COLUMNS = ["op", "family", "dtype", "calls", "flops", "bytes", "kernel_us", "tensor_core_share", "tflops_per_s",
               "gbs", "intensity", "unit", "peak_tflops", "pct_of_peak", "bound"]
 # One row per op and input shape (TraceLens's per-shape table): ``shape`` is the op's Input Dims as recorded,
@@ -33,6 +34,10 @@ SHAPE_COLUMNS = ["op", "shape", "dtype", "family", "calls", "kernel_us", "flops"
 MAX_TFLOPS = 2 * max(max(d.matrix.values(), default=0) for d in DEVICES.values())
 MAX_GBS = 10 * max(d.mem_bw_gbs for d in DEVICES.values())
 IMPOSSIBLE_RATE = "impossible rate"
+# The bound of an op above the memory roof that read, and wrote, at most the device's L2 per call (``capped``): its
+# inputs can come from the cache, where the previous kernel wrote them, and its output stay there, so the figure is
+# not a modeling error (a fill_ writing 128 MB past a 50 MB L2 is).
+L2_BOUND = "memory (L2)"
 
 
 def op_instances(trace, links: pd.DataFrame, shapes: pd.DataFrame) -> pd.DataFrame:
@@ -48,6 +53,8 @@ def op_instances(trace, links: pd.DataFrame, shapes: pd.DataFrame) -> pd.DataFra
     per["rank"] = ev["rank"].to_numpy()[labels]
     per["step"] = ev["step"].to_numpy()[labels]
     per["family"] = [op_family(o) or c for o, c in zip(per["op"], per["main_class"])]
+    parents = ev["parent"].to_numpy()[labels]
+    per["parent_op"] = np.where(parents >= 0, ev["name"].iloc[np.clip(parents, 0, None)].to_numpy().astype(str), "")
     text = shapes.reindex(labels)
     for col in ("input_dims", "input_types", "concrete_inputs"):
         per[col] = text[col].astype(object).fillna("").to_numpy() if col in text else ""
@@ -63,7 +70,7 @@ def _impossible_rates(per: pd.DataFrame) -> pd.DataFrame:
     if over.any():
         per.loc[over, "reason"] = [f"{IMPOSSIBLE_RATE} ({t:,.3g} TFLOP/s, {b:,.3g} GB/s over {k:g} us: more than any "
                                    "GPU): not modeled" for t, b, k in zip(tflops[over], gbs[over], per["kernel_us"][over])]
-        per.loc[over, ["flops", "bytes"]] = np.nan
+        per.loc[over, ["flops", "bytes", "read_bytes"]] = np.nan
         per.loc[over, "modeled"] = False
     return per
 
@@ -87,17 +94,19 @@ def _per_owner(owned: pd.DataFrame) -> pd.DataFrame:
 
 
 def _with_models(per: pd.DataFrame) -> pd.DataFrame:
-    keys = ["op", "family", "input_dims", "input_types", "concrete_inputs"]
+    keys = ["op", "family", "input_dims", "input_types", "concrete_inputs", "parent_op"]
     distinct = per[keys].drop_duplicates()
     rows = []
-    for op, family, dims, types, concrete in distinct.itertuples(index=False):
+    for op, family, dims, types, concrete, parent in distinct.itertuples(index=False):
         d, t, c = parse_args(dims, types, concrete)
-        m = model(op, family, d, t, c)
+        m = model(op, family, d, t, c, parent)
         mnk = gemm_mnk(op, d) if isinstance(m, Model) and op in GEMM_OPS else (np.nan,) * 4
         dtype = m.dtype if isinstance(m, Model) else _first_type(t)
-        rows.append((op, family, dims, types, concrete, *(
-            (m.flops, m.bytes, True, "") if isinstance(m, Model) else (np.nan, np.nan, False, m)), dtype, *mnk[1:]))
-    models = pd.DataFrame(rows, columns=keys + ["flops", "bytes", "modeled", "reason", "dtype", "m", "n", "k"])
+        rows.append((op, family, dims, types, concrete, parent, *(
+            (m.flops, m.bytes, m.read_bytes, True, "") if isinstance(m, Model) else (np.nan, np.nan, np.nan, False, m)),
+            dtype, *mnk[1:]))
+    models = pd.DataFrame(rows, columns=keys + ["flops", "bytes", "read_bytes", "modeled", "reason", "dtype", "m", "n",
+                                                "k"])
     out = per.reset_index(names="label").merge(models, on=keys, how="left").set_index("label")
     out.loc[out["family"].isin(("memcpy", "memset", "comm")), "reason"] = "copies and collectives are not modeled"
     return out
@@ -126,7 +135,9 @@ def shape_table(instances: pd.DataFrame, device) -> pd.DataFrame:
     modeled = instances[instances["modeled"].astype(bool)] if len(instances) else instances
     if modeled.empty:
         return pd.DataFrame(columns=SHAPE_COLUMNS)
-    g = _grouped(modeled.assign(shape=modeled["input_dims"].astype(str)), ["op", "shape", "family", "dtype"], device)
+    shape = modeled["input_dims"].astype(str)
+    text = {t: compact(t) for t in shape.unique()}
+    g = _grouped(modeled.assign(shape=shape.map(text)), ["op", "shape", "family", "dtype"], device)
     bw = device.mem_bw_gbs if device is not None else 0.0
     compute_us = g["flops"] / (g["peak_tflops"].astype(float) * 1e6)
     memory_us = g["bytes"] / (bw * 1e3) if bw else pd.Series(float("nan"), index=g.index)
@@ -139,7 +150,8 @@ def _grouped(instances: pd.DataFrame, keys: list, device) -> pd.DataFrame:
     inst = instances.assign(dtype=instances["dtype"].fillna("-"))
     g = inst.groupby(keys, sort=False).agg(
         calls=("label", "size"), flops=("flops", lambda s: s.sum(min_count=1)),
-        bytes=("bytes", lambda s: s.sum(min_count=1)), kernel_us=("kernel_us", "sum"), tc_us=("tc_us", "sum"),
+        bytes=("bytes", lambda s: s.sum(min_count=1)), read_bytes=("read_bytes", lambda s: s.sum(min_count=1)),
+        kernel_us=("kernel_us", "sum"), tc_us=("tc_us", "sum"),
         notc_us=("notc_us", "sum"), tf32=("tf32", "any")).reset_index()
     us = g["kernel_us"].where(g["kernel_us"] > 0)
     g["tensor_core_share"] = g["tc_us"] / us
@@ -184,17 +196,25 @@ def peak_of(device, unit: str, dtype, tf32: bool):
 
 
 def _roofline(g: pd.DataFrame, device) -> tuple[list, list]:
+    """Per group: the roof that binds it ("compute", "memory", or "memory (L2)": above the memory roof with what it
+    reads and what it writes per call each within the device's last cache, ``L2_BOUND``) and its percentage of
+    that roof."""
     bound, pct = [], []
     bw = device.mem_bw_gbs if device is not None else 0.0
-    for flops, ai, peak, tflops, gbs in zip(g["flops"], g["intensity"], g["peak_tflops"], g["tflops_per_s"], g["gbs"]):
+    l2 = device.l2_mb * 1e6 if device is not None else 0.0
+    read, written = g["read_bytes"] / g["calls"], (g["bytes"] - g["read_bytes"]) / g["calls"]
+    for flops, ai, peak, tflops, gbs, per_read, per_write in zip(g["flops"], g["intensity"], g["peak_tflops"],
+                                                                 g["tflops_per_s"], g["gbs"], read, written):
         if not bw or peak is None or pd.isna(ai) or pd.isna(flops):
             bound.append(None)
             pct.append(None)
             continue
         ridge = peak * 1e12 / (bw * 1e9)
         compute = ai >= ridge
-        bound.append("compute" if compute else "memory")
-        pct.append(100.0 * (tflops / peak if compute else gbs / bw))
+        share = 100.0 * (tflops / peak if compute else gbs / bw)
+        cached = not compute and share > 100.0 and per_read <= l2 and per_write <= l2  # NaN compares False
+        bound.append("compute" if compute else L2_BOUND if cached else "memory")
+        pct.append(share)
     return bound, pct
 
 
@@ -205,7 +225,7 @@ def raised_roofs(device, shapes: pd.DataFrame) -> tuple:
     Datasheet peaks are left alone (a rate above them is a modeling error, ``capped``)."""
     if device is None or not device.measured or shapes.empty:
         return device, []
-    over = shapes[shapes["pct_of_peak"].astype(float) > 100.0]
+    over = shapes[(shapes["pct_of_peak"].astype(float) > 100.0) & (shapes["bound"] != L2_BOUND)]
     if over.empty:
         return device, []
     matrix, vector, bw = dict(device.matrix), dict(device.vector), device.mem_bw_gbs
@@ -228,16 +248,26 @@ def raised_roofs(device, shapes: pd.DataFrame) -> tuple:
 
 def capped(table: pd.DataFrame, what: str) -> tuple:
     """(table, warnings): rows above 100% of their roof lose their percentage and read "above roof" (a share of
-    a peak above 100% is a modeling error: FLOPs or bytes overcounted, or the wrong roof), with one warning."""
+    a peak above 100% is a modeling error: FLOPs or bytes overcounted, or the wrong roof), with one warning; rows
+    above the memory roof whose inputs fit in L2 (``L2_BOUND``) keep it, with a warning that says so."""
     if table.empty:
         return table, []
-    over = table["pct_of_peak"].astype(float) > 100.0
+    above = table["pct_of_peak"].astype(float) > 100.0
+    cached = above & (table["bound"] == L2_BOUND)
+    over = above & ~cached
+    notes = [] if not cached.any() else [
+        f"{int(cached.sum())} {what} ran above the memory roof ({_listed(table[cached])}) with inputs that fit in the "
+        f"GPU's L2 (read and written per call each at most its size): the previous kernel can leave them there, so "
+        f"their percentage of the memory roof is shown, marked {L2_BOUND!r}"]
     if not over.any():
-        return table, []
-    rows = table[over]
-    names = ", ".join(f"{r['op']} {r['dtype'] or '-'} {r['pct_of_peak']:.0f}%" for r in rows.head(3).to_dict("records"))
+        return table, notes
+    names = _listed(table[over])
     table = table.copy()
     table.loc[over, "pct_of_peak"] = np.nan
     table.loc[over, "bound"] = "above roof"
-    return table, [f"{int(over.sum())} {what} ran above their roof ({names}): their FLOPs or bytes are overcounted "
-                   "or the roof is not theirs, so no percentage is shown for them"]
+    return table, notes + [f"{int(over.sum())} {what} ran above their roof ({names}): their FLOPs or bytes are "
+                           "overcounted or the roof is not theirs, so no percentage is shown for them"]
+
+
+def _listed(rows: pd.DataFrame) -> str:
+    return ", ".join(f"{r['op']} {r['dtype'] or '-'} {r['pct_of_peak']:.0f}%" for r in rows.head(3).to_dict("records"))

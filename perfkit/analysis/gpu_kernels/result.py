@@ -18,7 +18,9 @@ class KernelsResult:
     """``kernels``: per GPU event name (``KERNEL_COLUMNS``; ``share`` of GPU busy time, ``tensor_core``
     True/False/None). ``ops``: per (op, family, dtype) (``opmodel.OP_COLUMNS``). ``shapes``: per (op, input
     shape, dtype) with modeled FLOPs, on the roofline (``opmodel.SHAPE_COLUMNS``). ``instances``: one row
-    per op that owns GPU work. ``totals``: see :func:`perfkit.analysis.gpu_kernels.kernels`. ``device``:
+    per op that owns GPU work. ``timeline``: the steps' GPU time as computation, exposed communication, exposed
+    copies and idle (``time_split.gpu_timeline``; empty without steps). ``totals``: see
+    :func:`perfkit.analysis.gpu_kernels.kernels`. ``device``:
     the :class:`~.devices.Device` or None when unknown. ``has_gpu``: False for a trace without GPU events."""
 
     device: object
@@ -27,6 +29,7 @@ class KernelsResult:
     ops: pd.DataFrame
     shapes: pd.DataFrame
     instances: pd.DataFrame
+    timeline: dict
     totals: dict
     findings: tuple
     warnings: tuple
@@ -36,7 +39,7 @@ class KernelsResult:
     def empty(cls, device, device_name: str, warnings: tuple) -> "KernelsResult":
         return cls(device=device, device_name=device_name, kernels=pd.DataFrame(columns=KERNEL_COLUMNS),
                    ops=pd.DataFrame(columns=OP_COLUMNS), shapes=pd.DataFrame(columns=SHAPE_COLUMNS),
-                   instances=pd.DataFrame(columns=INSTANCE_COLUMNS),
+                   instances=pd.DataFrame(columns=INSTANCE_COLUMNS), timeline={},
                    totals={}, findings=(), warnings=warnings, has_gpu=False)
 
     def to_frame(self) -> pd.DataFrame:
@@ -77,7 +80,7 @@ class KernelsResult:
             "kernels": [_kernel_json(r) for r in kernels.to_dict("records")],
             "ops": [_op_json(r) for r in ops.to_dict("records")],
             "shapes": [_shape_json(r) for r in shapes.to_dict("records")],
-            "totals": dict(self.totals), "findings": [dict(f.__dict__) for f in self.findings],
+            "totals": dict(self.totals), "timeline": dict(self.timeline), "findings": [dict(f.__dict__) for f in self.findings],
             "warnings": list(self.warnings),
         })
 

@@ -27,9 +27,10 @@ from ...results import Finding
 from ...trace.loader.comm_args import comm_args
 from ..gpu_kernels.devices import find_device
 
-MESSAGE_COLUMNS = ["collective", "algorithm", "dtype", "group_size", "bytes"]
-BANDWIDTH_COLUMNS = ["step", "name", "occurrence", "collective", "algorithm", "dtype", "group_size", "bytes",
+MESSAGE_COLUMNS = ["collective", "algorithm", "dtype", "group_size", "group_ranks", "bytes"]
+BANDWIDTH_COLUMNS = ["step", "name", "occurrence", "collective", "algorithm", "dtype", "group_size", "scope", "bytes",
                      "ranks", "wait_us", "transfer_us", "algbw_gbs", "busbw_gbs", "measured"]
+SCOPES = ("intra-node", "inter-node")
 # Bytes from which a collective is bandwidth-bound: nccl-tests' bus bandwidth on NVLink reaches most of
 # its plateau from tens of MiB; below a few MiB latency dominates and a low figure says nothing of the link.
 LARGE_BYTES = 16 << 20
@@ -41,6 +42,7 @@ LINK_SHARE = 0.25
 LINK_GBS = {
     "V100-SXM2": ("NVLink 2", 150.0), "A100-40GB": ("NVLink 3", 300.0), "A100-80GB": ("NVLink 3", 300.0),
     "H100-SXM": ("NVLink 4", 450.0), "H200": ("NVLink 4", 450.0), "GH200": ("NVLink 4", 450.0),
+    "H800": ("NVLink 4 (H800: 400 GB/s both ways)", 200.0),
     "B200": ("NVLink 5", 900.0), "MI300X": ("Infinity Fabric", 448.0),
 }
 # c10 ScalarType names as Kineto writes them -> bytes per element.
@@ -53,6 +55,7 @@ _KINDS = (  # (normalized recorded name, kind, bytes from "in"/"out", bus factor
     ("allgather", "all-gather", "out", lambda n: (n - 1) / n),
     ("reducescatter", "reduce-scatter", "in", lambda n: (n - 1) / n),
     ("alltoall", "all-to-all", "in", lambda n: (n - 1) / n),
+    ("alltoallv", "all-to-all", "in", lambda n: (n - 1) / n),  # all_to_all_single with split sizes (MoE dispatch)
     ("broadcast", "broadcast", "in", lambda n: 1.0), ("reduce", "reduce", "in", lambda n: 1.0),
     ("send", "send", "in", lambda n: 1.0), ("recv", "recv", "out", lambda n: 1.0),
     ("gather", "gather", "out", lambda n: (n - 1) / n), ("scatter", "scatter", "in", lambda n: (n - 1) / n),
@@ -98,6 +101,7 @@ def kernel_messages(trace, comm: pd.DataFrame) -> pd.DataFrame:
         "collective": [k[0] if k else "" for k in kinds],
         "algorithm": [algorithm(n) for n in comm["name"].astype(str)],
         "dtype": facts["dtype"].fillna("").to_numpy(), "group_size": group,
+        "group_ranks": facts["group_ranks"].fillna("").astype(str).to_numpy(),
         "bytes": np.where([k is not None for k in kinds], count.astype(np.float64) * size, np.nan),
     }, index=comm.index)
 
@@ -119,17 +123,19 @@ def _recorded_ancestor(trace, kernels: pd.Index, recorded: pd.Index) -> np.ndarr
     return out
 
 
-def bandwidth_table(kernels: pd.DataFrame, arrived: pd.DataFrame) -> pd.DataFrame:
+def bandwidth_table(kernels: pd.DataFrame, arrived: pd.DataFrame, nodes: tuple = (None, None)) -> pd.DataFrame:
     """One row per collective of known size (``BANDWIDTH_COLUMNS``): ``kernels`` are every rank's
     communication kernels with ``MESSAGE_COLUMNS``, ``arrived`` the matched ones (``collectives.arrivals``).
     Matched across ranks, the transfer is the last arrival's kernel and ``wait_us`` the longest wait; on one
-    rank the transfer is the whole kernel (``measured`` "one rank: includes waiting")."""
+    rank the transfer is the whole kernel (``measured`` "one rank: includes waiting"). ``nodes``: (ranks per
+    node, world size), for each collective's ``scope`` (:func:`scope`)."""
     key = ["step", "name", "occurrence"]
     sized = kernels[np.isfinite(kernels["bytes"].to_numpy(dtype=np.float64))]
     if sized.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in BANDWIDTH_COLUMNS})
     first = sized.groupby(key, sort=False).agg(collective=("collective", "first"), algorithm=("algorithm", "first"),
                                                 dtype=("dtype", "first"), group_size=("group_size", "first"),
+                                                group_ranks=("group_ranks", "first"),
                                                 bytes=("bytes", "first"), ranks=("file_id", "size"),
                                                 dur_us=("dur_us", "median"))
     last = arrived[arrived["last"]].set_index(key)
@@ -142,6 +148,7 @@ def bandwidth_table(kernels: pd.DataFrame, arrived: pd.DataFrame) -> pd.DataFram
     table["algbw_gbs"] = table["bytes"] / seconds / 1e9
     factor = [_factor(c, n) for c, n in zip(table["collective"], table["group_size"])]
     table["busbw_gbs"] = table["algbw_gbs"] * np.array(factor, dtype=np.float64)
+    table["scope"] = [scope(r, n, *nodes) for r, n in zip(table["group_ranks"], table["group_size"])]
     return table.reset_index().sort_values(["step", "name", "occurrence"], kind="stable",
                                            ignore_index=True)[BANDWIDTH_COLUMNS]
 
@@ -155,6 +162,31 @@ def size_warnings(kernels: pd.DataFrame) -> list[str]:
     return [f"{unsized:,} of {len(kernels):,} communication kernels record no message size (no 'Collective name' "
             "and 'In msg nelems' on the kernel or on a record_param_comms op around its launch; barriers move no "
             "data): their bus bandwidth is left out"]
+
+
+def scope(group_ranks: str, group_size: float, ranks_per_node, world_size) -> str:
+    """"intra-node" when every rank of the collective's group is on one node (a group of one always is), "inter-node" when they span nodes,
+    "" when the trace does not tell. A rank's node is its global rank over the ranks per node (torchrun numbers
+    ranks node by node); the group's ranks are its recorded ``Process Group Ranks``, else the whole job when the
+    group is the world. Ranks per node: as many as the GPUs each rank's trace lists (``deviceProperties`` holds
+    every GPU the process sees: all of its node's under torchrun), unknown where a trace lists one."""
+    if np.isfinite(group_size) and int(group_size) == 1:
+        return "intra-node"
+    if not ranks_per_node or ranks_per_node < 2:
+        return ""
+    members = _ranks(group_ranks)
+    if not members and world_size and np.isfinite(group_size) and int(group_size) == world_size:
+        members = list(range(int(world_size)))
+    if not members:
+        return ""
+    return "intra-node" if len({r // ranks_per_node for r in members}) == 1 else "inter-node"
+
+
+def _ranks(text: str) -> list[int]:
+    try:
+        return [int(v) for v in str(text).strip("[] ").split(",") if v.strip()]
+    except ValueError:
+        return []
 
 
 def _factor(kind: str, ranks: float) -> float:
@@ -175,7 +207,8 @@ def bandwidth_findings(table: pd.DataFrame, link: tuple | None) -> list[Finding]
     if link is None or table.empty:
         return []
     name, gbs = link
-    timed = table[(table["measured"] == "transfer (last arrival to end)") & (table["bytes"] >= LARGE_BYTES)]
+    timed = table[(table["measured"] == "transfer (last arrival to end)") & (table["bytes"] >= LARGE_BYTES)
+                  & (table["scope"] != "inter-node")]  # between nodes the link is the network's, not NVLink's
     slow = timed[timed["busbw_gbs"] < LINK_SHARE * gbs]
     if slow.empty:
         return []

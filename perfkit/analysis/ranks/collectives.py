@@ -12,7 +12,10 @@ occurrence in the step, see ``tables``):
   of its collectives' waits: DDP's bucket all-reduces overlap, and a rank 2 ms behind waits 2 ms at each,
   at once, not ten times over;
 * per rank and step, ``lateness``: its arrival minus the median rank's arrival, at the collective where it
-  is latest (never negative): how far behind the median rank it is. The rank that arrives last waits
+  is latest (never negative): how far behind the median rank it is;
+* per rank, ``last_arrivals``: how often it arrived last, against the chance of that were the last rank drawn at
+  random (one in the collective's ranks): a rank last at 21 of 21 collectives of two ranks (p = 0.5^21) is the
+  one the others wait for, however little it is late. The rank that arrives last waits
   least, so its collective kernels' time holds the transfer, not its lateness: a 4xMI300X DDP rank 1.6-3.8
   ms late read "40% slower" from its step less its collectives' time.
 
@@ -25,12 +28,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...stats import binomial_tail
 from ...trace.intervals import length
 
 KEY = ["step", "name", "occurrence"]
 ARRIVAL_COLUMNS = ["file_id", "rank", "step", "name", "occurrence", "ts_us", "dur_us", "wait_us", "last"]
 COLLECTIVE_COLUMNS = ["step", "name", "occurrence", "ranks", "skew_us", "first_rank", "last_rank",
                       "max_wait_us", "end_spread_us"]
+# A rank is consistently last when arriving last that often by chance is less likely than this (one-sided binomial
+# test, perfkit rule): 21 of 21 on two ranks is 4.8e-7, 5 of 8 on eight ranks 1.2e-3, 11 of 21 on two ranks 0.5.
+LAST_P = 0.01
+LAST_COLUMNS = ["file_id", "rank", "collectives", "last", "chance", "p_value", "consistent"]
 # Median spread of kernel end times above which the ranks' clocks probably disagree: NCCL kernels
 # of one collective end within a few microseconds of each other (7 us at most on the 8-rank DLRM
 # traces), so 100 us leaves room for protocol tails while catching millisecond clock offsets.
@@ -114,3 +122,19 @@ def lateness(arrived: pd.DataFrame) -> pd.Series:
         return pd.Series(dtype=np.float64, index=pd.MultiIndex.from_arrays([[], []], names=["file_id", "step"]))
     late = arrived["ts_us"] - arrived.groupby(KEY, sort=False)["ts_us"].transform("median")
     return late.clip(lower=0.0).groupby([arrived["file_id"], arrived["step"]]).max()
+
+
+def last_arrivals(arrived: pd.DataFrame) -> pd.DataFrame:
+    """Per rank file (``LAST_COLUMNS``): matched collectives, how many it arrived last at, the chance of one (1 /
+    the median number of ranks in them), the binomial p-value of arriving last that often by chance, and
+    ``consistent`` (p-value under ``LAST_P``)."""
+    if arrived.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in LAST_COLUMNS})
+    size = arrived.groupby(KEY, sort=False)["file_id"].transform("size")
+    frame = arrived.assign(size=size.to_numpy())
+    per = frame.groupby("file_id").agg(rank=("rank", "first"), collectives=("last", "size"), last=("last", "sum"),
+                                        ranks=("size", "median")).reset_index()
+    per["chance"] = 1.0 / per["ranks"]
+    per["p_value"] = [binomial_tail(int(k), int(n), c) for k, n, c in zip(per["last"], per["collectives"], per["chance"])]
+    per["consistent"] = per["p_value"] < LAST_P
+    return per[LAST_COLUMNS]

@@ -27,13 +27,13 @@ from ...text import jsonable
 from ...trace import Trace
 from ...trace.loader.load import resolve_paths
 from .bandwidth import bandwidth_findings, bandwidth_table, link_for, size_warnings
-from .collectives import arrivals, clock_warning, collective_table, lateness, step_waits
+from .collectives import LAST_P, arrivals, clock_warning, collective_table, last_arrivals, lateness, step_waits
 from .engines import map_paths
-from .stragglers import FIXES, MIN_NOISE_STEPS, STRAGGLER_PCT, by_rank, find_stragglers
+from .stragglers import CONSISTENT_PCT, FIXES, MIN_NOISE_STEPS, STRAGGLER_PCT, by_rank, find_stragglers
 from .tables import RankTables, reduce_file
 
 STEP_COLUMNS = ["rank", "file", "step", "start_us", "wall_us", "own_us", "wait_us", "late_us", "start_late_us",
-                "gpu_busy_us", "gpu_busy_pct",
+                "first_launch_us", "gpu_busy_us", "gpu_busy_pct",
                 "compute_us", "comm_us", "overlap_us", "overlap_pct", "dataloader_us", "sync_us", "host_other_us",
                 "late_arrivals"]
 RANK_COLUMNS = ["rank", "file", "device", "steps", "median_step_us", "median_own_us", "wall_us", "wait_us",
@@ -49,7 +49,8 @@ WAIT_SHARE = 0.10
 @dataclass(frozen=True, eq=False, repr=False)
 class RanksResult:
     """Per rank-file and step (``steps``, ``STEP_COLUMNS``), per rank (``ranks``, ``RANK_COLUMNS``),
-    per communication kernel and rank (``arrivals``), per collective (``collectives``), per collective of
+    per communication kernel and rank (``arrivals``), per collective (``collectives``), per rank how often it
+    arrived last against chance (``last_arrivals``, ``collectives.LAST_COLUMNS`` and ``file``), per collective of
     known size its bytes and bus bandwidth (``bandwidth``, ``bandwidth.BANDWIDTH_COLUMNS``), the
     straggling (rank, step) rows (``stragglers``), the step-to-step noise (us, NaN when unknown),
     devices, findings and warnings. ``to_frame()`` is the per-rank table."""
@@ -57,6 +58,7 @@ class RanksResult:
     steps: pd.DataFrame
     arrivals: pd.DataFrame
     collectives: pd.DataFrame
+    last_arrivals: pd.DataFrame
     bandwidth: pd.DataFrame
     stragglers: pd.DataFrame
     noise_us: float
@@ -90,11 +92,12 @@ class RanksResult:
 
     def to_json(self) -> dict:
         """``{ranks, stragglers: [{rank, file, step, excess_pct, cause, ...}], steps, collectives,
-        bandwidth, noise_us, straggler_pct, findings, warnings}`` (JSON-ready)."""
+        bandwidth, noise_us, straggler_pct, last_arrivals, findings, warnings}`` (JSON-ready)."""
         return jsonable({
             "ranks": self.ranks.to_dict("records"), "stragglers": self.stragglers.to_dict("records"),
             "steps": self.steps.to_dict("records"), "collectives": self.collectives.to_dict("records"),
             "bandwidth": self.bandwidth.to_dict("records"), "noise_us": self.noise_us, "straggler_pct": 100.0 * self.straggler_pct,
+            "last_arrivals": self.last_arrivals.drop(columns="file_id").to_dict("records"),
             "findings": [dict(f.__dict__) for f in self.findings], "warnings": list(self.warnings)})
 
     def __repr__(self) -> str:
@@ -146,12 +149,22 @@ def combine(tables: list[RankTables], *, straggler_pct: float = STRAGGLER_PCT) -
     arrived, match_warnings = arrivals(kernels)
     collectives = collective_table(arrived)
     steps = _step_rows(tables, ids, arrived)
-    stragglers, noise = find_stragglers(steps, straggler_pct=straggler_pct)
-    result = dict(steps=steps[STEP_COLUMNS], arrivals=arrived, collectives=collectives,
-                  bandwidth=bandwidth_table(kernels, arrived), stragglers=stragglers,
+    last = last_arrivals(arrived).assign(file=lambda t: [tables[int(i)].path for i in t["file_id"]])
+    stragglers, noise = find_stragglers(steps, straggler_pct=straggler_pct,
+                                        consistent=frozenset(last.loc[last["consistent"].astype(bool), "file_id"]))
+    result = dict(steps=steps[STEP_COLUMNS], arrivals=arrived, collectives=collectives, last_arrivals=last,
+                  bandwidth=bandwidth_table(kernels, arrived, nodes_of(tables)), stragglers=stragglers,
                   noise_us=noise, straggler_pct=float(straggler_pct), devices={t.path: t.device for t in tables})
     warnings += match_warnings + size_warnings(kernels) + clock_warning(collectives) + _quality_warnings(steps, noise, straggler_pct)
     return RanksResult(findings=rank_findings(_findings(result)), warnings=tuple(warnings), **result)
+
+
+def nodes_of(tables: list[RankTables]) -> tuple:
+    """(ranks per node, world size) as the traces tell, each None where they disagree or do not say: ranks per
+    node is the GPUs each process sees (``RankTables.gpus``) when every trace lists the same number, two or more."""
+    gpus = {t.gpus for t in tables}
+    worlds = {t.world_size for t in tables} - {None}
+    return (gpus.pop() if len(gpus) == 1 and min(gpus) >= 2 else None), (worlds.pop() if len(worlds) == 1 else None)
 
 
 def _identify(tables: list[RankTables]) -> tuple[list[int], list[str]]:
@@ -208,27 +221,37 @@ def _quality_warnings(steps: pd.DataFrame, noise: float, straggler_pct: float) -
 
 
 def _findings(r: dict) -> list[Finding]:
-    steps, stragglers = r["steps"], r["stragglers"]
+    steps, stragglers, last = r["steps"], r["stragglers"], r["last_arrivals"]
     per_rank = by_rank(stragglers, steps.groupby("file").size())
-    out = [_straggler_finding(row, r["noise_us"], r["straggler_pct"]) for row in per_rank.to_dict("records")]
-    out += _wait_finding(steps, r["collectives"], bool(len(stragglers)))
+    lasts = {f: row for f, row in zip(last["file"], last.to_dict("records"))}
+    out = [_straggler_finding(row, r["noise_us"], r["straggler_pct"], lasts.get(row["file"]))
+           for row in per_rank.to_dict("records")]
+    out += _wait_finding(steps, r["collectives"], bool(len(stragglers)), last)
     return out + bandwidth_findings(r["bandwidth"], link_for(r["devices"].values()))
 
 
-def _straggler_finding(s: dict, noise: float, pct: float) -> Finding:
-    cause = {"late start": "it starts its steps late (it runs them no slower)", "input": "it runs longer: its DataLoader",
-             "host": "it runs longer: its host ops", "sync": "it runs longer: its host-device syncs",
-             "compute": "it runs longer: its GPU compute",
-             "comm wait": "it runs longer: its collectives (beyond waiting for peers)",
-             "unattributed": "it runs longer, in no measured part (untraced work)"}[s["cause"]]
+_CAUSE_TEXT = {"first launch": "its first kernel launch of the step takes longer (a one-off cost on first use)",
+               "late start": "it starts its steps late (it runs them no slower)", "input": "it runs longer: its DataLoader",
+               "host": "it runs longer: its host ops", "sync": "it runs longer: its host-device syncs",
+               "compute": "it runs longer: its GPU compute",
+               "comm wait": "it runs longer: its collectives (beyond waiting for peers)",
+               "unattributed": "it runs longer, in no measured part (untraced work)"}
+
+
+def _straggler_finding(s: dict, noise: float, pct: float, last: dict | None) -> Finding:
     extra = f" (+{s['cause_us'] / 1e3:.2f} ms/step)" if np.isfinite(s["cause_us"]) else ""
+    order = f"; last at {int(last['last'])} of {int(last['collectives'])} collectives" if last and last["last"] else ""
     severity = _severity(s["steps"], s["of_steps"], noise)
     return Finding(severity, f"rank {s['rank']} reaches the collectives {s['excess_us'] / 1e3:,.2f} ms after the median "
-                   f"rank ({s['excess_pct']:.0f}% of a step) in {s['steps']} of {s['of_steps']} step(s): {cause}{extra}",
+                   f"rank ({s['excess_pct']:.0f}% of a step) in {s['steps']} of {s['of_steps']} step(s){order}: "
+                   f"{_CAUSE_TEXT[s['cause']]}{extra}",
                    {"rank": s["rank"], "file": Path(s["file"]).name, "excess_us": s["excess_us"],
-                    "excess_pct": s["excess_pct"], "cause": s["cause"], "noise_us": noise},
+                    "excess_pct": s["excess_pct"], "cause": s["cause"], "noise_us": noise,
+                    **({"last_at": int(last["last"]), "collectives": int(last["collectives"]),
+                        "last_p_value": float(last["p_value"])} if last else {})},
                    FIXES[s["cause"]], f"arrival at the collectives >= {pct:.0%} of the median step after the median "
-                   "rank's (own step time where no collective matches) and > 2x step-to-step noise (perfkit rule, see "
+                   f"rank's, or >= {CONSISTENT_PCT:.0%} for a rank last more often than chance (binomial p < {LAST_P}), "
+                   "(own step time where no collective matches) and > 2x step-to-step noise (perfkit rule, see "
                    "stragglers.py)")
 
 
@@ -239,23 +262,33 @@ def _severity(flagged: int, of_steps: int, noise: float) -> str:
     return "high" if flagged >= max(MIN_NOISE_STEPS, of_steps / 2) else "medium"
 
 
-def _wait_finding(steps: pd.DataFrame, collectives: pd.DataFrame, named: bool) -> list[Finding]:
+def _wait_finding(steps: pd.DataFrame, collectives: pd.DataFrame, named: bool, last: pd.DataFrame) -> list[Finding]:
     wall = steps.groupby("file")["wall_us"].sum()
     share = float((steps.groupby("file")["wait_us"].sum() / wall.where(wall > 0)).median())
     if not np.isfinite(share) or share < WAIT_SHARE or collectives.empty:
         return []
     worst_at = collectives["skew_us"].idxmax()
     worst = collectives.loc[worst_at]
-    last = collectives["last_rank"].mode().iloc[0]
-    fix = ("Fix the stragglers above: the others wait for them." if named else
-           "No rank is slower in its own work by the straggler rule, so the skew moves between ranks or was carried "
-           "in: look for rank-specific pauses (checkpointing, logging, garbage collection) before the collectives.")
+    most = last.sort_values(["last", "rank"], ascending=[False, True]).iloc[0]
+    consistent = last[last["consistent"].astype(bool)]
+    if named:
+        fix = "Fix the stragglers above: the others wait for them."
+    elif len(consistent):
+        c = consistent.sort_values("p_value").iloc[0]
+        fix = (f"Rank {int(c['rank'])} arrives last at {int(c['last'])} of {int(c['collectives'])} collectives, more "
+               f"often than chance, but under {CONSISTENT_PCT:.0%} of a step behind the median rank: look at what it "
+               "does before each collective that the others do not.")
+    else:
+        fix = (f"No rank arrives last more often than chance (rank {int(most['rank'])} most often, {int(most['last'])} "
+               f"of {int(most['collectives'])}), so the skew moves between ranks or was carried in: look for "
+               "rank-specific pauses (checkpointing, logging, garbage collection) before the collectives.")
     if worst_at == collectives.index[collectives["step"] == worst["step"]][0]:
         fix += (" The largest skew is at its step's first collective: it was carried in from before the step (the "
                 "previous step, or the profiler starting at a different time on each rank); profile more steps.")
     return [Finding("medium", f"ranks spend {share:.0%} of their step waiting for peers in collectives; "
                     f"largest arrival skew {worst['skew_us'] / 1e3:.2f} ms (step {worst['step']}, rank "
                     f"{worst['last_rank']} last)",
-                    {"median_wait_share": share, "max_skew_us": float(worst["skew_us"]), "most_often_last": int(last),
+                    {"median_wait_share": share, "max_skew_us": float(worst["skew_us"]),
+                     "most_often_last": int(most["rank"]), "last_at": int(most["last"]),
                      "collectives": int(len(collectives))}, fix,
                     f">= {WAIT_SHARE:.0%} of step time waiting in collectives (perfkit rule)")]

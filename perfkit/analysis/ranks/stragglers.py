@@ -11,15 +11,22 @@ to the **own step time**, ``own_us = wall_us - wait_us``, against the median ran
 
 Rule: rank r is a straggler in step s when both hold
 
-* ``excess >= straggler_pct * median_step(s)`` (default 10% of the median rank's step);
+* ``excess >= straggler_pct * median_step(s)`` (default 10% of the median rank's step), or ``CONSISTENT_PCT``
+  (2%) for a rank that arrives last at the collectives more often than chance allows
+  (``collectives.last_arrivals``: the rank the others wait for, named by how consistently it is last as well
+  as by how late);
 * ``excess > NOISE_SIGMAS * noise_us``, where ``noise_us`` is the step-to-step noise: per rank, the
   robust standard deviation (1.4826 x MAD) over its steps of its excess; the median of that over
   ranks. It needs at least ``MIN_NOISE_STEPS`` steps; with fewer the noise is unknown, the first
   condition decides alone and the result carries a warning.
 
-Cause: ``late start`` when the rank starts the step at least ``LATE_START_SHARE`` of its excess after the
-median rank (``start_late_us``: what runs before its step boundary holds it back, not its step); else the
-part of the step in which it exceeds the median rank the most, one of ``CAUSES``:
+Cause: ``first launch`` when the step's first kernel launch call took at least ``LATE_START_SHARE`` of the
+excess longer than the median rank's (a one-off cost inside the step: lazy module loading or CUDA context
+creation on first use, not a late start); ``late start`` when the rank starts the step at least
+``LATE_START_SHARE`` of its excess after the median rank (``start_late_us``: what runs before its step boundary
+holds it back, not its step); else the part of the step in which it exceeds the median rank the most, one of
+``CAUSES``. Each part is its excess over the median rank's, at least 0: a part below the median explains none
+of the excess.
 
 * ``input``: DataLoader time (``dataloader_us``);
 * ``host``: host ops and launches outside DataLoader and syncs (``host_other_us``);
@@ -42,13 +49,18 @@ MIN_NOISE_STEPS = 3           # a MAD of fewer than 3 deviations says nothing ab
 MIN_CAUSE_SHARE = 0.2         # a part must explain a fifth of the excess to be named the cause
 MAD_TO_SIGMA = 1.4826         # scaled MAD = standard deviation for normal data
 LATE_START_SHARE = 0.5        # a start this share of the excess behind the median rank's: the larger half decides
-CAUSES = ("late start", "input", "host", "sync", "compute", "comm wait", "unattributed")
+CONSISTENT_PCT = 0.02         # the bar for a rank consistently last: a fifth of the 10% rule (perfkit rule)
+CAUSES = ("first launch", "late start", "input", "host", "sync", "compute", "comm wait", "unattributed")
 STRAGGLER_COLUMNS = ["rank", "file", "step", "own_us", "median_own_us", "excess_us", "excess_pct", "start_late_us",
-                     "cause", "input_us", "host_us", "sync_us", "compute_us", "comm_wait_us"]
+                     "first_launch_us", "cause", "input_us", "host_us", "sync_us", "compute_us", "comm_wait_us"]
 _PARTS = {"input": "input_us", "host": "host_us", "sync": "sync_us", "compute": "compute_us",
           "comm wait": "comm_wait_us"}
 
 FIXES = {
+    "first launch": "Its first kernel launch of the step takes milliseconds longer than the other ranks': a one-off "
+                    "cost on first use (CUDA's lazy module loading, context creation, cuDNN/cuBLAS handle set-up) "
+                    "on that rank. Warm every rank up before the profiled steps (a full step first, or "
+                    "CUDA_MODULE_LOADING=EAGER), and profile after torch.profiler.schedule's warmup.",
     "late start": "It starts its steps late and runs them no slower: what holds it back is before its step boundary "
                   "(the previous step's tail, checkpointing, logging or evaluation on that rank between steps, "
                   "garbage collection, or its profiler starting later). Look at that rank's timeline just before "
@@ -101,12 +113,14 @@ def excess(steps: pd.DataFrame) -> pd.DataFrame:
     return out.assign(excess_us=late.where(late.notna(), own))
 
 
-def find_stragglers(steps: pd.DataFrame, *, straggler_pct: float = STRAGGLER_PCT) -> tuple[pd.DataFrame, float]:
+def find_stragglers(steps: pd.DataFrame, *, straggler_pct: float = STRAGGLER_PCT,
+                    consistent=frozenset()) -> tuple[pd.DataFrame, float]:
     """Straggling (rank, step) rows (``STRAGGLER_COLUMNS``, largest excess first) and the noise (us).
 
     ``steps``: one row per rank file and step with ``file_id``, ``rank``, ``file``, ``step``, ``wall_us``,
-    ``own_us``, ``wait_us``, ``late_us``, ``start_late_us`` and the columns ``parts`` reads; steps seen on one
-    rank are skipped.
+    ``own_us``, ``wait_us``, ``late_us``, ``start_late_us``, ``first_launch_us`` and the columns ``parts`` reads;
+    steps seen on one rank are skipped. ``consistent``: the file ids of the ranks consistently last
+    (``collectives.last_arrivals``), held to ``CONSISTENT_PCT`` instead of ``straggler_pct``.
     """
     shared = steps[steps.groupby("step")["file_id"].transform("size") >= 2]
     if shared.empty:
@@ -114,20 +128,31 @@ def find_stragglers(steps: pd.DataFrame, *, straggler_pct: float = STRAGGLER_PCT
     shared = excess(shared)
     noise = step_noise_us(shared)
     base = shared["median_step_us"]
-    flagged = (shared["excess_us"] >= straggler_pct * base) & (base > 0)
+    bar = np.where(shared["file_id"].isin(list(consistent)), min(CONSISTENT_PCT, straggler_pct), straggler_pct)
+    flagged = (shared["excess_us"] >= bar * base) & (base > 0)
     if np.isfinite(noise):
         flagged &= shared["excess_us"] > NOISE_SIGMAS * noise
-    split = parts(shared)
-    over = split - split.groupby(shared["step"]).transform("median")
-    start_late = shared["start_late_us"] if "start_late_us" in shared else pd.Series(0.0, index=shared.index)
+    over = _over_median(shared, parts(shared))
     out = shared[["rank", "file", "step", "own_us", "median_own_us", "excess_us"]].assign(
-        excess_pct=100.0 * shared["excess_us"] / base, start_late_us=start_late)
+        excess_pct=100.0 * shared["excess_us"] / base, start_late_us=_column(shared, "start_late_us"),
+        first_launch_us=_over_median(shared, _column(shared, "first_launch_us").to_frame())["first_launch_us"])
     out = pd.concat([out, over], axis=1)[flagged]
     out["cause"] = [_cause(row) for row in out.to_dict("records")]
     return out.sort_values(["excess_pct", "rank"], ascending=[False, True], ignore_index=True)[STRAGGLER_COLUMNS], noise
 
 
+def _column(steps: pd.DataFrame, name: str) -> pd.Series:
+    return steps[name] if name in steps else pd.Series(0.0, index=steps.index, name=name)
+
+
+def _over_median(steps: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:
+    """Each part's excess over the median rank's in its step, at least 0 (below the median explains none of it)."""
+    return (split - split.groupby(steps["step"]).transform("median")).clip(lower=0.0)
+
+
 def _cause(row: dict) -> str:
+    if row["excess_us"] > 0 and row.get("first_launch_us", 0.0) >= LATE_START_SHARE * row["excess_us"]:
+        return "first launch"
     if row["excess_us"] > 0 and row["start_late_us"] >= LATE_START_SHARE * row["excess_us"]:
         return "late start"
     name, value = max(((n, row[c]) for n, c in _PARTS.items()), key=lambda item: item[1])
@@ -140,7 +165,7 @@ def by_rank(stragglers: pd.DataFrame, steps_per_rank: pd.Series) -> pd.DataFrame
     rows = []
     for (rank, file), grp in stragglers.groupby(["rank", "file"], sort=False):
         cause = grp["cause"].mode().iloc[0]
-        part = _PARTS.get(cause)
+        part = {**_PARTS, "first launch": "first_launch_us"}.get(cause)
         rows.append({"rank": int(rank), "file": file, "steps": len(grp), "of_steps": int(steps_per_rank.get(file, 0)),
                      "excess_pct": float(grp["excess_pct"].median()), "excess_us": float(grp["excess_us"].median()),
                      "cause": cause, "cause_us": float(grp[part].median()) if part else float("nan")})

@@ -7,10 +7,14 @@
 * the ``cpu_bound`` split, same numbers (``cpu_bound.step_table``): ``wall_us``, ``gpu_busy_us``
   (union of kernels, memcpys and memsets), ``dataloader_us``, ``sync_us`` (host blocked in syncs
   outside data loading), ``host_other_us``;
+* ``first_launch_us``: how long the step's first kernel launch call took (a first use's lazy module loading
+  shows here);
 * ``comm_us``: union of communication kernels (NCCL, and RCCL on ROCm: kernel names containing
   "nccl" or "rccl"); ``compute_us``: union of the other kernels (memcpy/memset are neither);
   ``overlap_us``: time both run at once (comm + compute - their union);
-* one row per communication kernel (``collectives``): its step, name, ``occurrence`` (0 for the
+* one row per communication kernel (``collectives``): its step (the step that launched it, wherever it ran on
+  the GPU's timeline: ``trace.steps.launch_windows``; a DDP rank whose GPU runs behind its host runs the last
+  step's all-reduces after that step's window), name, ``occurrence`` (0 for the
   first kernel of that name in the step, 1 for the second...), ``ts_us``, ``dur_us`` and what it moved
   (``bandwidth.MESSAGE_COLUMNS``: collective, algorithm, dtype, group size, bytes). Ranks are
   matched on (step, name, occurrence) by ``perfkit.analysis.ranks.collectives``.
@@ -25,25 +29,28 @@ import pandas as pd
 from ...errors import ParameterError, TraceError
 from ...trace import Trace, load_trace
 from ...trace.intervals import window_cover
-from ...trace.steps import step_windows, window_index
+from ...trace.steps import launch_windows, step_rows, step_windows
 from ..classify import is_comm
 from ..step.cpu_bound import step_table
 from .bandwidth import MESSAGE_COLUMNS, kernel_messages
 
 STEP_COLUMNS = ["step", "start_us", "end_us", "wall_us", "gpu_busy_us", "compute_us", "comm_us", "overlap_us",
-                "dataloader_us", "sync_us", "host_other_us", "kernels"]
+                "dataloader_us", "sync_us", "host_other_us", "kernels", "first_launch_us"]
 COLLECTIVE_COLUMNS = ["step", "name", "occurrence", "ts_us", "dur_us", *MESSAGE_COLUMNS]
 
 
 @dataclass(frozen=True)
 class RankTables:
     """One file reduced: its path, the rank it claims (``distributedInfo.rank``; None when it
-    claims none), its GPU's name ("cpu" without GPU events), ``steps`` (``STEP_COLUMNS``),
-    ``collectives`` (``COLLECTIVE_COLUMNS``) and the load's warnings."""
+    claims none), its GPU's name ("cpu" without GPU events), the GPUs its process sees (``gpus``: the
+    ``deviceProperties`` entries) and the job's ``world_size`` (``distributedInfo``; None when absent),
+    ``steps`` (``STEP_COLUMNS``), ``collectives`` (``COLLECTIVE_COLUMNS``) and the load's warnings."""
 
     path: str
     claimed_rank: int | None
     device: str
+    gpus: int
+    world_size: int | None
     steps: pd.DataFrame
     collectives: pd.DataFrame
     warnings: tuple
@@ -70,22 +77,36 @@ def reduce_trace(trace: Trace) -> RankTables:
     steps["comm_us"] = window_cover(kernels[comm], windows)
     steps["compute_us"] = window_cover(kernels[~comm], windows)
     steps["overlap_us"] = np.maximum(steps["comm_us"] + steps["compute_us"] - window_cover(kernels, windows), 0.0)
+    steps["first_launch_us"] = first_launches(trace, windows)
     meta = trace.files[0]
-    return RankTables(path=meta.path, claimed_rank=claimed_rank(meta.distributed), device=_device(trace),
+    return RankTables(path=meta.path, claimed_rank=distributed_int(meta.distributed, "rank"), device=_device(trace),
+                      gpus=len(trace.devices), world_size=distributed_int(meta.distributed, "world_size"),
                       steps=steps[STEP_COLUMNS], collectives=_collectives(trace, kernels[comm], windows),
                       warnings=trace.warnings)
 
 
-def claimed_rank(distributed: dict) -> int | None:
-    """``distributedInfo.rank`` as an int, None when absent or not a number."""
+def first_launches(trace: Trace, windows: pd.DataFrame) -> np.ndarray:
+    """Per window: the duration (us) of its first kernel launch call, 0 where it launched none."""
+    links = trace.launches(("kernel",)).drop_duplicates("cpu_index")
+    out = np.zeros(len(windows))
+    if links.empty:
+        return out
+    row = step_rows(windows, trace.events.loc[links["cpu_index"].to_numpy(), ["rank", "step"]])
+    first = links.assign(row=row)[row >= 0].sort_values("launch_ts_us", kind="stable").drop_duplicates("row")
+    out[windows.index.get_indexer(first["row"])] = first["launch_dur_us"].to_numpy(dtype=np.float64)
+    return out
+
+
+def distributed_int(distributed: dict, key: str) -> int | None:
+    """``distributedInfo[key]`` (``rank``, ``world_size``) as an int, None when absent or not a number."""
     try:
-        return int(distributed["rank"])
+        return int(distributed[key])
     except (KeyError, TypeError, ValueError):
         return None
 
 
 def _collectives(trace: Trace, comm: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    row = window_index(windows, comm["ts_us"], comm["rank"])
+    row = launch_windows(trace, windows, comm)
     inside = row >= 0
     comm = comm[inside]
     messages = kernel_messages(trace, comm) if len(comm) else pd.DataFrame(columns=MESSAGE_COLUMNS)

@@ -37,8 +37,8 @@ from ...text import jsonable
 from ...trace.ancestry import nest
 from ...trace.names import starts_with
 from ...trace.schema import LAUNCH_CATEGORIES
-from ...trace.steps import STEP_PREFIX, listed_steps, step_rows, step_windows, stub_steps, window_index
-from ..classify import before_window, launch_mask
+from ...trace.steps import STEP_PREFIX, before_window, listed_steps, step_rows, step_windows, stub_steps, window_index
+from ..classify import launch_mask
 from ..compile import compile_facts
 from ..host_ops import COPY_OPS, HOST_CATEGORIES, host_events, op_table
 from ..queued import queued_gpu_us
@@ -373,7 +373,7 @@ def partial_gpu_warning(launches: pd.DataFrame, has_gpu: bool) -> tuple:
 
 
 def before_window_warning(trace, links: pd.DataFrame) -> tuple:
-    """One warning naming the GPU work launched before the window (``classify.before_window``): the GPU ran it
+    """One warning naming the GPU work launched before the window (``trace.steps.before_window``): the GPU ran it
     inside the steps, so it is in GPU busy, but it is the previous step's, not these steps' own."""
     gpu = trace.gpu_events()
     early = before_window(gpu, gpu.index.isin(links["gpu_index"].to_numpy()))

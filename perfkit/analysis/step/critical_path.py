@@ -245,7 +245,9 @@ def _gpu_step(tl, row: int, t: float, floor: float, segs: list):
 
 
 def _to_gpu(tl, row: int, t: float, floor: float, segs: list, lane: int):
-    """Continue inside GPU event ``row`` from ``t``; the gap between its end and ``t`` is idle."""
+    """Continue inside GPU event ``row`` from ``t`` (idle after its end); work from before the window ends the path."""
+    if tl.gpu["early"][row]:
+        return None
     t_gpu = min(tl.gpu["end"][row], t)
     _emit(segs, "idle", max(t_gpu, floor), t, lane_name(lane), -1)
     return ("gpu", row, t_gpu) if t_gpu > floor else None
@@ -321,7 +323,7 @@ def _waited_for(tl, lane: int, call_start: float, t: float) -> int:
     ends, rows = tl.lane_by_end.get(lane, (tl.by_end, tl.by_end_rows)) if lane >= 0 else (tl.by_end, tl.by_end_rows)
     k = int(np.searchsorted(ends, t + CLOCK_SLACK_US, side="right")) - 1
     while k >= 0 and ends[k] > call_start:
-        if tl.gpu["start"][rows[k]] < t:
+        if tl.gpu["start"][rows[k]] < t and not tl.gpu["early"][rows[k]]:
             return int(rows[k])
         k -= 1
     return -1
@@ -353,7 +355,6 @@ def _emit_host(segs: list, lane, a: float, b: float, name: str) -> None:
     segs.extend(zip(kinds, starts[kept].tolist(), ends[kept].tolist(), repeat(name), repeat(-1)))
 
 
-
 def _step_row(win, segs: list) -> list:
     by_kind = dict.fromkeys(KINDS, 0.0)
     for kind, start, end, _, _ in segs:
@@ -371,7 +372,8 @@ def _warnings(trace, timelines: dict) -> tuple:
                    "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
     orphans = sum(t.unlaunched for t in timelines.values())
     if orphans:
-        out.append(f"{orphans:,} GPU events have no launch call in the trace: a path reaching one starts there")
+        out.append(f"{orphans:,} GPU events have no launch call in the trace: a path reaching one starts there (those "
+                   "launched before the profiler's window, the previous step's tail, are never on it: gpu-kernels' rule)")
     if not (trace.events["cat"] == "cuda_sync").any() and trace.has_gpu_events:
         out.append("no cuda_sync events: blocking calls are matched to the GPU work that ended inside them by time "
                    "only (torch >= 2.1 records them)")

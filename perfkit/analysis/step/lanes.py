@@ -22,6 +22,7 @@ from ...trace import intervals
 from ...trace.intervals import Coverage
 from ...trace.names import contains, starts_with
 from ...trace.schema import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from ...trace.steps import before_window_events
 from ...trace.threads import event_threads, thread_codes
 from ..classify import is_comm
 from ..host_ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, host_events
@@ -86,7 +87,7 @@ QUEUE_SLACK_US = 10.0
 GPU_KERNEL, GPU_COPY, GPU_COMM = 0, 1, 2
 
 GPU_COLUMNS = ["start", "end", "lane", "kind", "label", "prev", "launch_thread", "launch_start", "launch_end",
-               "launch_blocks"]
+               "launch_blocks", "early"]
 
 
 def rank_timelines(trace) -> dict:
@@ -193,7 +194,8 @@ def _without_waits(lanes: dict, main: int, work: pd.DataFrame) -> HostLane:
 
 def _gpu_table(trace, links: pd.DataFrame, blocking: pd.Index) -> pd.DataFrame:
     """GPU events with their lane code, kind (0 kernel, 1 memcpy/memset) and launch call
-    (``launch_blocks``: the launch call is itself a blocking call, e.g. a copy from pageable memory)."""
+    (``launch_blocks``: the launch call is itself a blocking call, e.g. a copy from pageable memory); ``early``:
+    launched before the profiler's window, the previous step's tail (``trace.steps.before_window``)."""
     gpu = trace.gpu_events()
     lane = _lane_codes(gpu)
     launch = links[links["gpu_cat"].isin(GPU_CATEGORIES)].drop_duplicates("gpu_index").set_index("gpu_index")
@@ -206,7 +208,8 @@ def _gpu_table(trace, links: pd.DataFrame, blocking: pd.Index) -> pd.DataFrame:
         "label": gpu.index.to_numpy(), "launch_thread": launch_thread.reindex(gpu.index, fill_value=-1).to_numpy(),
         "launch_start": launch["launch_ts_us"].to_numpy(),
         "launch_end": (launch["launch_ts_us"] + launch["launch_dur_us"]).to_numpy(),
-        "launch_blocks": launch["cpu_index"].isin(blocking).to_numpy()})
+        "launch_blocks": launch["cpu_index"].isin(blocking).to_numpy(),
+        "early": gpu.index.isin(before_window_events(trace))})
     return frame.sort_values(["rank", "lane", "start", "end"], kind="stable").reset_index(drop=True)
 
 
@@ -254,12 +257,13 @@ def other_stream(tl: RankTimeline, row: int, ready: float) -> int:
     """The GPU event a late one waited for on another stream: the latest event on another stream that ended after
     ``ready`` (when its launch and the previous work on its stream let it start) and by the start of ``row``
     (``cudaStreamWaitEvent``, e.g. on a collective); -1 when its own stream's work ended later (stream order
-    explains the wait) or none did."""
+    explains the wait) or none did. Work launched before the profiler's window (``early``) is no step's: never the
+    one waited for."""
     g = tl.gpu
     k = np.searchsorted(tl.by_end, g["start"][row] + CLOCK_SLACK_US, side="right") - 1
     while k >= 0 and tl.by_end[k] > ready:
         cand = int(tl.by_end_rows[k])
-        if g["lane"][cand] != g["lane"][row] and g["start"][cand] < g["start"][row]:
+        if g["lane"][cand] != g["lane"][row] and g["start"][cand] < g["start"][row] and not g["early"][cand]:
             return cand
         if g["lane"][cand] == g["lane"][row] and cand != row:
             return -1

@@ -25,6 +25,7 @@ from ...text import jsonable
 from ..htod import summarize_copies
 from .findings import findings as _findings, warnings as _warnings
 from .side import side as _side
+from .speedups import op_speedups
 
 MIN_STEPS = 3
 CONFIDENCE = 0.95
@@ -39,7 +40,8 @@ class DiffResult:
     """A/B comparison. ``to_frame()``: one row per headline metric (per step where it says so) with
     A, B, delta and delta %. ``ops`` (every host op, nested ones too), ``top_ops`` (outermost ops only:
     the calls the user made, each counted once: aten::to, not also its _to_copy and copy_), ``kernels``, ``annotations`` (record_function ranges) and
-    ``waits`` (host waits on the device by kind, ``side``): per-name tables (``NAME_COLUMNS``).
+    ``waits`` (host waits on the device by kind, ``side``): per-name tables (``NAME_COLUMNS``). ``op_speedups``: the
+    same op on the same input shapes in both, its GPU time per call before and after (``speedups``).
     ``copies``: per (direction, memory) count/bytes/time of each side; ``sync_kinds``: sync points
     per kind. ``step_change``: median step-time ratio B/A with its CI and verdict."""
 
@@ -50,6 +52,7 @@ class DiffResult:
     kernels: pd.DataFrame
     annotations: pd.DataFrame
     waits: pd.DataFrame
+    op_speedups: pd.DataFrame
     copies: pd.DataFrame
     sync_kinds: pd.DataFrame
     step_change: dict
@@ -75,6 +78,7 @@ class DiffResult:
                 "metrics": jsonable(self.metrics.to_dict("records")),
                 "ops": records(self.ops), "top_ops": records(self.top_ops), "kernels": records(self.kernels),
                 "annotations": records(self.annotations), "waits": jsonable(self.waits.to_dict("records")),
+                "op_speedups": records(self.op_speedups),
                 "new_kernels": records(self.new_kernels), "vanished_kernels": records(self.vanished_kernels),
                 "copies": jsonable(self.copies.to_dict("records")), "syncs": jsonable(self.sync_kinds.to_dict("records")),
                 "findings": [dict(f.__dict__) for f in self.findings], "warnings": list(self.warnings)}
@@ -107,12 +111,14 @@ def diff(a, b) -> DiffResult:
     tables = {key: compare_names(sides[0][key], sides[1][key], sides[0]["n"], sides[1]["n"])
               for key in ("ops", "top_ops", "kernels", "annotations", "waits")}
     tables["kernels"]["triton"] = tables["kernels"]["name"].str.startswith("triton_")
+    speedups, speedup_notes = op_speedups(a, b)
     parts = dict(metrics=_metrics(sides), ops=tables["ops"], top_ops=tables["top_ops"], kernels=tables["kernels"],
-                 annotations=tables["annotations"], waits=tables["waits"], copies=_copies(sides),
+                 annotations=tables["annotations"], waits=tables["waits"], op_speedups=speedups,
+                 copies=_copies(sides),
                  sync_kinds=_sync_kinds(sides), step_change=step_change)
     findings = _findings(parts, sides)
     return DiffResult(labels=(_label(a), _label(b)), findings=rank_findings(findings),
-                      warnings=_warnings(a, b, sides), **parts)
+                      warnings=_warnings(a, b, sides) + tuple(speedup_notes), **parts)
 
 
 def _label(trace) -> str:

@@ -40,7 +40,7 @@ def roofline(result, *, title: str = TITLE):
     top = float(y.max())
     if device is None:
         name = result.device_name or "the trace names no device"
-        ax.set_title(label(f"{title}\nno roofs: {name} is not in perfkit's peak table (pass device=...)", 160),
+        ax.set_title(label(f"{title}\nno roofs: unknown device {name} (use --peaks FILE or device=...)", 160),
                      fontsize=9)
     else:
         top = _roofs(ax, device, _dtypes(result), lo, hi)

@@ -7,7 +7,7 @@ def format_kernels(result, path, top: int = 15) -> str:
     if not result.has_gpu:
         return f"{path}: " + " ".join(result.warnings) + "\n"
     t = result.totals
-    lines = [_device_line(result), _totals_line(t), "",
+    lines = [_device_line(result), _totals_line(t), *_timeline_lines(result.timeline), "",
              f"{'ms':>10}{'share':>7}{'calls':>8}  {'class':<12}{'TC':<4}{'dtype':<6}kernel"]
     for k in result.top(top).to_dict("records"):
         tc = {True: "yes", False: "no"}.get(k["tensor_core"], "?")
@@ -16,11 +16,11 @@ def format_kernels(result, path, top: int = 15) -> str:
     if len(result.kernels) > top:
         lines.append(f"... {len(result.kernels) - top} more kernels (--top N or --json)")
     lines += ["", f"{'ms':>10}{'calls':>8}  {'family':<12}{'dtype':<6}{'TFLOP/s':>9}{'GB/s':>9}{'FLOP/B':>8}"
-                  f"{'% peak':>8}  {'bound':<8}op"]
+                  f"{'% peak':>8}  {'bound':<12}op"]
     for o in result.ops.head(top).to_dict("records"):
         lines.append(f"{o['kernel_us'] / 1e3:>10,.3f}{o['calls']:>8,}  {o['family']:<12}{_label(o['dtype']):<6}"
                      f"{_num(o['tflops_per_s'], 2):>9}{_num(o['gbs'], 0):>9}{_num(o['intensity'], 1):>8}"
-                     f"{_num(o['pct_of_peak'], 1):>8}  {o['bound'] if isinstance(o['bound'], str) else '-':<8}{o['op']}")
+                     f"{_num(o['pct_of_peak'], 1):>8}  {o['bound'] if isinstance(o['bound'], str) else '-':<12}{o['op']}")
     lines += _shape_lines(result.shapes, top)
     lines += [""] + [f"{f.severity:<8} {f.title}\n         fix: {f.fix}" for f in result.findings]
     lines += [f"warning  {w}" for w in result.warnings]
@@ -32,13 +32,23 @@ def _shape_lines(shapes, top: int) -> list[str]:
     if shapes.empty:
         return []
     lines = ["", f"{'ms':>10}{'calls':>7}  {'dtype':<6}{'TFLOP/s':>9}{'GB/s':>9}{'roof ms':>9}{'% roof':>8}  "
-                 f"{'bound':<8}{'op':<28}shape"]
+                 f"{'bound':<12}{'op':<28}shape"]
     for r in shapes.head(top).to_dict("records"):
         lines.append(f"{r['kernel_us'] / 1e3:>10,.3f}{r['calls']:>7,}  {_label(r['dtype']):<6}"
                      f"{_num(r['tflops_per_s'], 1):>9}{_num(r['gbs'], 0):>9}{_num(r['roofline_us'] / 1e3, 3):>9}"
-                     f"{_num(r['pct_of_peak'], 1):>8}  {r['bound'] if isinstance(r['bound'], str) else '-':<8}"
+                     f"{_num(r['pct_of_peak'], 1):>8}  {r['bound'] if isinstance(r['bound'], str) else '-':<12}"
                      f"{r['op']:<28}{r['shape'][:80]}")
     return lines
+
+
+def _timeline_lines(tl: dict) -> list[str]:
+    """The steps' GPU time split four ways on one line (``time_split.gpu_timeline``), none without steps."""
+    if not tl:
+        return []
+    parts = ", ".join(f"{name} {100 * tl[key + '_share']:.1f}%" for name, key in (
+        ("computation", "computation"), ("exposed communication", "exposed_comm"), ("exposed copies", "exposed_memcpy"),
+        ("idle", "idle")))
+    return [f"GPU timeline over {tl['total_us'] / 1e3:,.1f} ms of steps: {parts}"]
 
 
 def _device_line(result) -> str:

@@ -19,11 +19,27 @@ def format_diff(d: dict) -> str:
         lines += ["", f"{title} by change in time per step (us):", f"  {'name':<60}{'A':>12}{'B':>12}  status"]
         lines += [f"  {clip(r['name'], 60):<60}{_num(r['per_step_us_a']):>12}{_num(r['per_step_us_b']):>12}  "
                   f"{r['status']}" for r in d[key]]
+    lines += _speedup_lines(d["op_speedups"])
     lines += ["", f"{len(d['new_kernels'])} new kernels listed, {len(d['vanished_kernels'])} vanished listed"]
     lines += [""] + [f"{f['severity']:<8} {f['title']}" + (f"\n         fix: {f['fix']}" if f["fix"] else "")
                      for f in d["findings"]]
     lines += [f"warning  {w}" for w in _merged_warnings(d["warnings"])]
     return "\n".join(lines) + "\n"
+
+
+def _speedup_lines(rows: list[dict]) -> list[str]:
+    """Per op and input shape in both traces: GPU time per call in A and B and A/B (x: above 1, B is faster)."""
+    if not rows:
+        return ["", "per-op speedups: no op with recorded input shapes ran GPU work in both traces "
+                    "(record_shapes=True on both)"]
+    lines = ["", "per-op speedups, same op and input shapes (GPU us per call; saved: us B saves over its calls):",
+             f"  {'op':<34}{'A':>11}{'B':>11}{'A/B':>9}{'saved':>12}  shape"]
+    return lines + [f"  {clip(r['op'], 34):<34}{_num(r['us_per_call_a']):>11}{_num(r['us_per_call_b']):>11}"
+                    f"{_ratio(r['speedup']):>9}{_num(r['saved_us']):>12}  {clip(r['shape'], 60)}" for r in rows]
+
+
+def _ratio(x) -> str:
+    return "-" if x is None or x != x else f"{x:.2f}x"
 
 
 def _merged_warnings(warnings: list[str]) -> list[str]:

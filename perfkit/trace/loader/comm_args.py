@@ -1,5 +1,5 @@
-"""What each collective moved: ``Collective name``, ``In msg nelems``, ``Out msg nelems``, ``Group size``
-and ``dtype``, as PyTorch records them (``record_shapes`` not needed).
+"""What each collective moved: ``Collective name``, ``In msg nelems``, ``Out msg nelems``, ``Group size``,
+``Process Group Ranks`` and ``dtype``, as PyTorch records them (``record_shapes`` not needed).
 
 PyTorch writes these arguments on the ``record_param_comms`` op that wraps each c10d call and, from
 2.1 or so, on the NCCL/RCCL kernel itself. The events table leaves them out (see :mod:`.shapes`), so
@@ -21,7 +21,7 @@ from .decode import gc_paused
 from .shapes import match_rows
 from .stream import read_text
 
-COMM_COLUMNS = ("collective", "dtype", "in_nelems", "out_nelems", "group_size")
+COMM_COLUMNS = ("collective", "dtype", "in_nelems", "out_nelems", "group_size", "group_ranks")
 _MARKER = b'"Collective name"'
 _Value = Union[int, float, str, None]
 
@@ -31,6 +31,7 @@ class _Args(msgspec.Struct, gc=False):
     in_nelems: _Value = msgspec.field(default=None, name="In msg nelems")
     out_nelems: _Value = msgspec.field(default=None, name="Out msg nelems")
     group_size: _Value = msgspec.field(default=None, name="Group size")
+    group_ranks: _Value = msgspec.field(default=None, name="Process Group Ranks")
     dtype: _Value = None
 
 
@@ -53,7 +54,8 @@ _ARRAY = msgspec.json.Decoder(list[_Event])
 def comm_args(trace) -> pd.DataFrame:
     """One row per event of ``trace`` (kernel or op) that records a collective, indexed by its label in
     ``trace.events``: ``collective`` (as recorded: "allreduce", "_allgather_base", ...), ``dtype``
-    ("Float", "BFloat16", ...), ``in_nelems``, ``out_nelems``, ``group_size`` (floats, NaN where absent).
+    ("Float", "BFloat16", ...), ``in_nelems``, ``out_nelems``, ``group_size`` (floats, NaN where absent),
+    ``group_ranks`` (the group's global ranks as recorded, "[0, 1, 2, 3]"; "" where absent).
     Empty when no event records one. Raises TraceError when a source file can no longer be read."""
     ev = trace.events
     parts = []
@@ -62,7 +64,7 @@ def comm_args(trace) -> pd.DataFrame:
         if not table.empty:
             parts.append(match_rows(ev[ev["file_id"].to_numpy() == file_id], table, COMM_COLUMNS))
     if not parts:
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("collective", "dtype") else np.float64)
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("collective", "dtype", "group_ranks") else np.float64)
                              for c in COMM_COLUMNS})
     return pd.concat(parts).sort_index()
 
@@ -88,7 +90,8 @@ def file_comm_args(path: Path) -> pd.DataFrame:
         "pid": pd.Categorical([str(e.pid) for e in rows]), "tid": pd.Categorical([str(e.tid) for e in rows]),
         "ts": np.array([float(e.ts) for e in rows], dtype=np.float64),
         "name": pd.Categorical([str(e.name) for e in rows]),
-        "collective": [str(e.args.collective) for e in rows], "dtype": [str(e.args.dtype or "") for e in rows]})
+        "collective": [str(e.args.collective) for e in rows], "dtype": [str(e.args.dtype or "") for e in rows],
+        "group_ranks": [str(e.args.group_ranks or "") for e in rows]})
     for col in ("in_nelems", "out_nelems", "group_size"):
         frame[col] = [_count(getattr(e.args, col)) for e in rows]
     return frame

@@ -3,7 +3,56 @@ from __future__ import annotations
 
 import pytest
 
-from perfkit.analysis.gpu_kernels.kernel_classes import kernel_class, op_class, tensor_core
+from perfkit.analysis.gpu_kernels.kernel_classes import CLASSES, kernel_class, kernel_function, op_class, tensor_core
+
+# Each class an op gives, held on a kernel whose name points elsewhere (the op decides: module doc).
+ELSEWHERE = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int)"
+OP_DECIDES = [
+    ("gemm", "aten::addmm", ELSEWHERE),
+    ("conv", "aten::miopen_convolution", "Cijk_Ailk_Bljk_SB_MT64x64x16_MI32x32x2x1_SN"),
+    ("attention", "aten::_flash_attention_forward", "void at::native::reduce_kernel<512, 1>(float)"),
+    ("norm", "vllm::fused_add_rms_norm", "void vllm::fused_add_kernel<_typeConvert<c10::BFloat16> >()"),
+    ("reduction", "aten::_softmax", ELSEWHERE),
+    ("elementwise", "_C_cache_ops::reshape_and_cache_flash", "void flash_fwd_kernel<bf16>(long)"),
+    ("elementwise", "_C::static_scaled_fp8_quant", "sm90_xmma_gemm_bf16bf16_bf16f32"),
+]
+
+
+@pytest.mark.parametrize("cls, op, name", OP_DECIDES, ids=[f"{c}-{o}" for c, o, _ in OP_DECIDES])
+def test_the_op_decides_against_a_name_that_points_elsewhere(cls, op, name):
+    assert kernel_class(name, "kernel") != cls  # the name alone says another class
+    assert kernel_class(name, "kernel", op) == cls
+
+
+def test_every_class_an_op_gives_is_held():
+    assert {c for c, _, _ in OP_DECIDES} == set(CLASSES) - {"comm", "memcpy", "memset", "triton", "other"}
+
+
+@pytest.mark.parametrize("name, cls", [
+    # an op that says nothing (vllm::moe_forward): the kernel's function decides, not its template arguments
+    ("void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)2, "
+     "__nv_bfloat16, 32, true>(int, int, int, int, __nv_bfloat16 const*, float const*, unsigned int*, unsigned int*, "
+     "flashinfer::QuantizationSFLayout)", "elementwise"),  # the B200 serving trace's: read whole, "flash" -> attention
+    ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>(long)",
+     "elementwise"),
+    ("void moe::dev::routing::routingIndicesHistogramKernel<moe::dev::routing::KernelParams<float> >(int)", "other"),
+    ("bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1", "gemm"),
+    # a function that says nothing: the rest of the name decides
+    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_sliced1x4_ldg4_nn_align4>(Params)", "gemm"),
+    ("void cutlass::device_kernel<flash::FlashAttnFwdSm90<Ktraits> >(Params)", "attention"),
+])
+def test_a_name_is_read_by_its_function_first(name, cls):
+    assert kernel_class(name, "kernel", "vllm::moe_forward") == cls
+
+
+@pytest.mark.parametrize("name, function", [
+    ("std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+     "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)", "vllm::fused_add_rms_norm_kernel"),
+    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>(float*)", "at::native::::cunn_SoftMaxForward"),
+    ("nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT", "nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT"),
+])
+def test_kernel_function(name, function):
+    assert kernel_function(name) == function
 
 
 @pytest.mark.parametrize("name, op, cls", [

@@ -3,6 +3,7 @@ sizes from the kernel or the ``record_param_comms`` op around its launch, the tr
 and the link rule, on small traces and on the shared traces' recorded sizes."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -10,8 +11,10 @@ import pandas as pd
 import pytest
 
 from conftest import shared_trace
+from rankjobs import read
 from perfkit.analysis.ranks import bandwidth as bw
 from perfkit.analysis.ranks.combine import ranks
+from perfkit.analysis.ranks.tables import reduce_file
 from perfkit.cli import main
 from tracebuilder import TraceBuilder
 
@@ -23,6 +26,7 @@ NELEMS = 16 << 20  # 64 MiB of float
     ("allreduce", "all-reduce", "in", 1.5), ("allreduce_coalesced", "all-reduce", "in", 1.5),
     ("_allgather_base", "all-gather", "out", 0.75), ("all_gather_into_tensor_coalesced", "all-gather", "out", 0.75),
     ("_reduce_scatter_base", "reduce-scatter", "in", 0.75), ("reduce_scatter_tensor", "reduce-scatter", "in", 0.75),
+    ("all_to_allv", "all-to-all", "in", 0.75), ("all_to_all", "all-to-all", "in", 0.75),
     ("all_to_all", "all-to-all", "in", 0.75), ("broadcast", "broadcast", "in", 1.0), ("send", "send", "in", 1.0),
 ])
 def test_collective_kinds_follow_nccl_tests(recorded, kind, side, factor_of_4):
@@ -94,17 +98,20 @@ def test_kernels_without_sizes_are_said_not_guessed(tmp_path, capsys):
     assert bw.size_warnings(kernels)[0].startswith("1 of 2 communication kernels record no message size")
 
 
-def _table(busbw: float, nbytes: float, measured="transfer (last arrival to end)") -> pd.DataFrame:
-    return pd.DataFrame([{"collective": "all-reduce", "bytes": nbytes, "busbw_gbs": busbw, "measured": measured}])
+def _table(busbw: float, nbytes: float, measured="transfer (last arrival to end)", scope="") -> pd.DataFrame:
+    return pd.DataFrame([{"collective": "all-reduce", "bytes": nbytes, "busbw_gbs": busbw, "measured": measured,
+                          "scope": scope}])
 
 
-@pytest.mark.parametrize("busbw, nbytes, flagged", [
-    (bw.LINK_SHARE * 300.0 - 0.01, bw.LARGE_BYTES, True),      # under a quarter of the link, large: flagged
-    (bw.LINK_SHARE * 300.0, bw.LARGE_BYTES, False),            # at the line: not
-    (bw.LINK_SHARE * 300.0 - 0.01, bw.LARGE_BYTES - 1, False),  # small messages are latency-bound
+@pytest.mark.parametrize("busbw, nbytes, scope, flagged", [
+    (bw.LINK_SHARE * 300.0 - 0.01, bw.LARGE_BYTES, "", True),      # under a quarter of the link, large: flagged
+    (bw.LINK_SHARE * 300.0, bw.LARGE_BYTES, "", False),            # at the line: not
+    (bw.LINK_SHARE * 300.0 - 0.01, bw.LARGE_BYTES - 1, "", False),  # small messages are latency-bound
+    (bw.LINK_SHARE * 300.0 - 0.01, bw.LARGE_BYTES, "intra-node", True),
+    (bw.LINK_SHARE * 300.0 - 0.01, bw.LARGE_BYTES, "inter-node", False),  # between nodes: the network's link
 ])
-def test_the_link_rule(busbw, nbytes, flagged):
-    assert bool(bw.bandwidth_findings(_table(busbw, nbytes), ("NVLink 3", 300.0))) == flagged
+def test_the_link_rule(busbw, nbytes, scope, flagged):
+    assert bool(bw.bandwidth_findings(_table(busbw, nbytes, scope=scope), ("NVLink 3", 300.0))) == flagged
 
 
 def test_the_link_rule_ignores_one_rank_floors_and_unknown_links():
@@ -154,3 +161,98 @@ def test_the_report_names_the_largest_collective_and_whether_its_figure_is_a_flo
            "rank's arrival" in text
     one = ranks_text(ranks([tmp_path / "rank0.json"], workers=1, use_cache=False))
     assert "22.4 GB/s bus bandwidth over 3.00 ms (one rank's kernel, which includes its wait" in one
+
+
+SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def test_a_moe_all_to_allv_is_a_collective(tmp_path):
+    """A 2-rank MoE dispatch: 12 all_to_allv per step, 2,048 float elements (8,192 bytes) each rank, on NCCL's
+    SendRecv kernel; the sizes on the record_param_comms op around each launch."""
+    for rank in range(2):
+        b = TraceBuilder(rank=rank)
+        b.step(0, 0, 20_000)
+        for i in range(12):
+            op = b.cpu_op("record_param_comms", 100 + 1000 * i, 50)
+            op["args"].update({"Collective name": "all_to_allv", "In msg nelems": 2048, "Out msg nelems": 2048,
+                               "Group size": 2, "dtype": "Float"})
+            b.launch(SENDRECV, 110 + 1000 * i, 10, gpu_ts=500 + 1000 * i + 30 * rank, gpu_dur=100 - 30 * rank)
+        b.write(tmp_path / f"rank{rank}.json")
+    table = ranks(tmp_path, workers=1, use_cache=False).bandwidth
+    assert len(table) == 12 and set(table["collective"]) == {"all-to-all"} and set(table["bytes"]) == {8192}
+    assert set(table["transfer_us"]) == {70.0} and set(table["wait_us"]) == {30.0}  # rank 1 arrives 30 us late
+
+
+DDP = "tracelens_mi300x_resnet_ddp_actckpt_bf16_rank0.json.gz"
+DTYPE_BYTES = {"Float": 4, "BFloat16": 2, "Half": 2, "Int": 4, "Long": 8}
+
+
+def test_a_ddp_ranks_collectives_belong_to_the_step_that_launched_them():
+    """MI300X ResNet DDP rank 0: its GPU runs a step behind its host, so the all-reduces of the last step run after
+    that step's window and the first window holds the previous step's tail (no launch in the trace). By hand from
+    the raw events: each RCCL kernel's launch (correlation), the ProfilerStep# around the launch, the size from the
+    record_param_comms op around it (In msg nelems x dtype size). By time, 9 of them were counted (5 the previous
+    step's tail, and step 15's labelled 16 and 17) and the 8 of steps 16-17 were missing."""
+    events = read(shared_trace(DDP))["traceEvents"]
+    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime"
+                and "correlation" in (e.get("args") or {})}
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"]
+    comms = [e for e in events if e.get("name") == "record_param_comms" and e.get("ph") == "X"]
+
+    def around(spans, call, thread=True):  # the span holding the call (on its thread: an op; a step, any thread)
+        return [s for s in spans if (s["tid"] == call["tid"] or not thread) and s["ts"] <= call["ts"] <= s["ts"] + s["dur"]]
+
+    expected = []
+    for k in events:
+        if k.get("cat") == "kernel" and "nccl" in k["name"].lower() and k["args"].get("correlation") in launches:
+            call = launches[k["args"]["correlation"]]
+            (step,), (op,) = around(steps, call, thread=False), around(comms, call)
+            expected.append((int(step["name"].split("#")[1]), op["args"]["In msg nelems"] * DTYPE_BYTES[op["args"]["dtype"]]))
+    table = reduce_file(shared_trace(DDP)).collectives
+    assert len(expected) == 12 and sorted(zip(table["step"], table["bytes"])) == sorted(expected)
+
+
+@pytest.mark.parametrize("group_ranks, group_size, per_node, world, where", [
+    ("[0, 1, 2, 3, 4, 5, 6, 7]", 8, 8, 8, "intra-node"),
+    ("[0, 1, 2, 3, 4, 5, 6, 7, 8]", 9, 8, 16, "inter-node"),   # one rank past the node
+    ("[8, 9]", 2, 8, 16, "intra-node"),                      # the second node's own pair
+    ("", 16, 8, 16, "inter-node"),                            # no ranks recorded, but the group is the world
+    ("", 8, 8, 16, ""),                                      # a group of 8 of 16: which 8, the trace does not say
+    ("[0, 1]", 2, None, 2, ""), ("[0, 1]", 2, 1, 2, ""),      # a trace that sees one GPU does not tell
+    ("[]", 1, None, 8, "intra-node"),                        # one rank: one node
+])
+def test_the_scope_of_a_collective(group_ranks, group_size, per_node, world, where):
+    assert bw.scope(group_ranks, group_size, per_node, world) == where
+
+
+def test_collectives_are_split_intra_and_inter_node_where_the_traces_tell(tmp_path):
+    """Four ranks on two nodes of two GPUs each (each trace lists its node's two GPUs): an all-reduce among the
+    node's pair is intra-node, one among all four inter-node, and only the intra-node one is held to NVLink."""
+    for rank in range(4):
+        b = TraceBuilder(rank=rank, gpu_name="NVIDIA A100-SXM4-80GB")
+        b.device_properties([{"id": i, "name": "NVIDIA A100-SXM4-80GB"} for i in range(2)])
+        b.step(0, 0, 50_000)
+        for i, group in enumerate(([2 * (rank // 2), 2 * (rank // 2) + 1], [0, 1, 2, 3])):
+            op = b.cpu_op("record_param_comms", 100 + 20_000 * i, 50)
+            op["args"].update({"Collective name": "allreduce", "In msg nelems": NELEMS, "Out msg nelems": NELEMS,
+                               "Group size": len(group), "dtype": "Float", "Process Group Ranks": str(group)})
+            b.launch(ALLREDUCE, 120 + 20_000 * i, 10, gpu_ts=1000 + 20_000 * i, gpu_dur=15_000)  # slow: 9 GB/s
+        doc = b.to_dict()
+        doc["distributedInfo"] = {"rank": rank, "world_size": 4}
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(doc))
+    r = ranks(tmp_path, workers=1, use_cache=False)
+    assert list(r.bandwidth.sort_values("occurrence")["scope"]) == ["intra-node", "inter-node"]
+    (slow,) = [f for f in r.findings if "bus bandwidth" in f.title]
+    assert slow.evidence["collectives"] == 1  # the inter-node one runs over the network, not NVLink
+
+
+def test_the_ddp_ranks_collectives_are_intra_node_as_its_trace_tells():
+    """MI300X DDP rank 0: deviceProperties lists 8 GPUs, world_size 8, each record_param_comms names ranks 0-7, or
+    none in a group of one rank (on one node by definition)."""
+    doc = read(shared_trace(DDP))
+    groups = {(e["args"]["Process Group Ranks"], e["args"]["Group size"]) for e in doc["traceEvents"]
+              if e.get("name") == "record_param_comms"}
+    assert len(doc["deviceProperties"]) == 8 and doc["distributedInfo"]["world_size"] == 8
+    assert groups == {("[0, 1, 2, 3, 4, 5, 6, 7]", 8), ("[]", 1)}
+    table = ranks([shared_trace(DDP)], workers=1).bandwidth
+    assert len(table) == 12 and set(table["scope"]) == {"intra-node"}
