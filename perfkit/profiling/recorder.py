@@ -9,6 +9,11 @@ A step is found in one of three ways (``step_source``):
   wrapped for the duration of the recording.
 * ``window``: no steps; the profiler records from the start for ``seconds`` (stopped on the main
   thread by :func:`perfkit.profiling.watch.window_timer`) or until the code ends.
+* ``caller``: the code that runs the recording says where each step ends (:meth:`Recorder.step`): a
+  training framework's callback (:mod:`perfkit.integrations`), at each advance of its global step.
+
+With a ``trigger`` (:class:`perfkit.profiling.trigger.SlowTrigger`) every step after ``wait`` is recorded in a
+cycle of its own and the trigger decides which of them are written (the rare slow step).
 
 Steps are counted on the thread that started the recording (the profiler steps there: stepping it from
 another thread crashed Kineto); forks, ``exec`` and a profiler of the script's own are watched
@@ -57,7 +62,8 @@ class Recorder:
 
     def __init__(self, path, *, wait: int = 5, warmup: int = 2, active: int = 3, repeat: int = 1,
                  step: str | None = None, seconds: float | None = None, memory: bool = False,
-                 metadata: dict | None = None, clock=time.perf_counter, script: str | None = None):
+                 metadata: dict | None = None, clock=time.perf_counter, script: str | None = None,
+                 driven: bool = False, name_trace=None, trigger=None):
         for name, value, low in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1), ("repeat", repeat, 1)):
             check_int(name, value, low)
         if seconds is not None and not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
@@ -66,6 +72,8 @@ class Recorder:
                                  f"at most a week ({MAX_WINDOW_S:,.0f})")
         if step is not None and seconds is not None:
             raise ParameterError("pass --step or --seconds, not both: a window has no steps")
+        if trigger is not None and seconds is not None:
+            raise ParameterError("pass --trigger or --seconds, not both: a trigger compares steps, a window has none")
         if step is not None and ":" in str(step):
             split(step)
         elif step is not None and not QUALNAME.match(str(step)):
@@ -76,7 +84,10 @@ class Recorder:
         self.schedule = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
         self.step, self.seconds, self.memory = step, seconds, memory
         self.metadata = dict(metadata or {})
-        self.step_source = "window" if seconds is not None else "function" if step else "optimizer"
+        self.step_source = ("window" if seconds is not None else "function" if step else
+                            "caller" if driven else "optimizer")
+        self.name_trace = name_trace  # cycle index -> the path of that cycle's trace (None: ``path``, -cycleN)
+        self.trigger = trigger
         self.clock = clock
         self.traces: list[Path] = []
         self.step_times_s: list[float] = []
@@ -95,6 +106,7 @@ class Recorder:
         self._last = None
         self._optimizer = None
         self._tagged = False
+        self._stopping = False
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -188,6 +200,10 @@ class Recorder:
         if optimizer is self._optimizer:
             self._on_step()
 
+    def step(self) -> None:
+        """The end of one step, said by the code that runs a ``driven`` recording."""
+        self._on_step()
+
     def _on_step(self) -> None:
         if threading.get_ident() != self._thread:
             self.steps_elsewhere += 1
@@ -219,8 +235,10 @@ class Recorder:
         except (RuntimeError, AssertionError):  # a failed GPU context; torch without CUDA asserts
             return []
 
-    def _last_step(self) -> int:
+    def _last_step(self) -> float:
         s = self.schedule
+        if self.trigger is not None:
+            return float("inf")  # every step is watched until the code ends
         return s["wait"] + (s["warmup"] + s["active"]) * s["repeat"]
 
     def _tag(self) -> None:
@@ -237,6 +255,7 @@ class Recorder:
     def _stop(self, *_signal) -> None:
         prof, self._prof = self._prof, None
         if prof is not None:
+            self._stopping = True  # a trace saved now holds the step that was running, cut short
             prof.stop()
 
     # -- profiler --------------------------------------------------------------------------------
@@ -247,18 +266,27 @@ class Recorder:
         if torch.cuda.is_available():  # ROCm builds report their GPUs through the CUDA API too
             activities.append(ProfilerActivity.CUDA)
         sched = None
-        if self.step_source != "window":
-            s = self.schedule
+        s = self.schedule
+        if self.trigger is not None:  # one cycle per step: each step's trace is offered to the trigger
+            sched = schedule(wait=s["wait"], warmup=0, active=1, repeat=0)
+        elif self.step_source != "window":
             sched = schedule(wait=s["wait"], warmup=s["warmup"], active=s["active"], repeat=s["repeat"])
         return profile(activities=activities, schedule=sched, on_trace_ready=self._write,
                        with_stack=True, record_shapes=True, profile_memory=self.memory)
 
     def _write(self, prof) -> None:
         """Write a cycle's trace; a write that fails is perfkit's, said in ``problem`` or ``warnings``,
-        never raised into the script's ``optimizer.step()``."""
+        never raised into the script's ``optimizer.step()``. With a trigger, the trigger writes (or not)."""
+        if self.trigger is not None:
+            complete = not self._stopping and bool(self.step_times_s)
+            self.trigger.offer(prof, self.steps_seen - 1, self.step_times_s[-1] if complete else None)
+            return
         n = len(self.traces) + self.traces_lost
-        path = self.path if n == 0 else self.path.with_name(
-            self.path.name.replace(".pt.trace.json.gz", f"-cycle{n + 1}.pt.trace.json.gz"))
+        if self.name_trace is not None:
+            path = Path(self.name_trace(n))
+        else:
+            path = self.path if n == 0 else self.path.with_name(
+                self.path.name.replace(".pt.trace.json.gz", f"-cycle{n + 1}.pt.trace.json.gz"))
         written, note = write_trace(prof, path)
         if written is None:
             self.traces_lost += 1
@@ -271,7 +299,7 @@ class Recorder:
     def active_steps(self) -> list[int]:
         """Indices (into ``step_times_s``) of the complete steps that ended while the schedule recorded
         (the trace may also hold the step that was running when the code stopped, cut short)."""
-        if self.step_source == "window":
+        if self.step_source == "window" or self.trigger is not None:
             return []
         s, cycle = self.schedule, self.schedule["warmup"] + self.schedule["active"]
         return [i for i in range(s["wait"], self.steps_seen)
@@ -284,7 +312,7 @@ class Recorder:
     @property
     def expected_steps(self) -> int:
         """Steps the schedule asks for (wait + warm-up + active per cycle); 0 for a window."""
-        return 0 if self.step_source == "window" else self._last_step()
+        return 0 if self.step_source == "window" or self.trigger is not None else self._last_step()
 
 
 def _device_mark():
