@@ -34,6 +34,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 from ..errors import ParameterError, PerfkitError
@@ -42,7 +43,7 @@ from ..text import printable
 from ..workloads.base import check_int
 from .output import release, write_trace
 from .stepfn import QUALNAME, ScriptStep, split, wrap_function
-from .watch import watch_exec, watch_forks, watch_profilers, window_timer
+from .watch import after_return, watch_exec, watch_forks, watch_profilers, window_timer
 
 
 MAX_WINDOW_S = DUR_RANGE_US[1] / 1e6  # a week: the longest event perfkit reads back from a trace
@@ -197,7 +198,10 @@ class Recorder:
     def _on_optimizer_step(self, optimizer, args, kwargs) -> None:
         if self._optimizer is None:
             self._optimizer = optimizer
-        if optimizer is self._optimizer:
+        if optimizer is not self._optimizer:
+            return
+        wrapper = _optimizer_wrapper(sys._getframe(1))
+        if wrapper is None or not after_return(wrapper, self._on_step):
             self._on_step()
 
     def step(self) -> None:
@@ -267,12 +271,16 @@ class Recorder:
             activities.append(ProfilerActivity.CUDA)
         sched = None
         s = self.schedule
-        if self.trigger is not None:  # one cycle per step: each step's trace is offered to the trigger
-            sched = schedule(wait=s["wait"], warmup=0, active=1, repeat=0)
+        # One cycle per step with a trigger, each step's trace offered to it; without Python stacks: torch's stack
+        # tracer holds the profile hook that ends an optimizer step's cycle outside its range (watch.after_return).
+        if self.trigger is not None:
+            with warnings.catch_warnings():  # "won't be using warmup": each cycle is one step, by design
+                warnings.simplefilter("ignore", UserWarning)
+                sched = schedule(skip_first=s["wait"], wait=0, warmup=0, active=1, repeat=0)
         elif self.step_source != "window":
             sched = schedule(wait=s["wait"], warmup=s["warmup"], active=s["active"], repeat=s["repeat"])
         return profile(activities=activities, schedule=sched, on_trace_ready=self._write,
-                       with_stack=True, record_shapes=True, profile_memory=self.memory)
+                       with_stack=self.trigger is None, record_shapes=True, profile_memory=self.memory)
 
     def _write(self, prof) -> None:
         """Write a cycle's trace; a write that fails is perfkit's, said in ``problem`` or ``warnings``,
@@ -313,6 +321,16 @@ class Recorder:
     def expected_steps(self) -> int:
         """Steps the schedule asks for (wait + warm-up + active per cycle); 0 for a window."""
         return 0 if self.step_source == "window" or self.trigger is not None else self._last_step()
+
+
+def _optimizer_wrapper(frame):
+    """The frame of torch's ``Optimizer.step`` wrapper (which holds the ``Optimizer.step#...`` range) above ``frame``."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "wrapper" and code.co_filename.replace("\\", "/").endswith("torch/optim/optimizer.py"):
+            return frame
+        frame = frame.f_back
+    return None
 
 
 def _device_mark():

@@ -247,12 +247,13 @@ def _triggered(trigger: SlowTrigger, source: str, warnings: list, error: str, ex
 
 def _none_slow(trigger: SlowTrigger) -> str:
     s = trigger.stats()
+    kept = ": the median step's trace is kept" if trigger.median else ""
     if s["steps"] <= trigger.min_steps:
         return (f"--trigger {trigger.spec}: only {s['steps']} step(s) were timed, and the running median needs "
                 f"{trigger.min_steps} before a step can be slow; let the script run longer")
     return (f"--trigger {trigger.spec}: no step took {trigger.factor:g}x the running median over {s['steps']} steps "
-            f"(median {s['median_ms']:,.3g} ms, slowest {s['max_ms']:,.3g} ms): the median step's trace is kept; "
-            "lower the factor to catch milder slow steps")
+            f"(median {s['median_ms']:,.3g} ms, slowest {s['max_ms']:,.3g} ms){kept}; lower the factor to catch milder "
+            "slow steps")
 
 
 def _window_steps(trace) -> int:
