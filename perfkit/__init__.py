@@ -21,7 +21,7 @@ _EXPORTS = {
     "gpu_gaps": "perfkit.analysis.step.gaps", "step_anatomy": "perfkit.analysis.step.anatomy",
     "diagnose": "perfkit.analysis.step.diagnosis", "kernels": "perfkit.analysis.gpu_kernels",
     # recording the user's own code
-    "profile": "perfkit.profiling.session",
+    "profile": "perfkit.profiling.session", "watch": "perfkit.integrations.loop",
     # writers
     "annotate": "perfkit.export.annotate",
     # sync detectors

@@ -9,7 +9,7 @@ A step is found in one of three ways (``step_source``):
   wrapped for the duration of the recording.
 * ``window``: no steps; the profiler records from the start for ``seconds`` (stopped on the main
   thread by :func:`perfkit.profiling.watch.window_timer`) or until the code ends.
-* ``caller``: the code that runs the recording says where each step ends (:meth:`Recorder.step`): a
+* ``caller``: the code that runs the recording says where each step ends (:meth:`Recorder.end_step`): a
   training framework's callback (:mod:`perfkit.integrations`), at each advance of its global step.
 
 With a ``trigger`` (:class:`perfkit.profiling.trigger.SlowTrigger`) every step after ``wait`` is recorded in a
@@ -204,7 +204,7 @@ class Recorder:
         if wrapper is None or not after_return(wrapper, self._on_step):
             self._on_step()
 
-    def step(self) -> None:
+    def end_step(self) -> None:
         """The end of one step, said by the code that runs a ``driven`` recording."""
         self._on_step()
 
