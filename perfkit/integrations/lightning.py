@@ -24,17 +24,20 @@ class PerfkitCallback(Callback):
         self.window = ProfileWindow("lightning", **options)
 
     def on_train_start(self, trainer, pl_module) -> None:
-        writers, runs = _sinks(trainer)
-        self.window.begin(trainer.global_step, rank=trainer.global_rank, writers=writers, mlflow_runs=runs)
+        self.window.guard(self._begin, trainer)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.window.step(trainer.global_step)
+        self.window.guard(lambda: self.window.step(trainer.global_step))
 
     def on_train_end(self, trainer, pl_module) -> None:
         self.window.end()
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         self.window.end()
+
+    def _begin(self, trainer) -> None:
+        writers, runs = _sinks(trainer)
+        self.window.begin(trainer.global_step, rank=trainer.global_rank, writers=writers, mlflow_runs=runs)
 
 
 def _sinks(trainer) -> tuple[list, list]:

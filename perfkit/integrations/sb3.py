@@ -28,9 +28,7 @@ class PerfkitCallback(BaseCallback):
         self.window = ProfileWindow("sb3", **options)
 
     def _on_training_start(self) -> None:
-        self.iterations = 0
-        start = self.num_timesteps if self.unit == "env" else 0
-        self.window.begin(start, rank=0, writers=_writers(self.model))
+        self.window.guard(self._begin)
 
     def _on_rollout_start(self) -> None:
         if self.unit == "rollout" and self.n_calls > 0:  # the first rollout starts the first step
@@ -39,13 +37,18 @@ class PerfkitCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         if self.unit == "env":
-            self.window.step(self.num_timesteps)
+            self.window.guard(lambda: self.window.step(self.num_timesteps))
         return True
 
     def _on_training_end(self) -> None:
         if self.unit == "rollout":
             self.window.step(self.iterations + 1)
         self.window.end()
+
+    def _begin(self) -> None:
+        self.iterations = 0
+        start = self.num_timesteps if self.unit == "env" else 0
+        self.window.begin(start, rank=0, writers=_writers(self.model))
 
 
 def _writers(model) -> list:

@@ -23,15 +23,18 @@ class PerfkitCallback(TrainerCallback):
         self.window = ProfileWindow("transformers", **options)
 
     def on_train_begin(self, args, state, control, **kwargs):
-        writers = _writers(args) if "tensorboard" in (args.report_to or []) else ()
-        self.window.begin(state.global_step, rank=args.process_index, run=getattr(args, "run_name", None),
-                          writers=writers)
+        self.window.guard(self._begin, args, state)
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.window.step(state.global_step)
+        self.window.guard(lambda: self.window.step(state.global_step))
 
     def on_train_end(self, args, state, control, **kwargs):
         self.window.end()
+
+    def _begin(self, args, state) -> None:
+        writers = _writers(args) if "tensorboard" in (args.report_to or []) else ()
+        self.window.begin(state.global_step, rank=args.process_index, run=getattr(args, "run_name", None),
+                          writers=writers)
 
 
 class _LazyWriter:

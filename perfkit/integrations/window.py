@@ -85,6 +85,12 @@ class ProfileWindow:
         return self._recorder is not None
 
     @guarded
+    def guard(self, hook, *args):
+        """``hook(*args)`` under the same guard: an adapter's own reading of the framework (``trainer.global_step``)
+        fails the way the recorder does, with one warning, when a framework version differs."""
+        return hook(*args)
+
+    @guarded
     def begin(self, global_step: int = 0, *, rank: int | None = 0, run: str | None = None, writers=(),
               mlflow_runs=()) -> None:
         if self._recorder is not None or self.result is not None or not selected(self.ranks, rank):

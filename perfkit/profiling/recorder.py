@@ -112,6 +112,9 @@ class Recorder:
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
         torch = _import_torch()
+        if torch.autograd._profiler_enabled():
+            raise PerfkitError("a torch profiler is already running in this process: perfkit records with its own, "
+                               "one per process; stop the other one first, or diagnose its trace with perfkit diagnose")
         self._prof = self._make_profiler(torch)
         self._thread = threading.get_ident()
         if self.step_source == "function" and ":" not in self.step and self.script:
