@@ -29,6 +29,9 @@ from ..workloads.base import check_int
 from .loggers import publish, verdict_record
 
 log = logging.getLogger("perfkit")
+# Wait steps the recorder times (the profiler's overhead is measured against them, as ``perfkit profile``'s last
+# 4); earlier ones are only counted, so a step outside the window costs one comparison.
+TIMED_WAIT = 4
 
 
 def guarded(method):
@@ -77,7 +80,7 @@ class ProfileWindow:
         self.folder: Path | None = None
         self._recorder: Recorder | None = None
         self._sinks: dict = {}
-        self._last = self._offset = 0
+        self._last = self._offset = self._lead = 0
 
     @property
     def recording(self) -> bool:
@@ -97,8 +100,11 @@ class ProfileWindow:
             return
         name = run_name(self.framework, self.run or run)
         self.folder = folder = run_folder(name, self.out)
-        self._offset = self._last = int(global_step)
-        schedule = dict(self.schedule, wait=max(0, self.schedule["wait"] - self._offset))
+        self._last = int(global_step)
+        wait = max(0, self.schedule["wait"] - self._last)
+        self._lead = max(0, wait - TIMED_WAIT)  # steps counted before the recorder starts
+        self._offset = self._last + self._lead  # the global step the recorder's step 0 is
+        schedule = dict(self.schedule, wait=wait - self._lead)
         trigger = None
         if self.trigger is not None:
             trigger = SlowTrigger(self.trigger, self.keep, lambda kind, step: trigger_trace(
@@ -110,8 +116,9 @@ class ProfileWindow:
                                                                  *cycle_steps(schedule, cycle, self._offset)),
                             trigger=trigger)
         folder.mkdir(parents=True, exist_ok=True)
-        recorder.__enter__()
         self._recorder = recorder
+        if self._lead == 0:
+            recorder.__enter__()
 
     @guarded
     def step(self, global_step: int) -> None:
@@ -120,6 +127,11 @@ class ProfileWindow:
         if recorder is None or global_step == self._last:
             return
         self._last = global_step
+        if self._lead:
+            self._lead -= 1
+            if self._lead == 0:
+                recorder.__enter__()
+            return
         recorder.end_step()
         if recorder.trigger is None and recorder.steps_seen >= recorder.expected_steps:
             self._close()
@@ -132,6 +144,12 @@ class ProfileWindow:
 
     def _close(self) -> None:
         recorder, self._recorder = self._recorder, None
+        if self._lead:  # training ended before the recorder started: nothing was recorded
+            self._lead = 0
+            _remove_if_empty(self.folder)
+            log.warning("perfkit (%s): nothing recorded: training ended at global step %s, before the window "
+                        "(wait %s); lower wait", self.framework, self._last, self.schedule["wait"])
+            return
         recorder.__exit__(None, None, None)
         self.result = result = finish(recorder)
         _remove_if_empty(self.folder)
@@ -151,7 +169,7 @@ class ProfileWindow:
 
     def _abandon(self) -> None:
         recorder, self._recorder = self._recorder, None
-        if recorder is not None:
+        if recorder is not None and not self._lead:
             try:
                 recorder.__exit__(None, None, None)
             except Exception:  # noqa: BLE001 (already failing: the first reason is the one said)

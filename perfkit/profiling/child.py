@@ -73,10 +73,10 @@ class RankRecording:
         self.entered = False
 
     def _cycle_path(self, cycle: int) -> Path:
-        return cycle_trace(self.folder, self.run, current_rank(), *cycle_steps(self.recorder.schedule, cycle))
+        return cycle_trace(self.folder, self.run, self.recorder.rank, *cycle_steps(self.recorder.schedule, cycle))
 
     def _trigger_path(self, kind: str, step: int) -> Path:
-        return trigger_trace(self.folder, self.run, current_rank(), kind, step)
+        return trigger_trace(self.folder, self.run, self.recorder.rank, kind, step)
 
     def begin(self) -> None:
         self.recorder.__enter__()
@@ -92,9 +92,10 @@ class RankRecording:
             if self.recorder.skipped or self.recorder.steps_seen == 0:
                 return
             result = finish(self.recorder)
-            record = dict(result.to_json(), rank=current_rank(), pid=os.getpid(), diagnosis_text=result.diagnosis_text,
+            rank = self.recorder.rank
+            record = dict(result.to_json(), rank=rank, pid=os.getpid(), diagnosis_text=result.diagnosis_text,
                           trigger_text=result.trigger_text)
-            out = results_folder(self.folder) / f"{rank_label(current_rank())}-{os.getpid()}.json"
+            out = results_folder(self.folder) / f"{rank_label(rank)}-{os.getpid()}.json"
             out.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(out, json.dumps(jsonable(record)))
         except Exception as exc:  # noqa: BLE001 (the rank's exit status is its own)
@@ -107,11 +108,13 @@ class _SelectedRecorder(Recorder):
 
     def __init__(self, ranks, path, **options):
         super().__init__(path, **options)
-        self.ranks, self.skipped = ranks, False
+        self.ranks, self.skipped, self.rank = ranks, False, current_rank()
 
     def _on_step(self) -> None:
-        if self.steps_seen == 0 and not self.skipped and not selected(self.ranks, current_rank()):
-            self.skipped = True
-            self._stop()
+        if self.steps_seen == 0 and not self.skipped:
+            self.rank = current_rank()  # at exit the process group may be gone
+            if not selected(self.ranks, self.rank):
+                self.skipped = True
+                self._stop()
         if not self.skipped:
             super()._on_step()
