@@ -22,7 +22,7 @@ _EXPORTS = {
     "diagnose": "perfkit.analysis.step.diagnosis", "kernels": "perfkit.analysis.gpu_kernels",
     "replay": "perfkit.analysis.step.simulation", "whatif": "perfkit.analysis.step.whatif",
     # recording the user's own code
-    "profile": "perfkit.profiling.session",
+    "profile": "perfkit.profiling.session", "watch": "perfkit.integrations.loop",
     # writers
     "annotate": "perfkit.export.annotate",
     # sync detectors

@@ -71,6 +71,12 @@ def add_profile(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=None,
                    help="record a window of this many seconds (at most a week), no steps")
     p.add_argument("--memory", action="store_true", help="profile_memory=True: record [memory] events")
+    p.add_argument("--ranks", default=None, metavar="0,1|all",
+                   help="record these ranks of the job (default with torchrun: all), each its own process: "
+                        "perfkit profile -- torchrun --nproc-per-node 2 train.py; then perfkit ranks on them")
+    p.add_argument("--trigger", default=None, metavar="slow:1.5x",
+                   help="watch every step after --wait; keep the steps this many times the running median")
+    p.add_argument("--keep", type=int, default=3, help="with --trigger: the slowest steps kept (default 3)")
     p.add_argument("--out", default=None, help="folder for the trace (default: the workbook's traces/)")
     p.add_argument("--scan", action="store_true", help="also print `perfkit scan` of the script")
     p.add_argument("--report", action="store_true",

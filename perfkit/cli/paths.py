@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from ..errors import ParameterError
-from ..profiling.target import check_target
+from ..profiling.target import check_target, is_launcher
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -56,5 +56,7 @@ def surely_missing(path: str) -> bool:
 
 
 def check_script(args) -> None:
-    """Refuse a ``perfkit profile`` target that does not exist (:func:`perfkit.profiling.target.check_target`)."""
-    check_target(args.script, args.module)
+    """Refuse a ``perfkit profile`` target that does not exist (:func:`perfkit.profiling.target.check_target`);
+    a launcher (``torchrun``, ``python -m torch.distributed.run``) is the job's to find."""
+    if not is_launcher(args.script, args.script_args):
+        check_target(args.script, args.module)

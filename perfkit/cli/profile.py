@@ -12,16 +12,22 @@ The script's own output is passed through unchanged; perfkit's report is sanitiz
 perfkit started with (not the log file the script pointed ``sys.stdout`` or descriptor 1 at), or to stderr
 when the script closed it. A recording that is not the script's (it runs its own profiler, the trace could not be written)
 exits 1 with the reason on stderr.
+A launcher (``perfkit profile -- torchrun --nproc-per-node 2 train.py``, ``python -m torch.distributed.run``) or
+``--ranks`` runs the job as its own processes, each rank recording itself; the job's exit status is perfkit's.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+from pathlib import Path
 
+from ..profiling.launch import profile_job
 from ..profiling.session import profile_script
+from ..profiling.target import job_command
 from ..report.publish.runner import run_all
-from ..text import PrintableStream, json_text, printable
+from ..report.terminal.ranks import format_ranks
+from ..text import PrintableStream, json_text, printable, printable_data
 from .parsers import add_profile
 from .scan import format_table as format_scan
 
@@ -31,13 +37,17 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    job = job_command(args.script, args.script_args, module=args.module, ranks=args.ranks)
+    if job is not None:
+        return _run_job(args, *job)
     stdout = _raw(sys.stdout)
     sys.stdout = stdout  # the script's output is its own: not escaped like perfkit's
     with _StartingStdout(stdout) as started:
         try:
             result = profile_script(args.script, args.script_args, module=args.module, wait=args.wait,
                                     warmup=args.warmup, active=args.active, repeat=args.repeat, step=args.step,
-                                    seconds=args.seconds, memory=args.memory, out=args.out, scan=args.scan)
+                                    seconds=args.seconds, memory=args.memory, out=args.out, scan=args.scan,
+                                    trigger=args.trigger, keep=args.keep)
         finally:  # the script may have replaced or closed sys.stdout, or moved its file descriptor (os.dup2)
             sys.stdout = out = _open_stream(started.stream())
         return _report_result(args, result, out)
@@ -63,6 +73,39 @@ def _report_result(args, result, out) -> int:
     return 0
 
 
+def _run_job(args, command: list[str], top: bool) -> int:
+    """A job of several processes (:func:`perfkit.profiling.launch.profile_job`): the job's exit status, or 1 when
+    no rank recorded a step."""
+    name = next((Path(a).stem for a in command[1:] if a.endswith(".py")), Path(args.script).stem)
+    result = profile_job(command, name=name, top=top,
+                         ranks=args.ranks or "all", out=args.out, wait=args.wait, warmup=args.warmup, active=args.active,
+                         repeat=args.repeat, step=args.step, memory=args.memory, trigger=args.trigger, keep=args.keep)
+    print(json_text(result.to_json(), indent=2) if args.json else format_job(result))
+    if result.error:
+        print(f"perfkit profile: {printable(result.error)}", file=sys.stderr)
+        return result.exit_status
+    if result.recorded_nothing:
+        print(f"perfkit profile: nothing recorded: {printable(result.warnings[-1])}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def format_job(r) -> str:
+    """Each rank's trace and verdict, then ``perfkit ranks`` of them."""
+    lines = [f"folder     {r.folder}"]
+    for rank in r.ranks:
+        label = f"rank {rank['rank']}" if rank.get("rank") is not None else f"pid {rank.get('pid')}"
+        verdict = (rank.get("diagnosis") or {}).get("title", "no trace")
+        lines += [f"{label:<10} {rank.get('trace') or '-'} ({rank.get('steps_recorded', 0)} steps)", f"           {verdict}"]
+        lines += [f"           warning: {w}" for w in rank.get("warnings", [])]
+        if rank.get("trigger_text"):
+            lines += ["", rank["trigger_text"]]
+    if r.cross_rank is not None:
+        lines += ["", f"perfkit ranks {r.folder}:", format_ranks(printable_data(r.cross_rank))]
+    lines += [f"warning: {w}" for w in r.warnings]
+    return "\n".join(lines)
+
+
 def format_result(r) -> str:
     """The one screen: where the trace is, what was recorded, the profiler's cost, the diagnosis."""
     lines = [f"trace      {r.trace or '-'}",
@@ -71,10 +114,21 @@ def format_result(r) -> str:
         lines.append(f"step time  {step_time_text(r)}")
     lines += [f"overhead   {overhead_text(r)}", "", r.diagnosis_text]
     lines += [f"more trace {p}" for p in r.extra_traces]
+    if r.trigger is not None:
+        lines += [f"trigger    {trigger_text(r.trigger)}"]
+        lines += ["", "median step vs the slowest (perfkit trace-diff):", r.trigger_text] if r.trigger_text else []
     lines += [f"warning: {w}" for w in r.warnings]
     if r.scan is not None:
         lines += ["", "scan of the script:", format_scan(r.scan)]
     return "\n".join(lines)
+
+
+def trigger_text(t: dict) -> str:
+    """'3 of 40 steps kept at slow:1.5x (min 10.2 / median 11 / max 30.1 ms)'."""
+    if not t.get("steps"):
+        return f"{t['trigger']}: no step timed"
+    return (f"{len(t['slow'])} of {t['steps']} steps kept at {t['trigger']} (min {t['min_ms']:,.3g} / median "
+            f"{t['median_ms']:,.3g} / max {t['max_ms']:,.3g} ms)")
 
 
 def step_time_text(r) -> str:

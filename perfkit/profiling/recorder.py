@@ -9,6 +9,11 @@ A step is found in one of three ways (``step_source``):
   wrapped for the duration of the recording.
 * ``window``: no steps; the profiler records from the start for ``seconds`` (stopped on the main
   thread by :func:`perfkit.profiling.watch.window_timer`) or until the code ends.
+* ``caller``: the code that runs the recording says where each step ends (:meth:`Recorder.end_step`): a
+  training framework's callback (:mod:`perfkit.integrations`), at each advance of its global step.
+
+With a ``trigger`` (:class:`perfkit.profiling.trigger.SlowTrigger`) every step after ``wait`` is recorded in a
+cycle of its own and the trigger decides which of them are written (the rare slow step).
 
 Steps are counted on the thread that started the recording (the profiler steps there: stepping it from
 another thread crashed Kineto); forks, ``exec`` and a profiler of the script's own are watched
@@ -29,6 +34,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 from ..errors import ParameterError, PerfkitError
@@ -37,7 +43,7 @@ from ..text import printable
 from ..workloads.base import check_int
 from .output import release, write_trace
 from .stepfn import QUALNAME, ScriptStep, split, wrap_function
-from .watch import watch_exec, watch_forks, watch_profilers, window_timer
+from .watch import after_return, watch_exec, watch_forks, watch_profilers, window_timer
 
 
 MAX_WINDOW_S = DUR_RANGE_US[1] / 1e6  # a week: the longest event perfkit reads back from a trace
@@ -57,7 +63,8 @@ class Recorder:
 
     def __init__(self, path, *, wait: int = 5, warmup: int = 2, active: int = 3, repeat: int = 1,
                  step: str | None = None, seconds: float | None = None, memory: bool = False,
-                 metadata: dict | None = None, clock=time.perf_counter, script: str | None = None):
+                 metadata: dict | None = None, clock=time.perf_counter, script: str | None = None,
+                 driven: bool = False, name_trace=None, trigger=None):
         for name, value, low in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1), ("repeat", repeat, 1)):
             check_int(name, value, low)
         if seconds is not None and not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
@@ -66,6 +73,8 @@ class Recorder:
                                  f"at most a week ({MAX_WINDOW_S:,.0f})")
         if step is not None and seconds is not None:
             raise ParameterError("pass --step or --seconds, not both: a window has no steps")
+        if trigger is not None and seconds is not None:
+            raise ParameterError("pass --trigger or --seconds, not both: a trigger compares steps, a window has none")
         if step is not None and ":" in str(step):
             split(step)
         elif step is not None and not QUALNAME.match(str(step)):
@@ -76,7 +85,10 @@ class Recorder:
         self.schedule = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
         self.step, self.seconds, self.memory = step, seconds, memory
         self.metadata = dict(metadata or {})
-        self.step_source = "window" if seconds is not None else "function" if step else "optimizer"
+        self.step_source = ("window" if seconds is not None else "function" if step else
+                            "caller" if driven else "optimizer")
+        self.name_trace = name_trace  # cycle index -> the path of that cycle's trace (None: ``path``, -cycleN)
+        self.trigger = trigger
         self.clock = clock
         self.traces: list[Path] = []
         self.step_times_s: list[float] = []
@@ -95,10 +107,14 @@ class Recorder:
         self._last = None
         self._optimizer = None
         self._tagged = False
+        self._stopping = False
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
         torch = _import_torch()
+        if torch.autograd._profiler_enabled():
+            raise PerfkitError("a torch profiler is already running in this process: perfkit records with its own, "
+                               "one per process; stop the other one first, or diagnose its trace with perfkit diagnose")
         self._prof = self._make_profiler(torch)
         self._thread = threading.get_ident()
         if self.step_source == "function" and ":" not in self.step and self.script:
@@ -185,8 +201,15 @@ class Recorder:
     def _on_optimizer_step(self, optimizer, args, kwargs) -> None:
         if self._optimizer is None:
             self._optimizer = optimizer
-        if optimizer is self._optimizer:
+        if optimizer is not self._optimizer:
+            return
+        wrapper = _optimizer_wrapper(sys._getframe(1))
+        if wrapper is None or not after_return(wrapper, self._on_step):
             self._on_step()
+
+    def end_step(self) -> None:
+        """The end of one step, said by the code that runs a ``driven`` recording."""
+        self._on_step()
 
     def _on_step(self) -> None:
         if threading.get_ident() != self._thread:
@@ -219,8 +242,10 @@ class Recorder:
         except (RuntimeError, AssertionError):  # a failed GPU context; torch without CUDA asserts
             return []
 
-    def _last_step(self) -> int:
+    def _last_step(self) -> float:
         s = self.schedule
+        if self.trigger is not None:
+            return float("inf")  # every step is watched until the code ends
         return s["wait"] + (s["warmup"] + s["active"]) * s["repeat"]
 
     def _tag(self) -> None:
@@ -237,6 +262,7 @@ class Recorder:
     def _stop(self, *_signal) -> None:
         prof, self._prof = self._prof, None
         if prof is not None:
+            self._stopping = True  # a trace saved now holds the step that was running, cut short
             prof.stop()
 
     # -- profiler --------------------------------------------------------------------------------
@@ -247,18 +273,31 @@ class Recorder:
         if torch.cuda.is_available():  # ROCm builds report their GPUs through the CUDA API too
             activities.append(ProfilerActivity.CUDA)
         sched = None
-        if self.step_source != "window":
-            s = self.schedule
+        s = self.schedule
+        # One cycle per step with a trigger, each step's trace offered to it; without Python stacks: torch's stack
+        # tracer holds the profile hook that ends an optimizer step's cycle outside its range (watch.after_return).
+        if self.trigger is not None:
+            with warnings.catch_warnings():  # "won't be using warmup": each cycle is one step, by design
+                warnings.simplefilter("ignore", UserWarning)
+                sched = schedule(skip_first=s["wait"], wait=0, warmup=0, active=1, repeat=0)
+        elif self.step_source != "window":
             sched = schedule(wait=s["wait"], warmup=s["warmup"], active=s["active"], repeat=s["repeat"])
         return profile(activities=activities, schedule=sched, on_trace_ready=self._write,
-                       with_stack=True, record_shapes=True, profile_memory=self.memory)
+                       with_stack=self.trigger is None, record_shapes=True, profile_memory=self.memory)
 
     def _write(self, prof) -> None:
         """Write a cycle's trace; a write that fails is perfkit's, said in ``problem`` or ``warnings``,
-        never raised into the script's ``optimizer.step()``."""
+        never raised into the script's ``optimizer.step()``. With a trigger, the trigger writes (or not)."""
+        if self.trigger is not None:
+            complete = not self._stopping and bool(self.step_times_s)
+            self.trigger.offer(prof, self.steps_seen - 1, self.step_times_s[-1] if complete else None)
+            return
         n = len(self.traces) + self.traces_lost
-        path = self.path if n == 0 else self.path.with_name(
-            self.path.name.replace(".pt.trace.json.gz", f"-cycle{n + 1}.pt.trace.json.gz"))
+        if self.name_trace is not None:
+            path = Path(self.name_trace(n))
+        else:
+            path = self.path if n == 0 else self.path.with_name(
+                self.path.name.replace(".pt.trace.json.gz", f"-cycle{n + 1}.pt.trace.json.gz"))
         written, note = write_trace(prof, path)
         if written is None:
             self.traces_lost += 1
@@ -271,7 +310,7 @@ class Recorder:
     def active_steps(self) -> list[int]:
         """Indices (into ``step_times_s``) of the complete steps that ended while the schedule recorded
         (the trace may also hold the step that was running when the code stopped, cut short)."""
-        if self.step_source == "window":
+        if self.step_source == "window" or self.trigger is not None:
             return []
         s, cycle = self.schedule, self.schedule["warmup"] + self.schedule["active"]
         return [i for i in range(s["wait"], self.steps_seen)
@@ -284,7 +323,17 @@ class Recorder:
     @property
     def expected_steps(self) -> int:
         """Steps the schedule asks for (wait + warm-up + active per cycle); 0 for a window."""
-        return 0 if self.step_source == "window" else self._last_step()
+        return 0 if self.step_source == "window" or self.trigger is not None else self._last_step()
+
+
+def _optimizer_wrapper(frame):
+    """The frame of torch's ``Optimizer.step`` wrapper (which holds the ``Optimizer.step#...`` range) above ``frame``."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "wrapper" and code.co_filename.replace("\\", "/").endswith("torch/optim/optimizer.py"):
+            return frame
+        frame = frame.f_back
+    return None
 
 
 def _device_mark():

@@ -20,16 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..analysis.step.diagnosis import diagnose
+from ..analysis.trace_diff.diff import diff
 from ..atomic import output_error
 from ..detect.script import run_as_main
 from ..detect.static import scan
 from ..errors import ParameterError, PerfkitError
 from ..report.terminal.diagnose import diagnosis_text
+from ..report.terminal.trace_diff import format_diff
+from ..text import printable_data
 from ..trace import load_trace
 from ..workbook import workbook_root
 from .output import release as _release
 from .recorder import Recorder
 from .target import check_target, module_file, module_path
+from .trigger import SlowTrigger
 from .timing import (machine_load, noise_warnings, overhead_noise_pct, overhead_pct, overhead_unmeasurable,
                      overhead_warnings, step_clock)
 
@@ -52,7 +56,9 @@ class ProfileResult:
     ``load``: (load average over the last minute, CPUs) at the end of the run, None where unknown;
     ``overhead_unmeasurable``: why ``overhead_pct`` is not a measurement ("" when it is;
     :func:`perfkit.profiling.timing.overhead_unmeasurable`); ``problem``: why the recording is not the
-    script's, perfkit's own failure (the script runs its own profiler, the trace could not be written), "" when none."""
+    script's, perfkit's own failure (the script runs its own profiler, the trace could not be written), "" when none;
+    ``trigger``: with ``--trigger``, :meth:`perfkit.profiling.trigger.SlowTrigger.to_json` and ``diff`` (the median
+    step's trace against the slowest's), ``trigger_text`` that diff's text (``trace`` is then the slowest step's)."""
 
     trace: Path | None
     steps_recorded: int
@@ -72,6 +78,8 @@ class ProfileResult:
     load: tuple[float, int] | None = None
     overhead_unmeasurable: str = ""
     problem: str = ""
+    trigger: dict | None = None
+    trigger_text: str = ""
 
     @property
     def overhead_measurable(self) -> bool:
@@ -110,6 +118,8 @@ class ProfileResult:
             out["error"], out["exit_status"] = self.error, self.exit_status
         if self.problem:
             out["problem"] = self.problem
+        if self.trigger is not None:
+            out["trigger"] = self.trigger
         return out
 
 
@@ -138,10 +148,12 @@ def trace_path(name: str, folder=None, now: _dt.datetime | None = None) -> Path:
 
 def profile_script(target, args=(), *, module: bool = False, wait: int = 5, warmup: int = 2, active: int = 3,
                    repeat: int = 1, step: str | None = None, seconds: float | None = None, memory: bool = False,
-                   out=None, scan: bool = False) -> ProfileResult:
+                   out=None, scan: bool = False, trigger: str | None = None, keep: int = 3) -> ProfileResult:
     """Run script ``target`` (``module=True``: module, like ``python -m``, found from the working
     directory) unchanged under the profiler and diagnose the trace. ``out``: folder for the trace
-    (default: the workbook's ``traces/``). ``scan``: also run ``perfkit scan`` on the script. Raises
+    (default: the workbook's ``traces/``). ``scan``: also run ``perfkit scan`` on the script. ``trigger``
+    (``"slow:1.5x"``): watch every step after ``wait`` and keep the ``keep`` slowest at that factor of the running
+    median, plus one median step's (:mod:`perfkit.profiling.trigger`). Raises
     ParameterError for a missing script or bad schedule, PerfkitError when torch is missing, with no
     trace file left behind; the script's own failure is in ``error``."""
     check_target(target, module)
@@ -149,7 +161,7 @@ def profile_script(target, args=(), *, module: bool = False, wait: int = 5, warm
     with module_path() if module else contextlib.nullcontext():
         script = module_file(target) if module else str(target)
         recorder = _recorder(name, out, wait=wait, warmup=warmup, active=active, repeat=repeat, step=step,
-                             seconds=seconds, memory=memory, script=script,
+                             seconds=seconds, memory=memory, script=script, trigger=(trigger, keep),
                              metadata={"script": str(target), "args": list(map(str, args)), "module": module})
         try:
             error, status = run_as_main(target, args, recorder, module=module, command="perfkit profile",
@@ -162,10 +174,14 @@ def profile_script(target, args=(), *, module: bool = False, wait: int = 5, warm
     return dataclasses.replace(result, warnings=result.warnings + (note,)) if note else result
 
 
-def _recorder(name: str, out, **options) -> Recorder:
-    """A Recorder writing to a fresh :func:`trace_path`, the reservation removed when ``options`` are refused."""
+def _recorder(name: str, out, *, trigger=(None, 3), **options) -> Recorder:
+    """A Recorder writing to a fresh :func:`trace_path`, the reservation removed when ``options`` are refused;
+    ``trigger``: (spec or None, keep), the slow steps' traces named after that path."""
     path = trace_path(name, out)
     try:
+        if trigger[0] is not None:
+            options["trigger"] = SlowTrigger(trigger[0], trigger[1], lambda kind, step: path.with_name(
+                path.name.replace(TRACE_SUFFIX, f"-{kind}-step{step}{TRACE_SUFFIX}")))
         return Recorder(path, **options)
     except BaseException:
         _release(path)
@@ -190,6 +206,10 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     timing = {"overhead_clock": clock, "overhead_noise_pct": noise, "step_times_s": active, "load": load,
               "overhead_unmeasurable": why}
     timing["problem"] = recorder.problem
+    if recorder.trigger is not None:
+        _release(recorder.path)
+        return _triggered(recorder.trigger, recorder.step_source, warnings + recorder.trigger.warnings, error, exit_status,
+                          scan, pct, timing)
     if recorder.path not in recorder.traces:  # nothing recorded, or written elsewhere (output.write_trace)
         _release(recorder.path)
     if not recorder.traces:
@@ -201,6 +221,39 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     recorded = _window_steps(trace) if recorder.step_source == "window" else recorder.active_steps_seen
     return ProfileResult(recorder.traces[0], recorded, recorder.step_source, pct, diagnosis, text,
                          tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]), **timing)
+
+
+def _triggered(trigger: SlowTrigger, source: str, warnings: list, error: str, exit_status: int, scan, pct,
+               timing) -> ProfileResult:
+    """The result of a ``--trigger`` run: the slowest step's trace diagnosed and diffed against the median step's."""
+    summary, kept = trigger.to_json(), [path for _, _, path in trigger.slow]
+    median = trigger.median[2] if trigger.median else None
+    if not kept:
+        warnings.append(_none_slow(trigger))
+    main = kept[0] if kept else median
+    if main is None:
+        return ProfileResult(None, 0, source, pct, {}, "no trace was recorded", tuple(warnings), error,
+                             exit_status, scan, trigger=summary, **timing)
+    trace = load_trace(main, use_cache=False)
+    found = diagnose(trace, path=str(main))
+    text = ""
+    if kept and median is not None:
+        summary["diff"] = diff(load_trace(median, use_cache=False), trace).to_json()
+        text = format_diff(printable_data(summary["diff"]))
+    extra = tuple(kept[1:]) + ((median,) if median is not None and kept else ())
+    return ProfileResult(main, len(kept) or 1, source, pct, found.to_json(), diagnosis_text(found), tuple(warnings),
+                         error, exit_status, scan, trace, extra, trigger=summary, trigger_text=text, **timing)
+
+
+def _none_slow(trigger: SlowTrigger) -> str:
+    s = trigger.stats()
+    kept = ": the median step's trace is kept" if trigger.median else ""
+    if s["steps"] <= trigger.min_steps:
+        return (f"--trigger {trigger.spec}: only {s['steps']} step(s) were timed, and the running median needs "
+                f"{trigger.min_steps} before a step can be slow; let the script run longer")
+    return (f"--trigger {trigger.spec}: no step took {trigger.factor:g}x the running median over {s['steps']} steps "
+            f"(median {s['median_ms']:,.3g} ms, slowest {s['max_ms']:,.3g} ms){kept}; lower the factor to catch milder "
+            "slow steps")
 
 
 def _window_steps(trace) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 
 from ..errors import ParameterError
@@ -62,3 +63,26 @@ class module_path:  # noqa: N801  (a context manager used as ``with module_path(
     def __exit__(self, *exc) -> bool:
         sys.path[:] = self._saved
         return False
+
+
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
+
+
+def is_launcher(script, args) -> bool:
+    """Whether ``script args...`` starts a distributed launcher: ``torchrun ...`` or ``python -m torch.distributed.run``."""
+    name = os.path.basename(str(script))
+    args = list(map(str, args))
+    return name in ("torchrun", "torchrun.exe") or (bool(_PYTHON.match(name)) and args[:1] == ["-m"]
+                                                     and args[1:2] != [] and args[1] in LAUNCHER_MODULES)
+
+
+def job_command(script, args, *, module: bool, ranks) -> tuple[list[str], bool] | None:
+    """(command, whether its first process is a rank too) when ``perfkit profile`` runs ``script`` as a job
+    whose processes record themselves: a launcher (:func:`is_launcher`), or any script with ``--ranks``
+    (``ranks`` not None: its ``torch.multiprocessing.spawn`` children are ranks); None to run it in process."""
+    if is_launcher(script, args):
+        return [str(script), *map(str, args)], False
+    if ranks is None:
+        return None
+    return [sys.executable, *(["-m"] if module else []), str(script), *map(str, args)], True
