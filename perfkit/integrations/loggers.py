@@ -14,23 +14,29 @@ PREFIX = "perfkit"
 
 def verdict_record(result, report: str | None = None) -> dict:
     """What is logged: ``verdict``, ``title``, ``numbers`` (the three figures behind it: ``label``, ``value``,
-    ``unit``, ``text``), ``fix``, ``saving`` (the predicted saving of the fix where the diagnosis has one),
-    ``step_ms`` (median recorded step), ``traces`` and ``report`` (paths)."""
+    ``unit``, ``text``), ``fix`` (ending in what it is predicted to buy), ``prediction`` (the diagnosis's: the top
+    fix replayed, ``fix`` None where there is none), ``step_ms`` (median recorded step), ``traces`` and ``report``
+    (paths)."""
     d = result.diagnosis or {}
     traces = [str(p) for p in [result.trace, *result.extra_traces] if p]
     median = result.step_median_s
     return {"verdict": d.get("verdict", ""), "title": d.get("title", ""), "numbers": list(d.get("evidence", []))[:3],
-            "fix": d.get("fix", ""), "saving": d.get("saving", d.get("predicted_saving")),
+            "fix": d.get("fix", ""), "prediction": d.get("prediction") or {"fix": None},
             "step_ms": None if median is None else median * 1e3, "traces": traces, "report": report}
 
 
 def scalars(record: dict) -> dict[str, float]:
-    """``perfkit/<label>``: each number's value (a number whose value is not numeric is left out), and
-    ``perfkit/step_ms``."""
+    """``perfkit/<label>``: each number's value (a number whose value is not numeric is left out),
+    ``perfkit/step_ms``, and where a fix is predicted ``perfkit/predicted_step_ms`` and ``perfkit/predicted_speedup``
+    (the replayed median step with the top fix, and the speedup it buys)."""
     out = {f"{PREFIX}/{_slug(n.get('label', ''))}": float(n["value"]) for n in record["numbers"]
            if isinstance(n.get("value"), (int, float)) and not isinstance(n.get("value"), bool)}
     if record["step_ms"] is not None:
         out[f"{PREFIX}/step_ms"] = float(record["step_ms"])
+    prediction = record.get("prediction") or {}
+    if prediction.get("fix"):
+        out[f"{PREFIX}/predicted_step_ms"] = float(prediction["predicted_step_us"]) / 1e3
+        out[f"{PREFIX}/predicted_speedup"] = float(prediction["speedup"])
     return out
 
 
@@ -39,7 +45,6 @@ def markdown(record: dict) -> str:
     lines = [f"**{record['title'] or record['verdict']}**", ""]
     lines += [f"- {n.get('text') or n.get('label')}" for n in record["numbers"]]
     lines += ["", f"fix: {record['fix']}"] if record["fix"] else []
-    lines += [f"predicted saving: {record['saving']}"] if record["saving"] else []
     lines += [""] + [f"trace: `{t}`" for t in record["traces"]]
     lines += [f"report: `{record['report']}`"] if record["report"] else []
     return "\n".join(lines)

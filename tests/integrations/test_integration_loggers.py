@@ -62,8 +62,16 @@ def test_a_failing_sink_is_reported_not_raised():
         def add_text(self, *a):
             raise OSError("disk full")
 
-    record = {"verdict": "v", "title": "t", "numbers": [], "fix": "", "saving": None, "step_ms": 1.0, "traces": ["x"],
-              "report": None}
+    record = {"verdict": "v", "title": "t", "numbers": [], "fix": "", "prediction": {"fix": None}, "step_ms": 1.0,
+              "traces": ["x"], "report": None}
     written, failed = publish(record, writers=[Broken()])
     assert written == [] and failed == ["tensorboard: OSError: disk full"]
     assert markdown(record).startswith("**t**") and "trace: `x`" in markdown(record)
+
+
+def test_the_predicted_step_is_a_scalar_where_a_fix_is_predicted():
+    record = {"numbers": [{"label": "GPU busy", "value": 0.4}], "step_ms": 4.1,
+              "prediction": {"fix": "remove_syncs", "predicted_step_us": 2_900.0, "speedup": 1.41}}
+    assert scalars(record) == {"perfkit/gpu_busy": 0.4, "perfkit/step_ms": 4.1, "perfkit/predicted_step_ms": 2.9,
+                               "perfkit/predicted_speedup": 1.41}
+    assert "perfkit/predicted_step_ms" not in scalars(dict(record, prediction={"fix": None}))
