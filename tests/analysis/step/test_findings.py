@@ -128,3 +128,12 @@ def test_the_verdict_findings_evidence_leaves_out_the_shares_that_are_zero():
     zero = [k for k, v in r["evidence"].items() if v == 0 and not k.startswith("threshold_")]
     assert zero and not set(zero) & set(finding.evidence)
     assert finding.evidence["gpu_busy_share"] == r["evidence"]["gpu_busy_share"] > 0
+
+
+def test_what_decided_the_verdict_is_its_threshold_text_not_its_evidence():
+    r, o = _gpu_bound_result()
+    evidence = dict(r["evidence"], rule="amp saves most: 40% of the median step (>= 5%)", decided_by="replay",
+                    share_verdict="GPU-bound")
+    finding = sf.verdict_finding(r["verdict"], evidence, o, r)
+    assert not {"rule", "decided_by", "share_verdict"} & set(finding.evidence)
+    assert finding.threshold.startswith("amp saves most: 40% of the median step (>= 5%)")
