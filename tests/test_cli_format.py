@@ -17,7 +17,7 @@ def test_clip():
 def test_export_on_an_existing_folder_names_the_cli_flag(tmp_path, capsys):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "x").write_text("x")
-    assert main(["export", "--parquet", str(tmp_path / "out"), "leaky_clean.json.gz"]) == 2
+    assert main(["export", "--parquet", str(tmp_path / "out"), "cpu/leaky_clean.json.gz"]) == 2
     err = capsys.readouterr().err
     assert "pass --overwrite to replace it" in err and "overwrite=True" not in err
 

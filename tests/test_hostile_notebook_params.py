@@ -26,7 +26,7 @@ BAD_COUNT = st.one_of(st.integers(max_value=0), st.integers(min_value=10_001, ma
 @given(mode=st.one_of(NOT_TEXT, st.text(max_size=8).filter(lambda m: m not in ("trace", "live"))))
 def test_generated_modes_are_refused(mode):
     with pytest.raises(ParameterError, match="mode="):
-        load_source(mode, "mppi_float_tensor.json.gz")
+        load_source(mode, "cpu/mppi_float_tensor.json.gz")
 
 
 @FAST
