@@ -82,6 +82,8 @@ _FIXES = {
     errno.ENOENT: "choose a path in an existing folder you may write to",
     errno.ENOTDIR: "a file is in the way of the folder: choose another path",
     errno.EISDIR: "a folder has that name: choose a file name",
+    errno.EFBIG: "the file is larger than this shell lets a process write (ulimit -f): raise the limit or write it "
+                 "elsewhere (nothing was half-written)",
 }
 
 

@@ -29,6 +29,7 @@ import pandas as pd
 from .. import __version__
 from ..atomic import atomic_write, output_error, write_text_atomic
 from ..errors import ParameterError
+from ..text import path_text
 from ..trace.loader.load import load_trace, resolve_paths
 from ..trace.model import Trace
 from ..trace.schema import SCHEMA_VERSION
@@ -141,13 +142,18 @@ def _write(frame: pd.DataFrame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"perfkit.export_format": str(EXPORT_FORMAT).encode()})
-    atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="snappy"))
+    atomic_write(path, lambda tmp: _write_parquet(pq, table, tmp))
+
+
+def _write_parquet(pq, table, tmp: str) -> None:
+    with open(tmp, "wb") as fh:  # a file object: pyarrow cannot encode a path whose bytes are not UTF-8
+        pq.write_table(table, fh, compression="snappy")
 
 
 def _files_frame(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame({
         "file_id": pd.Series(range(len(trace.files)), dtype="int16"),
-        "path": [f.path for f in trace.files],
+        "path": [path_text(f.path) for f in trace.files],
         "trace_name": [f.trace_name for f in trace.files],
         "schema_version": [None if f.schema_version is None else str(f.schema_version) for f in trace.files],
         "base_time_ns": pd.array([f.base_time_ns for f in trace.files], dtype="Int64"),
@@ -160,7 +166,7 @@ def _files_frame(trace: Trace) -> pd.DataFrame:
 
 def _manifest(trace: Trace) -> dict:
     return {"format": EXPORT_FORMAT, "perfkit": __version__, "schema": SCHEMA_VERSION, "tables": list(TABLES),
-            "partitioning": "hive: rank=<int>", "ranks": trace.ranks, "sources": [f.path for f in trace.files]}
+            "partitioning": "hive: rank=<int>", "ranks": trace.ranks, "sources": [path_text(f.path) for f in trace.files]}
 
 
 def _move_into_place(staging: Path, target: Path) -> None:

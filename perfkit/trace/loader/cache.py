@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover - a platform without isal wheels
 
 from ... import __version__
 from ...atomic import atomic_write, write_text_atomic
+from ...text import path_text
 from ..schema import EVENT_COLUMNS, FLOW_COLUMNS, NESTING_COLUMNS, SCHEMA_VERSION
 from ..steps import STEP_COLUMNS
 
@@ -108,12 +109,12 @@ def stamp(path: Path) -> dict:
 
 
 def _key(path: Path) -> str:
-    return hashlib.blake2b(str(path.resolve()).encode(), digest_size=12).hexdigest()
+    return hashlib.blake2b(os.fsencode(path.resolve()), digest_size=12).hexdigest()
 
 
 def _envelope(path: Path, fingerprint: dict) -> dict:
     return {"cache_format": CACHE_FORMAT, "schema": SCHEMA_VERSION, "perfkit": __version__,
-            "source": str(path.resolve()), "fingerprint": fingerprint}
+            "source": path_text(path.resolve()), "fingerprint": fingerprint}
 
 
 def read(path: Path, fingerprint: dict):
