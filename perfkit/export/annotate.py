@@ -21,7 +21,6 @@ Timestamps are the trace's own microseconds, so the added tracks line up with th
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,12 +41,12 @@ from ..errors import ParameterError, TraceError
 from ..trace import load_trace
 from ..trace.intervals import Coverage
 from ..trace.loader.load import resolve_paths
+from ..trace.loader.metadata import top_level_events_key
 from ..trace.loader.stream import read_text
 from ..trace.steps import step_windows
 from ..workbook import perf_log_path
 
 CATEGORY = "perfkit"
-_ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
 # Busy-% buckets: at least 10 us wide, at most ~5000 of them over the trace (enough to see each
 # step's shape in Perfetto without a counter sample per kernel).
 MIN_BUCKET_US, MAX_BUCKETS = 10.0, 5000
@@ -228,7 +227,9 @@ def _queue_counters(timelines: dict, pid: int) -> list[dict]:
 def _splice(source: Path, text: memoryview, added: bytes) -> list:
     """Pieces of the original JSON with ``added`` (comma-separated event objects) first in its
     event array; the original bytes are sliced, never copied."""
-    m = _ARRAY_START.search(text[:1 << 20]) or _ARRAY_START.search(text)
+    head = bytes(text[:4096])
+    first = len(head) - len(head.lstrip())
+    m = top_level_events_key(text, first) if head[first:first + 1] == b"{" else None
     if m is None:
         head = bytes(text[:4096]).lstrip()
         if not head.startswith(b"["):

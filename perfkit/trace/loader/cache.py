@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import re
 import secrets
 import stat
 import threading
@@ -106,6 +107,15 @@ def stamp(path: Path) -> dict:
             digest.update(fh.read(_EDGE))
     return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "inode": info.st_ino, "ctime_ns": info.st_ctime_ns,
             "edges": digest.hexdigest()}
+
+
+def is_entry(path: Path) -> bool:
+    """Whether ``path`` is one of this cache's own files (``<key>.json`` and its tables), which a folder of traces
+    that is also the cache folder (``PERFKIT_CACHE_DIR`` set to it) holds beside the traces: never a trace."""
+    return bool(_ENTRY.fullmatch(path.name)) and path.parent.resolve() == cache_dir().resolve()
+
+
+_ENTRY = re.compile(r"[0-9a-f]{24}(\.[a-z]+)?\.(json|arrow)")
 
 
 def _key(path: Path) -> str:
