@@ -52,7 +52,8 @@ def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool =
     """Run the DuckDB ``query`` over the views ``events``, ``flows``, ``steps`` and ``ranks`` of
     ``trace_or_dir`` (a loaded :class:`Trace`, a trace file, a directory or a list of files) and
     return its result as a DataFrame (at most ``PERFKIT_SQL_MAX_ROWS`` rows; a longer result is
-    cut there and ``frame.attrs["warnings"]`` says so). ``allow_files``: let the query read and
+    cut there). ``frame.attrs["warnings"]`` holds the trace's load warnings (events dropped for a bad
+    value are in no view: a count over them must say so) and the cut, if any. ``allow_files``: let the query read and
     write files (``read_csv``, ``COPY ... TO``, ``ATTACH``); by default it sees the views only.
     Raises ParameterError for an empty query, one with no result (only comments, ``CREATE``...), a
     failing one (with DuckDB's message and the view names) or one still running after
@@ -71,7 +72,9 @@ def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool =
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
         try:
-            return _interruptible(con, lambda: _run(con, query, max_rows), timeout_s)
+            frame = _interruptible(con, lambda: _run(con, query, max_rows), timeout_s)
+            frame.attrs["warnings"] = [*trace.warnings, *frame.attrs.get("warnings", [])]  # what the views lack
+            return frame
         except (MemoryError, OSError, duckdb.OutOfMemoryException) as exc:  # also via pyarrow's reader
             if isinstance(exc, OSError) and "out of memory" not in str(exc).lower():
                 raise

@@ -33,6 +33,13 @@ def trace_arg(path: str) -> str:
     return str(found)
 
 
+def say_load_warnings(command: str, warnings) -> None:
+    """Print on stderr what the loader set aside (events dropped for a bad value, stub steps), for a command
+    whose own result does not carry the trace's warnings: a count over what is left must say it."""
+    for warning in warnings:
+        print(f"perfkit {command}: warning: {printable(warning)}", file=sys.stderr)
+
+
 def check_traces(args) -> None:
     """Refuse the trace arguments (``args.trace``, ``args.traces``) that :func:`surely_missing` finds
     nowhere, with the loader's own message. Raises ParameterError."""
