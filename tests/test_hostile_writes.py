@@ -267,3 +267,49 @@ def test_a_failed_write_leaves_nothing_half_written(tmp_path):
     with pytest.raises(OutputError, match="nothing was half-written"):
         atomic_write(tmp_path / "out.json", fail)
     assert list(tmp_path.iterdir()) == []
+
+
+# -- perfkit init: folders where files are, read-only folders, links ------------------------------------------
+
+@pytest.mark.parametrize("in_the_way", ["", "notebooks", "reports"])
+def test_init_refuses_a_file_where_the_workbook_needs_a_folder(tmp_path, in_the_way):
+    root = tmp_path / "wb"
+    if in_the_way:
+        root.mkdir()
+    (root / in_the_way if in_the_way else root).write_text("mine")
+    out = run_main("init", root)
+    out.assert_refused(root / in_the_way if in_the_way else root, "is a file, where the workbook needs a folder")
+    assert (root / in_the_way if in_the_way else root).read_text() == "mine"
+
+
+def test_init_into_a_read_only_folder_is_one_line(tmp_path):
+    from fuzzkit import small_tmpfs
+
+    with small_tmpfs(tmp_path / "ro", read_only=True) as ro:
+        run_main("init", ro / "wb").assert_refused(ro / "wb", "Read-only file system")
+        run_main("init", ro).assert_refused(ro, "Read-only file system")
+
+
+@pytest.mark.parametrize("code", [13, 30, 28])  # EACCES, EROFS, ENOSPC, where mounting a tmpfs is not allowed
+def test_init_that_cannot_make_or_write_is_one_line(tmp_path, monkeypatch, code):
+    import perfkit.report.workbook_init as init
+
+    def refuse(self, *args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    run_main("init", tmp_path / "wb").assert_refused(tmp_path / "wb", os.strerror(code))
+    monkeypatch.undo()
+    monkeypatch.setattr(init, "write_text_atomic", lambda *a, **k: (_ for _ in ()).throw(
+        OutputError(a[0], os.strerror(code))))
+    run_main("init", tmp_path / "wb2").assert_refused(tmp_path / "wb2", os.strerror(code))
+
+
+def test_init_keeps_a_link_to_nothing_and_follows_it_only_when_forced(tmp_path):
+    root = tmp_path / "wb"
+    root.mkdir()
+    (root / "README.md").symlink_to(tmp_path / "elsewhere.md")
+    run_main("init", root).assert_clean(codes=(0,))
+    assert (root / "README.md").is_symlink() and not (tmp_path / "elsewhere.md").exists()
+    run_main("init", root, "--force").assert_clean(codes=(0,))
+    assert (root / "README.md").is_symlink() and (tmp_path / "elsewhere.md").read_text().startswith("# perfkit")
