@@ -126,3 +126,42 @@ def test_sixteen_threads_stepping_beside_the_main_one(tmp_path):
     result = json.loads(run.stdout)
     assert run.returncode == 0 and result["steps_recorded"] == 2, run.stderr[-2000:]
     assert any("also called 80 time(s) from 16 other thread(s)" in w for w in result["warnings"]), result["warnings"]
+
+
+class _CutProfiler:
+    """A profiler whose JSON writer stops early, as Kineto's does in silence past ``ulimit -f``."""
+
+    def __init__(self, text: bytes):
+        self.text = text
+
+    def export_chrome_trace(self, path):
+        Path(path).write_bytes(self.text)
+
+
+@pytest.mark.parametrize("text", [b"", b'{"traceEvents": [{"ph": "X"', b'{"traceEvents": [', b"\0" * 100])
+def test_a_trace_the_profiler_wrote_cut_off_is_never_kept(tmp_path, text):
+    from perfkit.profiling.output import write_trace
+
+    written, note = write_trace(_CutProfiler(text), tmp_path / "run.pt.trace.json.gz")
+    assert written is None and "came out cut off" in note and list(tmp_path.iterdir()) == []
+
+
+def test_a_whole_trace_is_kept(tmp_path):
+    from perfkit.profiling.output import write_trace
+
+    written, note = write_trace(_CutProfiler(b'{"traceEvents": []}\n'), tmp_path / "run.pt.trace.json.gz")
+    assert written == tmp_path / "run.pt.trace.json.gz" and note == ""
+
+
+def test_profile_past_the_file_size_limit_leaves_no_half_written_trace(tmp_path):
+    import resource
+
+    script = tmp_path / "train.py"
+    script.write_text(MLP + "model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(30)])\n"
+                      "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                      "for _ in range(8):\n    model(torch.randn(4, 8)).sum().backward(); opt.step()\n")
+    run = subprocess.run([sys.executable, "-m", "perfkit", "profile", *SCHEDULE, "--out", str(tmp_path / "t"), str(script)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000)))
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert "came out cut off" in run.stderr and list((tmp_path / "t").iterdir()) == []
