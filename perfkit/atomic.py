@@ -1,11 +1,14 @@
 """Atomic file writes, in one place: everything perfkit writes (caches, reports, traces, logs, datasets)
 appears whole or not at all, and an interrupted write never destroys the previous version.
 
-What a path names is written to, never replaced: a symlink is followed (the file it names is replaced, the
-link stays; a link to nothing yet is followed as ``>`` follows it; a loop of links is refused), an existing
-file keeps its mode and owner (perfkit refuses one it could not give back to its owner, or may not write),
-and a target that is not a regular file (``-`` for standard output, ``/dev/stdout``, a device, a FIFO) is
-streamed to once the whole output is ready, when the user named it.
+What a path the user names (``user_output``: ``annotate -o``, ``--collapsed``, ``perfkit init``'s files) is
+written to, never replaced: a symlink is followed (the file it names is replaced, the link stays; a link to
+nothing yet is followed as ``>`` follows it; a loop of links is refused), and a target that is not a regular
+file (``-`` for standard output, ``/dev/stdout``, a device, a FIFO) is streamed to once the whole output is
+ready. A path perfkit chose (a cache entry, a report in its run folder) is never followed: a link planted
+there is replaced, and a device, FIFO or folder in its place is refused, never replaced. Either way an
+existing file keeps its mode and owner (perfkit refuses one it could not give back to its owner, or may not
+write).
 
 The new version is written into a hidden ``.NAME.XXXXXXXX.part`` beside the target (a folder for a dataset)
 and moved into place. The writer holds an exclusive ``flock`` on it while it writes, so the next write to
@@ -41,8 +44,10 @@ def atomic_write(target, write: Callable[[str], None], *, user_output: bool = Fa
     if user_output and _streamed(target):  # a path the user named (annotate -o): never a cache that waits on a FIFO
         _stream(target, write)
         return
-    target = followed(target)
-    previous = _previous(target)
+    # A path the user named is written through its link; one perfkit chose (a cache entry, a report) never is:
+    # a link planted there (to /dev/zero, to another user's file) is replaced, not followed.
+    target = followed(target) if user_output else target
+    previous = _previous(target, follow=user_output)
     with staged(target) as tmp:
         try:
             _take_over(tmp, target, previous)
@@ -69,17 +74,24 @@ def followed(target: Path) -> Path:
     return real
 
 
-def _previous(target: Path) -> os.stat_result | None:
-    """The stat of the regular file ``target`` replaces (None: there is none). Raises OutputError when this
-    process may not write it (a file it could not open for writing is not its to replace)."""
+def _previous(target: Path, follow: bool) -> os.stat_result | None:
+    """The stat of the regular file ``target`` replaces (None: there is none, or ``target`` is a link that is not
+    ``follow``ed and is replaced as it is). Raises OutputError for a folder, a device, a FIFO or a socket (never
+    replaced: a device node replaced by a file breaks the system), and when this process may not write the
+    file (a file it could not open for writing is not its to replace)."""
     try:
-        info = os.stat(target)
+        info = os.stat(target) if follow else os.lstat(target)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise output_error(target, exc) from exc
+    if stat.S_ISLNK(info.st_mode):
+        return None
     if stat.S_ISDIR(info.st_mode):
         raise output_error(target, OSError(errno.EISDIR, "Is a directory"))
+    if not stat.S_ISREG(info.st_mode):
+        raise OutputError(target, "it is not a regular file (a device, a FIFO or a socket), which perfkit never "
+                          "replaces", "write to a file")
     if not os.access(target, os.W_OK):
         read_only = os.statvfs(target).f_flag & os.ST_RDONLY
         raise output_error(target, OSError(errno.EROFS, "Read-only file system") if read_only else

@@ -5,7 +5,6 @@ link loop refused (it spun at 100% CPU); ``optimizer.step()`` from threads said 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap

@@ -40,9 +40,10 @@ def _writers(trace):
 
 
 WRITERS = ("atomic", "user", "annotate", "collapsed")
+USER_NAMED = ("user", "annotate", "collapsed")  # "atomic": a path perfkit chose (a cache entry, a report)
 
 
-@pytest.mark.parametrize("writer", WRITERS)
+@pytest.mark.parametrize("writer", USER_NAMED)
 def test_a_link_to_a_file_is_followed_and_stays_a_link(tmp_path, trace, writer):
     real, link = tmp_path / "real.json", tmp_path / "link.json"
     real.write_text("old")
@@ -52,7 +53,7 @@ def test_a_link_to_a_file_is_followed_and_stays_a_link(tmp_path, trace, writer):
     assert not list(tmp_path.glob(".*part")) and not list(tmp_path.glob(".*.new"))
 
 
-@pytest.mark.parametrize("writer", WRITERS)
+@pytest.mark.parametrize("writer", USER_NAMED)
 def test_a_link_to_nothing_yet_is_followed_like_a_shell_redirect(tmp_path, trace, writer):
     link = tmp_path / "link.json"
     link.symlink_to(tmp_path / "made.json")
@@ -60,14 +61,53 @@ def test_a_link_to_nothing_yet_is_followed_like_a_shell_redirect(tmp_path, trace
     assert link.is_symlink() and (tmp_path / "made.json").is_file()
 
 
-@pytest.mark.parametrize("writer", ("atomic", "user"))
-def test_a_loop_of_links_is_refused_and_stays(tmp_path, writer):
+def test_a_loop_of_links_is_refused_and_stays(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.symlink_to(b)
     b.symlink_to(a)
     with pytest.raises(OutputError, match="loop of symbolic links"):
-        _writers(None)[writer](a)
+        write_text_atomic(a, "new", user_output=True)
     assert a.is_symlink() and b.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+def _special(tmp_path, kind: str) -> Path:
+    """A FIFO, or (root only) a character device like /dev/zero, made in ``tmp_path``."""
+    node = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(node)
+    elif os.geteuid() == 0:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 5))
+    else:
+        pytest.skip("making a device node needs root")
+    return node
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_path_perfkit_chose_never_follows_a_planted_link_into_a_device(tmp_path, kind):
+    """A cache entry linked to /dev/zero was followed and /dev/zero replaced by a regular file (as root)."""
+    node = _special(tmp_path, kind)
+    entry = tmp_path / "entry.json"
+    entry.symlink_to(node)
+    write_text_atomic(entry, "cache")
+    assert not entry.is_symlink() and entry.read_text() == "cache"
+    assert (stat.S_ISFIFO if kind == "fifo" else stat.S_ISCHR)(os.lstat(node).st_mode)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_device_or_fifo_where_perfkit_writes_its_own_file_is_refused_not_replaced(tmp_path, kind):
+    node = _special(tmp_path, kind)
+    with pytest.raises(OutputError, match="not a regular file"):
+        write_text_atomic(node, "cache")
+    assert (stat.S_ISFIFO if kind == "fifo" else stat.S_ISCHR)(os.lstat(node).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [kind]
+
+
+def test_a_planted_link_at_a_path_perfkit_chose_is_replaced_and_its_target_untouched(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("theirs")
+    (tmp_path / "entry.json").symlink_to(victim)
+    write_text_atomic(tmp_path / "entry.json", "cache")
+    assert victim.read_text() == "theirs" and not (tmp_path / "entry.json").is_symlink()
 
 
 def test_a_loop_of_links_is_one_line_from_every_command(tmp_path, trace):

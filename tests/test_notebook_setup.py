@@ -29,7 +29,7 @@ def test_trace_mode_loads_both_traces_and_names_the_pair(monkeypatch):
 
 def test_without_a_run_label_the_run_id_is_a_new_date_and_time():
     case = open_case("trace", PATHS, workload="mppi", arms=ARMS)
-    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}/\d{6}", case.run_id)
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}/\d{6}-[0-9a-f]{6}", case.run_id)  # a random suffix: two runs in one second differ
 
 
 @pytest.mark.parametrize("kwargs, match", [({"mode": "replay"}, "mode='replay'"), ({"threads": -1}, "threads=-1")])

@@ -262,7 +262,7 @@ def test_ranks_notebook_names_the_planted_straggler(session, log_path):
 
 def _rank_sources(tmp_path):
     yield str(RANK_SET / "rank[01].pt.trace.json.gz"), "trace ddp4_slow_dataloader/rank[01].pt.trace.json.gz"
-    yield str(CPU_TRACES[0]), f"trace {CPU_TRACES[0].name}"  # one file: nothing to compare, said so
+    yield str(CPU_TRACES[0]), f"trace cpu/{CPU_TRACES[0].name}"  # one file: nothing to compare, said so
     if (SHARED_TRACES / DLRM_RANKS[0]).exists():
         folder = tmp_path / "dlrm"
         folder.mkdir()

@@ -73,7 +73,9 @@ def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool =
             con.execute("SET lock_configuration = true")
         try:
             frame = _interruptible(con, lambda: _run(con, query, max_rows), timeout_s)
-            frame.attrs["warnings"] = [*trace.warnings, *frame.attrs.get("warnings", [])]  # what the views lack
+            warnings = [*trace.warnings, *frame.attrs.get("warnings", [])]  # what the views lack, then the cut
+            if warnings:
+                frame.attrs["warnings"] = warnings
             return frame
         except (MemoryError, OSError, duckdb.OutOfMemoryException) as exc:  # also via pyarrow's reader
             if isinstance(exc, OSError) and "out of memory" not in str(exc).lower():

@@ -49,6 +49,6 @@ def init_workbook(folder: str | os.PathLike, *, force: bool = False) -> list[Pat
             targets[root / "notebooks" / f"{name}.ipynb"] = write_ipynb_text(read_notebook(source))
     for target, text in targets.items():
         if force or not os.path.lexists(target):
-            write_text_atomic(target, text)
+            write_text_atomic(target, text, user_output=True)  # the user's folder: its links are followed
             written.append(target)
     return written

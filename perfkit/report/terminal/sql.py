@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import decimal
 import io
-import json
 import math
 from typing import Iterator
 
