@@ -52,7 +52,8 @@ def test_a_window_that_ran_long_in_c_code_is_reported_as_long_as_it_was(tmp_path
 def test_a_window_that_ended_on_time_says_its_length(tmp_path):
     run = _run(tmp_path, "import time\nfor _ in range(40):\n    train(1)\n    time.sleep(0.05)\n", "--seconds", "0.5",
                "--json")
-    assert any(w.startswith("a 0.5 s window without steps") for w in json.loads(run.stdout)["warnings"])
+    window = next(w for w in json.loads(run.stdout)["warnings"] if "window without steps" in w)
+    assert window.startswith("a 0.5 s window without steps") or "(asked for 0.5 s:" in window  # late on a busy machine
 
 
 SHOW = """
