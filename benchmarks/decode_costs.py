@@ -19,7 +19,8 @@ import orjson
 
 from perfkit.trace.loader.columns import ColumnBuilder
 from perfkit.trace.loader.events import EVENTS
-from perfkit.trace.loader.parse import CHUNK_BYTES, EVENTS_KEY
+from perfkit.trace.loader.metadata import EVENTS_KEY
+from perfkit.trace.loader.parse import CHUNK_BYTES
 from perfkit.trace.loader.scan import scan
 
 SAMPLE_BYTES = 48 << 20

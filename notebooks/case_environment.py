@@ -22,7 +22,7 @@
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": also show where trace_path was recorded; "live": this machine only
-trace_path = "mppi_from_numpy.json.gz"  # trace mode: a trace whose recording machine to show
+trace_path = "cpu/mppi_from_numpy.json.gz"  # trace mode: a trace whose recording machine to show
 device = "auto"  # hardware defaults: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
 preset = "quick"  # op suite sizes: "quick" (~1 ms per op on one CPU core) or "full" (GPU-sized)
 ops = ["matmul", "conv2d", "add", "sum", "copy"]  # op suite: which ops

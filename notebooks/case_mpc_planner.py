@@ -25,8 +25,8 @@
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path (before) and trace_path_b (after); "live": record both now
-trace_path = "mppi_float_tensor.json.gz"  # before: FloatTensor per sample, no_grad, fresh buffers
-trace_path_b = "mppi_from_numpy.json.gz"  # after: from_numpy once, inference_mode, reused buffers
+trace_path = "cpu/mppi_float_tensor.json.gz"  # before: FloatTensor per sample, no_grad, fresh buffers
+trace_path_b = "cpu/mppi_from_numpy.json.gz"  # after: from_numpy once, inference_mode, reused buffers
 device = "auto"  # live runs and harnesses: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
 threads = 0  # torch intra-op threads for live runs and harnesses: 0 leaves them; 1 gives stable CPU timings
 overrides = {}  # planner config for live runs and harnesses, e.g. {"samples": 512, "horizon": 12}

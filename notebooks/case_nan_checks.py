@@ -24,8 +24,8 @@
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path (before) and trace_path_b (after); "live": record both now
-trace_path = "ppo_sync_checks.json.gz"  # before: 4 NaN checks + a data-dependent branch per forward
-trace_path_b = "ppo_batched_metrics.json.gz"  # after: no checks, unconditional clamp
+trace_path = "cpu/ppo_sync_checks.json.gz"  # before: 4 NaN checks + a data-dependent branch per forward
+trace_path_b = "cpu/ppo_batched_metrics.json.gz"  # after: no checks, unconditional clamp
 device = "auto"  # live runs and the detector: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
 threads = 0  # torch intra-op threads for live runs and harnesses: 0 leaves them; 1 gives stable CPU timings
 overrides = {}  # PPO config for live runs and the detector, e.g. {"envs": 64}

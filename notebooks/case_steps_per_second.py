@@ -24,9 +24,9 @@
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path (before) and trace_path_b (after); "live": record both now
-trace_path = "ppo_item_logging.json.gz"  # before: .item() per env step and per update
-trace_path_b = "ppo_batched_metrics.json.gz"  # after: metrics on the device, read every 4 iterations
-compiled_traces = ["ppo_tensor_branch.json.gz", "ppo_flag_flip.json.gz", "ppo_compiled.json.gz"]  # under compile
+trace_path = "cpu/ppo_item_logging.json.gz"  # before: .item() per env step and per update
+trace_path_b = "cpu/ppo_batched_metrics.json.gz"  # after: metrics on the device, read every 4 iterations
+compiled_traces = ["cpu/ppo_tensor_branch.json.gz", "cpu/ppo_flag_flip.json.gz", "cpu/ppo_compiled.json.gz"]  # under compile
 device = "auto"  # live runs and harnesses: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
 threads = 0  # torch intra-op threads for live runs and harnesses: 0 leaves them; 1 gives stable CPU timings
 overrides = {}  # PPO config for live runs and harnesses, e.g. {"envs": 64, "rollout": 32}

@@ -24,8 +24,8 @@
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path (before) and trace_path_b (after); "live": record both now
-trace_path = "replay_host_normalize.json.gz"  # before: host float32 /255 and torch.stack per step
-trace_path_b = "replay_device_normalize.json.gz"  # after: uint8 index_select into preallocated staging
+trace_path = "cpu/replay_host_normalize.json.gz"  # before: host float32 /255 and torch.stack per step
+trace_path_b = "cpu/replay_device_normalize.json.gz"  # after: uint8 index_select into preallocated staging
 device = "auto"  # live runs: "auto" (CUDA when present, else CPU), "cpu" or "cuda"
 threads = 0  # torch intra-op threads for live runs and harnesses: 0 leaves them; 1 gives stable CPU timings
 overrides = {}  # replay config for live runs, e.g. {"frame_size": 84, "batch": 32, "seq_len": 16}

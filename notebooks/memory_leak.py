@@ -23,8 +23,8 @@
 
 # %% tags=["parameters"]
 mode = "live"  # "live": hunt the leak now; "snapshot": read snapshot_paths; "trace": diff two traces
-trace_path = "leaky_accumulating_callback.json.gz"  # trace mode: the leaky loop
-trace_path_b = "leaky_clean.json.gz"  # trace mode: the fixed loop
+trace_path = "cpu/leaky_accumulating_callback.json.gz"  # trace mode: the leaky loop
+trace_path_b = "cpu/leaky_clean.json.gz"  # trace mode: the fixed loop
 snapshot_paths = []  # snapshot mode: CUDA memory snapshot files, in the order taken (one, or one per step)
 workload = "leaky"  # live mode: the workload whose step() is repeated
 variant = "keep_graph_losses"  # live mode: keep_graph_losses, unbounded_history, accumulating_callback, clean

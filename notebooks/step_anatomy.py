@@ -116,7 +116,7 @@ step_anatomy.show_memory_timeline(trace)
 # ui.perfetto.dev or chrome://tracing beside the original timeline.
 
 # %%
-display(step_anatomy.annotated_pointer(trace, mode, write_annotated(trace, mode, annotated_path)))
+display(step_anatomy.annotated_pointer(trace, mode, write_annotated(trace, mode, annotated_path, perf_log_path)))
 
 # %% [markdown]
 # ## The trace

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from .errors import ParameterError
 
 
+MOST = 2**62  # the largest value a budget variable takes
+
+
 @dataclass(frozen=True)
 class Limit:
     """A budget: ``env`` names the variable that overrides ``default`` (a positive integer in ``unit``)."""
@@ -27,7 +30,9 @@ class Limit:
     guards: str
 
     def value(self) -> int:
-        """The budget in force; raises ParameterError when the variable is set to something unusable."""
+        """The budget in force; raises ParameterError when the variable is set to something unusable: not a
+        whole number (``lots``, ``1e9``, ``4GB``), 0 or less, or past ``MOST`` (2**62: every budget is compared
+        with, or passed on as, a 64-bit integer, and ``PERFKIT_SQL_MAX_ROWS=2**64`` broke DuckDB's LIMIT)."""
         raw = os.environ.get(self.env, "").strip()
         if not raw:
             return self.default
@@ -35,8 +40,8 @@ class Limit:
             value = int(raw.replace("_", ""))
         except ValueError:
             value = 0
-        if value <= 0:
-            raise ParameterError(f"{self.env}={raw!r}: expected a positive whole number of {self.unit} "
+        if not 0 < value <= MOST:
+            raise ParameterError(f"{self.env}={raw[:40]!r}: expected a whole number of {self.unit} from 1 to 2**62 "
                                  f"(unset it for the default, {self.default:,})")
         return value
 
@@ -44,7 +49,7 @@ class Limit:
         """``"<what>: more than the limit of N <unit> (PERFKIT_X), which guards ...; ..."``: the
         problem text of an error, saying how to raise the limit."""
         return (f"{what}: more than the limit of {self.value():,} {self.unit} ({self.env}), which guards "
-                f"{self.guards}; if the file is genuine, raise it, e.g. {self.env}={self.value() * 4}")
+                f"{self.guards}; if the file is genuine, raise it, e.g. {self.env}={min(self.value() * 4, MOST)}")
 
 
 MAX_DECOMPRESSED_BYTES = Limit(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import orjson
 
@@ -43,6 +44,13 @@ def _escape(ch: str) -> str:
     if code < 0x100:
         return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def path_text(path) -> str:
+    """A file path as text any UTF-8 writer takes (JSON, Arrow, Parquet): a name whose bytes are not UTF-8
+    (read under an ASCII locale, or written by another system) keeps them as ``\\xNN`` escapes instead of
+    the lone surrogates Python decodes them to, which no UTF-8 encoder accepts."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def clip(text: str, width: int) -> str:
@@ -106,25 +114,60 @@ def json_text(value, **dumps_kwargs) -> str:
     return json.dumps(jsonable(value), allow_nan=False, ensure_ascii=True, **dumps_kwargs)
 
 
-class PrintableStream:
-    """A text stream wrapper whose ``write`` passes text through :func:`printable`, keeping newlines.
+class StreamWriteError(Exception):
+    """A write to (or flush of) the stream under a :class:`PrintableStream` failed: a full disk
+    (``> /dev/full``), a closed descriptor (``>&-``), a file past ``ulimit -f``. Not an OSError, so code
+    that treats a failed file write as a warning does not swallow it; the CLI turns it into one line on
+    stderr and exit 1. A closed pipe stays a ``BrokenPipeError`` (the reader left: exit quietly)."""
 
-    Everything else (``flush``, ``isatty``, ``fileno``, ``encoding``, ...) is the wrapped stream's.
+
+class PrintableStream:
+    """A text stream wrapper whose ``write`` passes text through :func:`printable`, keeping newlines,
+    and whose ``write`` and ``flush`` raise :class:`StreamWriteError` when the stream cannot take it.
+
+    Everything else (``isatty``, ``fileno``, ``encoding``, ...) is the wrapped stream's.
     """
 
     def __init__(self, stream):
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(printable(text, keep="\n"))
+        with _writing(self._stream):
+            self._stream.write(printable(text, keep="\n"))
         return len(text)
 
     def writelines(self, lines) -> None:
         for line in lines:
             self.write(line)
 
+    def flush(self) -> None:
+        with _writing(self._stream):
+            self._stream.flush()
+
     def __getattr__(self, name):
         return getattr(self._stream, name)
+
+
+class _writing:  # noqa: N801  (``with _writing(stream):``)
+    """Turns a failed write into a :class:`StreamWriteError` saying why; a closed pipe passes through."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None or isinstance(exc, BrokenPipeError) or not isinstance(exc, (OSError, ValueError)):
+            return False
+        if isinstance(exc, UnicodeError):
+            return False
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        name = _STANDARD.get(getattr(self._stream, "name", None), "the output")
+        raise StreamWriteError(f"cannot write to {name}: {reason}") from None
+
+
+_STANDARD = {"<stdout>": "standard output", 1: "standard output", "<stderr>": "standard error", 2: "standard error"}
 
 
 # A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV Injection").

@@ -12,13 +12,15 @@ the same ``reports/`` and perf log:
 * ``notebook_dirs()``: the workbook's ``notebooks/`` first, then the notebooks shipped inside the
   package (``perfkit/_workbook/notebooks``, package data), so an installed perfkit runs the
   whole workbook from an empty folder.
-* ``SHIPPED_TRACES``: the small reference traces shipped with the package (``data/traces/cpu``);
-  ``SHIPPED_GPU_TRACES``: the same workloads and plain training scripts recorded on H100/H200 GPUs
-  (``data/traces/gpu``, named ``gpu/NAME``); ``SHIPPED_RANK_SETS``: multi-rank examples, one folder
-  of per-rank traces each (``data/traces/ranks``).
+* ``SHIPPED_TRACES``: the small reference traces shipped with the package (``data/traces/cpu``,
+  named ``cpu/NAME``); ``SHIPPED_GPU_TRACES``: the same workloads and plain training scripts recorded
+  on H100/H200 GPUs (``data/traces/gpu``, named ``gpu/NAME``); ``SHIPPED_RANK_SETS``: multi-rank
+  examples, one folder of per-rank traces each (``data/traces/ranks``).
 * ``find_trace(path)``: a trace file or a multi-rank trace folder, looked up from the working
-  directory (the caller's, for ``perfkit run``), then the workbook root, then by name among the
-  shipped traces; ``find_rank_traces(pattern)``: the per-rank files of a multi-rank run.
+  directory (the caller's, for ``perfkit run``), then the workbook root; a bare name (no folder in
+  it) then among the shipped traces, refused when two have it; ``shipped_note`` says when a command
+  read a shipped trace for a name that is no file here; ``find_rank_traces(pattern)``: the per-rank
+  files of a multi-rank run.
 * ``Source`` and ``trace_source(path)``: the trace an investigation reads, with its subject (for the
   perf log) and the device it was recorded on (``perfkit.bench.live`` adds live runs).
 """
@@ -99,10 +101,10 @@ def notebook_dirs(start: str | os.PathLike | None = None) -> list[Path]:
 
 
 def shipped_traces() -> list[str]:
-    """Names of the reference traces shipped with perfkit, as ``find_trace`` takes them: the CPU
-    traces' file names (``data/traces/cpu``), then the GPU traces' as ``gpu/NAME``
-    (``data/traces/gpu``)."""
-    return (sorted(p.name for p in SHIPPED_TRACES.glob("*.json.gz"))
+    """Names of the reference traces shipped with perfkit, as ``find_trace`` takes them: ``cpu/NAME``
+    (``data/traces/cpu``), then ``gpu/NAME`` (``data/traces/gpu``: the same workloads recorded on a GPU
+    carry the same file names, so a bare name that is in both is refused)."""
+    return (sorted(f"cpu/{p.name}" for p in SHIPPED_TRACES.glob("*.json.gz"))
             + sorted(f"gpu/{p.name}" for p in SHIPPED_GPU_TRACES.glob("*.json.gz")))
 
 
@@ -112,38 +114,77 @@ def shipped_rank_sets() -> list[str]:
 
 
 def relative_name(path: str | os.PathLike) -> str:
-    """``path`` as a report may show it: relative to the workbook root or to the shipped traces
-    when under them, else its file name alone (a shared report must not carry local paths)."""
+    """``path`` as a report may show it, and as ``find_trace`` finds it again: ``cpu/NAME`` or
+    ``gpu/NAME`` for a shipped trace (the same file name is in both folders), the name of a shipped
+    multi-rank set, else relative to the workbook root when under it, else the file name alone (a
+    shared report must not carry local paths)."""
     path = Path(path).resolve()
-    if path.parent in (SHIPPED_TRACES.resolve(), SHIPPED_RANK_SETS.resolve()):
-        return path.name  # shipped traces are found by name, clone or installed
-    if path.parent == SHIPPED_GPU_TRACES.resolve():
-        return f"gpu/{path.name}"  # a CPU trace of the same workload has the same file name
+    if path.parent == SHIPPED_RANK_SETS.resolve():
+        return path.name  # shipped sets are found by name, clone or installed
+    for folder, prefix in ((SHIPPED_TRACES, "cpu"), (SHIPPED_GPU_TRACES, "gpu")):
+        if path.parent == folder.resolve():
+            return f"{prefix}/{path.name}"
     root = workbook_root()
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
 
 
+_SHIPPED_FOLDERS = ("cpu", "gpu", "ranks")
+
+
 def find_trace(path: str | os.PathLike) -> Path:
-    """Resolve ``path`` (a trace file, or a folder of per-rank traces): as given (absolute or
-    from the working directory), else from the workbook root, else as a file name among the
-    shipped traces (files, then multi-rank folders; ``gpu/NAME`` is a GPU trace). Raises
-    ParameterError naming where it looked and the shipped traces."""
+    """Resolve ``path`` (a trace file, or a folder of per-rank traces): as given (absolute or from
+    the working directory), else from the workbook root. Only a bare file name (no folder in it) is
+    then looked up among the shipped traces, and only when one of them has it (``cpu/NAME``,
+    ``gpu/NAME`` and ``ranks/NAME`` name one folder's); a path with a folder in it is only ever
+    that path, so a mistyped ``/data/exp7/x.json.gz`` is never answered with a shipped ``x.json.gz``.
+    Raises ParameterError naming where it looked, and for a bare name two shipped traces share."""
     if not isinstance(path, (str, os.PathLike)):
         raise ParameterError(f"trace_path={path!r:.80}: give a trace file or folder as text, "
-                             "e.g. \"mppi_float_tensor.json.gz\"")
+                             "e.g. \"cpu/mppi_float_tensor.json.gz\"")
     given = Path(path).expanduser()
-    # "gpu/NAME" is that folder of the shipped traces only: the CPU trace of the same name is another recording
-    shipped = ((SHIPPED_ROOT / given,) if given.parts[:1] in (("cpu",), ("gpu",), ("ranks",))
-               else (SHIPPED_TRACES / given.name, SHIPPED_RANK_SETS / given.name))
-    for candidate in (given, workbook_root() / given, *shipped):
-        try:
-            if str(path) and candidate.exists():
-                return candidate.resolve()
-        except OSError as exc:  # a name too long, a loop of links
-            raise ParameterError(f"trace_path={str(path)!r:.80}: cannot be a path here ({exc.strerror})") from None
-    raise ParameterError(f"trace_path={str(path)!r}: no such file (looked in the working directory {Path.cwd()}, "
-                         f"the workbook {workbook_root()} and the shipped traces); shipped traces: "
+    local = (given,) if given.is_absolute() else (given, workbook_root() / given)
+    for candidate in local:
+        if str(path) and _exists(path, candidate):
+            return candidate.resolve()
+    shipped = [c for c in _shipped_candidates(os.fsdecode(os.fspath(path))) if _exists(path, c)]
+    if len(shipped) > 1:
+        names = " and ".join(relative_name(c) for c in shipped)
+        raise ParameterError(f"trace_path={str(path)!r}: no such file here, and the shipped traces {names} both have "
+                             f"that name (the same workload recorded on a CPU and on a GPU): name one of them")
+    if shipped:
+        return shipped[0].resolve()
+    where = f"the working directory {Path.cwd()}" + ("" if given.is_absolute() else f" and the workbook {workbook_root()}")
+    if not _shipped_candidates(os.fsdecode(os.fspath(path))):
+        raise ParameterError(f"trace_path={str(path)!r}: no such file (looked from {where}); a path with a folder in "
+                             "it is read from that folder only: check the folder and the name")
+    raise ParameterError(f"trace_path={str(path)!r}: no such file (looked in {where}); shipped traces, by name: "
                          f"{', '.join(shipped_traces() + shipped_rank_sets()) or 'none'}")
+
+
+def shipped_note(path: str | os.PathLike, found: Path) -> str:
+    """What a command says when ``find_trace(path)`` read a shipped trace although no file ``path``
+    exists here ("" otherwise): which one it read, so a mistyped name is not answered in silence."""
+    if not Path(found).resolve().is_relative_to(SHIPPED_ROOT.resolve()) or os.path.lexists(Path(path).expanduser()):
+        return ""
+    return f"no file {str(path)!r} here: reading the trace shipped with perfkit, {relative_name(found)}"
+
+
+def _shipped_candidates(text: str) -> tuple:
+    """Where a shipped trace named ``text`` would be: ``cpu/NAME``, ``gpu/NAME``, ``ranks/NAME`` in that
+    folder; a bare ``NAME`` (no separator at all: ``./NAME`` means this folder) in each; any other path nowhere."""
+    parts = text.replace(os.sep, "/").split("/")
+    if len(parts) == 2 and parts[0] in _SHIPPED_FOLDERS and parts[1] not in ("", ".", ".."):
+        return (SHIPPED_ROOT / parts[0] / parts[1],)
+    if len(parts) == 1 and text not in ("", ".", "..", "~") and not text.startswith("~"):
+        return tuple(SHIPPED_ROOT / folder / text for folder in _SHIPPED_FOLDERS)
+    return ()
+
+
+def _exists(path, candidate: Path) -> bool:
+    try:
+        return candidate.exists()
+    except OSError as exc:  # a name too long, a loop of links
+        raise ParameterError(f"trace_path={str(path)!r:.80}: cannot be a path here ({exc.strerror})") from None
 
 
 @dataclass(frozen=True)

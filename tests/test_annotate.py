@@ -76,7 +76,7 @@ def test_refuses_to_overwrite_its_input_or_take_a_directory(tmp_path):
     b = TraceBuilder()
     b.cpu_op("aten::mm", 0, 10)
     path = b.write(tmp_path / "in.json")
-    with pytest.raises(ParameterError, match="overwrite the input"):
+    with pytest.raises(ParameterError, match="the output is the input trace of this command"):
         annotate(path, path)
     b.write(tmp_path / "second.json")
     with pytest.raises(ParameterError, match="one trace file at a time"):

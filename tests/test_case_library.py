@@ -66,20 +66,20 @@ def test_per_step_figures_of_a_real_gpu_trace_match_the_raw_events():
 
 
 def test_a_cpu_trace_has_no_gpu_figures_only_counts():
-    result = perfkit.cpu_bound(_trace("mppi_float_tensor.json.gz"))
+    result = perfkit.cpu_bound(_trace("cpu/mppi_float_tensor.json.gz"))
     split = perstep.host_device_split(result)
     assert not split["has_gpu"] and math.isnan(split["cpu_gpu_ratio"]) and math.isnan(split["gpu_idle_pct"])
     frame = perstep.host_device_frame(result).set_index("metric")["value"]
     assert frame["GPU idle (%)"].startswith("no GPU") and frame["host busy per step (ms)"] > 0
     # the naive port builds one FloatTensor per sample: 64 aten::lift_fresh per planning step
-    table = perstep.ops_table(result, perfkit.cpu_bound(_trace("mppi_from_numpy.json.gz")),
+    table = perstep.ops_table(result, perfkit.cpu_bound(_trace("cpu/mppi_from_numpy.json.gz")),
                               ["aten::lift_fresh", "aten::linear", "aten::never"]).set_index("op")
     assert table.loc["aten::lift_fresh", "before"] == 64 and table.loc["aten::lift_fresh", "after"] == 1
     assert table.loc["aten::linear", "ratio"] == 1.0 and math.isnan(table.loc["aten::never", "ratio"])
 
 
 def test_range_change_compares_the_sample_range_by_name():
-    before, after = _trace("replay_host_normalize.json.gz"), _trace("replay_device_normalize.json.gz")
+    before, after = _trace("cpu/replay_host_normalize.json.gz"), _trace("cpu/replay_device_normalize.json.gz")
     per_step = perstep.range_per_step(before, SAMPLE_ANNOTATION)
     raw = before.events[before.events["name"] == SAMPLE_ANNOTATION]["dur_us"].to_numpy()
     assert per_step.tolist() == raw.tolist() and len(per_step) == 3
@@ -94,17 +94,17 @@ def test_range_change_compares_the_sample_range_by_name():
 
 
 def test_compiled_regions_show_the_break_and_the_recompile():
-    regions = {n: perstep.compiled_regions(_trace(f"ppo_{n}.json.gz")) for n in ("tensor_branch", "flag_flip",
+    regions = {n: perstep.compiled_regions(_trace(f"cpu/ppo_{n}.json.gz")) for n in ("tensor_branch", "flag_flip",
                                                                                   "compiled")}
     assert regions["tensor_branch"]["frame"].nunique() == 2  # the graph break splits forward in two frames
     assert regions["flag_flip"]["frame"].nunique() == 1
     assert len(regions["flag_flip"]) == len(regions["compiled"]) + 1  # one more graph: the flag's recompile
     assert (regions["compiled"]["per_step"] * 3 == regions["compiled"]["calls"]).all()
-    assert perstep.compiled_regions(_trace("ppo_item_logging.json.gz")).empty
+    assert perstep.compiled_regions(_trace("cpu/ppo_item_logging.json.gz")).empty
 
 
 def test_sync_change_counts_the_planted_checks():
-    change = perstep.sync_change(_trace("ppo_sync_checks.json.gz"), _trace("ppo_batched_metrics.json.gz"))
+    change = perstep.sync_change(_trace("cpu/ppo_sync_checks.json.gz"), _trace("cpu/ppo_batched_metrics.json.gz"))
     # 4 NaN checks + 1 branch per forward, 25 forwards per step (16 rollout + 1 bootstrap + 2 x 4 updates)
     assert change["before_per_step"] == 125 and change["after_per_step"] == 0 and change["cpu_only"]
     assert perstep.sync_text(change).startswith("125 -> 0 possible sync points")
@@ -154,7 +154,7 @@ def test_quiet_profiler_log_keeps_a_level_the_user_set(monkeypatch):
 
 
 def test_evidence_from_a_trace_pair_uses_the_diff_ci():
-    before, after = live.load_pair("trace", ("mppi_float_tensor.json.gz", "mppi_from_numpy.json.gz"),
+    before, after = live.load_pair("trace", ("cpu/mppi_float_tensor.json.gz", "cpu/mppi_from_numpy.json.gz"),
                                    workload="mppi", arms=(Arm("a", "float_tensor"), Arm("b", "from_numpy")))
     comparison = perfkit.diff(before.trace, after.trace)
     ev = pair.from_diff(comparison, before, after, ("a", "b"))
@@ -167,7 +167,7 @@ def test_evidence_from_a_trace_pair_uses_the_diff_ci():
     assert out["a_ms"]["ci_low"] <= out["a_ms"]["value"] <= out["a_ms"]["ci_high"]
     assert (out["step_ratio_after_before"]["ci_low"], out["step_ratio_after_before"]["ci_high"]) == (s["low"], s["high"])
     assert pair.pair_subject("trace", before, after, "mppi", ("a", "b")) == \
-        "trace mppi_float_tensor.json.gz -> trace mppi_from_numpy.json.gz"
+        "trace cpu/mppi_float_tensor.json.gz -> trace cpu/mppi_from_numpy.json.gz"
     assert pair.pair_subject("live", before, after, "mppi", ("a", "b")) == "live mppi: a -> b"
 
 

@@ -3,10 +3,8 @@ tests/report/test_terminal.py): names cut with an ellipsis, export's message nam
 reports/.staging left behind."""
 from __future__ import annotations
 
-import os
-
 from perfkit.cli import main
-from perfkit.report.publish.staging import STAGING, remove_stale_staging
+from perfkit.report.publish.staging import STAGING, remove_stale_staging, run_staging
 from perfkit.text import clip
 
 
@@ -17,16 +15,14 @@ def test_clip():
 def test_export_on_an_existing_folder_names_the_cli_flag(tmp_path, capsys):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "x").write_text("x")
-    assert main(["export", "--parquet", str(tmp_path / "out"), "leaky_clean.json.gz"]) == 2
+    assert main(["export", "--parquet", str(tmp_path / "out"), "cpu/leaky_clean.json.gz"]) == 2
     err = capsys.readouterr().err
     assert "pass --overwrite to replace it" in err and "overwrite=True" not in err
 
 
 def test_no_empty_staging_folder_is_left(tmp_path):
-    dead = tmp_path / STAGING / "999999999"
-    dead.mkdir(parents=True)
-    remove_stale_staging(tmp_path)
+    with run_staging(tmp_path) as stage:
+        (stage / "x.ipynb").write_text("{")
+        remove_stale_staging(tmp_path)  # a live run's staging stays
+        assert (stage / "x.ipynb").is_file()
     assert not (tmp_path / STAGING).exists()
-    (tmp_path / STAGING / str(os.getpid())).mkdir(parents=True)  # a live run's staging stays
-    remove_stale_staging(tmp_path)
-    assert (tmp_path / STAGING / str(os.getpid())).is_dir()

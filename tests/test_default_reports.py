@@ -62,8 +62,12 @@ def test_a_gpu_trace_is_found_by_folder_and_named_with_it(tmp_path, monkeypatch)
     assert workbook.relative_name(path) == "gpu/copies_pageable.pt.trace.json.gz"
     # the CPU recording of the same workload has the same file name: "gpu/NAME" never falls back to it
     assert workbook.find_trace("gpu/replay_host_normalize.json.gz").parent.name == "gpu"
-    assert workbook.find_trace("replay_host_normalize.json.gz").parent.name == "cpu"
-    with pytest.raises(ParameterError, match="shipped traces: .*gpu/copies_pinned.pt.trace.json.gz"):
+    assert workbook.find_trace("cpu/replay_host_normalize.json.gz").parent.name == "cpu"
+    with pytest.raises(ParameterError, match="cpu/replay_host_normalize.json.gz and gpu/replay_host_normalize.json.gz "
+                                             "both have that name"):
+        workbook.find_trace("replay_host_normalize.json.gz")  # in both folders: refused, never a guess
+    assert workbook.find_trace("copies_pageable.pt.trace.json.gz").parent.name == "gpu"  # in one folder only
+    with pytest.raises(ParameterError, match="shipped traces, by name: .*gpu/copies_pinned.pt.trace.json.gz"):
         workbook.find_trace("gpu/mppi_nope.json.gz")
     assert "gpu/transformer_bf16.pt.trace.json.gz" in workbook.shipped_traces()
 

@@ -107,19 +107,48 @@ def test_a_corrupt_perf_log_fails_the_run_before_any_notebook(tmp_path, monkeypa
     assert (tmp_path / "perf_log.csv").read_bytes() == b"format_version,date\n\xff\n"
 
 
+_HOLD_STAGING = ("import sys, time; from pathlib import Path; from perfkit.report.publish.staging import run_staging\n"
+                 "with run_staging(Path(sys.argv[1])) as stage:\n"
+                 "    (stage / 'tiny_ok.ipynb').write_text('{'); print(stage, flush=True); time.sleep(120)")
+
+
+def _holder(out, *prefix):
+    """A process holding a run's staging folder under ``out`` (its lock), and that folder."""
+    child = subprocess.Popen([*prefix, sys.executable, "-c", _HOLD_STAGING, str(out)], stdout=subprocess.PIPE, text=True)
+    return child, Path(child.stdout.readline().strip())
+
+
 def test_staging_left_by_a_killed_run_is_removed_by_the_next(tmp_path):
-    """SIGKILL leaves papermill's output in <out>/.staging/<pid>, never in a report folder; the next
-    run removes folders of processes that are gone."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    stale = tmp_path / ".staging" / str(child.pid)
-    stale.mkdir(parents=True)
-    (stale / "tiny_ok.ipynb").write_text("{")
+    """SIGKILL leaves papermill's output in <out>/.staging, never in a report folder; the next run removes the
+    staging folders whose lock no live process holds, and only those."""
+    child, stale = _holder(tmp_path)
+    live_child, live = _holder(tmp_path)
     child.send_signal(signal.SIGKILL)
     child.wait()
-    live = tmp_path / ".staging" / str(os.getpid())
-    live.mkdir()
+    try:
+        staging.remove_stale_staging(tmp_path)
+        assert not stale.exists() and (live / "tiny_ok.ipynb").exists()
+    finally:
+        live_child.kill()
+        live_child.wait()
     staging.remove_stale_staging(tmp_path)
-    assert not stale.exists() and live.exists()
+    assert not (tmp_path / staging.STAGING).exists()  # nothing left, not even the empty .staging
+
+
+def test_a_run_in_another_pid_namespace_keeps_its_staging(tmp_path):
+    """Two containers sharing one workbook: each sees the other's process ids as dead (or as its own); the lock
+    is what proves a staging folder is in use."""
+    if subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode:
+        pytest.skip("cannot make a PID namespace here (unshare needs root)")
+    child, theirs = _holder(tmp_path, "unshare", "--pid", "--fork", "--mount-proc")
+    try:
+        staging.remove_stale_staging(tmp_path)
+        with staging.run_staging(tmp_path) as mine:
+            assert mine != theirs and (theirs / "tiny_ok.ipynb").exists()
+        assert (theirs / "tiny_ok.ipynb").exists()
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.parametrize("text, value", [('{"envs": 8}', {"envs": 8}), ('{"a": {"b": [1, 2]}}', {"a": {"b": [1, 2]}}),

@@ -69,11 +69,21 @@ def test_memo_index_far_beyond_the_file_is_refused_before_allocating(tmp_path):
 
 def test_gzip_bomb_snapshot_is_refused_at_the_decompressed_limit(tmp_path):
     path = tmp_path / "bomb.pickle.gz"
-    path.write_bytes(gzip.compress(b"\x00" * (64 << 20)))
+    path.write_bytes(gzip.compress(b"\x80\x04" + b"\x00" * (64 << 20)))  # starts like a pickle: the budget stops it
     out = run_python(LOAD, path, budget=Budget(mem_mb=1024, cpu_s=30, wall_s=20),
                      env={"PERFKIT_MAX_DECOMPRESSED_BYTES": str(16 << 20)})
     out.assert_clean(codes=(2,))
     assert "PERFKIT_MAX_DECOMPRESSED_BYTES" in out.err
+
+
+@pytest.mark.parametrize("head", [b"\x00" * 8, b"PK\x03\x04", b"\x80\x01", b"not a pickle", b"\x89PNG"])
+def test_a_bomb_that_is_no_pickle_is_refused_at_its_first_bytes(tmp_path, head):
+    """Issue 54: 2.5 GB of zeros as a snapshot were inflated whole before the unpickler said no."""
+    path = tmp_path / "bomb.pickle.gz"
+    path.write_bytes(gzip.compress(head + b"\x00" * (256 << 20), compresslevel=1))
+    out = run_python(LOAD, path, budget=Budget(mem_mb=1024, cpu_s=30, wall_s=20))
+    out.assert_clean(codes=(2,))
+    assert "refused before reading the rest" in out.err and str(path) in out.err
 
 
 # --- the issue's cases, in this process ---------------------------------------------------------

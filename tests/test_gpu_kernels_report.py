@@ -53,7 +53,7 @@ def _addmm_flops(path: Path) -> float:
 @pytest.mark.slow
 def test_notebook_on_a_cpu_only_trace_says_there_are_no_gpu_kernels(session, tmp_path):
     log = tmp_path / "log.csv"
-    nb = session.run(NOTEBOOK, {"trace_path": "mppi_float_tensor.json.gz", "perf_log_path": str(log)})
+    nb = session.run(NOTEBOOK, {"trace_path": "cpu/mppi_float_tensor.json.gz", "perf_log_path": str(log)})
     card = _card(nb)
     assert card["investigation"] == "gpu_kernels" and card["device"] == "cpu"
     assert card["verdict"] == "no kernel finding: no GPU kernels in this trace" and card["numbers"] == []
@@ -151,7 +151,7 @@ def test_amp_regression_shows_each_arms_gemm_dtypes_and_tensor_core_share(sessio
 
 @pytest.mark.slow
 def test_amp_regression_on_cpu_traces_says_neither_has_gemms(session, tmp_path):
-    nb = session.run(ROOT / "notebooks" / "amp_regression.py", {"mode": "trace", "trace_path": "ppo_item_logging.json.gz",
-                     "trace_path_b": "ppo_batched_metrics.json.gz", "perf_log_path": str(tmp_path / "l.csv")})
+    nb = session.run(ROOT / "notebooks" / "amp_regression.py", {"mode": "trace", "trace_path": "cpu/ppo_item_logging.json.gz",
+                     "trace_path_b": "cpu/ppo_batched_metrics.json.gz", "perf_log_path": str(tmp_path / "l.csv")})
     text = html_text(nb)
     assert "Neither trace has GEMM kernels." in text and text.count("no GPU kernels") == 2

@@ -26,7 +26,7 @@ BAD_COUNT = st.one_of(st.integers(max_value=0), st.integers(min_value=10_001, ma
 @given(mode=st.one_of(NOT_TEXT, st.text(max_size=8).filter(lambda m: m not in ("trace", "live"))))
 def test_generated_modes_are_refused(mode):
     with pytest.raises(ParameterError, match="mode="):
-        load_source(mode, "mppi_float_tensor.json.gz")
+        load_source(mode, "cpu/mppi_float_tensor.json.gz")
 
 
 @FAST
@@ -100,3 +100,53 @@ def test_generated_negative_counts_are_refused_before_running(tmp_path_factory, 
 def test_run_refuses_values_no_notebook_can_use(tmp_path, key, value):
     run_main("run", "cpu_bound", "-p", key, value, "--out", tmp_path, "--no-progress").assert_clean(codes=(2,))
     assert not list(tmp_path.glob("*/*/*.ipynb"))
+
+
+# -- issue 54: -p values that were tracebacks or could not be given ----------------------------------------------
+
+@pytest.mark.parametrize("opening, closing", [("[", "]"), ('{"a":', "}"), ('[{"a": [', "]}]")])
+@pytest.mark.parametrize("depth", [201, 5_000, 50_000])
+def test_json_nested_past_the_budget_is_refused_naming_the_variable(tmp_path, opening, closing, depth):
+    from perfkit.cli.run import parse_value
+
+    text = opening * depth + ("1" if opening.endswith(":") else "") + closing * depth
+    with pytest.raises(ParameterError, match="PERFKIT_MAX_NESTING_DEPTH"):
+        parse_value(text)
+    out = run_main("run", "cpu_bound", "-p", "overrides", text, "--out", tmp_path, "--no-progress")
+    out.assert_clean(codes=(2,))
+    assert "PERFKIT_MAX_NESTING_DEPTH" in out.err and not list(tmp_path.glob("*/*/*.ipynb"))
+
+
+def test_json_within_the_budget_and_brackets_inside_strings_parse():
+    from perfkit.cli.run import parse_value
+
+    assert parse_value("[" * 150 + "]" * 150) is not None
+    assert parse_value('{"note": "[[[[[[\\"]]"}') == {"note": '[[[[[["]]'}
+
+
+@pytest.mark.parametrize("change", ["[WIP] pin memory", "{draft} fuse kernels", "[1, 2", "{not json}", "[x] [y]"])
+def test_a_text_parameter_takes_text_that_starts_like_json(tmp_path, change):
+    from perfkit.cli.run import parse_value
+
+    assert parse_value(change, as_text=True) == change
+    with pytest.raises(ParameterError, match="starts like JSON"):
+        parse_value(change)  # a parameter that is not text: still refused, not guessed
+    out = run_main("run", "tiny_ok", "-p", "change", change, "--out", tmp_path, "--notebook-dir",
+                   os.path.join(os.path.dirname(__file__), "fixtures", "notebooks"), "--no-progress")
+    out.assert_clean(codes=(0,))
+    from perfkit.report.perflog import PerfLog
+
+    assert PerfLog(tmp_path / "perf_log.csv").read()["change"].tolist()[-1:] == [change]
+
+
+@pytest.mark.parametrize("raw", [b"pin \xff memory", b"\xe9t\xe9", b"\xc3", b"ok \xed\xa0\x80"])
+def test_text_that_is_not_utf8_is_refused_before_anything_runs(tmp_path, raw):
+    from perfkit.report.perflog import PerfLog
+
+    text = raw.decode("utf-8", "surrogateescape")
+    out = run_main("run", "cpu_bound", "-p", "change", text, "--out", tmp_path, "--no-progress")
+    out.assert_clean(codes=(2,))
+    assert "not UTF-8 text" in out.err and "LANG=C.UTF-8" in out.err and not list(tmp_path.glob("*/*/*.ipynb"))
+    with pytest.raises(ParameterError, match="change is not UTF-8 text"):
+        PerfLog(tmp_path / "log.csv").append(investigation="i", metric="m", value=1.0, change=text)
+    assert not (tmp_path / "log.csv").exists()

@@ -178,7 +178,7 @@ def test_a_property_is_recorded_through_its_getter(tmp_path):
 
 @pytest.mark.parametrize("step, mode, says", [
     ("print", "print", "--step print is a builtin, not a Python function"),
-    ("plan", "thread", "only from other threads: perfkit steps the profiler on the thread that started the script"),
+    ("plan", "thread", "only from 7 other threads (none from the thread that started the script, which perfkit steps the profiler on"),
     ("batches", "gen", "--step batches is a generator function: a call only creates the generator and its body "
                        "runs on iteration"),
     ("NoSuch.method", "print", "--step NoSuch.method: the script never defined it; it defines: train, Planner, plan, "

@@ -119,10 +119,10 @@ def test_trace_mode_describes_the_trace_not_this_machine(session, log_path):
     nb = session.run(NOTEBOOKS / "cpu_bound.py", {"perf_log_path": str(log_path)})
     card = _card(nb)  # the default: an H200 trace, read on this CPU machine
     assert card["subject"] == "trace gpu/dataloader_workers0.pt.trace.json.gz" and card["device"] == "NVIDIA H200"
-    nb = session.run(NOTEBOOKS / "cpu_bound.py", {"trace_path": "mppi_float_tensor.json.gz",
+    nb = session.run(NOTEBOOKS / "cpu_bound.py", {"trace_path": "cpu/mppi_float_tensor.json.gz",
                                                   "perf_log_path": str(log_path)})
     card = _card(nb)
-    assert card["subject"] == "trace mppi_float_tensor.json.gz" and card["device"] == "cpu"
+    assert card["subject"] == "trace cpu/mppi_float_tensor.json.gz" and card["device"] == "cpu"
     assert "cpu (no GPU events in the trace)" in html_text(nb)
 
 
@@ -147,7 +147,7 @@ def test_validation_notebook_runs_and_logs(session, tmp_path):
 
 def test_a_trace_without_syncs_renders(session, log_path):
     # issue 10: the fixed PPO trace has no sync sites; the breakdown of an empty table crashed.
-    nb = session.run(NOTEBOOKS / "sync_points.py", {"trace_path": "ppo_batched_metrics.json.gz",
+    nb = session.run(NOTEBOOKS / "sync_points.py", {"trace_path": "cpu/ppo_batched_metrics.json.gz",
                                                      "perf_log_path": str(log_path)})
     assert _card(nb)["investigation"] == "sync_points"
 
@@ -235,13 +235,13 @@ def test_step_anatomy_leads_with_the_sentence_and_points_at_perfetto(session, lo
 
 def test_step_anatomy_without_a_gpu_names_the_hot_function(session, log_path):
     nb = session.run(NOTEBOOKS / "step_anatomy.py",
-                     {"trace_path": "mppi_float_tensor.json.gz", "perf_log_path": str(log_path)})
+                     {"trace_path": "cpu/mppi_float_tensor.json.gz", "perf_log_path": str(log_path)})
     card = _card(nb)
     assert card["verdict"].startswith("CPU-only trace; step ") and "no GPU timeline" in card["verdict"]
     assert "in linear (native code called from Python)" in card["verdict"]  # the MPPI planner's Linear layers
     assert card["fix"].startswith("No GPU activity was recorded")  # what to record, and the host ops to speed up
     text = html_text(nb)
-    assert "No GPU timeline in this trace" in text and "perfkit annotate mppi_float_tensor.json.gz -o" in text
+    assert "No GPU timeline in this trace" in text and "perfkit annotate cpu/mppi_float_tensor.json.gz -o" in text
     assert [n["label"] for n in card["numbers"]] == ["mean step"]
 
 
@@ -266,7 +266,7 @@ def test_ranks_notebook_names_the_planted_straggler(session, log_path):
 
 def _rank_sources(tmp_path):
     yield str(RANK_SET / "rank[01].pt.trace.json.gz"), "trace ddp4_slow_dataloader/rank[01].pt.trace.json.gz"
-    yield str(CPU_TRACES[0]), f"trace {CPU_TRACES[0].name}"  # one file: nothing to compare, said so
+    yield str(CPU_TRACES[0]), f"trace cpu/{CPU_TRACES[0].name}"  # one file: nothing to compare, said so
     if (SHARED_TRACES / DLRM_RANKS[0]).exists():
         folder = tmp_path / "dlrm"
         folder.mkdir()
@@ -336,11 +336,11 @@ def test_every_notebook_in_the_folder_is_registered():
 def test_find_trace_resolves_cwd_workbook_and_shipped_names(tmp_path, monkeypatch):
     shipped = (ROOT / "data/traces/cpu/leaky_clean.json.gz").resolve()
     monkeypatch.chdir(tmp_path)
-    assert workbook.find_trace("data/traces/cpu/leaky_clean.json.gz") != shipped or True
-    assert workbook.find_trace("leaky_clean.json.gz") == shipped
+    assert workbook.find_trace("cpu/leaky_clean.json.gz") == shipped
+    assert workbook.find_trace("gpu/leaky_clean.json.gz") == (ROOT / "data/traces/gpu/leaky_clean.json.gz").resolve()
     (tmp_path / "mine.json.gz").write_bytes(shipped.read_bytes())
     assert workbook.find_trace("mine.json.gz") == tmp_path / "mine.json.gz"  # the caller's cwd first
-    with pytest.raises(ParameterError, match="shipped traces: .*leaky_clean.json.gz"):
+    with pytest.raises(ParameterError, match="shipped traces, by name: .*cpu/leaky_clean.json.gz"):
         workbook.find_trace("nope.json.gz")
     with pytest.raises(ParameterError):
         workbook.find_trace("")
@@ -351,25 +351,25 @@ def test_check_mode_rejects_unknown_modes():
     with pytest.raises(ParameterError, match="'trace'.*'live'"):
         workbook.check_mode("replay")
     with pytest.raises(ParameterError):
-        live.load_source("both", "leaky_clean.json.gz")
+        live.load_source("both", "cpu/leaky_clean.json.gz")
 
 
 def test_summary_frame_reads_back_summarize():
     from perfkit.analysis.summary import summarize
 
-    source = live.load_source("trace", "leaky_clean.json.gz")
+    source = live.load_source("trace", "cpu/leaky_clean.json.gz")
     frame = tables.summary_frame(summarize(source.trace)).set_index("metric")["value"]
     assert frame["steps"] == "3" and frame["kernels"] == "0" and frame["HtoD_copies"] == "0"
     assert "compile_s" not in frame  # compile rows only for a torch.compile trace
-    compiled = tables.summary_frame(summarize(live.load_source("trace", "ppo_compiled.json.gz").trace))
+    compiled = tables.summary_frame(summarize(live.load_source("trace", "cpu/ppo_compiled.json.gz").trace))
     assert compiled.set_index("metric").at["compiled_regions", "value"] == "2"
-    assert source.device == "cpu" and source.subject == "trace leaky_clean.json.gz"
+    assert source.device == "cpu" and source.subject == "trace cpu/leaky_clean.json.gz"
 
 
 def test_cpu_bound_rows_carry_a_ci_over_steps():
     from perfkit.analysis.step.cpu_bound import cpu_bound
 
-    result = cpu_bound(live.load_source("trace", "ppo_item_logging.json.gz").trace)
+    result = cpu_bound(live.load_source("trace", "cpu/ppo_item_logging.json.gz").trace)
     out = cpu_bound_report.cpu_bound_rows(result, "trace x", "cpu")
     assert [r["metric"] for r in out] == ["median_step_ms", "host_busy_ms_per_step"]
     walls = result.steps["wall_us"] / 1e3

@@ -286,7 +286,9 @@ def test_seconds_records_a_window_without_steps(tmp_path, capsys):
     code, r, printed = _profile(capsys, tmp_path, PLANNER, "--seconds", "0.2")
     assert code == 0 and "planned True" in printed  # the script ran to its end after the window
     assert r["step_source"] == "window" and r["steps_recorded"] == 0
-    assert "0.2 s window without steps" in r["warnings"][0] and "--step" in r["warnings"][0]
+    # the window ends when the script next runs Python: on a busy machine it may record longer, and says so
+    first = r["warnings"][0]
+    assert ("a 0.2 s window without steps" in first or "(asked for 0.2 s:" in first) and "--step" in first
     assert _profiler_steps(r["trace"]) == []  # no ProfilerStep# spans in a window
     with gzip.open(r["trace"], "rt") as f:
         ops = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "cpu_op" and e.get("ph") == "X"]

@@ -13,7 +13,7 @@ from perfkit.report import step_anatomy as lookat
 from perfkit.workbook import find_trace
 from perfkit.trace import load_trace
 
-SHIPPED = "mppi_float_tensor.json.gz"
+SHIPPED = "cpu/mppi_float_tensor.json.gz"
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from perfkit.report.trace_diff import compare_traces
 
 
 def test_two_shipped_traces_give_rows_verdict_and_subject():
-    pairing = compare_traces("compile_ab", "trace", "mppi_float_tensor.json.gz", "mppi_from_numpy.json.gz")
+    pairing = compare_traces("compile_ab", "trace", "cpu/mppi_float_tensor.json.gz", "cpu/mppi_from_numpy.json.gz")
     assert pairing.subject == f"{pairing.before.subject} -> {pairing.after.subject}"
     assert "mppi_float_tensor" in pairing.subject and "mppi_from_numpy" in pairing.subject
     assert pairing.diff.step_change["ratio"] < 1  # from_numpy builds one tensor per batch, not per sample
@@ -20,9 +20,9 @@ def test_two_shipped_traces_give_rows_verdict_and_subject():
 
 def test_a_missing_trace_is_a_parameter_error_naming_it():
     with pytest.raises(ParameterError, match="no_such_trace.json.gz"):
-        compare_traces("amp_regression", "trace", "mppi_float_tensor.json.gz", "no_such_trace.json.gz")
+        compare_traces("amp_regression", "trace", "cpu/mppi_float_tensor.json.gz", "no_such_trace.json.gz")
 
 
 def test_live_mode_is_refused():
     with pytest.raises(ParameterError):
-        compare_traces("memory_leak", "sideways", "mppi_float_tensor.json.gz", "mppi_from_numpy.json.gz")
+        compare_traces("memory_leak", "sideways", "cpu/mppi_float_tensor.json.gz", "cpu/mppi_from_numpy.json.gz")

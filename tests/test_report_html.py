@@ -25,10 +25,10 @@ def _title(html: str) -> str:
 
 
 def test_title_is_the_investigation_and_subject():
-    card = VerdictCard("sync_points", "125 possible sync points per step", (), "", "trace ppo_sync_checks.json.gz",
+    card = VerdictCard("sync_points", "125 possible sync points per step", (), "", "trace cpu/ppo_sync_checks.json.gz",
                        "cpu")
     out = nbformat.v4.new_output("display_data", data={"text/plain": "card", MIME: card.to_json()})
-    assert _title(notebook_html(_notebook(out), "sync_points")) == "sync_points: trace ppo_sync_checks.json.gz"
+    assert _title(notebook_html(_notebook(out), "sync_points")) == "sync_points: trace cpu/ppo_sync_checks.json.gz"
 
 
 def test_title_without_a_card_is_the_notebook_name():

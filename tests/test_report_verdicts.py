@@ -266,7 +266,7 @@ def test_cpu_bound_notebook_on_a_compiling_trace(session, log_path, compiling_pa
 
 @pytest.mark.slow
 def test_cpu_bound_notebook_on_a_cpu_only_trace_has_no_gpu_figure(session, log_path):
-    nb = session.run(NOTEBOOKS / "cpu_bound.py", {"trace_path": "ppo_compiled.json.gz",
+    nb = session.run(NOTEBOOKS / "cpu_bound.py", {"trace_path": "cpu/ppo_compiled.json.gz",
                                                    "perf_log_path": str(log_path)})
     assert _card(nb)["verdict"] == "CPU-only trace"
     text = _text(nb)

@@ -4,7 +4,10 @@ import math
 import numpy as np
 import pytest
 
-from perfkit.trace.intervals import union
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfkit.trace.intervals import length, length_by, union
 
 
 def _sweep(starts, ends) -> list[tuple[float, float]]:
@@ -32,3 +35,15 @@ def test_union_equals_a_sweep_in_start_order_or_not(seed):
             ends[rng.integers(0, n)] = math.nan
         got_s, got_e = union(starts, ends)
         assert list(zip(got_s.tolist(), got_e.tolist())) == _sweep(starts.tolist(), ends.tolist())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 200), st.integers(-5, 60)), max_size=60))
+def test_length_by_is_length_of_each_group(rows):
+    """Issue 54: one sort for every kernel name's covered time (a length per name took 69 s on 200,000 names)."""
+    groups = np.array([g for g, _, _ in rows], dtype=np.int64)
+    starts = np.array([s for _, s, _ in rows], dtype=float)
+    ends = starts + np.array([d for _, _, d in rows], dtype=float)
+    got = length_by(groups, starts, ends, 6)
+    want = [length(starts[groups == g], ends[groups == g]) for g in range(6)]
+    assert got.tolist() == want

@@ -46,7 +46,7 @@ def test_workbook_root_is_found_from_any_folder_inside_it(tmp_path, monkeypatch,
 def test_packaged_notebooks_and_traces_are_the_repositorys(no_home):
     assert sorted(p.name for p in workbook.PACKAGED_NOTEBOOKS.glob("*.py")) == \
         sorted(p.name for p in (ROOT / "notebooks").glob("*.py"))
-    assert "leaky_clean.json.gz" in workbook.shipped_traces()
+    assert "cpu/leaky_clean.json.gz" in workbook.shipped_traces()
 
 
 def test_init_copies_the_workbook_and_keeps_edits(tmp_path, capsys, no_home):
@@ -74,7 +74,7 @@ def test_perfkit_run_and_jupyterlab_write_to_one_perf_log(tmp_path, monkeypatch,
     assert Path(runs[0].html_path).is_relative_to(folder / "reports")
     session = KernelSession(folder / "notebooks")  # JupyterLab starts the kernel beside the notebook
     try:
-        session.run(folder / "notebooks" / "cpu_bound.ipynb", {"trace_path": "ppo_item_logging.json.gz",
+        session.run(folder / "notebooks" / "cpu_bound.ipynb", {"trace_path": "cpu/ppo_item_logging.json.gz",
                                                                 "change": "lab"})
     finally:
         session.close()

@@ -36,6 +36,7 @@ import pandas as pd
 
 from ..errors import MissingDependencyError, ParameterError, PerfkitError
 from ..limits import SQL_MAX_ROWS, SQL_TIMEOUT_S
+from ..text import path_text
 from ..trace import Trace, load_trace
 
 VIEWS = ("events", "flows", "steps", "ranks")
@@ -51,7 +52,8 @@ def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool =
     """Run the DuckDB ``query`` over the views ``events``, ``flows``, ``steps`` and ``ranks`` of
     ``trace_or_dir`` (a loaded :class:`Trace`, a trace file, a directory or a list of files) and
     return its result as a DataFrame (at most ``PERFKIT_SQL_MAX_ROWS`` rows; a longer result is
-    cut there and ``frame.attrs["warnings"]`` says so). ``allow_files``: let the query read and
+    cut there). ``frame.attrs["warnings"]`` holds the trace's load warnings (events dropped for a bad
+    value are in no view: a count over them must say so) and the cut, if any. ``allow_files``: let the query read and
     write files (``read_csv``, ``COPY ... TO``, ``ATTACH``); by default it sees the views only.
     Raises ParameterError for an empty query, one with no result (only comments, ``CREATE``...), a
     failing one (with DuckDB's message and the view names) or one still running after
@@ -70,7 +72,11 @@ def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool =
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
         try:
-            return _interruptible(con, lambda: _run(con, query, max_rows), timeout_s)
+            frame = _interruptible(con, lambda: _run(con, query, max_rows), timeout_s)
+            warnings = [*trace.warnings, *frame.attrs.get("warnings", [])]  # what the views lack, then the cut
+            if warnings:
+                frame.attrs["warnings"] = warnings
+            return frame
         except (MemoryError, OSError, duckdb.OutOfMemoryException) as exc:  # also via pyarrow's reader
             if isinstance(exc, OSError) and "out of memory" not in str(exc).lower():
                 raise
@@ -86,7 +92,43 @@ def _run(con, query: str, max_rows: int) -> pd.DataFrame:
     if relation is None:
         raise ParameterError(f"the SQL query returns no table (only comments, or a statement such as "
                              f"CREATE or SET); ask with a SELECT, {_EXAMPLE}")
-    return _fetch(relation.limit(max_rows + 1), max_rows)
+    exact = relation.project(", ".join(_select(i, name, kind) for i, (name, kind) in
+                                       enumerate(zip(relation.columns, relation.types), start=1)))
+    return _fetch(exact.limit(max_rows + 1), max_rows, [_kind(t) for t in relation.types])
+
+
+# What each DuckDB result type becomes in the frame, so that every type has an exact value in every output format
+# (``perfkit sql``'s table, CSV and JSON): numbers, text and booleans as they are (integers in nullable integer
+# columns, so a NULL does not turn 2**53 + 1 into a float); HUGEINT and its kin as Python ints (pandas has no
+# 128-bit integer), DECIMAL as ``decimal.Decimal``; lists, structs and maps of those as Python lists and dicts;
+# everything pandas cannot hold exactly or at all (BLOB, BIT, INTERVAL, UNION, UUID, ENUM, dates and times, whose
+# range and precision pass datetime64[ns]'s: DATE 'infinity', year 5000, TIME_NS) as DuckDB's own text of it.
+_PLAIN = frozenset({"boolean", "tinyint", "smallint", "integer", "bigint", "utinyint", "usmallint", "uinteger",
+                    "ubigint", "float", "double", "varchar"})
+_BIG_INTEGERS = frozenset({"hugeint", "uhugeint", "bignum", "varint"})
+_NESTED = frozenset({"list", "struct", "map", "array"})
+
+
+def _kind(duck_type) -> str:
+    """"plain", "decimal", "integer" (a big integer, fetched as text), "nested" (plain leaves) or "text"."""
+    kind = duck_type.id
+    if kind in _PLAIN:
+        return "plain"
+    if kind == "decimal":
+        return "decimal"
+    if kind in _BIG_INTEGERS:
+        return "integer"
+    if kind in _NESTED and all(isinstance(child, str) or _kind(child) in ("plain", "nested")
+                               for _, child in duck_type.children if not isinstance(child, int)):
+        return "nested"
+    return "text"
+
+
+def _select(position: int, name: str, duck_type) -> str:
+    """The result's column ``position`` (1-based: names may repeat) as the frame takes it, under its own name."""
+    alias = '"' + name.replace('"', '""') + '"'
+    return f"#{position} AS {alias}" if _kind(duck_type) in ("plain", "decimal", "nested") else \
+        f"CAST(#{position} AS VARCHAR) AS {alias}"
 
 
 def _interruptible(con, work, timeout_s: int):
@@ -139,7 +181,7 @@ def _first_line(exc) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def _fetch(relation, max_rows: int) -> pd.DataFrame:
+def _fetch(relation, max_rows: int, kinds: list[str]) -> pd.DataFrame:
     """The first ``max_rows`` rows of ``relation``, streamed in batches so that a huge result is
     never materialized whole. The caller limits ``relation`` to ``max_rows + 1`` rows: DuckDB then
     stops producing (an ORDER BY becomes a top-N) instead of buffering ahead of the reader, which ran
@@ -153,12 +195,34 @@ def _fetch(relation, max_rows: int) -> pd.DataFrame:
         rows += batch.num_rows
         if rows > max_rows:
             break
-    frame = pa.Table.from_batches(batches, schema=reader.schema).slice(0, max_rows).to_pandas(use_threads=False)
+    table = pa.Table.from_batches(batches, schema=reader.schema).slice(0, max_rows)
+    frame = pd.DataFrame({i: _column(table.column(i), kind) for i, kind in enumerate(kinds)})
+    frame.columns = table.column_names
     if rows > max_rows:
         frame.attrs["warnings"] = [f"the result has more than {max_rows:,} rows ({SQL_MAX_ROWS.env}, which guards "
                                    f"{SQL_MAX_ROWS.guards}): only its first {max_rows:,} are shown; aggregate, add a "
                                    f"LIMIT, or raise {SQL_MAX_ROWS.env}"]
     return frame
+
+
+def _column(column, kind: str):
+    """One Arrow result column as an exact pandas column (see ``_kind``)."""
+    import pyarrow as pa
+
+    if kind == "plain" and not (column.null_count and pa.types.is_floating(column.type)):
+        return column.to_pandas(types_mapper={pa.bool_(): pd.BooleanDtype(), **_nullable_integers()}.get
+                                if column.null_count else None)
+    values = column.to_pylist()  # floats with NULLs too: a NULL stays None, apart from NaN
+    if kind == "integer":
+        values = [None if v is None else int(v) for v in values]
+    return pd.Series(values, dtype=object)
+
+
+def _nullable_integers() -> dict:
+    import pyarrow as pa
+
+    return {getattr(pa, f"{sign}int{bits}")(): getattr(pd, f"{sign.upper()}Int{bits}Dtype")()
+            for sign in ("", "u") for bits in (8, 16, 32, 64)}
 
 
 def _files_hint(exc, allow_files: bool) -> str:
@@ -177,7 +241,7 @@ def arrow_tables(trace: Trace) -> dict:
 
 def ranks_frame(trace: Trace) -> pd.DataFrame:
     """One row per source file of ``trace`` (``RANK_COLUMNS``)."""
-    rows = [{"file_id": i, "rank": f.rank, "path": f.path, "trace_name": f.trace_name,
+    rows = [{"file_id": i, "rank": f.rank, "path": path_text(f.path), "trace_name": f.trace_name,
              "schema_version": None if f.schema_version is None else str(f.schema_version),
              "base_time_ns": f.base_time_ns, "backend": str(f.distributed.get("backend", "")),
              "world_size": _int_or_none(f.distributed.get("world_size")),

@@ -12,18 +12,23 @@ the top; :func:`main` imports that one module once the arguments are parsed. Eac
 ``register(subparsers)``, its parser bound to its ``run`` as ``func``, for a parser of your own.
 Everything a command prints to stdout passes through :class:`perfkit.text.PrintableStream`, so no
 escape sequence from a trace, script or file name reaches the terminal.
-Exit codes: 0 done, 1 the command's own failure verdict, 2 an error (bad input or usage),
-130 interrupted, 141 stdout closed early (``perfkit summary x | head``).
+Exit codes: 0 done, 1 the command's own failure verdict or standard output that cannot be written
+(``> /dev/full``, ``>&-``: one line on stderr), 2 an error (bad input or usage), 130 interrupted, 141 stdout
+closed early (``perfkit summary x | head``: quietly, as ``head`` expects). Text that the terminal's encoding
+cannot show (a name in Japanese under an ASCII locale) is printed as ``\\u`` escapes, and a write past
+``ulimit -f`` fails with an error instead of killing perfkit with a half-written file (SIGXFSZ is ignored).
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
+import signal
 import sys
 
-from ..errors import PerfkitError, missing_dependency
-from ..text import PrintableStream, printable
+from ..errors import ParameterError, PerfkitError, missing_dependency
+from ..text import PrintableStream, StreamWriteError, printable
 from .parsers import ALIASES, PARSERS
 
 COMMANDS = ("profile", "diagnose", "summary", "sync_points", "trace_diff", "ranks", "sql", "detect", "scan", "run",
@@ -44,9 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = _parse(parser, argv)
-    stdout = sys.stdout
+    stdout = sys.stdout if sys.stdout is not None else _Closed()  # ``perfkit summary x >&-``
+    _prepare(stdout)
     sys.stdout = PrintableStream(stdout)
     try:
+        _check_working_directory()
         if getattr(args, "check_inputs", None) is not None:  # a missing file is refused before the imports
             args.check_inputs(args)
         # perfkit <command>'s body is perfkit/cli/<command>.py ("critical-path": critical_path.py, body_name), imported
@@ -55,6 +62,10 @@ def main(argv=None) -> int:
         code = int(command.run(args) or 0)
         _flush(sys.stdout)
         return code
+    except StreamWriteError as exc:  # a full disk or a closed descriptor: what was printed is not all there
+        _silence_stdout(stdout)
+        print(f"perfkit {args.command}: error: {printable(exc)}", file=sys.stderr)
+        return 1
     except PerfkitError as exc:
         print(f"perfkit {args.command}: error: {printable(exc)}", file=sys.stderr)
         return 2
@@ -71,7 +82,47 @@ def main(argv=None) -> int:
         _silence_stdout(stdout)
         return EXIT_BROKEN_PIPE
     finally:
-        sys.stdout = stdout
+        sys.stdout = stdout if not isinstance(stdout, _Closed) else None
+
+
+class _Closed:
+    """Standard output when descriptor 1 was closed before perfkit started (Python's ``sys.stdout`` is None
+    then): the first write fails as a write to a closed descriptor does."""
+
+    name = "<stdout>"
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "the descriptor is closed (>&-)")
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _prepare(stdout) -> None:
+    """Characters the terminal's encoding lacks become ``\\u`` escapes instead of a UnicodeEncodeError, and
+    a file past ``ulimit -f`` is a write error (EFBIG, reported and cleaned up) instead of SIGXFSZ killing
+    perfkit mid-write."""
+    for stream in (stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):  # not a TextIOWrapper (a test's StringIO), or closed
+            pass
+    if hasattr(signal, "SIGXFSZ"):
+        try:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            pass
+
+
+def _check_working_directory() -> None:
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise ParameterError("the working directory was deleted (or moved) after this shell entered it; "
+                             "cd to an existing folder and run the command again") from None
 
 
 def body_name(command: str) -> str:
@@ -100,11 +151,13 @@ def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
 
 
 def _flush(stream) -> None:
-    """Flush ``stream``; a stream closed under us (by a script ``perfkit profile`` ran) has nothing to flush."""
+    """Flush ``stream``; a stream closed under us (by a script ``perfkit profile`` ran) has nothing to flush.
+    Raises StreamWriteError (BrokenPipeError) when the flush fails."""
     try:
         stream.flush()
-    except ValueError:
-        pass
+    except StreamWriteError as exc:
+        if "closed file" not in str(exc):
+            raise
 
 
 def _silence_stdout(stdout) -> None:

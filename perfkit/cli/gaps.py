@@ -7,7 +7,7 @@ from ..report.terminal.gaps import format_gaps
 from ..text import json_text
 from ..trace import load_trace
 from .parsers import add_gaps
-from .paths import trace_arg
+from .paths import say_load_warnings, trace_arg
 
 
 def register(subparsers) -> None:
@@ -16,6 +16,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
+    say_load_warnings("gaps", trace.warnings)
     result = gpu_gaps(trace)
     line = verdict_line(trace) if result.has_gpu else None
     if line is not None:

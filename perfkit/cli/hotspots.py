@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..analysis.step.hotspots import hotspots
+from ..atomic import refuse_clobber
 from ..report.terminal.hotspots import format_hotspots
 from ..text import json_text
 from ..trace import load_trace
@@ -14,7 +15,10 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    result = hotspots(load_trace(trace_arg(args.trace), use_cache=not args.no_cache), thread=args.thread)
+    path = trace_arg(args.trace)
+    if args.collapsed:
+        refuse_clobber(args.collapsed, [("the input trace", path)])
+    result = hotspots(load_trace(path, use_cache=not args.no_cache), thread=args.thread)
     if args.collapsed:
         result.write_collapsed(args.collapsed)
     print(json_text(result.to_json()) if args.json else format_hotspots(result, args.top, args.collapsed))

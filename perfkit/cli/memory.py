@@ -12,7 +12,7 @@ from ..report.terminal.memory import format_timeline
 from ..text import json_text, printable, printable_data
 from ..trace import load_trace
 from .parsers import add_memory
-from .paths import trace_arg
+from .paths import say_load_warnings, trace_arg
 
 
 def register(subparsers) -> None:
@@ -24,7 +24,9 @@ def run(args) -> int:
     if len(args.traces) > 1:
         print(f"perfkit memory: {len(args.traces)} traces given; reading the newest, {printable(path)}",
               file=sys.stderr)
-    timeline = memory_timeline(load_trace(path, progress=sys.stderr.isatty()), top=args.top)
+    trace = load_trace(path, progress=sys.stderr.isatty())
+    say_load_warnings("memory", trace.warnings)
+    timeline = memory_timeline(trace, top=args.top)
     print(json_text(timeline.to_json(), indent=2) if args.json else format_timeline(printable_data(timeline.to_json())))
     return 0
 

@@ -7,26 +7,37 @@ This module imports nothing heavy: :func:`trace_arg` imports the workbook's look
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from ..errors import ParameterError
 from ..profiling.target import check_target, is_launcher
+from ..text import printable
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def trace_arg(path: str) -> str:
     """A trace argument as given when it exists, else found like a notebook's ``trace_path`` (from the
-    workbook root, then among the shipped traces by name), so a command a report prints runs from
-    the workbook root; a path found nowhere is passed on unchanged for the loader's own error."""
-    from ..workbook import find_trace  # imports the trace loader (pandas): only a command body gets here
+    workbook root; a bare name among the shipped traces, saying on stderr which one it read), so a
+    command a report prints runs from the workbook root. Raises ParameterError where ``find_trace`` does
+    (a path found nowhere, a bare name two shipped traces share)."""
+    from ..workbook import find_trace, shipped_note  # imports the trace loader (pandas): only a body gets here
 
     if os.path.exists(path):
         return path
-    try:
-        return str(find_trace(path))
-    except ParameterError:
-        return path
+    found = find_trace(path)
+    note = shipped_note(path, found)
+    if note:
+        print(f"perfkit: note: {printable(note)}", file=sys.stderr)
+    return str(found)
+
+
+def say_load_warnings(command: str, warnings) -> None:
+    """Print on stderr what the loader set aside (events dropped for a bad value, stub steps), for a command
+    whose own result does not carry the trace's warnings: a count over what is left must say it."""
+    for warning in warnings:
+        print(f"perfkit {command}: warning: {printable(warning)}", file=sys.stderr)
 
 
 def check_traces(args) -> None:
@@ -51,6 +62,9 @@ def surely_missing(path: str) -> bool:
     roots = [cwd, *cwd.parents] + ([Path(home).expanduser()] if home else [])
     if any(os.path.lexists(root / given) for root in roots):
         return False
+    parts = path.replace(os.sep, "/").split("/")
+    if len(parts) > 2 or (len(parts) == 2 and parts[0] not in ("cpu", "gpu", "ranks")):
+        return True  # a path with a folder in it is only ever that path: no shipped trace stands in for it
     return not any(given.name in dirs or given.name in files
                    for _, dirs, files in os.walk(_PACKAGE, followlinks=True))
 

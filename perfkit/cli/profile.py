@@ -41,7 +41,7 @@ def run(args) -> int:
     if job is not None:
         return _run_job(args, *job)
     stdout = _raw(sys.stdout)
-    sys.stdout = stdout  # the script's output is its own: not escaped like perfkit's
+    sys.stdout = script_out = _LineEnd(stdout)  # the script's output is its own: not escaped like perfkit's
     with _StartingStdout(stdout) as started:
         try:
             result = profile_script(args.script, args.script_args, module=args.module, wait=args.wait,
@@ -49,8 +49,29 @@ def run(args) -> int:
                                     seconds=args.seconds, memory=args.memory, out=args.out, scan=args.scan,
                                     trigger=args.trigger, keep=args.keep)
         finally:  # the script may have replaced or closed sys.stdout, or moved its file descriptor (os.dup2)
-            sys.stdout = out = _open_stream(started.stream())
+            report_to = started.stream()
+            sys.stdout = out = _open_stream(report_to)
+        if script_out.mid_line and report_to is stdout:  # perfkit's report starts on a line of its own
+            print(file=out)
         return _report_result(args, result, out)
+
+
+class _LineEnd:
+    """The script's stdout, passed through unchanged, noting whether the script's last write left a line
+    unfinished (``print(x, end="")``, 20 MB of progress on one line): perfkit's report must not be glued to it."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.mid_line = False
+
+    def write(self, text: str) -> int:
+        written = self._stream.write(text)
+        if text:
+            self.mid_line = not text.endswith("\n")
+        return written
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def _report_result(args, result, out) -> int:

@@ -1,13 +1,15 @@
 """``perfkit sql QUERY TRACE... [--csv | --json]``: DuckDB SQL over the tables of a trace."""
 from __future__ import annotations
 
+import itertools
 import sys
 
-import pandas as pd
-
 from ..analysis.sql import sql
-from ..text import csv_safe_frame
+from ..report.terminal.sql import result_lines
+from ..text import printable
 from .parsers import add_sql
+
+_LINES_PER_WRITE = 512  # a reader that leaves (| head) is seen at the next write, in every format alike
 
 
 def register(subparsers) -> None:
@@ -18,13 +20,8 @@ def run(args) -> int:
     source = args.traces[0] if len(args.traces) == 1 else args.traces
     frame = sql(args.query, source, use_cache=not args.no_cache, allow_files=args.allow_files)
     for warning in frame.attrs.get("warnings", []):
-        print(f"perfkit sql: warning: {warning}", file=sys.stderr)
-    if args.csv:
-        print(csv_safe_frame(frame).to_csv(index=False), end="")
-    elif args.json:
-        if len(frame):
-            print(frame.to_json(orient="records", lines=True).rstrip("\n"))
-    else:
-        with pd.option_context("display.max_rows", 200, "display.max_columns", 50, "display.width", 200):
-            print(frame.to_string(index=False) if len(frame) else "(no rows)")
+        print(f"perfkit sql: warning: {printable(warning)}", file=sys.stderr)
+    lines = result_lines(frame, "csv" if args.csv else "json" if args.json else "table")
+    while chunk := list(itertools.islice(lines, _LINES_PER_WRITE)):
+        sys.stdout.write("".join(chunk))
     return 0

@@ -7,7 +7,7 @@ from ..report.terminal.sync_points import format_syncs
 from ..text import json_text, printable_data
 from ..trace import load_trace
 from .parsers import add_sync_points
-from .paths import trace_arg
+from .paths import say_load_warnings, trace_arg
 
 
 def register(subparsers) -> None:
@@ -15,6 +15,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    result = syncs(load_trace(trace_arg(args.trace), use_cache=not args.no_cache))
+    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
+    say_load_warnings("sync-points", trace.warnings)
+    result = syncs(trace)
     print(json_text(result.to_json()) if args.json else format_syncs(printable_data(result.to_json()), args.top))
     return 0

@@ -31,7 +31,7 @@ def run(args) -> int:
     markdown = report.to_markdown()
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(args.out, markdown)
+        write_text_atomic(args.out, markdown, user_output=True)
     if args.json:
         print(json_text(report.to_json(), indent=1, default=str))
     else:

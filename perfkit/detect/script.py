@@ -9,13 +9,18 @@ one report, from the original process, with the script's exit status.
 """
 from __future__ import annotations
 
+import builtins
 import contextlib
+import importlib.machinery
 import importlib.util
+import io
 import os
 import runpy
 import sys
 import threading
 import traceback
+import types
+import zipfile
 from pathlib import Path
 
 from ..errors import ParameterError
@@ -111,7 +116,7 @@ def _run(context, path: Path, module: str | None, found: str) -> tuple[str, int]
 def _run_inside(path: Path, module: str | None, found: str) -> tuple[str, int]:
     try:
         if module is None:
-            runpy.run_path(str(path), run_name="__main__")
+            run_file(path)
         else:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
@@ -123,6 +128,33 @@ def _run_inside(path: Path, module: str | None, found: str) -> tuple[str, int]:
     except Exception as exc:  # the script's own error: report it after the events
         return _describe_error(exc, path), 1
     return "", 0
+
+
+def run_file(path: Path) -> None:
+    """Run the script file ``path`` (resolved) as ``python script.py`` runs it, ``sys.argv[0]`` being the script
+    as given: a new ``__main__`` module whose ``__file__`` is ``sys.argv[0]`` made absolute the way Python makes
+    it (joined to the working directory, not normalized), a ``SourceFileLoader`` as ``__loader__``, ``__spec__``
+    and ``__package__`` None (``runpy.run_path`` replaced ``sys.argv[0]`` with the resolved path and left
+    ``__loader__`` None). Its code's file name stays the resolved path, which ``--step`` watches for. A zip
+    archive goes through ``runpy``."""
+    if not path.is_file() or zipfile.is_zipfile(path):
+        runpy.run_path(str(path), run_name="__main__")
+        return
+    with io.open_code(str(path)) as fh:
+        code = compile(fh.read(), str(path), "exec", dont_inherit=True)
+    given = sys.argv[0] if sys.argv and sys.argv[0] else str(path)
+    file = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=file, __cached__=None, __package__=None, __spec__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", file),
+                         __builtins__=builtins)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)  # noqa: S102 (the user's own script, as python would run it)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def _exit_reason(code, what: str) -> tuple[str, int]:

@@ -21,7 +21,6 @@ Timestamps are the trace's own microseconds, so the added tracks line up with th
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,16 +36,17 @@ except ImportError:  # pragma: no cover - a platform without isal wheels
 from ..analysis.step.critical_path import KINDS, path_over
 from ..analysis.step.gaps import CLASSES, gaps_over, gpu_gaps
 from ..analysis.step.lanes import rank_timelines
-from ..atomic import atomic_write
+from ..atomic import atomic_write, refuse_clobber
 from ..errors import ParameterError, TraceError
 from ..trace import load_trace
 from ..trace.intervals import Coverage
 from ..trace.loader.load import resolve_paths
+from ..trace.loader.metadata import top_level_events_key
 from ..trace.loader.stream import read_text
 from ..trace.steps import step_windows
+from ..workbook import perf_log_path
 
 CATEGORY = "perfkit"
-_ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
 # Busy-% buckets: at least 10 us wide, at most ~5000 of them over the trace (enough to see each
 # step's shape in Perfetto without a counter sample per kernel).
 MIN_BUCKET_US, MAX_BUCKETS = 10.0, 5000
@@ -69,17 +69,18 @@ class AnnotateResult:
         return f"<AnnotateResult {self.path.name}: +{self.total_added:,} events {self.added}>"
 
 
-def annotate(trace_path, out, *, use_cache: bool = True) -> AnnotateResult:
+def annotate(trace_path, out, *, use_cache: bool = True, keep: tuple = ()) -> AnnotateResult:
     """Write ``trace_path`` (one .json/.json.gz trace file) plus perfkit's tracks to ``out``
     (gzip-compressed when it ends in ``.gz``), atomically. Raises TraceError for an unreadable
-    trace and ParameterError when ``trace_path`` is not a single file or ``out`` is the input."""
+    trace and ParameterError when ``trace_path`` is not a single file, or ``out`` is the input or one of
+    the ``keep`` files (``(what, path)`` pairs: the perf log of the notebook that writes it)."""
     paths = resolve_paths(trace_path)
     if len(paths) != 1:
         raise ParameterError(f"{trace_path}: annotate writes one trace file at a time; pass one of "
                              f"{', '.join(p.name for p in paths[:3])}")
     source, out = paths[0], Path(out)
-    if out.resolve() == source.resolve():
-        raise ParameterError(f"{out}: the output would overwrite the input trace; choose another path")
+    if str(out) != "-":
+        refuse_clobber(out, [("the input trace", source), *((what, path) for what, path in keep)])
     trace = load_trace(source, use_cache=use_cache)
     events = added_events(trace)
     text = read_text(source)
@@ -89,11 +90,13 @@ def annotate(trace_path, out, *, use_cache: bool = True) -> AnnotateResult:
     return AnnotateResult(path=out, added={str(k): int(v) for k, v in counts.items()}, warnings=tuple(trace.warnings))
 
 
-def write_annotated(trace, mode: str, annotated_path: str | os.PathLike = "") -> Path | None:
+def write_annotated(trace, mode: str, annotated_path: str | os.PathLike = "",
+                    perf_log: str | os.PathLike = "") -> Path | None:
     """A notebook's ``annotated_path`` parameter: :func:`annotate` the loaded ``trace``'s one file to
     ``annotated_path`` and return where it went; None when no path is given. Raises ParameterError when a
     path is given for a live run (``mode`` "live": its trace file is gone) or a multi-file trace
-    (annotate takes one file)."""
+    (annotate takes one file), or when it is the trace or the notebook's ``perf_log`` (its
+    ``perf_log_path``; "" is the workbook's)."""
     if not annotated_path:
         return None
     if mode == "live":
@@ -103,7 +106,7 @@ def write_annotated(trace, mode: str, annotated_path: str | os.PathLike = "") ->
     if len(files) != 1:
         raise ParameterError(f"annotated_path: annotate writes one trace file and this trace has {len(files)}; "
                              "run perfkit annotate on each rank's file")
-    return annotate(files[0], annotated_path).path
+    return annotate(files[0], annotated_path, keep=(("the perf log", perf_log_path(perf_log)),)).path
 
 
 def added_events(trace) -> list[dict]:
@@ -224,7 +227,9 @@ def _queue_counters(timelines: dict, pid: int) -> list[dict]:
 def _splice(source: Path, text: memoryview, added: bytes) -> list:
     """Pieces of the original JSON with ``added`` (comma-separated event objects) first in its
     event array; the original bytes are sliced, never copied."""
-    m = _ARRAY_START.search(text[:1 << 20]) or _ARRAY_START.search(text)
+    head = bytes(text[:4096])
+    first = len(head) - len(head.lstrip())
+    m = top_level_events_key(text, first) if head[first:first + 1] == b"{" else None
     if m is None:
         head = bytes(text[:4096]).lstrip()
         if not head.startswith(b"["):

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +26,9 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..atomic import atomic_write, output_error, write_text_atomic
+from ..atomic import atomic_write, followed, new_folder_mode, output_error, staged, write_text_atomic
 from ..errors import ParameterError
+from ..text import path_text
 from ..trace.loader.load import load_trace, resolve_paths
 from ..trace.model import Trace
 from ..trace.schema import SCHEMA_VERSION
@@ -65,8 +65,9 @@ def check_target(target: Path, sources: list, *, overwrite: bool) -> None:
         return
     if not overwrite:
         raise ParameterError(f"{target} already exists; choose a new directory or pass overwrite=True to replace it")
-    for src in (Path(os.path.abspath(p)) for p in sources):
-        if src == target or target in src.parents:
+    real = Path(os.path.realpath(target))
+    for src in (Path(os.path.realpath(p)) for p in sources):
+        if src == real or real in src.parents:
             raise ParameterError(f"{target} holds {src}, a trace being exported: replacing it would delete the input; "
                                  "write the dataset to a new directory")
     if not (target.is_dir() and (target / _MANIFEST).is_file()):
@@ -84,22 +85,22 @@ def export_parquet(source, directory, *, overwrite: bool = False, **load_options
     dataset perfkit wrote (no ``_perfkit.json``) or would delete a trace being exported, TraceError for
     unreadable traces, OutputError when the dataset cannot be written (no space, a read-only file system).
     """
-    target = Path(os.path.abspath(directory))
+    target = followed(Path(os.path.abspath(directory)))  # a link to a dataset: the dataset is replaced, the link stays
     check_target(target, resolve_paths(source), overwrite=overwrite)
     trace = load_trace(source, **load_options)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent))
+        mode = stat.S_IMODE(target.stat().st_mode) if target.is_dir() else new_folder_mode()
     except OSError as exc:
         raise output_error(target, exc) from exc
-    try:
-        rows = write_ranks(trace, staging)
-        write_text_atomic(staging / _MANIFEST, json.dumps(_manifest(trace), indent=1))
-        _move_into_place(staging, target)
-    except OSError as exc:  # no space, a read-only mount: nothing of the export is left
-        raise output_error(target, exc) from exc
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with staged(target, folder=True) as staging:
+        try:
+            rows = write_ranks(trace, staging)
+            write_text_atomic(staging / _MANIFEST, json.dumps(_manifest(trace), indent=1))
+            os.chmod(staging, mode)  # mkdtemp's 0700, where mkdir gives 0755 under the usual umask
+            _move_into_place(staging, target)
+        except OSError as exc:  # no space, a read-only mount: nothing of the export is left
+            raise output_error(target, exc) from exc
     return ParquetDataset(target, tuple(trace.ranks), rows, tuple(trace.warnings))
 
 
@@ -141,13 +142,18 @@ def _write(frame: pd.DataFrame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"perfkit.export_format": str(EXPORT_FORMAT).encode()})
-    atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="snappy"))
+    atomic_write(path, lambda tmp: _write_parquet(pq, table, tmp))
+
+
+def _write_parquet(pq, table, tmp: str) -> None:
+    with open(tmp, "wb") as fh:  # a file object: pyarrow cannot encode a path whose bytes are not UTF-8
+        pq.write_table(table, fh, compression="snappy")
 
 
 def _files_frame(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame({
         "file_id": pd.Series(range(len(trace.files)), dtype="int16"),
-        "path": [f.path for f in trace.files],
+        "path": [path_text(f.path) for f in trace.files],
         "trace_name": [f.trace_name for f in trace.files],
         "schema_version": [None if f.schema_version is None else str(f.schema_version) for f in trace.files],
         "base_time_ns": pd.array([f.base_time_ns for f in trace.files], dtype="Int64"),
@@ -160,17 +166,15 @@ def _files_frame(trace: Trace) -> pd.DataFrame:
 
 def _manifest(trace: Trace) -> dict:
     return {"format": EXPORT_FORMAT, "perfkit": __version__, "schema": SCHEMA_VERSION, "tables": list(TABLES),
-            "partitioning": "hive: rank=<int>", "ranks": trace.ranks, "sources": [f.path for f in trace.files]}
+            "partitioning": "hive: rank=<int>", "ranks": trace.ranks, "sources": [path_text(f.path) for f in trace.files]}
 
 
 def _move_into_place(staging: Path, target: Path) -> None:
+    """``staging`` becomes ``target``; a dataset already there is first moved aside into a hidden ``.part`` of
+    its own, removed once the new one is in place (or by the next export, if this process dies between)."""
     if not target.exists():
         os.replace(staging, target)
         return
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    os.replace(target, old)
-    os.replace(staging, target)
-    if old.is_dir():
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        old.unlink()
+    with staged(target, folder=True) as aside:
+        os.replace(target, aside)
+        os.replace(staging, target)

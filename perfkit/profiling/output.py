@@ -16,6 +16,7 @@ from ..errors import OutputError
 from ..workloads.record import export_gzipped_trace
 
 _NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_NOWHERE = _NO_SPACE | {errno.EFBIG}  # no other folder would take the trace: no fallback
 
 
 def write_trace(prof, path, export=export_gzipped_trace) -> tuple[Path | None, str]:
@@ -29,7 +30,7 @@ def write_trace(prof, path, export=export_gzipped_trace) -> tuple[Path | None, s
     except (OSError, RuntimeError) as exc:  # torch raises RuntimeError for a failed save
         _remove_partials(path)
         reason = _reason(exc)
-        if _errno(exc) in _NO_SPACE:
+        if _errno(exc) in _NOWHERE:
             return None, f"could not write the trace to {path}: {reason}; free some space and profile again"
     fd, name = tempfile.mkstemp(prefix=path.name.split(".")[0] + "-", suffix=".pt.trace.json.gz")
     os.close(fd)

@@ -99,6 +99,9 @@ class Recorder:
         self.warnings: list[str] = []
         self.problem = ""  # why the recording is not the script's (its own profiler, a failed write)
         self.steps_elsewhere = 0  # step calls from threads other than the recording's
+        self.threads_elsewhere: set = set()  # ... and those threads (the Thread objects: idents are reused)
+        self.window_s: float | None = None  # how long the --seconds window really recorded
+        self._started = None
         self.forks = 0
         self._script_step: ScriptStep | None = None
         self._thread = threading.get_ident()
@@ -131,6 +134,7 @@ class Recorder:
             self._undo.append(handle.remove)
         self._undo.append(_quiet_kineto())
         self._prof.start()
+        self._started = self.clock()
         self._tag()
         self._undo += [watch_forks(self._on_fork, self._detach), watch_exec(self._on_exec),
                        watch_profilers(torch, lambda: self._prof, self._on_foreign_profiler)]
@@ -153,9 +157,12 @@ class Recorder:
             return self._script_step.problem()
         if self.steps_elsewhere and not self.steps_seen:
             what = f"--step {self.step}" if self.step else "optimizer.step()"
-            return (f"{what} was called {self.steps_elsewhere} time(s), only from other threads: perfkit steps the "
-                    "profiler on the thread that started the script; name a function the main thread calls once "
-                    "per step")
+            threads = len(self.threads_elsewhere)
+            where = "another thread" if threads == 1 else f"{threads} other threads"
+            return (f"{what} was called {self.steps_elsewhere} time(s), only from {where} (none from the thread that "
+                    "started the script, which perfkit steps the profiler on: stepping it from other threads crashed "
+                    "Kineto), so nothing was recorded; pass --step with a function the main thread calls once per "
+                    "step, or --seconds N to record a time window")
         return ""
 
     # -- steps -----------------------------------------------------------------------------------
@@ -199,6 +206,8 @@ class Recorder:
         self._stop()
 
     def _on_optimizer_step(self, optimizer, args, kwargs) -> None:
+        if self._elsewhere():  # before the optimizer is bound: a thread's optimizer is never the main one's
+            return
         if self._optimizer is None:
             self._optimizer = optimizer
         if optimizer is not self._optimizer:
@@ -211,9 +220,16 @@ class Recorder:
         """The end of one step, said by the code that runs a ``driven`` recording."""
         self._on_step()
 
+    def _elsewhere(self) -> bool:
+        """Whether this step call comes from a thread other than the recording's (counted, not stepped)."""
+        if threading.get_ident() == self._thread:
+            return False
+        self.steps_elsewhere += 1
+        self.threads_elsewhere.add(threading.current_thread())
+        return True
+
     def _on_step(self) -> None:
-        if threading.get_ident() != self._thread:
-            self.steps_elsewhere += 1
+        if self._elsewhere():
             return
         now = self.clock()
         self._marks.append(_device_mark())
@@ -264,6 +280,8 @@ class Recorder:
         if prof is not None:
             self._stopping = True  # a trace saved now holds the step that was running, cut short
             prof.stop()
+            if self.step_source == "window" and self.window_s is None and self._started is not None:
+                self.window_s = self.clock() - self._started
 
     # -- profiler --------------------------------------------------------------------------------
     def _make_profiler(self, torch):

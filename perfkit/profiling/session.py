@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
 import itertools
 import os
 import re
@@ -129,21 +130,36 @@ def trace_path(name: str, folder=None, now: _dt.datetime | None = None) -> Path:
     trace was recorded); ``folder`` (absolute, so a script that changes directory does not move it) defaults
     to the workbook's ``traces/`` (created). Raises ParameterError when ``folder`` exists and is not a
     directory, OutputError when it cannot be written."""
-    folder = Path(os.path.abspath(folder)) if folder is not None else workbook_root() / "traces"
-    if folder.exists() and not folder.is_dir():
-        raise ParameterError(f"--out {str(folder)!r} is a file: pass a folder for the trace")
+    folder = _trace_folder(folder)
     stem = re.sub(r"[^\w.+-]", "_", Path(name).stem)  # a control character in the name broke Kineto's JSON
     base = f"{stem or 'profile'}-{(now or _dt.datetime.now()):%Y-%m-%d-%H%M%S}"
     for n in itertools.count(1):
         path = folder / f"{base}{'' if n == 1 else f'-{n}'}{TRACE_SUFFIX}"
         try:
-            folder.mkdir(parents=True, exist_ok=True)
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
             return path
         except FileExistsError:
-            continue
+            if n >= 1000:  # a folder that says every name exists is not one to write to
+                raise output_error(path, OSError(errno.EEXIST, "1,000 trace names there are taken")) from None
         except OSError as exc:
             raise output_error(path, exc) from exc
+
+
+def _trace_folder(folder) -> Path:
+    """``--out`` (default: the workbook's ``traces/``) as an absolute, existing folder: a link to a folder that
+    does not exist yet is followed (the folder is made), a loop of links or a file is refused. Raises
+    ParameterError or OutputError, before the script runs."""
+    folder = Path(os.path.abspath(folder)) if folder is not None else workbook_root() / "traces"
+    real = Path(os.path.realpath(folder))
+    if real.is_symlink():  # realpath stops at a link it cannot resolve: a loop
+        raise ParameterError(f"--out {str(folder)!r} is a loop of symbolic links: pass a folder for the trace")
+    if real.exists() and not real.is_dir():
+        raise ParameterError(f"--out {str(folder)!r} is a file: pass a folder for the trace")
+    try:
+        real.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise output_error(real, exc) from exc
+    return folder if folder.is_dir() else real
 
 
 def profile_script(target, args=(), *, module: bool = False, wait: int = 5, warmup: int = 2, active: int = 3,
@@ -191,7 +207,7 @@ def _recorder(name: str, out, *, trigger=(None, 3), **options) -> Recorder:
 def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=None, load=None) -> ProfileResult:
     """Load and diagnose what ``recorder`` wrote, with the warnings about how the recording went and how
     far its step times can be trusted. ``load``: (load average, CPUs), default :func:`machine_load` now."""
-    warnings = _schedule_warnings(recorder, error) + recorder.warnings
+    warnings = _schedule_warnings(recorder, error) + recorder.warnings + _thread_warnings(recorder)
     if recorder.forks:
         warnings.insert(0 if recorder.steps_seen == 0 else len(warnings), _fork_warning(recorder.forks))
     s = recorder.schedule
@@ -265,13 +281,13 @@ def _schedule_warnings(recorder: Recorder, error: str) -> list[str]:
     s, seen, expected = recorder.schedule, recorder.steps_seen, recorder.expected_steps
     ended = "the script stopped" if error else "the code ended"
     if recorder.step_source == "window":
-        return [f"a {recorder.seconds:g} s window without steps (--seconds): the diagnosis takes the whole window "
+        return [f"a {_window_text(recorder)} window without steps (--seconds): the diagnosis takes the whole window "
                 f"as one step; for per-step numbers let the script call optimizer.step(), or pass {STEP_HINT}"]
+    if recorder.step_problem:
+        return [recorder.step_problem]
     if recorder.step_source == "optimizer" and seen == 0:
         return [f"no optimizer.step() was seen, so nothing was recorded ({ended} first): for a loop without an "
                 f"optimizer pass {STEP_HINT}, or --seconds N for a time window"]
-    if recorder.step_problem:
-        return [recorder.step_problem]
     if recorder.step_source == "function" and not recorder.step_found:
         return [f"--step {recorder.step}: the script never defined it, so nothing was recorded ({ended} first): "
                 "name a function the script defines (plan, Planner.step) or module:function"]
@@ -284,6 +300,26 @@ def _schedule_warnings(recorder: Recorder, error: str) -> list[str]:
             f"active {s['active']} x {s['repeat']}): {recorder.active_steps_seen} active step(s) kept, and the "
             "step running when it stopped is in the trace cut short; "
             "lower --wait/--warmup/--active or let the script run longer"]
+
+
+def _thread_warnings(recorder: Recorder) -> list[str]:
+    """Steps of other threads beside the main thread's: recorded are the main thread's only."""
+    if not (recorder.steps_elsewhere and recorder.steps_seen):
+        return []
+    what = f"--step {recorder.step}" if recorder.step else "optimizer.step()"
+    return [f"{what} was also called {recorder.steps_elsewhere:,} time(s) from {len(recorder.threads_elsewhere)} other "
+            "thread(s): those calls are not steps (perfkit steps the profiler on the thread that started the script); "
+            "the steps recorded are the main thread's"]
+
+
+def _window_text(recorder: Recorder) -> str:
+    """"1 s", or the window's real length when it ran long: a window ends on the main thread when the script
+    next runs Python, so one that runs out during a 6 s ``time.sleep`` (or any C call) records 6 s, not 1."""
+    asked, got = recorder.seconds, recorder.window_s
+    if got is None or got <= asked + max(0.5, 0.1 * asked):
+        return f"{asked:g} s"
+    return (f"{got:,.1f} s (asked for {asked:g} s: the window ends when the script next runs Python code, and it "
+            f"was in C code, e.g. time.sleep or a blocking call, when the {asked:g} s ran out)")
 
 
 def _fork_warning(forks: int) -> str:

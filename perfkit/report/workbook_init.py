@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..atomic import write_text_atomic
+from ..atomic import output_error, write_text_atomic
 from ..errors import ParameterError
 from ..registry import read_notebook, shipped_notebooks, write_ipynb_text
 from ..workbook import PACKAGED_NOTEBOOKS, REPORTS
@@ -28,13 +28,19 @@ directory, as long as you work inside it (or set PERFKIT_HOME to it).
 
 def init_workbook(folder: str | os.PathLike, *, force: bool = False) -> list[Path]:
     """Copy every packaged notebook (investigations and case studies) into ``folder/notebooks`` as
-    ``.ipynb``, create ``folder/reports`` and a ``README.md`` stub; returns the files written. Existing files are
-    kept unless ``force``. Raises ParameterError when ``folder`` is a file."""
+    ``.ipynb``, create ``folder/reports`` and a ``README.md`` stub; returns the files written. Existing files
+    (a link too, even one to nothing) are kept unless ``force``; with it, a link is followed, never replaced.
+    Raises ParameterError when ``folder``, ``notebooks`` or ``reports`` is a file, OutputError when a folder or
+    file cannot be made (a read-only folder, no space)."""
     root = Path(folder).expanduser().resolve()
-    if root.exists() and not root.is_dir():
-        raise ParameterError(f"perfkit init {folder}: a file is in the way; give a folder")
-    (root / "notebooks").mkdir(parents=True, exist_ok=True)
-    (root / REPORTS).mkdir(exist_ok=True)
+    for path in (root, root / "notebooks", root / REPORTS):
+        if path.exists() and not path.is_dir():
+            raise ParameterError(f"perfkit init {folder}: {path} is a file, where the workbook needs a folder; "
+                                 "move it aside or give another folder")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise output_error(path, exc) from None
     written = []
     targets = {root / "README.md": README_STUB}
     for name in shipped_notebooks():
@@ -42,7 +48,7 @@ def init_workbook(folder: str | os.PathLike, *, force: bool = False) -> list[Pat
         if source.is_file():
             targets[root / "notebooks" / f"{name}.ipynb"] = write_ipynb_text(read_notebook(source))
     for target, text in targets.items():
-        if force or not target.exists():
-            write_text_atomic(target, text)
+        if force or not os.path.lexists(target):
+            write_text_atomic(target, text, user_output=True)  # the user's folder: its links are followed
             written.append(target)
     return written

@@ -70,6 +70,27 @@ def length(starts, ends) -> float:
     return float((e - s).sum())
 
 
+def length_by(groups, starts, ends, n: int | None = None) -> np.ndarray:
+    """The length of the union of each group's intervals: ``groups`` holds each interval's group code
+    (0..n-1); entry g of the result is ``length`` of group g's intervals. One sort for all groups, where a
+    ``length`` per group cost 0.3 ms each (200,000 kernel names: 69 s)."""
+    g = np.asarray(groups, dtype=np.int64)
+    s = np.asarray(starts, dtype=np.float64)
+    e = np.asarray(ends, dtype=np.float64)
+    n = int(g.max()) + 1 if n is None and len(g) else (n or 0)
+    keep = e > s
+    g, s, e = g[keep], s[keep], e[keep]
+    if len(g) == 0:
+        return np.zeros(n)
+    order = np.lexsort((s, g))
+    g, s, e = g[order], s[order], e[order]
+    reach = pd.Series(e).groupby(g).cummax().to_numpy()  # the furthest end so far within the group
+    new_block = np.concatenate(([True], (g[1:] != g[:-1]) | (s[1:] > reach[:-1])))
+    first = np.flatnonzero(new_block)
+    last = np.append(first[1:], len(s)) - 1
+    return np.bincount(g[first], weights=reach[last] - s[first], minlength=n)
+
+
 
 
 def window_cover(intervals: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:

@@ -9,6 +9,7 @@ into the trace metadata (``perfkit_workload``), so a trace says what produced it
 from __future__ import annotations
 
 import dataclasses
+import errno
 import gzip
 import json
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from ..atomic import atomic_write
 from ..device import is_cuda
-from ..errors import ParameterError, PerfkitError, TraceError
+from ..errors import OutputError, ParameterError, PerfkitError, TraceError
 from .base import check_int
 
 MAX_PROFILED_STEPS = 10_000  # a profiled step adds its events to one in-memory trace: more is no profile to read
@@ -102,10 +103,27 @@ def export_gzipped_trace(prof, path) -> Path:
     os.close(fd)
     try:
         prof.export_chrome_trace(raw)
+        _check_whole(raw, path)
         atomic_write(path, lambda packed: _gzip_file(raw, packed))
     finally:
         os.remove(raw)
     return path
+
+
+def _check_whole(raw: str, path: Path) -> None:
+    """Raise OutputError when the profiler's own JSON writer stopped early: Kineto's C++ stream fails in
+    silence past ``ulimit -f`` or on a full disk, and the cut-off JSON, gzipped, fitted the limit (a
+    half-written trace stayed). A whole Chrome trace ends with the ``}`` that closes its object."""
+    with open(raw, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, size - 256))
+        whole = fh.read().rstrip(b" \t\r\n\x00").endswith(b"}")
+    if not whole:
+        cut = OutputError(path, f"the profiler's trace came out cut off after {size:,} bytes (a file-size limit, "
+                          "ulimit -f, or a full disk while it wrote)", "free some space or raise the limit, and "
+                          "profile again (nothing was kept)")
+        cut.errno = errno.EFBIG  # no other folder would take it either
+        raise cut
 
 
 def _gzip_file(source: str, target: str) -> None:

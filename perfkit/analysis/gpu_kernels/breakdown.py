@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...trace.intervals import length, union
+from ...trace.intervals import length_by, union
 from ...trace.loader.shapes import op_shapes
 from ...trace.steps import before_window_events, full_step_windows, step_rows
 from ..queued import queued_gpu_us
@@ -145,9 +145,9 @@ def kernel_table(links: pd.DataFrame, instances: pd.DataFrame, busy: float) -> p
     g["dtype"] = g["dtype"].astype(object)
     missing = g["dtype"].isna() & (g["cat"] == "kernel")
     g.loc[missing, "dtype"] = g.loc[missing, "name"].map(op_dtype)
-    covered = links.groupby(["name", "cat"], sort=False, observed=True)[["ts_us", "dur_us"]].apply(
-        lambda e: length(e["ts_us"].to_numpy(), (e["ts_us"] + e["dur_us"]).to_numpy()))
-    g["share"] = covered.reindex(pd.MultiIndex.from_frame(g[["name", "cat"]])).to_numpy() / busy if busy > 0 else np.nan
+    codes = links.groupby(["name", "cat"], sort=False, observed=True).ngroup().to_numpy()  # the order of g's rows
+    covered = length_by(codes, links["ts_us"].to_numpy(), (links["ts_us"] + links["dur_us"]).to_numpy(), len(g))
+    g["share"] = covered / busy if busy > 0 else np.nan
     g = g.rename(columns={"cls": "class"}).sort_values("total_us", ascending=False, kind="stable", ignore_index=True)
     g["tensor_core"] = g["tensor_core"].astype(object).where(g["tensor_core"].notna(), None)
     g["dtype"] = g["dtype"].astype(object).where(g["dtype"].notna(), None)

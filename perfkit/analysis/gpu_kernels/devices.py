@@ -220,7 +220,7 @@ def write_peaks(path, peaks: dict) -> Path:
     _parse_peaks(doc, str(path))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n", user_output=True)
     return path
 
 

@@ -43,8 +43,16 @@ _AUTOGRAD_NODE = re.compile(r"\w+Backward\w*::apply")
 _FIX = "expected torch.cuda.memory._snapshot() as written by torch.cuda.memory._dump_snapshot()"
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when gzip; either way at most MAX_DECOMPRESSED_BYTES."""
+# How a CUDA memory snapshot (a pickle of protocol 2 to 5: PROTO, then the protocol) and a memory timeline
+# (JSON) begin: a file whose first inflated bytes are neither is refused before the rest is inflated (a gzip
+# of zeros given as a snapshot inflated 2.5 GB before the unpickler said no).
+SNAPSHOT_STARTS = tuple(bytes([0x80, protocol]) for protocol in range(2, 6)) + (b"[", b"{")
+_HEAD_BYTES = 64
+
+
+def read_bytes(path: Path, starts: tuple = SNAPSHOT_STARTS) -> bytes:
+    """The file's bytes, gunzipped when gzip; either way at most MAX_DECOMPRESSED_BYTES, and refused as soon
+    as its first bytes show it is none of what it should be (``starts``, after any whitespace for JSON)."""
     try:
         if not path.is_file():
             raise TraceError(path, "not a regular file" if path.exists() else "file not found")
@@ -53,16 +61,31 @@ def read_bytes(path: Path) -> bytes:
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
-    return _gunzip(path, data) if data[:2] == b"\x1f\x8b" else data
+    if data[:2] == b"\x1f\x8b":
+        return _gunzip(path, data, starts)
+    _check_start(path, data, starts)
+    return data
 
 
-def _gunzip(path: Path, data: bytes) -> bytes:
-    """Every gzip member of ``data``, inflated, refusing as soon as the output passes the limit."""
+def _check_start(path: Path, head: bytes, starts: tuple) -> None:
+    if head and not head.lstrip(b" \t\r\n").startswith(starts) and len(head.lstrip(b" \t\r\n")) >= 2:
+        raise TraceError(path, f"not a CUDA memory snapshot or memory timeline: it starts with {head[:8]!r} (a "
+                         "snapshot is a pickle, which starts with b'\\x80', a timeline JSON); refused before "
+                         "reading the rest", _FIX)
+
+
+def _gunzip(path: Path, data: bytes, starts: tuple) -> bytes:
+    """Every gzip member of ``data``, inflated, refusing as soon as the output passes the limit or its first
+    bytes are not what ``starts`` allows."""
     limit = MAX_DECOMPRESSED_BYTES.value()
     out, rest = bytearray(), data
     while rest:
         inflater = zlib.decompressobj(wbits=31)
         try:
+            if not out:
+                out += inflater.decompress(rest, _HEAD_BYTES)
+                _check_start(path, bytes(out), starts)
+                rest = inflater.unconsumed_tail
             out += inflater.decompress(rest, limit + 1 - len(out))
         except zlib.error as exc:
             raise TraceError(path, f"gzip data is damaged: {exc}", "re-copy the file") from None

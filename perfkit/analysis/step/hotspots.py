@@ -67,7 +67,7 @@ class HotspotsResult:
     def write_collapsed(self, path) -> Path:
         """Write :meth:`collapsed` to ``path`` atomically; returns the path."""
         path = Path(path)
-        write_text_atomic(path, self.collapsed())
+        write_text_atomic(path, self.collapsed(), user_output=True)
         return path
 
     def to_json(self) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import socket
 import subprocess
 import sys
@@ -91,8 +92,14 @@ class PerfLog:
         return frame
 
     def check(self) -> None:
-        """Raise PerfLogError unless rows can be appended (run before long work that logs)."""
+        """Raise PerfLogError unless rows can be appended (run before long work that logs): the folder is
+        writable, and the header and every row read back, so a hand-edited corrupt row is found before a
+        ``perfkit run`` starts rather than at the notebook's cell that appends (streamed: about 1 s per
+        million rows, memory for one row)."""
         check_writable(self.path)
+        with locked(self.path, exclusive=False):
+            for _ in read_rows(self.path, missing_ok=True):
+                pass
 
     def to_markdown(self, investigation: str | None = None) -> str:
         """The log as a markdown table like a hand-kept one; regressions in bold."""
@@ -127,7 +134,7 @@ class PerfLog:
         row = {**context, **{k: v for k, v in fields.items() if v is not None}}
         row["date"] = _iso_date(row.get("date", _date.today()))
         for key in _TEXT_FIELDS:
-            row[key] = one_line(row.get(key, ""))
+            row[key] = _utf8(key, one_line(row.get(key, "")))
         row["run_id"] = row["run_id"] or context["run_id"]
         row["device"] = row["device"] or _default_device()
         row["value"], row["ci_low"], row["ci_high"] = (_number(row, k) for k in ("value", "ci_low", "ci_high"))
@@ -168,9 +175,12 @@ def _count(n: int, noun: str) -> str:
 
 
 def new_run_id(day: str | None = None, when: datetime | None = None) -> str:
-    """"DATE/HHMMSS": the id of one run (the folder its reports go to, under ``reports/``)."""
+    """"DATE/HHMMSS-XXXXXX": the id of one run outside ``perfkit run`` (which names a run by its reports folder,
+    "DATE/HHMMSS/name"). The random suffix keeps two runs started in the same second (two notebooks, two
+    machines appending to one log) apart: with one id they were judged against no baseline, each taking the
+    other's rows for its own, and ``perfkit log --runs 1`` showed them as one run."""
     when = when or datetime.now()
-    return f"{day or when.date().isoformat()}/{when.strftime('%H%M%S')}"
+    return f"{day or when.date().isoformat()}/{when.strftime('%H%M%S')}-{secrets.token_hex(3)}"
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
@@ -260,6 +270,19 @@ def _iso_date(value: Any) -> str:
         return _date.fromisoformat(text).isoformat()
     except ValueError:
         raise ParameterError(f"PerfLog.append: date={value!r} is not an ISO date (YYYY-MM-DD)") from None
+
+
+def _utf8(key: str, text: str) -> str:
+    """``text``, refused when it holds lone surrogates (bytes that were not UTF-8, as Python decodes a
+    command line typed in another encoding): the log is UTF-8 and could not be written."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        what = f"byte {code - 0xDC00:#04x}" if 0xDC80 <= code <= 0xDCFF else "a lone surrogate"
+        raise ParameterError(f"PerfLog.append: {key} is not UTF-8 text ({what} at character {exc.start}); give it "
+                             "as UTF-8 (check the terminal's encoding and the locale)") from None
+    return text
 
 
 def _flag(value: Any) -> bool:

@@ -28,7 +28,7 @@ from typing import Any, Iterator
 import pandas as pd
 
 from ...atomic import fsync_path
-from ...errors import PerfkitError
+from ...errors import ParameterError, PerfkitError
 from ...text import csv_cell, csv_cell_value
 from .judge import VERDICTS, isnan
 
@@ -142,8 +142,20 @@ def write_rows(path: Path, rows: list[dict]) -> None:
         writer.writerow(COLUMNS)
     elif not _ends_with_newline(path):
         buf.write("\n")
-    writer.writerows([_cell(c, row[c]) for c in COLUMNS] for row in rows)
+    for row in rows:
+        start = buf.tell()
+        writer.writerow([_cell(c, row[c]) for c in COLUMNS])
+        _check_row_size(row, len(buf.getvalue()[start:].encode("utf-8")))
     _append_bytes(path, buf.getvalue().encode("utf-8"), new)
+
+
+def _check_row_size(row: dict, size: int) -> None:
+    """Refuse a row its own reader would call corrupt (longer than MAX_ROW_BYTES: a 1.1 MB ``change``)."""
+    if size > MAX_ROW_BYTES:
+        field = max(_TEXT_COLUMNS, key=lambda c: len(str(row[c])))
+        raise ParameterError(f"PerfLog.append: the row of {row['metric']!r} would be {size:,} bytes, over the "
+                             f"{MAX_ROW_BYTES:,} a perf log row may have ({field} alone is {len(str(row[field])):,} "
+                             f"characters); shorten {field} (nothing was written)")
 
 
 def empty_log() -> pd.DataFrame:

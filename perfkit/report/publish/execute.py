@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -17,7 +16,7 @@ from ...registry import read_notebook, write_ipynb_text
 from .html import notebook_html
 from .kernel import kernel_manager_class, quiet_kernel_output
 from .records import NotebookRun, record_json
-from .staging import process_staging, remove_if_empty
+from .staging import clear
 
 
 def require_papermill():
@@ -29,14 +28,14 @@ def require_papermill():
     return papermill
 
 
-def execute_notebook(path: Path, folder: Path, params: dict, kernel_name, warnings: tuple) -> NotebookRun:
+def execute_notebook(path: Path, folder: Path, params: dict, kernel_name, warnings: tuple,
+                     stage: Path) -> NotebookRun:
     """Run the notebook ``path`` with ``params`` into the run folder ``folder``
-    (``<out>/DATE/HHMMSS``); a failing cell or a dead kernel is a failed run, not an exception.
-    Raises OutputError when a report cannot be written."""
-    stage = process_staging(folder.parents[1])
+    (``<out>/DATE/HHMMSS``), papermill writing into the run's staging folder ``stage`` (emptied after);
+    a failing cell or a dead kernel is a failed run, not an exception. Raises OutputError when a report
+    cannot be written."""
     final = {ext: folder / f"{path.stem}{ext}" for ext in (".ipynb", ".html", ".run.json")}
     try:
-        stage.mkdir(parents=True, exist_ok=True)
         source = stage / f"{path.stem}.input.ipynb"
         source.write_text(write_ipynb_text(read_notebook(path)), encoding="utf-8")
         start = time.perf_counter()
@@ -52,8 +51,7 @@ def execute_notebook(path: Path, folder: Path, params: dict, kernel_name, warnin
     except OSError as exc:  # no space left, a read-only mount: say which file
         raise output_error(exc.filename or folder, exc) from exc
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
-        remove_if_empty(stage.parent)
+        clear(stage)
 
 
 def _write_html(target: Path, nb, run: NotebookRun) -> NotebookRun:

@@ -68,7 +68,7 @@ def missing_template(message: str) -> str:
 
 
 def page_title(card: dict, name: str = "") -> str:
-    """'sync_points: trace ppo_sync_checks.json.gz' from a verdict card, else ``name`` (the notebook)."""
+    """'sync_points: trace cpu/ppo_sync_checks.json.gz' from a verdict card, else ``name`` (the notebook)."""
     if card.get("investigation"):
         return f"{card['investigation']}: {card['subject']}" if card.get("subject") else card["investigation"]
     return name or "perfkit report"

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+from ...atomic import refuse_clobber
 from ...errors import ParameterError
 from ...registry import read_notebook
 from .execute import require_papermill
@@ -16,6 +17,9 @@ SIMPLE_TYPES = ("int", "float", "bool", "str")
 # the run appends to and the run's label ("DATE/HHMMSS/name"), in the order with_runner_parameters
 # gives their values.
 RUNNER_PARAMETERS = ("perf_log_path", "run_label")
+# Parameters a notebook writes a file to (step_anatomy's annotated trace); each is checked before anything runs
+# against the run's perf log and every path it reads (a parameter named ``*_path``, ``*_paths`` or ``*_traces``).
+OUTPUT_PARAMETERS = ("annotated_path",)
 
 
 def notebook_parameters(path: str | os.PathLike) -> dict:
@@ -25,6 +29,15 @@ def notebook_parameters(path: str | os.PathLike) -> dict:
     from papermill.inspection import _infer_parameters
 
     return {p.name: p._asdict() for p in _infer_parameters(read_notebook(path))}
+
+
+def text_parameters(paths: Iterable[Path]) -> set[str]:
+    """The parameters that every notebook of ``paths`` declaring them declares as text (``change = ""``)."""
+    kinds: dict[str, set] = {}
+    for path in paths:
+        for name, info in notebook_parameters(path).items():
+            kinds.setdefault(name, set()).add(declared_type(info))
+    return {name for name, found in kinds.items() if found == {"str"}}
 
 
 def check_parameters(name: str, declared: Iterable[str], given: Iterable[str]) -> None:
@@ -43,6 +56,16 @@ def with_runner_parameters(params: dict, declared: dict, log_path: Path, folder:
     run_label = f"{folder.relative_to(out).as_posix()}/{name}"
     values = dict(zip(RUNNER_PARAMETERS, (str(log_path), run_label), strict=True))
     return {**params, **{k: v for k, v in values.items() if k in declared}}
+
+
+def refuse_clobbering_outputs(params: dict, log_path: Path) -> None:
+    """Raise ParameterError when an ``OUTPUT_PARAMETERS`` value is the perf log or a path another parameter
+    reads (``-p annotated_path reports/perf_log.csv`` replaced the log)."""
+    for key in OUTPUT_PARAMETERS:
+        if params.get(key):
+            read = [(f"-p {k}", v) for k, value in params.items() if k != key and k.endswith(("_path", "_paths", "_traces"))
+                    for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
+            refuse_clobber(params[key], [("the perf log", log_path), *read])
 
 
 def type_warnings(declared: dict, params: dict) -> tuple[str, ...]:

@@ -10,9 +10,9 @@ Before anything runs, the parameters are checked against each notebook's ``param
 (papermill only warns), the output folder and the perf log are checked to be writable and
 readable: a bad ``--out`` or a corrupt log fails in a second, not after the notebooks ran. The
 kernel starts in the caller's working directory, so a relative ``trace_path`` means what it
-means in the caller's shell. papermill writes into a staging folder (``<out>/.staging/<pid>``,
-removed after the run, and on the next run when a killed run left it behind); the reports are
-moved into place atomically.
+means in the caller's shell. papermill writes into a staging folder (``<out>/.staging/.run.*.part``,
+held under the run's lock, removed after the run, and on the next run when a killed run left it behind);
+the reports are moved into place atomically.
 
 The pieces live beside this module: choosing notebooks (``selection``), checking parameters
 (``params``), the staging folder (``staging``), running papermill (``execute``), the progress
@@ -34,12 +34,12 @@ from ...workbook import reports_dir
 from .execute import execute_notebook
 from .index import build_index
 from .kernel import kernel_warnings
-from .params import (check_parameters, notebook_parameters, refuse_impossible_values, type_warnings,
-                     with_runner_parameters)
+from .params import (check_parameters, notebook_parameters, refuse_clobbering_outputs, refuse_impossible_values,
+                     type_warnings, with_runner_parameters)
 from .progress import Progress
 from .records import NotebookRun
 from .selection import select_notebooks
-from .staging import remove_stale_staging
+from .staging import remove_stale_staging, run_staging
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
@@ -110,17 +110,18 @@ def run_all(names: Iterable[str] | None = None, parameters: dict | None = None,
     day = _iso_day(date)
     out = prepare_out_dir(out_dir)
     log_path = Path(params.get("perf_log_path") or out / "perf_log.csv").expanduser().resolve()
+    refuse_clobbering_outputs(params, log_path)
     PerfLog(log_path).check()
     remove_stale_staging(out)
     folder = new_run_folder(out, day)
     runs = []
-    with Progress(len(paths), progress) as bar:
+    with Progress(len(paths), progress) as bar, run_staging(out) as stage:
         for path in paths:
             own = {k: v for k, v in params.items() if k in declared[path]}
             own = with_runner_parameters(own, declared[path], log_path, folder, out, path.stem)
             bar.start(path.stem)
             warnings = type_warnings(declared[path], own) + tuple(kernel_warnings(kernel_name))
-            runs.append(execute_notebook(path, folder, own, kernel_name, warnings))
+            runs.append(execute_notebook(path, folder, own, kernel_name, warnings, stage))
             bar.done(runs[-1])
             if on_done is not None:
                 on_done(runs[-1])

@@ -1,26 +1,50 @@
-"""The staging folder papermill writes into (``<out>/.staging/<pid>``): one per running process,
-removed after its run, and on the next run when a killed run left it behind."""
+"""The staging folder papermill writes into: one per running ``perfkit run``, ``<out>/.staging/.run.XXXXXXXX.part``,
+held under an exclusive ``flock`` of the run that made it (:func:`perfkit.atomic.staged`) and removed after the
+run. A staging folder whose lock no live process holds (a run killed with SIGKILL) is removed by the next run.
+Ownership is proven by the lock, never guessed from a process id: two runs in different PID namespaces (two
+containers sharing one workbook) each took the other's ``.staging/<pid>`` for a dead run's and removed it."""
 from __future__ import annotations
 
-import os
+import contextlib
 import shutil
 from pathlib import Path
+from typing import Iterator
+
+from ...atomic import output_error, remove_abandoned, staged
 
 STAGING = ".staging"
+_RUN = "run"
 
 
-def process_staging(out: Path) -> Path:
-    """This process's staging folder under the reports folder ``out`` (not created)."""
-    return out / STAGING / str(os.getpid())
+@contextlib.contextmanager
+def run_staging(out: Path) -> Iterator[Path]:
+    """This run's staging folder under the reports folder ``out``, created and locked for the block, removed
+    after it (with ``.staging`` when nothing else is left in it). Raises OutputError when it cannot be made."""
+    root = out / STAGING
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise output_error(root, exc) from exc
+    try:
+        with staged(root / _RUN, folder=True) as folder:
+            yield folder
+    finally:
+        remove_if_empty(root)
+
+
+def clear(folder: Path) -> None:
+    """Empty ``folder`` (one notebook's staging files, before the next notebook of the run)."""
+    for item in folder.iterdir():
+        if item.is_dir() and not item.is_symlink():
+            shutil.rmtree(item, ignore_errors=True)
+        else:
+            item.unlink(missing_ok=True)
 
 
 def remove_stale_staging(out: Path) -> None:
-    """Staging folders of runs whose process is gone (killed, e.g. SIGKILL) are removed."""
-    staging = out / STAGING
-    for folder in staging.glob("*") if staging.is_dir() else ():
-        if folder.name.isdigit() and not _alive(int(folder.name)):
-            shutil.rmtree(folder, ignore_errors=True)
-    remove_if_empty(staging)
+    """Remove the staging folders of runs that died (their lock is free); live runs' stay."""
+    remove_abandoned(out / STAGING, f".{_RUN}.")
+    remove_if_empty(out / STAGING)
 
 
 def remove_if_empty(folder: Path) -> None:
@@ -29,13 +53,3 @@ def remove_if_empty(folder: Path) -> None:
         folder.rmdir()
     except OSError:  # absent, or not empty
         pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import re
 import secrets
 import stat
 import threading
@@ -44,6 +45,7 @@ except ImportError:  # pragma: no cover - a platform without isal wheels
 
 from ... import __version__
 from ...atomic import atomic_write, write_text_atomic
+from ...text import path_text
 from ..schema import EVENT_COLUMNS, FLOW_COLUMNS, NESTING_COLUMNS, SCHEMA_VERSION
 from ..steps import STEP_COLUMNS
 
@@ -107,13 +109,22 @@ def stamp(path: Path) -> dict:
             "edges": digest.hexdigest()}
 
 
+def is_entry(path: Path) -> bool:
+    """Whether ``path`` is one of this cache's own files (``<key>.json`` and its tables), which a folder of traces
+    that is also the cache folder (``PERFKIT_CACHE_DIR`` set to it) holds beside the traces: never a trace."""
+    return bool(_ENTRY.fullmatch(path.name)) and path.parent.resolve() == cache_dir().resolve()
+
+
+_ENTRY = re.compile(r"[0-9a-f]{24}(\.[a-z]+)?\.(json|arrow)")
+
+
 def _key(path: Path) -> str:
-    return hashlib.blake2b(str(path.resolve()).encode(), digest_size=12).hexdigest()
+    return hashlib.blake2b(os.fsencode(path.resolve()), digest_size=12).hexdigest()
 
 
 def _envelope(path: Path, fingerprint: dict) -> dict:
     return {"cache_format": CACHE_FORMAT, "schema": SCHEMA_VERSION, "perfkit": __version__,
-            "source": str(path.resolve()), "fingerprint": fingerprint}
+            "source": path_text(path.resolve()), "fingerprint": fingerprint}
 
 
 def read(path: Path, fingerprint: dict):

@@ -154,7 +154,7 @@ def _is_dir(path: Path) -> bool:
 
 def _directory_traces(path: Path) -> list[Path]:
     try:
-        entries = sorted(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES) and not p.is_dir())
+        entries = sorted(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES) and not p.is_dir() and not cache.is_entry(p))
     except OSError as exc:
         raise TraceError(path, f"cannot list the directory: {exc.strerror or exc}", _access_fix(exc)) from None
     if not entries:

@@ -7,15 +7,17 @@ document that has no events array at all. Each raises :class:`TraceError` naming
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
 
 from ...errors import TraceError
 from ...limits import MAX_NESTING_DEPTH
-from .scan import scan
+from .scan import open_depth, scan
 from .values import short_repr
 
+EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 REPORT_FIX = "Re-export the trace with torch.profiler (prof.export_chrome_trace or tensorboard_trace_handler)"
 CUT_OFF = "JSON ends mid-write and no complete event can be recovered"
 _SPACE = b" \t\r\n"
@@ -39,10 +41,27 @@ def around_events(path: Path, header: bytes, trailer: bytes) -> dict | None:
         if str(exc).startswith("unexpected end of data"):
             return None  # every event is whole, the keys after them are not
         doc = load_json(path, text, "the JSON around traceEvents is not valid")
-    if not isinstance(doc, dict) or doc.get("traceEvents") != []:
+    if isinstance(doc, dict) and doc.get("traceEvents") != []:  # a later key of the same name took its place
+        raise TraceError(path, "the top-level object has the key traceEvents twice: perfkit read the first "
+                         "array; which one is the trace cannot be told (two traces joined into one file?)",
+                         "keep one traceEvents array, or split the file into one trace per array")
+    if not isinstance(doc, dict):
         raise TraceError(path, "traceEvents is not a key of the top-level JSON object", REPORT_FIX)
     del doc["traceEvents"]
     return doc
+
+
+def top_level_events_key(data, first: int, start: int | None = None):
+    """The match of the first ``"traceEvents": [`` in ``data`` from ``start`` (default ``first``, the offset of
+    the document's opening ``{``) that is a key of the top-level object: one nested in another key's value
+    (``{"meta": {"traceEvents": []}, "traceEvents": [...]}``) or inside a string is passed over. None when there
+    is none (in the bytes so far)."""
+    start = first if start is None else start
+    while found := EVENTS_KEY.search(data, start):
+        if open_depth(data, first, found.start()) == 1:
+            return found
+        start = found.start() + 1
+    return None
 
 
 def keys_before(path: Path, header: bytes) -> dict:
@@ -65,6 +84,13 @@ def without_events_array(path: Path, text: bytes) -> tuple[dict, list]:
     doc = load_json(path, text, "not valid JSON")
     if not isinstance(doc, dict):
         raise TraceError(path, f"JSON top level is {type(doc).__name__}, not a trace object", REPORT_FIX)
+    if "traceEvents" not in doc and {"cache_format", "fingerprint", "tables"} <= set(doc):
+        raise TraceError(path, "this is an entry of perfkit's trace cache, not a trace (the cache folder, "
+                         "PERFKIT_CACHE_DIR, is this trace folder?)", "give the trace itself, and point "
+                         "PERFKIT_CACHE_DIR at a folder of its own (default ~/.cache/perfkit)")
+    if "traceEvents" not in doc and EVENTS_KEY.search(text):
+        raise TraceError(path, "traceEvents is not a key of the top-level JSON object, only nested inside another "
+                         f"key's value (top level: {', '.join(sorted(doc)[:8])})", REPORT_FIX)
     if "traceEvents" not in doc:
         keys = ", ".join(sorted(doc)[:8]) or "an empty object"
         raise TraceError(path, f"JSON has no 'traceEvents' list (top level: {keys}); this is not a PyTorch "

@@ -28,14 +28,14 @@ from ...errors import TraceError, TruncatedTraceError
 from ...limits import MAX_EVENT_BYTES, MAX_METADATA_BYTES, MAX_TABLE_BYTES
 from .columns import ColumnBuilder
 from .decode import ChunkFailure, decode_chunk, decode_range, decode_shared
-from .metadata import CUT_OFF, REPORT_FIX, around_events, check_depth, keys_before, without_events_array
+from .metadata import (CUT_OFF, REPORT_FIX, around_events, check_depth, keys_before, top_level_events_key,
+                       without_events_array)
 from .scan import scan
 from .handoff import Slots, SlotWriter, range_cuts
 from .stream import ByteStream
 from .workers import process_pool, will_fork
 
 CHUNK_BYTES = 8 << 20
-EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 EVENT_CUT = re.compile(rb'\}\s*,\s*(\{)\s*"')
 _SEPARATOR = re.compile(rb"\s*,?\s*")
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
@@ -65,6 +65,8 @@ def parse_trace(path, *, salvage: bool = False, workers: int = 1, on_progress=No
     Raises :class:`TraceError` for unreadable input and for input past a limit of :mod:`perfkit.limits`.
     """
     path = Path(path)
+    for budget in (MAX_METADATA_BYTES, MAX_EVENT_BYTES, MAX_TABLE_BYTES):
+        budget.value()  # a malformed variable is refused whether or not this file would reach the budget
     try:
         try:
             return _Parser(path, salvage, workers, on_progress, exact=False).run()
@@ -158,7 +160,7 @@ class _Parser:
             if self.buffer[first] != ord("{"):
                 raise TraceError(self.path, f"not valid JSON (it starts with {bytes(self.buffer[first:first + 16])!r})",
                                  REPORT_FIX)
-            found = EVENTS_KEY.search(self.buffer, max(first, searched - 32))
+            found = top_level_events_key(self.buffer, first, max(first, searched - 32))
             if found:
                 self.header = bytes(self.buffer[first:found.end() - 1])
                 self.pos = self.searched = found.end()

@@ -53,6 +53,22 @@ def scan(data, start: int = 0, stop: int | None = None) -> Structure:
     return Structure(ends.astype(np.int64), -1, max_depth, bool(balanced))
 
 
+def open_depth(data, start: int = 0, stop: int | None = None) -> int:
+    """How many brackets opened in ``data[start:stop]`` are still open at ``stop`` (outside strings); -1 when
+    ``stop`` lies inside a string. ``data[start]`` must be outside any string (the document's first byte)."""
+    stop = len(data) if stop is None else stop
+    b = np.frombuffer(data, dtype=np.uint8, count=stop - start, offset=start)
+    quotes = _unescaped_quotes(b)
+    if len(quotes) % 2:
+        return -1
+    brackets = np.flatnonzero((b == _OPEN[0]) | (b == _OPEN[1]) | (b == _CLOSE[0]) | (b == _CLOSE[1]))
+    if len(quotes):
+        brackets = brackets[np.searchsorted(quotes, brackets) % 2 == 0]
+    kinds = b[brackets]
+    return int(np.count_nonzero((kinds == _OPEN[0]) | (kinds == _OPEN[1])) - np.count_nonzero(
+        (kinds == _CLOSE[0]) | (kinds == _CLOSE[1])))
+
+
 def _unescaped_quotes(b: np.ndarray) -> np.ndarray:
     """Offsets of the quotes that open or close strings (not ``\\"`` inside one)."""
     quotes = np.flatnonzero(b == _QUOTE)

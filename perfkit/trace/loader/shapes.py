@@ -34,7 +34,8 @@ from ...errors import TraceError
 from . import cache
 from .columns import Encoder, local_codes
 from .decode import gc_paused
-from .parse import CHUNK_BYTES, EVENT_CUT, EVENTS_KEY
+from .metadata import top_level_events_key
+from .parse import CHUNK_BYTES, EVENT_CUT
 from .scan import scan
 from .stream import read_text
 from .workers import default_workers, process_pool, will_fork
@@ -156,7 +157,8 @@ def _spans(text: bytes, bare: bool) -> list[tuple[int, int]]:
     """[start, end) of chunks of about CHUNK_BYTES of whole events, each from a ``{`` to just past a
     ``}`` (``bare``: the text is an array of events, not an object); empty when the events array is
     not found or does not close (the caller decodes the whole file, and reports what is wrong with it)."""
-    found = re.search(rb"\S", text) if bare else EVENTS_KEY.search(text)
+    first = re.search(rb"\S", text)
+    found = first if bare or first is None else top_level_events_key(text, first.start())
     if found is None:
         return []
     start, spans = found.end(), []

@@ -101,6 +101,7 @@ class ByteStream:
                 yield block
 
     def _inflated(self):
+        self._limit = MAX_DECOMPRESSED_BYTES.value()  # a malformed variable is refused here, not in the thread
         self._thread = threading.Thread(target=self._inflate, name=f"perfkit-gunzip-{self.path.name}", daemon=True)
         self._thread.start()
         while True:
@@ -129,12 +130,16 @@ class ByteStream:
             self.problem = f"corrupt ({exc})"
         except OSError as exc:
             self._put(TraceError(self.path, f"cannot read the file ({exc.strerror or exc})"))
+        except Exception as exc:  # noqa: BLE001  (anything else: raised in the reader's thread, never lost here)
+            self._put(exc)
         finally:
             self._put(_END)
 
     def _inflate_members(self) -> None:
-        """Inflate every gzip member of the file (concatenated gzip files are one stream)."""
-        limit = MAX_DECOMPRESSED_BYTES.value()
+        """Inflate every gzip member of the file (concatenated gzip files are one stream). A member may end
+        exactly where a read ends: the next member then starts in the next read (stopping there kept 5,988
+        of 8,160 events of a two-member file, in silence)."""
+        limit = self._limit
         inflater, total, pending = zlib.decompressobj(31), 0, b""
         with open(self.path, "rb") as fh:
             while not self._stop.is_set():
@@ -146,8 +151,10 @@ class ByteStream:
                 total = self._emit(inflater, raw, total, limit)
                 if inflater.eof:
                     pending = inflater.unused_data
+                    while len(pending) < len(_GZIP_MAGIC) and (more := fh.read(_READ_BYTES)):
+                        pending += more
                     if not pending.startswith(_GZIP_MAGIC):
-                        return  # trailing padding after the last member, as gzip itself allows
+                        return  # the end of the file, or trailing padding after the last member (gzip allows it)
                     inflater = zlib.decompressobj(31)
         if not inflater.eof and not self._stop.is_set():
             self.problem = "truncated"
