@@ -1,7 +1,7 @@
 """``perfkit gaps TRACE [--json]``: every GPU idle interval, why it happened and in which function."""
 from __future__ import annotations
 
-from ..analysis.step.diagnosis import verdict_line
+from ..analysis.answers import gaps_answer
 from ..analysis.step.gaps import gpu_gaps
 from ..report.terminal.gaps import format_gaps
 from ..text import json_text
@@ -16,10 +16,6 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
-    result = gpu_gaps(trace)
-    line = verdict_line(trace) if result.has_gpu else None
-    if line is not None:
-        line.pop("steps")
-    print(json_text(dict(result.to_json(), diagnosis=line)) if args.json else
-          format_gaps(result, args.trace, args.top, line))
+    data = gaps_answer(trace)
+    print(json_text(data) if args.json else format_gaps(gpu_gaps(trace), args.trace, args.top, data["diagnosis"]))
     return 0

@@ -1,8 +1,7 @@
 """``perfkit whatif TRACE [--json]``: every fix replayed on the trace's steps, ranked by the step time it buys."""
 from __future__ import annotations
 
-from ..analysis.step.diagnosis import diagnose
-from ..analysis.step.whatif import whatif
+from ..analysis.answers import whatif_answer
 from ..report.terminal.whatif import format_whatif
 from ..text import json_text
 from ..trace import load_trace
@@ -16,8 +15,6 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
-    d = diagnose(trace, path=args.trace, kernel_fix=False)
-    data = dict(whatif(trace).to_json(), verdict=d.verdict, rule=d.rule, decided_by=d.decided_by,
-                prediction=d.prediction)
+    data = whatif_answer(trace, path=args.trace)
     print(json_text(data) if args.json else format_whatif(data))
     return 0
