@@ -47,11 +47,13 @@ _EXAMPLE = "e.g. \"SELECT name, sum(dur_us) FROM events GROUP BY name\""
 _BATCH_ROWS = 65_536
 
 
-def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool = False) -> pd.DataFrame:
+def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool = False,
+        max_rows: int | None = None) -> pd.DataFrame:
     """Run the DuckDB ``query`` over the views ``events``, ``flows``, ``steps`` and ``ranks`` of
     ``trace_or_dir`` (a loaded :class:`Trace`, a trace file, a directory or a list of files) and
     return its result as a DataFrame (at most ``PERFKIT_SQL_MAX_ROWS`` rows; a longer result is
-    cut there and ``frame.attrs["warnings"]`` says so). ``allow_files``: let the query read and
+    cut there and ``frame.attrs["warnings"]`` says so; ``max_rows``: a lower cap, ``perfkit mcp``'s row limit).
+    ``allow_files``: let the query read and
     write files (``read_csv``, ``COPY ... TO``, ``ATTACH``); by default it sees the views only.
     Raises ParameterError for an empty query, one with no result (only comments, ``CREATE``...), a
     failing one (with DuckDB's message and the view names) or one still running after
@@ -61,7 +63,7 @@ def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool =
     if not isinstance(query, str) or not query.strip():
         raise ParameterError(f"the SQL query is empty; {_EXAMPLE}")
     duckdb = _duckdb()
-    max_rows, timeout_s = SQL_MAX_ROWS.value(), SQL_TIMEOUT_S.value()
+    max_rows, timeout_s = min(max_rows or SQL_MAX_ROWS.value(), SQL_MAX_ROWS.value()), SQL_TIMEOUT_S.value()
     trace = trace_or_dir if isinstance(trace_or_dir, Trace) else load_trace(trace_or_dir, use_cache=use_cache)
     with duckdb.connect(":memory:") as con:
         for name, table in arrow_tables(trace).items():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..analysis.answers import critical_path_answer
 from ..report.terminal.critical_path import format_critical_path
+from ..report.replies import reply_text
 from ..text import json_text
 from ..trace import load_trace
 from .parsers import add_critical_path
@@ -16,5 +17,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
     data = critical_path_answer(trace, annotation=args.annotation)
-    print(json_text(data) if args.json else format_critical_path(data))
+    if args.markdown:
+        print(reply_text("critical_path", data, budget=args.budget, cursor=args.cursor))
+    else:
+        print(json_text(data) if args.json else format_critical_path(data))
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..analysis.answers import gaps_answer
 from ..analysis.step.gaps import gpu_gaps
 from ..report.terminal.gaps import format_gaps
+from ..report.replies import reply_text
 from ..text import json_text
 from ..trace import load_trace
 from .parsers import add_gaps
@@ -17,5 +18,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
     data = gaps_answer(trace)
-    print(json_text(data) if args.json else format_gaps(gpu_gaps(trace), args.trace, args.top, data["diagnosis"]))
+    if args.markdown:
+        print(reply_text("gaps", data, budget=args.budget, cursor=args.cursor))
+    else:
+        print(json_text(data) if args.json else format_gaps(gpu_gaps(trace), args.trace, args.top, data["diagnosis"]))
     return 0

@@ -9,6 +9,7 @@ import sys
 
 from ..analysis.memory import memory_timeline
 from ..report.terminal.memory import format_timeline
+from ..report.replies import reply_text
 from ..text import json_text, printable, printable_data
 from ..trace import load_trace
 from .parsers import add_memory
@@ -25,7 +26,10 @@ def run(args) -> int:
         print(f"perfkit memory: {len(args.traces)} traces given; reading the newest, {printable(path)}",
               file=sys.stderr)
     timeline = memory_timeline(load_trace(path, progress=sys.stderr.isatty()), top=args.top)
-    print(json_text(timeline.to_json(), indent=2) if args.json else format_timeline(printable_data(timeline.to_json())))
+    if args.markdown:
+        print(reply_text("memory", timeline.to_json(), budget=args.budget, cursor=args.cursor))
+    else:
+        print(json_text(timeline.to_json(), indent=2) if args.json else format_timeline(printable_data(timeline.to_json())))
     return 0
 
 

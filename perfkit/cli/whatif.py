@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..analysis.answers import whatif_answer
 from ..report.terminal.whatif import format_whatif
+from ..report.replies import reply_text
 from ..text import json_text
 from ..trace import load_trace
 from .parsers import add_whatif
@@ -16,5 +17,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
     data = whatif_answer(trace, path=args.trace)
-    print(json_text(data) if args.json else format_whatif(data))
+    if args.markdown:
+        print(reply_text("whatif", data, budget=args.budget, cursor=args.cursor))
+    else:
+        print(json_text(data) if args.json else format_whatif(data))
     return 0
