@@ -81,12 +81,13 @@ def _stamp(file: Path, given: str) -> dict:
 
 
 def describe(opened: Opened) -> dict:
-    """What ``open_trace`` answers: the handle, the path, bytes, events, devices, steps and warnings."""
+    """What ``open_trace`` answers: the handle, the path, bytes, events (as the files hold them, ``perfkit summary``'s
+    count), ranks, devices, files, steps and warnings."""
     trace, steps = opened.trace, opened.trace.steps
     files = [{"rank": f.rank, "path": f.path, "events": int(f.events_read)} for f in trace.files]
     durations = steps["dur_us"] if len(steps) else None
     return {"handle": opened.handle, "path": str(opened.path), "bytes": sum(s["size"] for _, s in opened.stamps),
-            "events": len(trace.events), "ranks": [int(r) for r in trace.ranks],
+            "events": sum(int(f.events_read) for f in trace.files), "ranks": [int(r) for r in trace.ranks],
             "devices": sorted({str(d.get("name", "")) for d in trace.devices if d.get("name")}),
             "files": files,
             "steps": {"count": len(steps), "median_us": None if durations is None else float(durations.median()),

@@ -43,12 +43,13 @@ class Roots:
         if not self.inside(real):
             raise self._outside(path)
         try:
-            files = [Path(os.path.realpath(f)) for f in resolve_paths(real)]
+            listed = resolve_paths(real)
         except TraceError as exc:
             raise ParameterError(str(exc)) from None
-        escaped = [f for f in files if not self.inside(f)]
+        files = [Path(os.path.realpath(f)) for f in listed]
+        escaped = [(given, file) for given, file in zip(listed, files) if not self.inside(file)]
         if escaped:
-            raise self._outside(f"{path} (its file {escaped[0].name} links to {escaped[0]})")
+            raise self._outside(f"{path} (its file {escaped[0][0].name} links to {escaped[0][1]})")
         return real, files
 
     def _outside(self, what: str) -> ParameterError:

@@ -46,8 +46,8 @@ def whatif_reply(d: dict) -> Reply:
     prediction = d.get("prediction") or {}
     return Reply(prediction.get("sentence") or f"{d['verdict']}: {d['rule']}", [
         Table("fixes", ("fix", "cause", "applies", "predicted_step_us", "saving_us", "speedup", "share", "assumes"),
-              [(f["fix"], f["cause"], f["applies"], num(f["predicted_step_us"]), num(f["saving_us"]),
-                num(f["speedup"]), share(f["share"]), f["assumes"]) for f in fixes],
+              [(f["fix"], f.get("cause"), f.get("applies"), num(f.get("predicted_step_us")), num(f.get("saving_us")),
+                num(f.get("speedup")), share(f.get("share")), f.get("assumes") or f.get("reason") or "") for f in fixes],
               ranked_by="saving_us", source=f"each fix replayed on the steps' dependency graph; median step "
                                             f"{num(d['step_us'])} us; replay error median {share(err['median'])}, "
                                             f"p90 {share(err['p90'])}, worst {share(err['worst'])}"),
@@ -76,11 +76,11 @@ def sync_points_reply(d: dict) -> Reply:
                 s["gpu_confirmed"]) for s in sites], ranked_by="blocked_us",
               source="the blocking runtime call (call) inside the op (sql: SELECT name, ts_us, dur_us FROM events "
                      "WHERE cat = 'cuda_runtime' AND name LIKE '%Synchronize%' ORDER BY dur_us DESC)"),
+        findings(d["findings"]), Lines("where file:line points", [d["source_lines"]] if d.get("source_lines") else []),
+        warnings(d["warnings"]),
         Table("host scalar reads that did not wait (not counted)", ("kind", "op", "where", "count", "host_us"),
               [(s["kind"], s["op"], site(s), s["count"], num(s["host_us"])) for s in reads["sites"]],
-              ranked_by="host_us", source="ops that read a scalar without a blocking call under them"),
-        findings(d["findings"]), Lines("where file:line points", [d["source_lines"]] if d.get("source_lines") else []),
-        warnings(d["warnings"])])
+              ranked_by="host_us", source="ops that read a scalar without a blocking call under them")])
 
 
 def gaps_reply(d: dict) -> Reply:
@@ -95,15 +95,15 @@ def gaps_reply(d: dict) -> Reply:
         Table("idle by class", ("class", "count", "dur_us", "share"),
               [(k, v["count"], num(v["dur_us"]), share(v["share"])) for k, v in totals], ranked_by="dur_us",
               source="GPU idle inside the steps, each gap classified by the host work that spans it"),
+        findings(d["findings"]),
+        Lines("diagnosis", [f"{d['diagnosis']['title']}; fix: {d['diagnosis']['fix']}"] if d.get("diagnosis") else []),
+        warnings(d["warnings"]),
         Table("gaps", ("step", "start ts_us", "dur_us", "class", "function", "where", "rank", "device"),
               [(r["step"], ts(r["start_us"]), num(r["dur_us"]), r["class"], r["function"], site(r), r["rank"],
                 r["device"]) for r in rows], ranked_by="dur_us",
               source="a gap starts where the GPU's last event ended (sql: SELECT name, ts_us, dur_us FROM events "
                      "WHERE device IS NOT NULL AND ts_us + dur_us <= <start ts_us> ORDER BY ts_us + dur_us DESC "
-                     "LIMIT 1)"),
-        findings(d["findings"]),
-        Lines("diagnosis", [f"{d['diagnosis']['title']}; fix: {d['diagnosis']['fix']}"] if d.get("diagnosis") else []),
-        warnings(d["warnings"])])
+                     "LIMIT 1)")])
 
 
 def critical_path_reply(d: dict) -> Reply:
@@ -129,15 +129,15 @@ def hotspots_reply(d: dict) -> Reply:
               f"{num(rows[0]['per_step_us'])} us a step" if rows else "no Python function events in this thread "
               "(record with with_stack=True)")
     return Reply(answer, [
+        Table("threads", ("thread", "main", "python", "frames", "covered_us", "self_us", "waiting_us", "steps"),
+              [(t["thread"], t["main"], t["python"], t["frames"], num(t["covered_us"]), num(t["self_us"]),
+                num(t["waiting_us"]), t["steps"]) for t in d["threads"]], ranked_by="the trace's order"),
+        warnings(d["warnings"]),
         Table("functions", ("function", "where", "self_us", "total_us", "calls", "per_step_us", "waiting", "thread"),
               [(r["function"], site(r), num(r["self_us"]), num(r["total_us"]), r["calls"], num(r["per_step_us"]),
                 r["waiting"], r["thread"]) for r in rows], ranked_by="self_us",
               source="python_function events, self time: their duration less their children's (sql: SELECT name, "
-                     "count(*), sum(dur_us) FROM events WHERE cat = 'python_function' GROUP BY name)"),
-        Table("threads", ("thread", "main", "python", "frames", "covered_us", "self_us", "waiting_us", "steps"),
-              [(t["thread"], t["main"], t["python"], t["frames"], num(t["covered_us"]), num(t["self_us"]),
-                num(t["waiting_us"]), t["steps"]) for t in d["threads"]], ranked_by="the trace's order"),
-        warnings(d["warnings"])])
+                     "count(*), sum(dur_us) FROM events WHERE cat = 'python_function' GROUP BY name)")])
 
 
 REPLIES = {"diagnose": diagnose_reply, "whatif": whatif_reply, "sync_points": sync_points_reply,

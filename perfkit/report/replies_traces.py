@@ -80,7 +80,7 @@ def gpu_kernels_reply(d: dict) -> Reply:
     answer = f"GPU busy {num(t.get('busy_us'))} us; MFU {share(t.get('mfu'))}; {lead}" if d["has_gpu"] \
         else "no GPU events in this trace: no kernels to break down"
     return Reply(answer, [
-        findings(d["findings"]),
+        findings(d["findings"]), warnings(d["warnings"]),
         Table("kernels", ("name", "calls", "total_us", "share", "class", "tensor_core", "dtype"),
               [(k["name"], k["calls"], num(k["total_us"]), share(k["share"]), k["class"], k["tensor_core"], k["dtype"])
                for k in kernels], ranked_by="total_us",
@@ -90,8 +90,7 @@ def gpu_kernels_reply(d: dict) -> Reply:
               [(o["op"], o["family"], o["dtype"], o["calls"], num(o["kernel_us"]), num(o["tflops_per_s"]),
                 num(o["gbs"]), num(o["pct_of_peak"]), o["bound"]) for o in
                sorted(d["ops"], key=lambda o: -o["kernel_us"])], ranked_by="kernel_us",
-              source=f"FLOPs and bytes from each op's input shapes, against {(d.get('device') or {}).get('source')}"),
-        warnings(d["warnings"])])
+              source=f"FLOPs and bytes from each op's input shapes, against {(d.get('device') or {}).get('source')}")])
 
 
 def ranks_reply(d: dict) -> Reply:
@@ -129,7 +128,7 @@ def trace_diff_reply(d: dict) -> Reply:
         Table("metrics", ("metric", "A", "B", "delta", "delta %"),
               [(m["metric"], num(m["a"]), num(m["b"]), num(m["delta"]), num(m["delta_pct"])) for m in d["metrics"]],
               ranked_by="the diff's order", source=f"A: {d['a']}; B: {d['b']}"),
-        *tables, warnings(d["warnings"])])
+        warnings(d["warnings"]), *tables])
 
 
 TRACE_REPLIES = {"open_trace": open_trace_reply, "summary": summary_reply, "sql": sql_reply,
