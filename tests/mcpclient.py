@@ -86,9 +86,12 @@ class Server:
 
 
 def _joined(whole: dict, more: dict) -> dict:
-    """``whole`` with each list of ``more`` (a later page of a json reply) appended to the list at its place."""
+    """``whole`` with ``more`` (a later page of a json reply) merged in: a key it lacks added, each list appended
+    to the list at its place, each object merged the same way."""
     for key, value in more.items():
-        if isinstance(value, list):
+        if key not in whole:
+            whole[key] = value
+        elif isinstance(value, list):
             whole[key] = whole[key] + value
         else:
             _joined(whole[key], value)

@@ -6,11 +6,13 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
 from perfkit.cli import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shared_trace
 from tests.mcpclient import Server
 
 pytest.importorskip("mcp")
@@ -181,5 +183,73 @@ def test_paths_that_leave_the_root_through_links_are_refused(tmp_path):
         shutil.copy(TRACES / CPU, mine)
         again = json.loads(s.ok("open_trace", {"path": "mine.json.gz", "format": "json"}))["data"]["handle"]
         assert again != handle and s.ok("diagnose", {"handle": again})
+    finally:
+        s.close()
+
+
+def test_malformed_requests_get_errors_and_the_server_goes_on(tmp_path):
+    """Raw JSON-RPC lines, as a broken client would send them: text that is not JSON, a call whose params are a
+    string (the SDK drops both: no id to answer, or not a request), a call without its arguments (a tool error),
+    one whose arguments are a list (invalid params); the requests after them are served."""
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    lines = ["this is not json {", _rpc(1, "initialize", init),
+             '{"jsonrpc": "2.0", "method": "notifications/initialized"}', _rpc(2, "tools/call", "not an object"),
+             _rpc(3, "tools/call", {"name": "diagnose"}), _rpc(4, "tools/call", {"name": "gaps", "arguments": [1, 2]}),
+             _rpc(5, "tools/list", {})]
+    env = {**os.environ, "PERFKIT_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "perfkit", "mcp", "--root", str(TRACES)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        proc.stdin.write("\n".join(lines) + "\n")
+        proc.stdin.flush()
+        replies = {}
+        while 5 not in replies:  # stdin stays open until the last reply: at its end the server stops serving
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            reply = json.loads(line)
+            replies[reply.get("id")] = reply
+        proc.stdin.close()
+        assert proc.wait(60) == 0
+    finally:
+        proc.kill() if proc.poll() is None else None
+    assert replies[1]["result"]["serverInfo"]["name"] == "perfkit" and 2 not in replies
+    assert replies[3]["result"]["isError"] and replies[3]["result"]["content"][0]["text"] == \
+        "diagnose: error: give handle (the handle open_trace returned (t1, t2, ...))"
+    assert replies[4]["error"]["code"] == -32602  # JSON-RPC's invalid params
+    assert len(replies[5]["result"]["tools"]) == len(TOOLS)
+    assert "Traceback" not in proc.stderr.read()
+
+
+def _rpc(id_: int, method: str, params) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
+
+
+LARGEST = [("data", "gpu/ppo_sync_checks.json.gz"), ("shared", "tracelens_mi300x_xdit_sd35_compiled.json.gz"),
+           ("shared", "hta_df_index_resolver__df_index_resolver.json.gz")]
+
+
+@pytest.mark.slow
+@pytest.mark.shared
+@pytest.mark.parametrize("where, name", LARGEST)
+def test_every_reply_fits_its_budget_on_the_largest_traces(tmp_path, where, name):
+    """Every tool, markdown and json, its first page and the next, at the default budget and the smallest: on
+    the largest shipped trace and the largest shared ones (the client checks each reply's length)."""
+    path = TRACES / name if where == "data" else shared_trace(name)
+    s = Server(["--root", str(TRACES), "--root", str(path.parent)], cwd=tmp_path,
+               env={"PERFKIT_CACHE_DIR": str(tmp_path / "cache")})
+    try:
+        handle = json.loads(s.ok("open_trace", {"path": str(path), "format": "json"}))["data"]["handle"]
+        for tool in (*ONE_TRACE, "ranks", "trace_diff", "sql"):
+            args = {"a": handle, "b": handle} if tool == "trace_diff" else {"handle": handle}
+            if tool == "sql":
+                args["query"], args["limit"] = "SELECT name, ts_us, dur_us FROM events ORDER BY dur_us DESC", 1000
+            for form in ("markdown", "json"):
+                for budget in (4_000, 500):
+                    text = s.ok(tool, {**args, "format": form, "budget": budget})
+                    cursor = json.loads(text)["more"] if form == "json" else \
+                        text.rsplit('more: "', 1)[1].split('"')[0] if 'more: "' in text else None
+                    if cursor:
+                        s.ok(tool, {**args, "format": form, "budget": budget, "cursor": cursor})
+        assert s.replies >= 4 * 12
     finally:
         s.close()

@@ -78,21 +78,21 @@ def checked(tool: Tool, args, budget: int) -> dict:
     """``args`` with every parameter of ``tool`` present (defaults filled in), each of its type and allowed
     values. Raises ParameterError naming the first one that is not."""
     if not isinstance(args, dict):
-        raise ParameterError(f"{tool.name}: give the arguments as an object, e.g. {{\"handle\": \"t1\"}}")
+        raise ParameterError(f"give the arguments as an object, e.g. {{\"handle\": \"t1\"}}")
     params = {**tool.params, **_common(budget)}
     unknown = sorted(set(args) - set(params))
     if unknown:
-        raise ParameterError(f"{tool.name}: no parameter {unknown[0]!r:.40}; it takes {', '.join(params)}")
+        raise ParameterError(f"no parameter {unknown[0]!r:.40}; it takes {', '.join(params)}")
     out = {}
     for name, (kind, _, allowed, default) in params.items():
         value = args.get(name, default)
         if value is None and name in tool.required:
-            raise ParameterError(f"{tool.name}: give {name} ({params[name][1]})")
+            raise ParameterError(f"give {name} ({params[name][1]})")
         if value is not None and (not isinstance(value, _TYPES[kind]) or isinstance(value, bool)):
-            raise ParameterError(f"{tool.name}: {name}={value!r:.40} is not {'an' if kind[0] == 'i' else 'a'} "
+            raise ParameterError(f"{name}={value!r:.40} is not {'an' if kind[0] == 'i' else 'a'} "
                                  f"{kind}; give {params[name][1]}")
         if allowed and value not in allowed:
-            raise ParameterError(f"{tool.name}: {name}={value!r:.40}: give one of {', '.join(allowed)}")
+            raise ParameterError(f"{name}={value!r:.40}: give one of {', '.join(allowed)}")
         out[name] = value
     return out
 
@@ -100,7 +100,7 @@ def checked(tool: Tool, args, budget: int) -> dict:
 def _sql(handles: Handles, a: dict) -> dict:
     limit = a["limit"]
     if not 1 <= limit <= SQL_MAX_ROWS:
-        raise ParameterError(f"sql: limit={limit:,}: give 1 to {SQL_MAX_ROWS:,} rows; aggregate (GROUP BY) or add "
+        raise ParameterError(f"limit={limit:,}: give 1 to {SQL_MAX_ROWS:,} rows; aggregate (GROUP BY) or add "
                              f"a WHERE for the rest")
     frame = sql(a["query"], handles.get(a["handle"]).trace, max_rows=limit)
     limited = bool(frame.attrs.get("warnings"))

@@ -75,7 +75,7 @@ def page(reply: Reply, *, tool: str, answer_digest: str, budget: int = DEFAULT_B
     block, row = _place(cursor, "m", answer_digest, tool)
     if block > len(reply.blocks) or (block < len(reply.blocks) and row > _length(reply.blocks[block])):
         raise _stale(cursor, tool)
-    first = _line(reply.answer) + ("" if cursor is None else " (continued)")
+    first = _short(reply.answer, limit // 4) + ("" if cursor is None else " (continued)")
     reserve = len(_more_line(tool, f"m{len(reply.blocks)}.99999.{answer_digest}")) + 2
     out = [first]
     used = len(first) + 1
@@ -92,65 +92,91 @@ def page(reply: Reply, *, tool: str, answer_digest: str, budget: int = DEFAULT_B
 
 def json_page(answer: str, data: dict, *, tool: str, answer_digest: str, budget: int = DEFAULT_BUDGET,
               cursor: str | None = None) -> str:
-    """``{"answer", "data", "rows", "more"}`` as JSON text within ``budget`` tokens: ``data`` is the answer's
-    object with each of its lists (reached through objects from the top) cut to the same rows, from the
-    cursor's row on (a later page holds only the lists that go on); ``rows`` says, per list (its keys joined
-    by "."), [first, end, of]; ``more``, the cursor of the next page or null. Concatenating the lists of every
-    page in order gives ``data`` whole. Raises ParameterError for a cursor of another answer, or where one
-    row of each list does not fit the budget."""
+    """``{"answer", "data", "rows", "more"}`` as JSON text within ``budget`` tokens. ``data`` is the answer's
+    object whole where it fits; otherwise its pieces in order (each value that is not an object or a list, and
+    each row of a list, never cut), from the cursor's piece on, as many as fit: merging the pages in order
+    (objects key by key, lists appended) gives ``data`` whole. ``rows`` says, per list on the page (its keys
+    joined by "."), [first, end, of]; ``more``, the cursor of the next page or null. Raises ParameterError for
+    a cursor of another answer, or where one row alone is longer than the budget."""
     limit = check_budget(budget) * CHARS_PER_TOKEN
+    answer = _short(answer, limit // 4)
     start = _place(cursor, "j", answer_digest, tool)[0]
-    lists = dict(_lists(data, ()))
-    longest = max((len(v) for v in lists.values()), default=0)
-    if start and start >= longest:
-        raise _stale(cursor, tool)
     whole = {"answer": answer, "data": data, "rows": {}, "more": None}
     if not start and len(json_text(whole)) <= limit:
         return json_text(whole)
-    low, high, best = 1, max(longest - start, 1), None
-    while low <= high:  # the most rows per list that fit
-        mid = (low + high) // 2
-        text = _json_cut(answer, data, lists, start, mid, tool, answer_digest)
+    units = list(_units(data, ()))
+    if start >= len(units):
+        raise _stale(cursor, tool)
+    empty = json_text({"answer": answer, "data": {}, "rows": {}, "more": f"j{len(units)}.{answer_digest}"})
+    room, end, opened = limit - len(empty), start, ()
+    while end < len(units):
+        path, row = units[end]
+        cost = _cost(data, path, row, opened)
+        if cost > room:
+            break
+        room, end, opened = room - cost, end + 1, path
+    while True:
+        if end == start:
+            raise ParameterError(f"one row of this answer is longer than budget={budget:,} tokens: raise budget "
+                                 f"(at most {MAX_BUDGET:,}) or ask for format=\"markdown\"")
+        text = json_text({"answer": answer, "data": _tree(data, units[start:end]),
+                          "rows": _spans(data, units, start, end),
+                          "more": f"j{end}.{answer_digest}" if end < len(units) else None})
         if len(text) <= limit:
-            best, low = text, mid + 1
-        else:
-            high = mid - 1
-    if best is None:
-        raise ParameterError(f"{tool}: one row of each list of this answer is longer than budget={budget:,} tokens: "
-                             f"raise budget (at most {MAX_BUDGET:,}) or ask for format=\"markdown\"")
-    return best
+            return text
+        end -= 1
 
 
-def _json_cut(answer, data, lists, start, count, tool, answer_digest) -> str:
-    end = start + count
-    rows = {".".join(path): [start, min(end, len(v)), len(v)] for path, v in lists.items() if len(v) > start}
-    more = f"j{end}.{answer_digest}" if any(len(v) > end for v in lists.values()) else None
-    return json_text({"answer": answer, "data": _sliced(data, (), lists, start, end), "rows": rows, "more": more})
-
-
-def _lists(data, path):
-    """(path, list) of each list in ``data`` reached through objects only."""
-    for key, value in data.items():
-        if isinstance(value, list):
-            yield path + (key,), value
-        elif isinstance(value, dict):
-            yield from _lists(value, path + (key,))
-
-
-def _sliced(data: dict, path, lists, start, end) -> dict:
-    out = {}
+def _units(data: dict, path: tuple):
+    """(keys, row) of each piece of ``data`` in order: a list's rows (row: their index; an empty list is one
+    piece, row None), and every other value that is not a non-empty object (row None)."""
     for key, value in data.items():
         here = path + (key,)
-        if here in lists:
-            if start == 0 or len(value) > start:
-                out[key] = value[start:end]
-        elif isinstance(value, dict) and any(p[:len(here)] == here for p in lists):
-            inner = _sliced(value, here, lists, start, end)
-            if start == 0 or inner:
-                out[key] = inner
-        elif start == 0:
-            out[key] = value
+        if isinstance(value, list) and value:
+            yield from ((here, i) for i in range(len(value)))
+        elif isinstance(value, dict) and value:
+            yield from _units(value, here)
+        else:
+            yield here, None
+
+
+def _at(data: dict, path: tuple):
+    for key in path:
+        data = data[key]
+    return data
+
+
+def _cost(data: dict, path: tuple, row, opened: tuple) -> int:
+    """Characters (at most) that the piece adds to a page whose last piece was at ``opened``."""
+    shared = 0
+    while shared < min(len(path), len(opened)) and path[shared] == opened[shared]:
+        shared += 1
+    keys = path[shared:] if row is None or path != opened else ()
+    value = _at(data, path) if row is None else _at(data, path)[row]
+    return sum(len(json_text(k)) + 3 for k in keys) + len(json_text(value)) + 1
+
+
+def _tree(data: dict, units: list) -> dict:
+    out = {}
+    for path, row in units:
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        if row is None:
+            node[path[-1]] = _at(data, path)
+        else:
+            node.setdefault(path[-1], []).append(_at(data, path)[row])
     return out
+
+
+def _spans(data: dict, units: list, start: int, end: int) -> dict:
+    """{list's keys joined by ".": [first, end, of]} of the lists whose rows are on the page."""
+    spans = {}
+    for path, row in units[start:end]:
+        if row is not None:
+            name = ".".join(map(str, path))
+            spans[name] = [spans.get(name, [row])[0], row + 1, len(_at(data, path))]
+    return spans
 
 
 def _place(cursor, kind: str, answer_digest: str, tool: str) -> tuple[int, int]:
@@ -223,6 +249,12 @@ def _squeeze(block, r: int, room: int) -> str:
 def _cell(value, chars: int = CELL_CHARS) -> str:
     text = _line(value).replace("|", "\\|")
     return text if len(text) <= chars else text[:chars - 1] + "…"
+
+
+def _short(text: str, chars: int) -> str:
+    """``text`` on one line, cut to ``chars`` with an ellipsis (an answer quoting a long query)."""
+    line = _line(text)
+    return line if len(line) <= chars else line[:chars - 1] + "…"
 
 
 def _line(value) -> str:
