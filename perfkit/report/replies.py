@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .bounded import DEFAULT_BUDGET, Lines, Reply, Table, digest, json_page, page
 from .replies_traces import TRACE_REPLIES
-from .reply_cells import findings, num, share, site, ts, warnings
+from .reply_cells import diagnosis, findings, num, share, site, ts, warnings
 
 
 def reply_text(tool: str, data, *, budget: int = DEFAULT_BUDGET, cursor: str | None = None,
@@ -51,12 +51,14 @@ def whatif_reply(d: dict) -> Reply:
               ranked_by="saving_us", source=f"each fix replayed on the steps' dependency graph; median step "
                                             f"{num(d['step_us'])} us; replay error median {share(err['median'])}, "
                                             f"p90 {share(err['p90'])}, worst {share(err['worst'])}"),
-        Lines("all fixes together", [_fix_line(d["all_fixes"])] if d.get("all_fixes") else []),
+        Lines("all fixes together", [_fix_line(d["all_fixes"])] if d.get("all_fixes") else [],
+              source="every fix that applies, in one replay of the steps' dependency graph"),
         Lines("verdict", [f"{d['verdict']}: {d['rule']}"], source=f"decided by {d.get('decided_by')}"),
         Table("replay per step", ("rank", "step", "wall_us", "replay_us", "error"),
               [(s["rank"], s["step"], num(s["wall_us"]), num(s["replay_us"]), share(s["error"])) for s in d["steps"]],
               ranked_by="step", source="wall_us: the ProfilerStep window (sql: SELECT * FROM steps)"),
-        Lines("not modeled", d.get("not_modeled") or []), warnings(d["warnings"])])
+        Lines("not modeled", d.get("not_modeled") or [], source="causes no fix models: the replay keeps their time"),
+        warnings(d["warnings"])])
 
 
 def _fix_line(f: dict) -> str:
@@ -76,7 +78,8 @@ def sync_points_reply(d: dict) -> Reply:
                 s["gpu_confirmed"]) for s in sites], ranked_by="blocked_us",
               source="the blocking runtime call (call) inside the op (sql: SELECT name, ts_us, dur_us FROM events "
                      "WHERE cat = 'cuda_runtime' AND name LIKE '%Synchronize%' ORDER BY dur_us DESC)"),
-        findings(d["findings"]), Lines("where file:line points", [d["source_lines"]] if d.get("source_lines") else []),
+        findings(d["findings"]), Lines("where file:line points", [d["source_lines"]] if d.get("source_lines") else [],
+                                       source="the python_function events enclosing each sync"),
         warnings(d["warnings"]),
         Table("host scalar reads that did not wait (not counted)", ("kind", "op", "where", "count", "host_us"),
               [(s["kind"], s["op"], site(s), s["count"], num(s["host_us"])) for s in reads["sites"]],
@@ -96,7 +99,7 @@ def gaps_reply(d: dict) -> Reply:
               [(k, v["count"], num(v["dur_us"]), share(v["share"])) for k, v in totals], ranked_by="dur_us",
               source="GPU idle inside the steps, each gap classified by the host work that spans it"),
         findings(d["findings"]),
-        Lines("diagnosis", [f"{d['diagnosis']['title']}; fix: {d['diagnosis']['fix']}"] if d.get("diagnosis") else []),
+        diagnosis(d.get("diagnosis")),
         warnings(d["warnings"]),
         Table("gaps", ("step", "start ts_us", "dur_us", "class", "function", "where", "rank", "device"),
               [(r["step"], ts(r["start_us"]), num(r["dur_us"]), r["class"], r["function"], site(r), r["rank"],
@@ -119,7 +122,7 @@ def critical_path_reply(d: dict) -> Reply:
               [(s["rank"], s["step"], ts(s["start_us"]), num(s["wall_us"]), num(s["path_us"]), s["bound_by"],
                 s["verdict"], s["why"]) for s in d["steps"]], ranked_by="step",
               source="each ProfilerStep window (sql: SELECT * FROM steps)"),
-        Lines("diagnosis", [f"{d['diagnosis']['title']}; fix: {d['diagnosis']['fix']}"] if d.get("diagnosis") else []),
+        diagnosis(d.get("diagnosis")),
         warnings(d["warnings"])])
 
 
@@ -131,7 +134,9 @@ def hotspots_reply(d: dict) -> Reply:
     return Reply(answer, [
         Table("threads", ("thread", "main", "python", "frames", "covered_us", "self_us", "waiting_us", "steps"),
               [(t["thread"], t["main"], t["python"], t["frames"], num(t["covered_us"]), num(t["self_us"]),
-                num(t["waiting_us"]), t["steps"]) for t in d["threads"]], ranked_by="the trace's order"),
+                num(t["waiting_us"]), t["steps"]) for t in d["threads"]], ranked_by="the trace's order",
+              source="python_function events by thread (sql: SELECT tid, count(*), sum(dur_us) FROM events WHERE cat = "
+                     "'python_function' GROUP BY tid)"),
         warnings(d["warnings"]),
         Table("functions", ("function", "where", "self_us", "total_us", "calls", "per_step_us", "waiting", "thread"),
               [(r["function"], site(r), num(r["self_us"]), num(r["total_us"]), r["calls"], num(r["per_step_us"]),

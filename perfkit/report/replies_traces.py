@@ -17,7 +17,8 @@ def open_trace_reply(d: dict) -> Reply:
         Table("steps", ("rank", "step", "start ts_us", "dur_us"),
               [(r["rank"], r["step"], f"{r['start_us']:.3f}", num(r["dur_us"])) for r in s["rows"]],
               ranked_by="start", source="sql: SELECT * FROM steps"),
-        Lines("next", ["diagnose(handle): what limits the step and the fix; then the tool it names"]),
+        Lines("next", ["diagnose(handle): what limits the step and the fix; then the tool it names"],
+              source="perfkit/_workbook/AGENTS.md"),
         warnings(d["warnings"])])
 
 
@@ -37,7 +38,8 @@ def summary_reply(d: dict) -> Reply:
                      "'gpu_memcpy' GROUP BY name)"),
         Lines("sync points", [_syncs_line(d)] if d.get("sync_points") else [],
               source=(d.get("sync_points") or {}).get("note", "")),
-        Lines("next", [f"diagnose: {diag['fix']}"] if diag.get("fix") else []), warnings(d["warnings"])])
+        Lines("next", [f"diagnose: {diag['fix']}"] if diag.get("fix") else [], source="the diagnosis's fix"),
+        warnings(d["warnings"])])
 
 
 def _syncs_line(d: dict) -> str:
@@ -68,7 +70,8 @@ def memory_reply(d: dict) -> Reply:
                                              "events WHERE name = '[memory]' ORDER BY ts_us)"),
         Table("allocating ops", ("device", "op", "bytes", "calls"),
               [(v["device"], o["op"], num(o["bytes"]), o["count"]) for v in devices for o in v["top_ops"]],
-              ranked_by="device, bytes", source="the op enclosing each allocation"),
+              ranked_by="device, bytes", source="the op enclosing each [memory] event that allocated (sql: "
+                                                "SELECT ts_us, alloc_bytes FROM events WHERE name = '[memory]')"),
         warnings(d["warnings"])])
 
 
@@ -109,7 +112,9 @@ def ranks_reply(d: dict) -> Reply:
         Table("collectives", ("step", "name", "occurrence", "skew_us", "first_rank", "last_rank", "max_wait_us"),
               [(c["step"], c["name"], c["occurrence"], num(c["skew_us"]), c["first_rank"], c["last_rank"],
                 num(c["max_wait_us"])) for c in sorted(d["collectives"], key=lambda c: -c["skew_us"])],
-              ranked_by="skew_us", source="the same collective's kernel start on each rank"),
+              ranked_by="skew_us", source="the same collective's kernel start on each rank (sql: SELECT rank, "
+                                           "ts_us, dur_us FROM events WHERE cat = 'kernel' AND name LIKE 'nccl%' "
+                                           "ORDER BY name, rank, ts_us)"),
         warnings(d["warnings"])])
 
 

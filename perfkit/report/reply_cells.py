@@ -46,3 +46,9 @@ def findings(rows: list) -> Table:
 
 def warnings(lines: list) -> Lines:
     return Lines("warnings", list(lines), source="how far the figures above can be trusted")
+
+
+def diagnosis(d: dict | None) -> Lines:
+    """The verdict of ``perfkit diagnose`` and its fix, as the gaps and critical path answers carry it."""
+    return Lines("diagnosis", [f"{d['title']}; fix: {d['fix']}"] if d else [],
+                 source="perfkit diagnose's verdict (diagnose(handle): the numbers and the rule behind it)")
