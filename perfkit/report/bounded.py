@@ -221,8 +221,9 @@ def _fit(block, row: int, room: int, *, empty: bool) -> tuple[list, int]:
 
 def _head(block, row: int) -> list:
     total = _length(block)
-    shown = f" ({total:,} rows{', by ' + block.ranked_by if getattr(block, 'ranked_by', '') else ''}" \
-            f"{', from row ' + str(row + 1) if row else ''})" if isinstance(block, Table) else ""
+    ranked = f", by {block.ranked_by}" if getattr(block, "ranked_by", "") else ""
+    shown = f" ({total:,} row{'' if total == 1 else 's'}{ranked}{', from row ' + str(row + 1) if row else ''})" \
+        if isinstance(block, Table) else ""
     head = ["", f"## {_line(block.title)}{shown}"]
     if block.source:
         head.append(f"source: {_line(block.source)}")

@@ -66,6 +66,13 @@ def _fix_line(f: dict) -> str:
             f"({num(f['speedup'])}x)")
 
 
+# blocked_us is the duration of the op that holds the blocking call (the call's own where there is no op)
+_SYNC_SOURCE = ("blocked_us: the op holding the blocking call, as long as it lasted (sql: SELECT o.name, count(*), "
+                "sum(o.dur_us) FROM events o JOIN events c ON c.rank = o.rank AND c.tid = o.tid AND c.ts_us >= o.ts_us "
+                "AND c.ts_us + c.dur_us <= o.ts_us + o.dur_us WHERE o.cat = 'cpu_op' AND c.cat = 'cuda_runtime' AND "
+                "c.name LIKE '%Synchronize%' GROUP BY 1 ORDER BY 3 DESC); with no op, the call itself")
+
+
 def sync_points_reply(d: dict) -> Reply:
     t = d["total"]
     sites = sorted(d["sites"], key=lambda s: -(s.get("blocked_us") or 0))
@@ -76,8 +83,7 @@ def sync_points_reply(d: dict) -> Reply:
         Table("sync points", ("kind", "op", "call", "where", "count", "blocked_us", "per_step", "gpu_confirmed"),
               [(s["kind"], s["op"], s["call"], site(s), s["count"], num(s["blocked_us"]), num(s["per_step"]),
                 s["gpu_confirmed"]) for s in sites], ranked_by="blocked_us",
-              source="the blocking runtime call (call) inside the op (sql: SELECT name, ts_us, dur_us FROM events "
-                     "WHERE cat = 'cuda_runtime' AND name LIKE '%Synchronize%' ORDER BY dur_us DESC)"),
+              source=_SYNC_SOURCE),
         findings(d["findings"]), Lines("where file:line points", [d["source_lines"]] if d.get("source_lines") else [],
                                        source="the python_function events enclosing each sync"),
         warnings(d["warnings"]),
