@@ -36,8 +36,15 @@ def diagnose_reply(d: dict) -> Reply:
               source=f"decided by {d['decided_by']}: {d['rule']}"),
         Lines("fix", [d["fix"]], source=prediction.get("assumes") or ""),
         steps, findings(d["findings"]),
-        Lines("next", [f"{d['command']}"] if d.get("command") else [], source="the command that shows the cause"),
+        Lines("next", [_next(d["command"])] if d.get("command") else [], source="the command that shows the cause"),
         warnings(d["warnings"])])
+
+
+def _next(command: str) -> str:
+    """The tool of the command that shows the cause, beside the command itself (``perfkit sync-points PATH``)."""
+    words = command.split()
+    tool = words[1].replace("-", "_") if len(words) > 1 and words[0] == "perfkit" else ""
+    return f"{tool}(handle); on the command line: {command}" if tool in REPLIES else command
 
 
 def whatif_reply(d: dict) -> Reply:
