@@ -133,6 +133,16 @@ def test_cursors_page_through_the_rest_and_only_their_own_answer(server, handles
     ("open_trace", {"path": ""}, "give a trace file or folder as text"),
     ("open_trace", {"path": 7}, "is not a string"),
     ("open_trace", {}, "give path"),
+    ("open_trace", {"path": "x" * 100_000}, "path is 100,000 characters long: give at most 4,096"),
+    ("open_trace", {"path": "x" * 300 + "/t.json"}, "no such file or folder under"),  # a name past NAME_MAX
+    ("open_trace", {"path": "/dev/zero"}, "outside the folders this server reads"),
+    ("open_trace", {"path": "gpu/MANIFEST.json"}, "JSON has no 'traceEvents' list"),
+    ("diagnose", {"handle": ["t1"]}, "is not a string"),
+    ("diagnose", {"handle": "t1", "budget": True}, "is not an integer"),
+    ("diagnose", {"handle": "t1", "cursor": "m" * 1_000}, "is not a place in this answer of diagnose"),
+    ("gpu_kernels", {"handle": "t1", "device": "Z" * 5_000}, "device is 5,000 characters long"),
+    ("hotspots", {"handle": "t1", "thread": "99999999"}, "thread '99999999' not found"),
+    ("sql", {"handle": "t1", "query": "INSTALL httpfs"}, "SQL query failed"),
     ("diagnose", {"handle": "t99"}, "is not open"),
     ("diagnose", {"handle": "t1", "budget": 10**9}, "give a whole number of tokens from 500 to 50,000"),
     ("diagnose", {"handle": "t1", "budget": 10}, "give a whole number of tokens from 500 to 50,000"),
@@ -153,6 +163,19 @@ def test_hostile_calls_are_one_line_tool_errors_and_the_server_goes_on(server, h
     assert message.startswith(f"{tool}: error: ")
     assert not os.path.exists("/tmp/perfkit-mcp-x.csv")
     assert server.ok("summary", {"handle": handles[CPU]}).startswith("/")  # still serving
+
+
+def test_a_query_past_its_time_is_stopped_and_the_server_goes_on(tmp_path):
+    s = Server(["--root", str(TRACES)], cwd=tmp_path, env={"PERFKIT_CACHE_DIR": str(tmp_path / "cache"),
+                                                           "PERFKIT_SQL_TIMEOUT_S": "2"})
+    try:
+        handle = json.loads(s.ok("open_trace", {"path": CPU, "format": "json"}))["data"]["handle"]
+        message, error = s.call("sql", {"handle": handle, "query": "SELECT count(*) FROM range(1000000000000) a, "
+                                                                   "range(1000000000000) b"})
+        assert error and message.startswith("sql: error: the SQL query was stopped after 2 s (PERFKIT_SQL_TIMEOUT_S")
+        assert s.ok("summary", {"handle": handle})
+    finally:
+        s.close()
 
 
 def test_paths_that_leave_the_root_through_links_are_refused(tmp_path):

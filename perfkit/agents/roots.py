@@ -35,11 +35,11 @@ class Roots:
                                  f"{self.folders[0]}")
         given = Path(os.path.expanduser(path))
         candidates = [given] if given.is_absolute() else [root / given for root in self.folders]
-        real = next((r for r in map(_real, candidates) if r is not None and r.exists()), None)
+        real = next((r for r in map(_real, candidates) if r is not None and _exists(r)), None)
         if real is None:
             outside = [r for r in map(_real, candidates) if r is not None and not self.inside(r)]
             raise self._outside(path) if outside else ParameterError(
-                f"{path}: no such file or folder under {self._names()}; list the folder or give another path")
+                f"{_shown(path)}: no such file or folder under {self._names()}; list the folder or give another path")
         if not self.inside(real):
             raise self._outside(path)
         try:
@@ -49,15 +49,27 @@ class Roots:
         files = [Path(os.path.realpath(f)) for f in listed]
         escaped = [(given, file) for given, file in zip(listed, files) if not self.inside(file)]
         if escaped:
-            raise self._outside(f"{path} (its file {escaped[0][0].name} links to {escaped[0][1]})")
+            raise self._outside(f"{_shown(path)} (its file {escaped[0][0].name} links to {escaped[0][1]})")
         return real, files
 
     def _outside(self, what: str) -> ParameterError:
-        return ParameterError(f"{what}: outside the folders this server reads ({self._names()}); give a path "
+        return ParameterError(f"{_shown(what, 400)}: outside the folders this server reads ({self._names()}); give a path "
                               f"under one of them, or start the server with --root DIR for another")
 
     def _names(self) -> str:
         return ", ".join(map(str, self.folders))
+
+
+def _shown(path: str, most: int = 200) -> str:
+    """``path`` as an error message quotes it: cut to ``most`` characters, so that what to do still fits."""
+    return path if len(path) <= most else path[:most - 1] + "…"
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name longer than the file system takes
+        return False
 
 
 def _real(path: Path) -> Path | None:

@@ -25,6 +25,8 @@ from ..report.replies import reply_text
 from .handles import Handles, describe
 
 SQL_ROWS, SQL_MAX_ROWS = 100, 1_000
+# the longest text a parameter takes: a query, and anything else (a path: Linux's PATH_MAX)
+MAX_QUERY_CHARS, MAX_TEXT_CHARS = 100_000, 4_096
 _TYPES = {"string": str, "integer": int}
 HANDLE = ("handle", "string", "the handle open_trace returned (t1, t2, ...)")
 COMMON = {
@@ -91,6 +93,9 @@ def checked(tool: Tool, args, budget: int) -> dict:
         if value is not None and (not isinstance(value, _TYPES[kind]) or isinstance(value, bool)):
             raise ParameterError(f"{name}={value!r:.40} is not {'an' if kind[0] == 'i' else 'a'} "
                                  f"{kind}; give {params[name][1]}")
+        most = MAX_QUERY_CHARS if name == "query" else MAX_TEXT_CHARS
+        if isinstance(value, str) and len(value) > most:
+            raise ParameterError(f"{name} is {len(value):,} characters long: give at most {most:,}")
         if allowed and value not in allowed:
             raise ParameterError(f"{name}={value!r:.40}: give one of {', '.join(allowed)}")
         out[name] = value
