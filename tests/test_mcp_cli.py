@@ -15,7 +15,8 @@ COMMANDS = [("diagnose", [GPU]), ("whatif", [GPU]), ("sync-points", [GPU]), ("ga
             ("hotspots", [GPU]), ("gpu-kernels", [GPU]), ("memory", [GPU]), ("summary", [GPU]),
             ("ranks", [str(TRACES / "ranks" / "ddp4_slow_dataloader")]),
             ("trace-diff", [str(TRACES / "gpu" / "copies_pageable.pt.trace.json.gz"),
-                            str(TRACES / "gpu" / "copies_pinned.pt.trace.json.gz")])]
+                            str(TRACES / "gpu" / "copies_pinned.pt.trace.json.gz")]),
+            ("sql", ["SELECT name, count(*) AS n FROM events GROUP BY 1 ORDER BY 2 DESC, 1", GPU])]
 
 
 @pytest.mark.parametrize("command, paths", COMMANDS)

@@ -93,6 +93,10 @@ def test_markdown_is_what_the_commands_print_with_markdown(server, handles, caps
         assert main([tool.replace("_", "-"), path, "--markdown", "--budget", "600"]) == 0
         printed = capsys.readouterr().out.rstrip("\n")
         assert server.ok(tool, {"handle": handles[GPU], "budget": 600}) == printed
+    query = "SELECT name, count(*) AS n FROM events GROUP BY 1 ORDER BY 2 DESC, 1"
+    assert main(["sql", query, path, "--markdown", "--budget", "600", "--limit", "50"]) == 0
+    printed = capsys.readouterr().out.rstrip("\n")
+    assert server.ok("sql", {"handle": handles[GPU], "query": query, "limit": 50, "budget": 600}) == printed
 
 
 def test_open_trace_counts_what_the_file_holds(server, handles, capsys):

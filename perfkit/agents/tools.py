@@ -7,13 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import orjson
-
-from ..analysis.answers import critical_path_answer, gaps_answer, whatif_answer
+from ..analysis.answers import SQL_MAX_ROWS, SQL_ROWS, critical_path_answer, gaps_answer, sql_answer, whatif_answer
 from ..analysis.gpu_kernels import kernels
 from ..analysis.memory import memory_timeline
 from ..analysis.ranks.combine import ranks
-from ..analysis.sql import sql
 from ..analysis.step.diagnosis import diagnose
 from ..analysis.step.hotspots import hotspots
 from ..analysis.summary import summarize
@@ -24,7 +21,6 @@ from ..report.bounded import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET, check_budge
 from ..report.replies import reply_text
 from .handles import Handles, describe
 
-SQL_ROWS, SQL_MAX_ROWS = 100, 1_000
 # the longest text a parameter takes: a query, and anything else (a path: Linux's PATH_MAX)
 MAX_QUERY_CHARS, MAX_TEXT_CHARS = 100_000, 4_096
 _TYPES = {"string": str, "integer": int}
@@ -103,17 +99,7 @@ def checked(tool: Tool, args, budget: int) -> dict:
 
 
 def _sql(handles: Handles, a: dict) -> dict:
-    limit = a["limit"]
-    if not 1 <= limit <= SQL_MAX_ROWS:
-        raise ParameterError(f"limit={limit:,}: give 1 to {SQL_MAX_ROWS:,} rows; aggregate (GROUP BY) or add "
-                             f"a WHERE for the rest")
-    frame = sql(a["query"], handles.get(a["handle"]).trace, max_rows=limit)
-    limited = bool(frame.attrs.get("warnings"))
-    rows = frame.to_json(orient="records", lines=True).splitlines() if len(frame) else []
-    return {"query": a["query"], "columns": [str(c) for c in frame.columns], "rows": [orjson.loads(r) for r in rows],
-            "limit": limit, "limited": limited,
-            "warnings": [f"more than {limit:,} rows matched: the first {limit:,} are here; aggregate, add a WHERE, "
-                         f"or raise limit (at most {SQL_MAX_ROWS:,})"] if limited else []}
+    return sql_answer(a["query"], handles.get(a["handle"]).trace, limit=a["limit"])
 
 
 def _trace(handles: Handles, a: dict):

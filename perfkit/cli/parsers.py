@@ -168,6 +168,9 @@ def add_sql(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--allow-files", action="store_true",
                    help="let the query read and write files (read_csv, COPY ... TO, ATTACH); by default it sees "
                         "the trace's views only, so a pasted query cannot touch this machine's files")
+    _markdown(p)
+    p.add_argument("--limit", type=int, default=100, metavar="ROWS",
+                   help="with --markdown: the rows to answer with, 1 to 1,000 (default 100), as `perfkit mcp`'s sql")
     return p
 
 
