@@ -280,3 +280,20 @@ def test_every_reply_fits_its_budget_on_the_largest_traces(tmp_path, where, name
         assert s.replies >= 4 * 12
     finally:
         s.close()
+
+
+def test_the_session_in_docs_agents_md_is_what_the_server_answers(server, handles):
+    """Each call of docs/agents.md's session that succeeded there gets the same reply from the server now (paths
+    shortened as the page shortens them; t1 is the same trace here)."""
+    assert handles[GPU] == "t1"
+    text = (ROOT / "docs" / "agents.md").read_text(encoding="utf-8").split("```text\n", 1)[1].split("```", 1)[0]
+    calls = 0
+    for chunk in text.split("→ call_tool(")[1:]:
+        head, status, *reply = chunk.rstrip("\n").splitlines()
+        tool, args = head.split(", ", 1)
+        if status.startswith("← isError") or json.loads(tool) == "open_trace":  # a new handle each time
+            continue
+        got = server.ok(json.loads(tool), json.loads(args[:-1])).replace(f"{ROOT}/", "")
+        assert got == "\n".join(reply)  # (its length in characters, there, is before the paths were shortened)
+        calls += 1
+    assert calls == 4
