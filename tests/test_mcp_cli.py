@@ -60,8 +60,9 @@ sys.exit(main(sys.argv[1:]))
 def test_perfkit_mcp_without_the_sdk_names_the_extra():
     done = subprocess.run([sys.executable, "-c", BLOCK_MCP, "mcp"], capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL, cwd=ROOT)
-    assert done.returncode == 2 and done.stderr.strip() == ("perfkit mcp: error: this command needs the 'mcp_types' "
-                                                            'package, which is not installed: pip install "perfkit[mcp]"')
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("perfkit mcp: error: this command needs the 'mcp_types' package, which is not "
+                                   'installed: pip install "perfkit[mcp]"')
 
 
 @pytest.mark.parametrize("argv, says", [

@@ -105,7 +105,8 @@ def test_open_trace_counts_what_the_file_holds(server, handles, capsys):
     assert data["bytes"] == (TRACES / GPU).stat().st_size
     with gzip.open(TRACES / GPU, "rt") as fh:
         raw = json.load(fh)["traceEvents"]
-    assert data["events"] == summary["events"]["total"] == len(raw) and data["steps"]["count"] == summary["steps"]["count"] == 3
+    assert data["events"] == summary["events"]["total"] == len(raw)
+    assert data["steps"]["count"] == summary["steps"]["count"] == 3
     assert data["devices"] == ["NVIDIA H200"] and data["steps"]["median_us"] == summary["steps"]["median_us"]
 
 

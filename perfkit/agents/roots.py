@@ -53,8 +53,8 @@ class Roots:
         return real, files
 
     def _outside(self, what: str) -> ParameterError:
-        return ParameterError(f"{_shown(what, 400)}: outside the folders this server reads ({self._names()}); give a path "
-                              f"under one of them, or start the server with --root DIR for another")
+        return ParameterError(f"{_shown(what, 400)}: outside the folders this server reads ({self._names()}); give a "
+                              f"path under one of them, or start the server with --root DIR for another")
 
     def _names(self) -> str:
         return ", ".join(map(str, self.folders))

@@ -54,7 +54,8 @@ def whatif_reply(d: dict) -> Reply:
     return Reply(prediction.get("sentence") or f"{d['verdict']}: {d['rule']}", [
         Table("fixes", ("fix", "cause", "applies", "predicted_step_us", "saving_us", "speedup", "share", "assumes"),
               [(f["fix"], f.get("cause"), f.get("applies"), num(f.get("predicted_step_us")), num(f.get("saving_us")),
-                num(f.get("speedup")), share(f.get("share")), f.get("assumes") or f.get("reason") or "") for f in fixes],
+                num(f.get("speedup")), share(f.get("share")), f.get("assumes") or f.get("reason") or "")
+               for f in fixes],
               ranked_by="saving_us", source=f"each fix replayed on the steps' dependency graph; median step "
                                             f"{num(d['step_us'])} us; replay error median {share(err['median'])}, "
                                             f"p90 {share(err['p90'])}, worst {share(err['worst'])}"),
