@@ -159,3 +159,15 @@ def test_every_block_says_where_its_figures_come_from_and_its_sql_runs(capsys):
                 assert len(frame) and len(frame.columns), (tool, query)
                 checked += 1
     assert blocks >= 40 and checked >= 12
+
+
+def test_the_first_json_page_says_where_the_figures_come_from_within_a_quarter_of_the_budget():
+    sources = {"steps": "each ProfilerStep window (sql: SELECT * FROM steps)", "huge": "y" * 3_000, "after": "z"}
+    first = json.loads(json_page("a", NESTED, tool="t", answer_digest="c" * 12, budget=500, sources=sources))
+    assert list(first) == ["answer", "sources", "data", "rows", "more"]
+    assert first["sources"] == {"steps": sources["steps"]}  # in order, as many as fit 500 characters
+    later = json.loads(json_page("a", NESTED, tool="t", answer_digest="c" * 12, budget=500, cursor=first["more"],
+                                 sources=sources))
+    assert "sources" not in later
+    whole = json.loads(json_page("a", {"x": 1}, tool="t", answer_digest="c" * 12, sources=sources))
+    assert list(whole["sources"]) == ["steps", "huge", "after"] and whole["data"] == {"x": 1}

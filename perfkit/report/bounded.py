@@ -91,8 +91,10 @@ def page(reply: Reply, *, tool: str, answer_digest: str, budget: int = DEFAULT_B
 
 
 def json_page(answer: str, data: dict, *, tool: str, answer_digest: str, budget: int = DEFAULT_BUDGET,
-              cursor: str | None = None) -> str:
-    """``{"answer", "data", "rows", "more"}`` as JSON text within ``budget`` tokens. ``data`` is the answer's
+              cursor: str | None = None, sources: dict | None = None) -> str:
+    """``{"answer", "sources", "data", "rows", "more"}`` as JSON text within ``budget`` tokens. ``sources`` (the
+    first page only): where the figures of each table come from, as many as fit a quarter of the budget, in
+    order. ``data`` is the answer's
     object whole where it fits; otherwise its pieces in order (each value that is not an object or a list, and
     each row of a list, never cut), from the cursor's piece on, as many as fit: merging the pages in order
     (objects key by key, lists appended) gives ``data`` whole. ``rows`` says, per list on the page (its keys
@@ -101,13 +103,14 @@ def json_page(answer: str, data: dict, *, tool: str, answer_digest: str, budget:
     limit = check_budget(budget) * CHARS_PER_TOKEN
     answer = _short(answer, limit // 4)
     start = _place(cursor, "j", answer_digest, tool)[0]
-    whole = {"answer": answer, "data": data, "rows": {}, "more": None}
+    head = {"answer": answer, **({"sources": _fitting(sources, limit // 4)} if sources and not start else {})}
+    whole = {**head, "data": data, "rows": {}, "more": None}
     if not start and len(json_text(whole)) <= limit:
         return json_text(whole)
     units = list(_units(data, ()))
     if start >= len(units):
         raise _stale(cursor, tool)
-    empty = json_text({"answer": answer, "data": {}, "rows": {}, "more": f"j{len(units)}.{answer_digest}"})
+    empty = json_text({**head, "data": {}, "rows": {}, "more": f"j{len(units)}.{answer_digest}"})
     room, end, opened = limit - len(empty), start, ()
     while end < len(units):
         path, row = units[end]
@@ -119,12 +122,22 @@ def json_page(answer: str, data: dict, *, tool: str, answer_digest: str, budget:
         if end == start:
             raise ParameterError(f"one row of this answer is longer than budget={budget:,} tokens: raise budget "
                                  f"(at most {MAX_BUDGET:,}) or ask for format=\"markdown\"")
-        text = json_text({"answer": answer, "data": _tree(data, units[start:end]),
+        text = json_text({**head, "data": _tree(data, units[start:end]),
                           "rows": _spans(data, units, start, end),
                           "more": f"j{end}.{answer_digest}" if end < len(units) else None})
         if len(text) <= limit:
             return text
         end -= 1
+
+
+def _fitting(sources: dict, chars: int) -> dict:
+    """The first entries of ``sources`` whose JSON fits ``chars``."""
+    out = {}
+    for key, value in sources.items():
+        if len(json_text({**out, key: value})) > chars:
+            break
+        out[key] = value
+    return out
 
 
 def _units(data: dict, path: tuple):

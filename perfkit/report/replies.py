@@ -19,7 +19,10 @@ def reply_text(tool: str, data, *, budget: int = DEFAULT_BUDGET, cursor: str | N
     reply = REPLIES[tool](data)
     answer_digest = digest(f"{tool}:{form}", data)
     if form == "json":
-        return json_page(reply.answer, data, tool=tool, answer_digest=answer_digest, budget=budget, cursor=cursor)
+        sources = {block.title: block.source for block in reply.blocks
+                   if block.source and (block.rows if isinstance(block, Table) else block.lines)}
+        return json_page(reply.answer, data, tool=tool, answer_digest=answer_digest, budget=budget, cursor=cursor,
+                         sources=sources)
     return page(reply, tool=tool, answer_digest=answer_digest, budget=budget, cursor=cursor)
 
 
