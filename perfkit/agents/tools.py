@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis.answers import SQL_MAX_ROWS, SQL_ROWS, critical_path_answer, gaps_answer, sql_answer, whatif_answer
+from ..analysis.answers import critical_path_answer, gaps_answer, whatif_answer
 from ..analysis.gpu_kernels import kernels
 from ..analysis.memory import memory_timeline
 from ..analysis.ranks.combine import ranks
+from ..analysis.sql import ANSWER_MAX_ROWS, ANSWER_ROWS, sql_answer
 from ..analysis.step.diagnosis import diagnose
 from ..analysis.step.hotspots import hotspots
 from ..analysis.summary import summarize
@@ -166,6 +167,6 @@ TOOLS = [
                  required=("query",),
                  query=("string", "one SELECT, e.g. SELECT name, sum(dur_us) FROM events WHERE cat = 'kernel' "
                                   "GROUP BY 1 ORDER BY 2 DESC", None, None),
-                 limit=("integer", f"rows returned at most (1 to {SQL_MAX_ROWS:,})", None, SQL_ROWS)),
+                 limit=("integer", f"rows returned at most (1 to {ANSWER_MAX_ROWS:,})", None, ANSWER_ROWS)),
 ]
 BY_NAME = {tool.name: tool for tool in TOOLS}

@@ -4,17 +4,11 @@ command whose object is one result's ``to_json()`` calls it where it stands). On
 called by both, so that the two never drift apart."""
 from __future__ import annotations
 
-import orjson
-
-from ..errors import ParameterError
 from ..trace import Trace
-from .sql import sql
 from .step.critical_path import critical_path, path_note
 from .step.diagnosis import diagnose, verdict_line
 from .step.gaps import gpu_gaps
 from .step.whatif import whatif
-
-SQL_ROWS, SQL_MAX_ROWS = 100, 1_000  # rows an answer holds by default and at most: aggregate for more
 
 
 def critical_path_answer(trace: Trace, annotation: str | None = None) -> dict:
@@ -45,20 +39,3 @@ def whatif_answer(trace: Trace, path: str | None = None) -> dict:
     d = diagnose(trace, path=path, kernel_fix=False)
     return dict(whatif(trace).to_json(), verdict=d.verdict, rule=d.rule, decided_by=d.decided_by,
                 prediction=d.prediction)
-
-
-def sql_answer(query: str, trace_or_source, limit: int = SQL_ROWS, **kwargs) -> dict:
-    """The rows of ``query`` (:func:`perfkit.analysis.sql.sql` over ``trace_or_source``, with ``kwargs``) as
-    ``{query, columns, rows, limit, limited, warnings}``: at most ``limit`` rows (1 to ``SQL_MAX_ROWS``), each
-    an object of column to value; ``limited`` where more matched. Raises ParameterError for a limit out of
-    range and sql's errors."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= SQL_MAX_ROWS:
-        raise ParameterError(f"limit={limit!r:.40}: give 1 to {SQL_MAX_ROWS:,} rows; aggregate (GROUP BY) or add a "
-                             f"WHERE for the rest")
-    frame = sql(query, trace_or_source, max_rows=limit, **kwargs)
-    limited = bool(frame.attrs.get("warnings"))
-    rows = frame.to_json(orient="records", lines=True).splitlines() if len(frame) else []
-    return {"query": query, "columns": [str(c) for c in frame.columns], "rows": [orjson.loads(r) for r in rows],
-            "limit": limit, "limited": limited,
-            "warnings": [f"more than {limit:,} rows matched: the first {limit:,} are here; aggregate, add a WHERE, "
-                         f"or raise limit (at most {SQL_MAX_ROWS:,})"] if limited else []}

@@ -32,6 +32,7 @@ import json
 import threading
 import time
 
+import orjson
 import pandas as pd
 
 from ..errors import MissingDependencyError, ParameterError, PerfkitError
@@ -45,6 +46,7 @@ RANK_COLUMNS = ["file_id", "rank", "path", "trace_name", "schema_version", "base
 
 _EXAMPLE = "e.g. \"SELECT name, sum(dur_us) FROM events GROUP BY name\""
 _BATCH_ROWS = 65_536
+ANSWER_ROWS, ANSWER_MAX_ROWS = 100, 1_000  # rows sql_answer holds by default and at most: aggregate for more
 
 
 def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool = False,
@@ -204,3 +206,20 @@ def _duckdb():
     except ImportError:
         raise MissingDependencyError("duckdb", "perfkit sql") from None
     return duckdb
+
+
+def sql_answer(query: str, trace_or_source, limit: int = ANSWER_ROWS, **kwargs) -> dict:
+    """What ``perfkit mcp``'s sql tool and ``perfkit sql --markdown`` answer: the rows of ``query`` (:func:`sql`
+    over ``trace_or_source``, with ``kwargs``) as ``{query, columns, rows, limit, limited, warnings}``: at most
+    ``limit`` rows (1 to ``ANSWER_MAX_ROWS``), each an object of column to value; ``limited`` where more matched.
+    Raises ParameterError for a limit out of range and sql's errors."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= ANSWER_MAX_ROWS:
+        raise ParameterError(f"limit={limit!r:.40}: give 1 to {ANSWER_MAX_ROWS:,} rows; aggregate (GROUP BY) or "
+                             f"add a WHERE for the rest")
+    frame = sql(query, trace_or_source, max_rows=limit, **kwargs)
+    limited = bool(frame.attrs.get("warnings"))
+    rows = frame.to_json(orient="records", lines=True).splitlines() if len(frame) else []
+    return {"query": query, "columns": [str(c) for c in frame.columns], "rows": [orjson.loads(r) for r in rows],
+            "limit": limit, "limited": limited,
+            "warnings": [f"more than {limit:,} rows matched: the first {limit:,} are here; aggregate, add a WHERE, "
+                         f"or raise limit (at most {ANSWER_MAX_ROWS:,})"] if limited else []}

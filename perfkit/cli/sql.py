@@ -5,8 +5,7 @@ import sys
 
 import pandas as pd
 
-from ..analysis.answers import sql_answer
-from ..analysis.sql import sql
+from ..analysis.sql import sql, sql_answer
 from ..report.replies import reply_text
 from ..text import csv_safe_frame
 from .parsers import add_sql
