@@ -52,6 +52,7 @@ EXTRA_OF = {
     "nbclient": "workbook", "ipykernel": "workbook", "jupytext": "workbook", "jinja2": "workbook",
     "matplotlib": "workbook", "seaborn": "workbook", "ipywidgets": "workbook", "IPython": "workbook",
     "jupyterlab": "workbook", "pynvml": "workbook", "dask": "dask", "distributed": "dask", "duckdb": "sql",
+    "mcp": "mcp", "mcp_types": "mcp",
 }
 
 

@@ -19,7 +19,10 @@ FORBIDDEN = {
                          "perfkit.profiling", "perfkit.notebook_setup", "perfkit.cli"),
     "perfkit.bench": ("perfkit.report", "perfkit.validation", "perfkit.profiling", "perfkit.notebook_setup", "perfkit.cli"),
     "perfkit.report": ("perfkit.bench", "perfkit.workloads", "perfkit.detect", "perfkit.validation", "perfkit.profiling",
-                       "perfkit.notebook_setup", "perfkit.cli"),
+                       "perfkit.notebook_setup", "perfkit.cli", "perfkit.agents"),
+    # perfkit mcp reads traces and replies with report/'s text; it measures nothing
+    "perfkit.agents": ("perfkit.bench", "perfkit.workloads", "perfkit.detect", "perfkit.validation", "perfkit.profiling",
+                       "perfkit.notebook_setup", "perfkit.cli", "perfkit.workbook"),
 }
 
 

@@ -28,15 +28,19 @@ handler, so `SELECT count(*) FROM range(1e14)` ignored Ctrl-C for hours.)
 """
 from __future__ import annotations
 
+import decimal
 import json
+import math
 import threading
 import time
+from typing import Iterator
 
+import orjson
 import pandas as pd
 
 from ..errors import MissingDependencyError, ParameterError, PerfkitError
 from ..limits import SQL_MAX_ROWS, SQL_TIMEOUT_S
-from ..text import path_text
+from ..text import json_text, path_text
 from ..trace import Trace, load_trace
 
 VIEWS = ("events", "flows", "steps", "ranks")
@@ -46,14 +50,17 @@ RANK_COLUMNS = ["file_id", "rank", "path", "trace_name", "schema_version", "base
 
 _EXAMPLE = "e.g. \"SELECT name, sum(dur_us) FROM events GROUP BY name\""
 _BATCH_ROWS = 65_536
+ANSWER_ROWS, ANSWER_MAX_ROWS = 100, 1_000  # rows sql_answer holds by default and at most: aggregate for more
 
 
-def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool = False) -> pd.DataFrame:
+def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool = False,
+        max_rows: int | None = None) -> pd.DataFrame:
     """Run the DuckDB ``query`` over the views ``events``, ``flows``, ``steps`` and ``ranks`` of
     ``trace_or_dir`` (a loaded :class:`Trace`, a trace file, a directory or a list of files) and
     return its result as a DataFrame (at most ``PERFKIT_SQL_MAX_ROWS`` rows; a longer result is
-    cut there). ``frame.attrs["warnings"]`` holds the trace's load warnings (events dropped for a bad
-    value are in no view: a count over them must say so) and the cut, if any. ``allow_files``: let the query read and
+    cut there; ``max_rows``: a lower cap, ``perfkit mcp``'s row limit). ``frame.attrs["warnings"]`` holds the trace's
+    load warnings (events dropped for a bad value are in no view: a count over them must say so) and the cut, if
+    any. ``allow_files``: let the query read and
     write files (``read_csv``, ``COPY ... TO``, ``ATTACH``); by default it sees the views only.
     Raises ParameterError for an empty query, one with no result (only comments, ``CREATE``...), a
     failing one (with DuckDB's message and the view names) or one still running after
@@ -63,7 +70,7 @@ def sql(query: str, trace_or_dir, *, use_cache: bool = True, allow_files: bool =
     if not isinstance(query, str) or not query.strip():
         raise ParameterError(f"the SQL query is empty; {_EXAMPLE}")
     duckdb = _duckdb()
-    max_rows, timeout_s = SQL_MAX_ROWS.value(), SQL_TIMEOUT_S.value()
+    max_rows, timeout_s = min(max_rows or SQL_MAX_ROWS.value(), SQL_MAX_ROWS.value()), SQL_TIMEOUT_S.value()
     trace = trace_or_dir if isinstance(trace_or_dir, Trace) else load_trace(trace_or_dir, use_cache=use_cache)
     with duckdb.connect(":memory:") as con:
         for name, table in arrow_tables(trace).items():
@@ -266,3 +273,54 @@ def _duckdb():
     except ImportError:
         raise MissingDependencyError("duckdb", "perfkit sql") from None
     return duckdb
+
+
+def sql_answer(query: str, trace_or_source, limit: int = ANSWER_ROWS, **kwargs) -> dict:
+    """What ``perfkit mcp``'s sql tool and ``perfkit sql --markdown`` answer: the rows of ``query`` (:func:`sql`
+    over ``trace_or_source``, with ``kwargs``) as ``{query, columns, rows, limit, limited, warnings}``: at most
+    ``limit`` rows (1 to ``ANSWER_MAX_ROWS``), each an object of column to value; ``limited`` where more matched.
+    Raises ParameterError for a limit out of range and sql's errors."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= ANSWER_MAX_ROWS:
+        raise ParameterError(f"limit={limit!r:.40}: give 1 to {ANSWER_MAX_ROWS:,} rows; aggregate (GROUP BY) or "
+                             f"add a WHERE for the rest")
+    frame = sql(query, trace_or_source, max_rows=limit, **kwargs)
+    limited = bool(frame.attrs.get("warnings"))
+    return {"query": query, "columns": [str(c) for c in frame.columns], "rows": [orjson.loads(r) for r in json_lines(frame)],
+            "limit": limit, "limited": limited,
+            "warnings": [f"more than {limit:,} rows matched: the first {limit:,} are here; aggregate, add a WHERE, "
+                         f"or raise limit (at most {ANSWER_MAX_ROWS:,})"] if limited else []}
+
+
+# -- a result's values, exact: what every output format of perfkit sql and its MCP tool reads --------------------
+def column_values(series: pd.Series) -> list:
+    """The column's values as Python objects, every NULL (None, NA, a text column's NaN) as None."""
+    text = pd.api.types.is_string_dtype(series.dtype) and series.dtype != object
+    if series.dtype.kind == "f":  # float64: no NULL in it (sql keeps a float column with NULLs as objects)
+        return series.tolist()
+    values = series.astype(object).tolist()
+    return [None if v is None or v is pd.NA or (text and isinstance(v, float)) else v for v in values]
+
+
+def result_rows(frame: pd.DataFrame) -> Iterator[tuple]:
+    """Each row of a result frame as Python values (``column_values``)."""
+    return zip(*(column_values(frame.iloc[:, i]) for i in range(frame.shape[1])))
+
+
+def json_token(value) -> str:
+    """A value as a JSON token: exact numbers, null for NULL and for the floats JSON has no number for."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, decimal.Decimal)):
+        return str(value) if isinstance(value, int) or value.is_finite() else "null"
+    if isinstance(value, float):
+        return repr(value)
+    return json_text(value)
+
+
+def json_lines(frame: pd.DataFrame) -> Iterator[str]:
+    """Each row of a result frame as one line of strict JSON, every number exact (``json_token``)."""
+    keys = [json_text(str(name)) for name in frame.columns]
+    for row in result_rows(frame):
+        yield "{" + ",".join(f"{k}:{json_token(v)}" for k, v in zip(keys, row)) + "}\n"

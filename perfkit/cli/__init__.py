@@ -32,8 +32,8 @@ from ..text import PrintableStream, StreamWriteError, printable
 from .parsers import ALIASES, PARSERS
 
 COMMANDS = ("profile", "diagnose", "summary", "sync_points", "trace_diff", "ranks", "sql", "detect", "scan", "run",
-            "log", "validate", "hotspots", "critical_path", "whatif", "gaps", "gpu_kernels", "memory", "annotate",
-            "init", "export")
+            "log", "validate", "hotspots", "critical_path", "whatif", "gaps", "gpu_kernels", "memory", "mcp",
+            "annotate", "init", "export")
 # A later ``--`` while argparse reads the command line: no argument from the system holds a NUL.
 _KEPT = "\0--"
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away

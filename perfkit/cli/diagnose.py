@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..analysis.step.diagnosis import diagnose
 from ..report.terminal.diagnose import diagnosis_text
+from ..report.replies import reply_text
 from ..text import json_text
 from ..trace import load_trace
 from .parsers import add_diagnose
@@ -15,5 +16,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     result = diagnose(load_trace(trace_arg(args.trace), use_cache=not args.no_cache), path=args.trace)
-    print(json_text(result.to_json()) if args.json else diagnosis_text(result))
+    if args.markdown:
+        print(reply_text("diagnose", result.to_json(), budget=args.budget, cursor=args.cursor))
+    else:
+        print(json_text(result.to_json()) if args.json else diagnosis_text(result))
     return 0

@@ -1,9 +1,10 @@
 """``perfkit gaps TRACE [--json]``: every GPU idle interval, why it happened and in which function."""
 from __future__ import annotations
 
-from ..analysis.step.diagnosis import verdict_line
+from ..analysis.answers import gaps_answer
 from ..analysis.step.gaps import gpu_gaps
 from ..report.terminal.gaps import format_gaps
+from ..report.replies import reply_text
 from ..text import json_text
 from ..trace import load_trace
 from .parsers import add_gaps
@@ -17,10 +18,9 @@ def register(subparsers) -> None:
 def run(args) -> int:
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
     say_load_warnings("gaps", trace.warnings)
-    result = gpu_gaps(trace)
-    line = verdict_line(trace) if result.has_gpu else None
-    if line is not None:
-        line.pop("steps")
-    print(json_text(dict(result.to_json(), diagnosis=line)) if args.json else
-          format_gaps(result, args.trace, args.top, line))
+    data = gaps_answer(trace)
+    if args.markdown:
+        print(reply_text("gaps", data, budget=args.budget, cursor=args.cursor))
+    else:
+        print(json_text(data) if args.json else format_gaps(gpu_gaps(trace), args.trace, args.top, data["diagnosis"]))
     return 0

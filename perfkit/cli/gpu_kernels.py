@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..analysis.gpu_kernels import kernels
 from ..errors import ParameterError
 from ..report.terminal.gpu_kernels import format_kernels
+from ..report.replies import reply_text
 from ..text import json_text
 from ..trace import load_trace
 from .parsers import add_gpu_kernels
@@ -20,5 +21,8 @@ def run(args) -> int:
         raise ParameterError(f"--top must be at least 1, got {args.top}")
     trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
     result = kernels(trace, device=args.device, peaks=args.peaks, use_cache=not args.no_cache)
-    print(json_text(result.to_json(top=args.top)) if args.json else format_kernels(result, args.trace, args.top or 15))
+    if args.markdown:
+        print(reply_text("gpu_kernels", result.to_json(top=args.top), budget=args.budget, cursor=args.cursor))
+    else:
+        print(json_text(result.to_json(top=args.top)) if args.json else format_kernels(result, args.trace, args.top or 15))
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..analysis.step.hotspots import hotspots
 from ..atomic import refuse_clobber
 from ..report.terminal.hotspots import format_hotspots
+from ..report.replies import reply_text
 from ..text import json_text
 from ..trace import load_trace
 from .parsers import add_hotspots
@@ -21,5 +22,8 @@ def run(args) -> int:
     result = hotspots(load_trace(path, use_cache=not args.no_cache), thread=args.thread)
     if args.collapsed:
         result.write_collapsed(args.collapsed)
-    print(json_text(result.to_json()) if args.json else format_hotspots(result, args.top, args.collapsed))
+    if args.markdown:
+        print(reply_text("hotspots", result.to_json(), budget=args.budget, cursor=args.cursor))
+    else:
+        print(json_text(result.to_json()) if args.json else format_hotspots(result, args.top, args.collapsed))
     return 0

@@ -9,6 +9,7 @@ import sys
 
 from ..analysis.memory import memory_timeline
 from ..report.terminal.memory import format_timeline
+from ..report.replies import reply_text
 from ..text import json_text, printable, printable_data
 from ..trace import load_trace
 from .parsers import add_memory
@@ -27,7 +28,10 @@ def run(args) -> int:
     trace = load_trace(path, progress=sys.stderr.isatty())
     say_load_warnings("memory", trace.warnings)
     timeline = memory_timeline(trace, top=args.top)
-    print(json_text(timeline.to_json(), indent=2) if args.json else format_timeline(printable_data(timeline.to_json())))
+    if args.markdown:
+        print(reply_text("memory", timeline.to_json(), budget=args.budget, cursor=args.cursor))
+    else:
+        print(json_text(timeline.to_json(), indent=2) if args.json else format_timeline(printable_data(timeline.to_json())))
     return 0
 
 

@@ -50,6 +50,16 @@ def _trace_command(subparsers, name: str, help: str, *, json_help: str, top: tup
     return p
 
 
+def _markdown(p: argparse.ArgumentParser) -> None:
+    """``--markdown``, ``--budget`` and ``--cursor``: the bounded text ``perfkit mcp``'s tool of the same name gives."""
+    p.add_argument("--markdown", action="store_true",
+                   help="print the answer as markdown within --budget tokens, as `perfkit mcp` replies (for a pull "
+                        "request comment or a chat): the one-line answer, ranked tables, where each figure comes from")
+    p.add_argument("--budget", type=int, default=4000, metavar="TOKENS",
+                   help="with --markdown: the most tokens (characters / 4) to print, 500 to 50,000 (default 4,000)")
+    p.add_argument("--cursor", default=None, help="with --markdown: the cursor of a `more:` line, for the next page")
+
+
 def _no_cache(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
 
@@ -94,6 +104,7 @@ def add_diagnose(subparsers) -> argparse.ArgumentParser:
     p = _trace_command(subparsers, "diagnose", "what limits each step, the numbers behind it and the fix, on one screen",
                        json_help="print one JSON object: verdict, steps, evidence, fix, "
                                                        "warm_up, outside_steps, warnings")
+    _markdown(p)
     _no_cache(p)
     return p
 
@@ -103,6 +114,7 @@ def add_summary(subparsers) -> argparse.ArgumentParser:
     p.add_argument("traces", nargs="+", help=".json / .json.gz trace files or tensorboard_trace_handler directories")
     p.add_argument("--json", action="store_true", help="one JSON object per trace, one per line")
     p.add_argument("--salvage", action="store_true", help="recover the complete events of a file cut off mid-write")
+    _markdown(p)
     _no_cache(p)
     return p
 
@@ -112,6 +124,7 @@ def add_sync_points(subparsers) -> argparse.ArgumentParser:
                                             "they ran in, count per step and time blocked",
                        json_help="print the result as one JSON object",
                        top=(20, "sites to list in the table (default 20)"))
+    _markdown(p)
     _no_cache(p)
     return p
 
@@ -123,6 +136,7 @@ def add_trace_diff(subparsers) -> argparse.ArgumentParser:
     p.add_argument("b", help="candidate trace")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--top", type=int, default=10, help="ops, kernels and ranges to list (default 10)")
+    _markdown(p)
     _no_cache(p)
     return p
 
@@ -137,6 +151,7 @@ def add_ranks(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=None,
                    help="Dask scheduler address (tcp://HOST:8786); default $DASK_SCHEDULER_ADDRESS")
     p.add_argument("--workers", type=int, default=None, help="local engine: processes (default: one per core)")
+    _markdown(p)
     _no_cache(p)
     return p
 
@@ -153,6 +168,9 @@ def add_sql(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--allow-files", action="store_true",
                    help="let the query read and write files (read_csv, COPY ... TO, ATTACH); by default it sees "
                         "the trace's views only, so a pasted query cannot touch this machine's files")
+    _markdown(p)
+    p.add_argument("--limit", type=int, default=100, metavar="ROWS",
+                   help="with --markdown: the rows to answer with, 1 to 1,000 (default 100), as `perfkit mcp`'s sql")
     return p
 
 
@@ -244,6 +262,7 @@ def add_hotspots(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--collapsed", metavar="FILE",
                    help="also write folded stacks ('a;b;c 1234', microseconds) for speedscope, inferno, flamegraph.pl")
     p.add_argument("--top", type=int, default=25, help="functions to list in the table (default 25)")
+    _markdown(p)
     _no_cache(p)
     return p
 
@@ -253,6 +272,7 @@ def add_critical_path(subparsers) -> argparse.ArgumentParser:
                                                     "waits that bounds each step, and its time by kind",
                        json_help="print one JSON object: a row per step and totals")
     p.add_argument("--annotation", help="use each instance of this record_function label as a step instead")
+    _markdown(p)
     _no_cache(p)
     return p
 
@@ -263,6 +283,7 @@ def add_whatif(subparsers) -> argparse.ArgumentParser:
                        json_help="print one JSON object: step_us, replay_error, steps, fixes, all_fixes, verdict")
     p.add_argument("--combine", metavar="FIX,FIX", help="also replay these fixes applied together (a change that "
                                                          "makes several: dataloader_workers,pin_copies)")
+    _markdown(p)
     _no_cache(p)
     return p
 
@@ -272,6 +293,7 @@ def add_gaps(subparsers) -> argparse.ArgumentParser:
                                            "host_python, compile, other_stream, tail) with the function behind each",
                        json_help="print one JSON object: every gap, totals per class, top gaps",
                        top=(10, "longest gaps to list (default 10)"))
+    _markdown(p)
     _no_cache(p)
     return p
 
@@ -286,6 +308,7 @@ def add_gpu_kernels(subparsers) -> argparse.ArgumentParser:
                                     "A100-80GB, MI300X)")
     p.add_argument("--peaks", metavar="FILE", help="measured peaks (perfkit validate --write-peaks FILE on the same "
                                                    "GPU) in place of the datasheet's")
+    _markdown(p)
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar and shapes caches")
     return p
 
@@ -298,7 +321,24 @@ def add_memory(subparsers) -> argparse.ArgumentParser:
                         "the newest is read")
     p.add_argument("--json", action="store_true", help="print {devices: [...], warnings}")
     p.add_argument("--top", type=int, default=5, help="allocating ops listed per device (default 5)")
+    _markdown(p)
     p.set_defaults(check_inputs=check_traces)
+    return p
+
+
+def add_mcp(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("mcp", help="a Model Context Protocol server over stdio for coding agents: perfkit's "
+                                          "analyses as tools, every reply bounded (docs/agents.md)",
+                              description="Serve MCP over stdin/stdout: open_trace, diagnose, whatif, sync_points, "
+                                          "gaps, gpu_kernels, critical_path, hotspots, ranks, trace_diff, memory, "
+                                          "summary and sql (read-only), on traces under the roots. Needs the mcp "
+                                          "package: pip install \"perfkit[mcp]\".")
+    p.add_argument("--root", action="append", default=None, metavar="DIR",
+                   help="a folder the tools may read traces under (repeatable; default: the working directory); "
+                        "paths outside every root, through `..` or a link too, are refused")
+    p.add_argument("--budget", type=int, default=4000, metavar="TOKENS",
+                   help="the most tokens (characters / 4) of a reply unless a call asks otherwise, 500 to 50,000 "
+                        "(default 4,000)")
     return p
 
 
@@ -351,6 +391,7 @@ PARSERS = {
     "gaps": add_gaps,
     "gpu_kernels": add_gpu_kernels,
     "memory": add_memory,
+    "mcp": add_mcp,
     "annotate": add_annotate,
     "init": add_init,
     "export": add_export,

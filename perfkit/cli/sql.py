@@ -1,10 +1,11 @@
-"""``perfkit sql QUERY TRACE... [--csv | --json]``: DuckDB SQL over the tables of a trace."""
+"""``perfkit sql QUERY TRACE... [--csv | --json | --markdown]``: DuckDB SQL over the tables of a trace."""
 from __future__ import annotations
 
 import itertools
 import sys
 
-from ..analysis.sql import sql
+from ..analysis.sql import sql, sql_answer
+from ..report.replies import reply_text
 from ..report.terminal.sql import result_lines
 from ..text import printable
 from .parsers import add_sql
@@ -18,6 +19,11 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     source = args.traces[0] if len(args.traces) == 1 else args.traces
+    if args.markdown:
+        answer = sql_answer(args.query, source, limit=args.limit, use_cache=not args.no_cache,
+                            allow_files=args.allow_files)
+        print(reply_text("sql", answer, budget=args.budget, cursor=args.cursor))
+        return 0
     frame = sql(args.query, source, use_cache=not args.no_cache, allow_files=args.allow_files)
     for warning in frame.attrs.get("warnings", []):
         print(f"perfkit sql: warning: {printable(warning)}", file=sys.stderr)

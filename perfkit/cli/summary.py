@@ -5,6 +5,7 @@ import sys
 
 from ..analysis.summary import summarize
 from ..report.terminal.summary import format_summary
+from ..report.replies import reply_text
 from ..text import json_text, printable_data
 from ..trace import load_trace
 from .parsers import add_summary
@@ -19,5 +20,8 @@ def run(args) -> int:
     for source in args.traces:
         trace = load_trace(trace_arg(source), use_cache=not args.no_cache, salvage=args.salvage, progress=sys.stderr.isatty())
         summary = summarize(trace)
-        print(json_text(summary) if args.json else format_summary(printable_data(summary)))
+        if args.markdown:
+            print(reply_text("summary", summary, budget=args.budget, cursor=args.cursor))
+        else:
+            print(json_text(summary) if args.json else format_summary(printable_data(summary)))
     return 0

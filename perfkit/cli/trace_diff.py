@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..analysis.trace_diff.diff import diff
 from ..report.terminal.trace_diff import format_diff
+from ..report.replies import reply_text
 from ..text import json_text, printable_data
 from ..trace import load_trace
 from .parsers import add_trace_diff
@@ -19,5 +20,8 @@ def run(args) -> int:
     b = load_trace(trace_arg(args.b), use_cache=not args.no_cache)
     result = diff(a, b)
     d = result.to_json(top=args.top)
-    print(json_text(d) if args.json else format_diff(printable_data(d)))
+    if args.markdown:
+        print(reply_text("trace_diff", d, budget=args.budget, cursor=args.cursor))
+    else:
+        print(json_text(d) if args.json else format_diff(printable_data(d)))
     return 0

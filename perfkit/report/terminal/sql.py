@@ -19,6 +19,7 @@ from typing import Iterator
 
 import pandas as pd
 
+from ...analysis.sql import column_values, json_lines, result_rows
 from ...text import csv_cell, json_text, printable
 
 FORMATS = ("table", "csv", "json")
@@ -29,21 +30,8 @@ def result_lines(frame: pd.DataFrame, fmt: str = "table") -> Iterator[str]:
     if fmt == "csv":
         return _csv_lines(frame)
     if fmt == "json":
-        return _json_lines(frame)
+        return json_lines(frame)
     return _table_lines(frame)
-
-
-def _values(series: pd.Series) -> list:
-    """The column's values as Python objects, every NULL (None, NA, a text column's NaN) as None."""
-    text = pd.api.types.is_string_dtype(series.dtype) and series.dtype != object
-    if series.dtype.kind == "f":  # float64: no NULL in it (sql keeps a float column with NULLs as objects)
-        return series.tolist()
-    values = series.astype(object).tolist()
-    return [None if v is None or v is pd.NA or (text and isinstance(v, float)) else v for v in values]
-
-
-def _rows(frame: pd.DataFrame) -> Iterator[tuple]:
-    return zip(*(_values(frame.iloc[:, i]) for i in range(frame.shape[1])))
 
 
 def _text(value) -> str:
@@ -57,25 +45,6 @@ def _text(value) -> str:
     return str(value)
 
 
-def _json(value) -> str:
-    """A value as a JSON token: exact numbers, null for NULL and for the floats JSON has no number for."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, decimal.Decimal)):
-        return str(value) if isinstance(value, int) or value.is_finite() else "null"
-    if isinstance(value, float):
-        return repr(value)
-    return json_text(value)
-
-
-def _json_lines(frame: pd.DataFrame) -> Iterator[str]:
-    keys = [json_text(str(name)) for name in frame.columns]
-    for row in _rows(frame):
-        yield "{" + ",".join(f"{k}:{_json(v)}" for k, v in zip(keys, row)) + "}\n"
-
-
 def _csv_lines(frame: pd.DataFrame) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -87,7 +56,7 @@ def _csv_lines(frame: pd.DataFrame) -> Iterator[str]:
         return buffer.getvalue()
 
     yield line([csv_cell(str(name)) for name in frame.columns])
-    for row in _rows(frame):
+    for row in result_rows(frame):
         yield line(["" if v is None else csv_cell(v) if isinstance(v, str) else _text(v) for v in row])
 
 
@@ -96,7 +65,7 @@ def _table_lines(frame: pd.DataFrame) -> Iterator[str]:
         yield "(no rows)\n"
         return
     header = [printable(str(name)) for name in frame.columns]
-    columns = [_values(frame.iloc[:, i]) for i in range(frame.shape[1])]
+    columns = [column_values(frame.iloc[:, i]) for i in range(frame.shape[1])]
     cells = [["NULL" if v is None else printable(_text(v)) for v in values] for values in columns]
     right = [all(v is None or (isinstance(v, (int, float, decimal.Decimal)) and not isinstance(v, bool))
                  for v in values) for values in columns]
