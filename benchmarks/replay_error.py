@@ -45,7 +45,7 @@ def main(args: list[str]) -> int:
         errors = steps["error"].abs().dropna().to_numpy()
         pooled.extend(errors)
         print(f"| {path.name} | {len(steps)} | {np.median(errors):.1%} | {np.quantile(errors, 0.9):.1%} | "
-              f"{errors.max():.1%} | {w.verdict or '(share rules)'} | {w.prediction_text} | {seconds:.2f} |")
+              f"{errors.max():.1%} | {w.verdict or '(none saves 5%)'} | {w.prediction_text} | {seconds:.2f} |")
     if pooled:
         a = np.asarray(pooled)
         print(f"| all {len(a)} steps | {len(a)} | {np.median(a):.1%} | {np.quantile(a, 0.9):.1%} | {a.max():.1%} | "

@@ -11,6 +11,7 @@ import pytest
 
 import perfkit
 import perfkit.cli
+from perfkit.analysis.step.whatif import whatif
 from perfkit.analysis.summary import summarize
 
 from conftest import SHARED_TRACES, loaded_trace, shared_trace
@@ -139,6 +140,9 @@ def test_every_report_gives_the_hand_label(name, capsys):
     quick = perfkit.diagnose(trace, kernel_fix=False)  # critical-path's line: the same title and fix
     assert json.loads(capsys.readouterr().out)["diagnosis"] == {"verdict": verdict, "title": quick.title, "fix": quick.fix}
     assert FIXES.get(name, VERDICT_FIXES[verdict]) in d.fix, d.fix
+    assert d.fix.endswith(d.prediction["sentence"] + ".")  # what the fix buys, or why nothing says
+    w = whatif(trace)
+    assert w.verdict in (verdict, "") and (d.decided_by == "replay") is (not w.replay.steps.empty), w.rule
     # a fix that sends the user the wrong way is worse than none
     if verdict in ("host-compute-bound", "GPU activity not recorded", "warm-up", "input-bound"):
         assert "reduce-overhead" not in d.fix

@@ -63,6 +63,12 @@ def _trace(events: list[dict]) -> dict:
 # found by the generator: the only host event lasts 0 us, so the replay's host graph held no time and its cut crashed
 @example(events=[{"tid": 2, "dur": 0, "kind": "sync", "ts": 1102, "name": 34, "dims": True},
                  {"ts": 11427, "name": 50, "tid": 1, "dur": 500, "dims": True, "kind": "kernel"}])
+# ... and a thread whose only event lasts 0 us beside threads that work: its segments' span was empty
+@example(events=[{"ts": 191, "dur": 50, "kind": "memory", "dims": False, "tid": 2, "name": 58},
+                 {"dims": True, "ts": 2210, "kind": "op", "tid": 1, "name": 73, "dur": 5},
+                 {"dur": 0, "ts": 2987, "tid": 3, "kind": "op", "name": 82, "dims": False},
+                 {"dur": 50, "kind": "op", "dims": False, "name": 44, "tid": 1, "ts": 75},
+                 {"ts": 4800, "dims": True, "name": 94, "dur": 50, "tid": 3, "kind": "kernel"}])
 def test_new_commands_answer_generated_traces_cleanly(tmp_path, events):
     path = tmp_path / "t.json"
     path.write_text(json.dumps(_trace(events)))

@@ -74,3 +74,14 @@ def test_a_fix_of_the_wrong_kind_is_not_predicted_to_buy_the_after_step():
     alone = whatif(trace).prediction("dataloader_workers").predicted_step_us
     both = combine(trace, ("pin_copies", "dataloader_workers"))
     assert both.fix == "pin_copies+dataloader_workers" and both.predicted_step_us < 0.85 * alone
+
+
+@pytest.mark.parametrize("before,after", [("ppo_item_logging.json.gz", "ppo_batched_metrics.json.gz"),
+                                          ("mppi_float_tensor.json.gz", "mppi_from_numpy.json.gz")])
+def test_the_cpu_pairs_have_no_prediction_and_say_why(before, after):
+    """The CPU pairs of data/traces/cpu hold no GPU event: nothing waits on a device, so there is nothing to replay;
+    every fix is listed with that reason and no figure."""
+    for name in (before, after):
+        w = whatif(loaded_trace(ROOT / "data" / "traces" / "cpu" / name))
+        assert w.replay.steps.empty and w.verdict == "" and "no GPU events" in w.rule
+        assert all(not p.applies and p.predicted_step_us is None for p in w.fixes)

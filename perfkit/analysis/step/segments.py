@@ -116,6 +116,8 @@ def cut_thread(lane, code: int, sets: ThreadSets, points: np.ndarray, launch_cal
     first, last = _span(lane, launch_calls)
     if span is not None:
         first, last = min(first, span[0]), max(last, span[1])
+    if not first < last:  # nothing of any length on the thread: no segment
+        return {"start": np.zeros(0), "end": np.zeros(0), "flags": np.zeros(0, dtype=np.int64), "steady": np.zeros(0)}
     cuts = [np.array([first, last]), points, *launch_calls, lane.block_start, lane.block_end]
     cuts += [c.starts for c in covers] + [c.ends for c in covers] + [x for pair in extra for x in pair]
     cuts += list(sets.dense.get(code, _none()))
@@ -165,9 +167,11 @@ def _issuing_python(start, end, flags, driving, ops, launches: tuple) -> np.ndar
 
 
 def _span(lane, launch_calls: tuple) -> tuple[float, float]:
-    starts = [lane.work.starts[:1], launch_calls[0][:1], lane.block_start[:1]]
-    ends = [lane.work.ends[-1:], launch_calls[1][-1:], lane.block_end[-1:]]
-    return float(np.min(np.concatenate(starts))), float(np.max(np.concatenate(ends)))
+    """(first, last) of the thread's work, launch calls and blocking calls; (inf, -inf) for a thread with none (its
+    only events last 0 us)."""
+    starts = np.concatenate([lane.work.starts[:1], launch_calls[0][:1], lane.block_start[:1]])
+    ends = np.concatenate([lane.work.ends[-1:], launch_calls[1][-1:], lane.block_end[-1:]])
+    return (float(starts.min()), float(ends.max())) if len(starts) else (np.inf, -np.inf)
 
 
 def _warm_factor(scale, mid: np.ndarray) -> np.ndarray:
