@@ -156,15 +156,18 @@ def cuda_graphs(g, ctx):
     # allocations, shorter than DENSE_LAUNCH_GAP_US or they would end the region) and the gaps between them.
     issuing = inside & (((flags & (F_ISSUING | F_OWN)) > 0) | ((flags & F_TRACED) == 0))
     dur = np.where(issuing, 0.0, seg["dur"])
-    ids = np.unique(region[inside & launches])
-    firsts = np.array([np.flatnonzero((region == r) & launches)[0] for r in ids], dtype=np.int64)
+    at = np.flatnonzero(inside & launches)
+    ids, first = np.unique(region[at], return_index=True)
+    firsts = at[first].astype(np.int64)  # each region's first launch
     dur[firsts] = np.minimum(GRAPH_LAUNCH_US, seg["end"][firsts] - seg["start"][firsts] + GRAPH_LAUNCH_US)
     lseg = g.gpu["launch_seg"]
     # the launch call's own segment: the one after the point for work released at the call's start
     call_seg = np.clip(lseg + g.gpu["released_at_start"], 0, len(region) - 1)
     captured = (lseg >= 0) & inside[call_seg]
-    first_of = dict(zip(ids.tolist(), firsts.tolist()))
-    new_seg = np.where(captured, [first_of.get(int(region[s]), s) if c else s for s, c in zip(lseg, captured)], lseg)
+    first_of = np.full(int(region.max()) + 2, -1, dtype=np.int64)  # by region + 1 (-1: none)
+    first_of[ids + 1] = firsts
+    moved = first_of[region[np.clip(lseg, 0, len(region) - 1)] + 1]
+    new_seg = np.where(captured & (moved >= 0), moved, lseg)
     gpu = {"launch_seg": new_seg.astype(np.int64), "launch_at_end": np.where(captured, True, g.gpu["launch_at_end"]),
            "launch_lat": np.where(captured, g.typical["launch_lat"], g.gpu["launch_lat"]),
            "gap": np.where(captured, np.minimum(g.gpu["gap"], g.typical["gap"]), g.gpu["gap"])}

@@ -255,7 +255,12 @@ def working_frames(trace) -> pd.DataFrame:
     """The Python frames (``python_function``) that may hold Python at work: every frame but the loop's. A frame
     that spans a whole step window of its rank (``<module>``, ``main()``, ``train()`` around the profiled steps) is
     the loop's: time under it that no deeper event covers is untraced, not Python working or issuing GPU work
-    (a frame spanning the loop with nothing traced inside it for milliseconds says nothing of what ran there)."""
+    (a frame spanning the loop with nothing traced inside it for milliseconds says nothing of what ran there).
+    Computed once per trace (shared)."""
+    return trace.derived("working_frames", _working_frames)
+
+
+def _working_frames(trace) -> pd.DataFrame:
     ev = trace.events
     frames = ev[(ev["ph"] == "X").to_numpy() & (ev["cat"] == "python_function").to_numpy()]
     if frames.empty:
