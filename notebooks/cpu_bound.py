@@ -9,16 +9,20 @@
 # %% [markdown]
 # # Is the step CPU-bound?
 # Splits each profiler step into GPU busy time and what the host did (DataLoader, torch.compile
-# compiling, blocking syncs, other host work), then names what limits it, checking in this order
-# (`rules.decide`): **GPU activity not recorded** (kernel launches but no GPU events), **warm-up** (first
-# calls hold the window), **compiling** (compile spans are the largest share of the step), **GPU-bound**
-# (GPU busy >= 80%; **communication-bound** when collectives not under compute hold half of that),
-# **input-bound** (DataLoader), **CPU-only trace** (no GPU events and no launches),
+# compiling, blocking syncs, other host work), then names what limits it. Where the trace has GPU work linked
+# to its launches, every fix perfkit knows is applied to each step's dependency graph and the step replayed
+# (`perfkit whatif`): the fix that saves most (5% of a step or more) decides the verdict, and the card says
+# the step it buys. Otherwise (no GPU events, nothing to replay, no fix saving 5%) the share rules decide, in
+# this order (`rules.decide`): **GPU activity not recorded** (kernel launches but no GPU events), **warm-up**
+# (first calls hold the window), **compiling** (compile spans are the largest share of the step),
+# **GPU-bound** (GPU busy >= 80%; **communication-bound** when collectives not under compute hold half of
+# that), **input-bound** (DataLoader), **CPU-only trace** (no GPU events and no launches),
 # **communication-bound** (collectives not under compute outweigh every host cause), **GPU-bound (host
 # ahead)** (kernels start long after their launch: the GPU has queued work), then the largest of
 # **sync-bound** (host blocked in syncs), **launch-bound** (many launches per step: the host issuing them
 # is the cost) and **host-compute-bound** (CPU ops or Python doing work that launches nothing).
-# Every threshold and its source: `perfkit/analysis/step/rules.py`.
+# Every threshold and its source: `perfkit/analysis/step/rules.py` and `whatif.py`; the replay:
+# docs/whatif.md.
 
 # %% tags=["parameters"]
 mode = "trace"  # "trace": analyze trace_path; "live": record a reference workload now
@@ -74,6 +78,14 @@ display(HTML(html_table(cpu_bound.cpu_bound_steps(result))))
 
 # %%
 cpu_bound.show_verdict_evidence(result)
+
+# %% [markdown]
+# ## What each fix buys
+# Every fix perfkit knows, applied to each step's dependency graph and replayed (`perfkit whatif`): the step it
+# predicts, what it saves, and what the transform assumed. The fix that saves most decides the verdict.
+
+# %%
+cpu_bound.show_whatif(perfkit.whatif(trace))
 
 # %% [markdown]
 # ## Findings

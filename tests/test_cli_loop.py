@@ -1,4 +1,4 @@
-"""Every trace command on every trace: ``summary``, ``syncs`` (text and ``--json``) on each trace in
+"""Every trace command on every trace: ``summary``, ``syncs``, ``whatif`` (text and ``--json``) on each trace in
 data/traces and ../shared/traces/public, and ``diff`` (text and ``--json``) on before/after pairs.
 Each must exit 0, print no traceback and, with ``--json``, print strict JSON (no NaN)."""
 import json
@@ -51,6 +51,9 @@ def check_trace(capsys, path: Path) -> None:
     assert run(capsys, ["summary", p]).startswith("trace ")
     assert "total" in _strict(run(capsys, ["syncs", "--json", p]))
     assert "sync points" in run(capsys, ["syncs", p])
+    wi = _strict(run(capsys, ["whatif", "--json", p]))
+    assert all(0 <= f["share"] <= 1 for f in wi["fixes"] if f["applies"]) and wi["prediction"]["sentence"]
+    assert "verdict    " in run(capsys, ["whatif", p])
 
 
 @pytest.mark.parametrize("path", PROJECT, ids=[p.name for p in PROJECT])

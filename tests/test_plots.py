@@ -324,3 +324,26 @@ def test_roofline_ticks_are_plain_numbers_and_log_no_font_noise(caplog):
     ax = fig.axes[0]
     assert [ax.xaxis.get_major_formatter()(v, 0) for v in (0.1, 1000.0)] == ["0.1", "1,000"]
     assert not [r for r in caplog.records if "findfont" in r.getMessage()]
+
+
+def test_fix_steps_draws_each_fix_that_applies_against_the_measured_step():
+    from perfkit.analysis.step.whatif import whatif
+
+    w = whatif(load_trace(ROOT / "data" / "traces" / "gpu" / "dataloader_workers0.pt.trace.json.gz"))
+    ax = plots.fix_steps(w).axes[0]
+    applies = [p for p in w.fixes if p.applies]
+    assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["dataloader_workers", "cuda_graphs"]
+    assert len(ax.patches) == len(applies) and "input-bound" in ax.get_title()
+    assert ax.patches[0].get_width() == pytest.approx(w.top.predicted_step_us / 1e3)
+    assert ax.patches[0].get_facecolor()[:3] != ax.patches[1].get_facecolor()[:3]  # the top fix stands out
+    # skip_warmup is a one-time cost: drawn on the mean step, beside a line at the measured mean
+    assert "skip_warmup (mean)" in [t.get_text() for t in ax.get_yticklabels()]
+    assert [line.get_xdata()[0] for line in ax.get_lines()] == pytest.approx(
+        [w.step_us / 1e3, w.replay.steps["measured_us"].mean() / 1e3])
+
+
+def test_fix_steps_says_why_when_nothing_was_replayed():
+    from perfkit.analysis.step.whatif import whatif
+
+    fig = plots.fix_steps(whatif(load_trace(CPU / "ppo_item_logging.json.gz")))
+    assert fig.axes[0].texts[0].get_text().startswith("no GPU events: there is nothing to replay")

@@ -90,9 +90,10 @@ def test_compiling_text_gives_compile_seconds_and_the_steps_that_compiled(compil
     assert f"torch.compile compiling {COMPILE_US / 1e3:,.2f} ms" in cpu_bound_report.cpu_bound_text(result)
     facts = cpu_bound_report.compile_table(result.compile).set_index("metric")["value"]
     assert facts.iloc[0] == "1.42" and facts["Triton kernels (triton_*)"] == "20"
-    evidence = cpu_bound_report.cpu_bound_evidence(result).set_index("gives")
-    assert evidence.at["compiling", "decided"] == "yes" and evidence["decided"].eq("yes").sum() == 1
-    assert evidence.at["compiling", "share of step"] == f"{COMPILE_US / 1_730_000:.1%}"
+    evidence = cpu_bound_report.cpu_bound_evidence(result)
+    assert evidence.loc[evidence["decided"] == "yes", "gives"].tolist() == ["compiling"]  # the replay's row, alone
+    spans = evidence.set_index("evidence").loc["compile spans"]
+    assert spans["gives"] == "compiling" and spans["share of step"] == f"{COMPILE_US / 1_730_000:.1%}"
 
 
 def test_compile_time_in_the_text_only_when_there_was_some():
@@ -117,8 +118,10 @@ def test_host_ahead_text_reads_the_delay_against_the_step():
     text = cpu_bound_report.verdict_text(result)
     delay = result.evidence["queue_delay_us"] / 1e3
     assert f"starts {delay:,.3g} ms after its launch call" in text and "Make the GPU work itself faster" in text
-    row = cpu_bound_report.cpu_bound_evidence(result).set_index("gives").loc["GPU-bound (host ahead)"]
-    assert row["decided"] == "yes" and f"median {delay:,.3g} ms" in row["evidence"]
+    evidence = cpu_bound_report.cpu_bound_evidence(result)
+    assert evidence.loc[evidence["decided"] == "yes", "gives"].tolist() == ["GPU-bound (host ahead)"]
+    rule = evidence[evidence["evidence"].str.startswith("launch-to-kernel delay")].iloc[0]
+    assert rule["gives"] == "GPU-bound (host ahead)" and f"median {delay:,.3g} ms" in rule["evidence"]
 
 
 # -- syncs helpers -------------------------------------------------------------------------------
@@ -280,7 +283,7 @@ def test_cpu_bound_notebook_on_a_host_ahead_trace_shows_the_launch_delays(sessio
     assert _card(nb)["verdict"] == "GPU-bound (host ahead)"
     delay = cpu_bound(load_trace(shared_trace(HOST_AHEAD))).evidence["queue_delay_us"] / 1e3
     assert f"The median kernel starts {delay:,.3g} ms after its launch call" in _text(nb)
-    assert _figures(nb) == 4  # the three above plus the launch-delay histogram
+    assert _figures(nb) == 5  # the three above, the launch-delay histogram and each fix's predicted step
 
 
 @pytest.mark.slow
@@ -353,3 +356,29 @@ def test_cpu_bound_rows_put_the_queued_gpu_work_on_the_card_when_the_host_ran_ah
     assert round(out[1]["value"], 2) == 7.19 and round(out[0]["value"], 2) == 3.2
     in_step = cpu_bound_report.cpu_bound_rows(cpu_bound(load_trace(gpu / "mlp_bf16.pt.trace.json.gz")), "trace b", "H100")
     assert "queued_gpu_ms_per_step" not in [r["metric"] for r in in_step]
+
+
+def test_the_fix_table_ranks_what_applies_and_says_why_the_rest_does_not():
+    from perfkit.analysis.step.whatif import whatif
+
+    w = whatif(load_trace(ROOT / "data" / "traces" / "gpu" / "dataloader_workers0.pt.trace.json.gz"))
+    table = cpu_bound_report.whatif_table(w)
+    assert table["fix"].iloc[0] == "dataloader_workers" and table["saves"].iloc[0] == "78.1%"
+    assert table["predicted step (ms)"].iloc[0] == pytest.approx(w.top.predicted_step_us / 1e3)
+    row = table.set_index("fix").loc["skip_warmup (mean step)"]  # a one-time cost is read on the mean step
+    assert row["speedup"] == pytest.approx(w.replay.steps["measured_us"].mean() / w.prediction("skip_warmup")
+                                           .predicted_mean_us)
+    assert table.set_index("fix").loc["host_compute", "decides"] == "measure"
+    assert table.set_index("fix").loc["overlap_comm", "assumes"] == "does not apply: no collective"
+    text = cpu_bound_report.whatif_text(w)
+    assert "the median step, 26.60 ms, replays within 0.0% (median)" in text
+    assert text.endswith("The saving decides: dataloader_workers saves most: 78% of the median step (>= 5%).")
+
+
+def test_a_trace_nothing_is_replayed_on_says_so_and_shows_no_fix_table():
+    from perfkit.analysis.step.whatif import whatif
+
+    w = whatif(load_trace(CPU / "ppo_item_logging.json.gz"))
+    assert cpu_bound_report.whatif_text(w) == ("No fix was replayed: no GPU events: there is nothing to replay; the "
+                                               "verdict uses host time only. The verdict above comes from the share "
+                                               "rules.")

@@ -261,6 +261,8 @@ def add_whatif(subparsers) -> argparse.ArgumentParser:
     p = _trace_command(subparsers, "whatif", "every fix perfkit gives, replayed on the trace's steps and ranked by the "
                                              "step time it buys; the replay's error per step",
                        json_help="print one JSON object: step_us, replay_error, steps, fixes, all_fixes, verdict")
+    p.add_argument("--combine", metavar="FIX,FIX", help="also replay these fixes applied together (a change that "
+                                                         "makes several: dataloader_workers,pin_copies)")
     _no_cache(p)
     return p
 

@@ -1,8 +1,10 @@
-"""``perfkit whatif TRACE [--json]``: every fix replayed on the trace's steps, ranked by the step time it buys."""
+"""``perfkit whatif TRACE [--combine FIX,FIX] [--json]``: every fix replayed on the trace's steps, ranked by the
+step time it buys; ``--combine``: those fixes replayed together."""
 from __future__ import annotations
 
 from ..analysis.step.diagnosis import diagnose
-from ..analysis.step.whatif import whatif
+from ..analysis.step.whatif import combine, whatif
+from ..errors import ParameterError
 from ..report.terminal.whatif import format_whatif
 from ..text import json_text
 from ..trace import load_trace
@@ -19,5 +21,10 @@ def run(args) -> int:
     d = diagnose(trace, path=args.trace, kernel_fix=False)
     data = dict(whatif(trace).to_json(), verdict=d.verdict, rule=d.rule, decided_by=d.decided_by,
                 prediction=d.prediction)
+    if args.combine is not None:
+        try:
+            data["combined"] = combine(trace, [n.strip() for n in args.combine.split(",") if n.strip()]).to_json()
+        except ValueError as exc:
+            raise ParameterError(f"--combine {args.combine}: {exc}") from None
     print(json_text(data) if args.json else format_whatif(data))
     return 0

@@ -28,13 +28,13 @@ def verdict_record(result, report: str | None = None) -> dict:
 def scalars(record: dict) -> dict[str, float]:
     """``perfkit/<label>``: each number's value (a number whose value is not numeric is left out),
     ``perfkit/step_ms``, and where a fix is predicted ``perfkit/predicted_step_ms`` and ``perfkit/predicted_speedup``
-    (the replayed median step with the top fix, and the speedup it buys)."""
+    (the replayed median step with the top fix, and the speedup it buys; not for a bound, which no change buys)."""
     out = {f"{PREFIX}/{_slug(n.get('label', ''))}": float(n["value"]) for n in record["numbers"]
            if isinstance(n.get("value"), (int, float)) and not isinstance(n.get("value"), bool)}
     if record["step_ms"] is not None:
         out[f"{PREFIX}/step_ms"] = float(record["step_ms"])
     prediction = record.get("prediction") or {}
-    if prediction.get("fix"):
+    if prediction.get("fix") and not prediction.get("bound"):
         out[f"{PREFIX}/predicted_step_ms"] = float(prediction["predicted_step_us"]) / 1e3
         out[f"{PREFIX}/predicted_speedup"] = float(prediction["speedup"])
     return out

@@ -1,5 +1,6 @@
 """The cpu_bound investigation as a report shows it: perf-log rows, the verdict's prose (compiling,
-host ahead, CPU-only), the evidence and per-step tables, and the section that shows them."""
+host ahead, CPU-only), the evidence and per-step tables, what each fix buys (``perfkit whatif``), and the
+sections that show them."""
 from __future__ import annotations
 
 import numpy as np
@@ -218,3 +219,45 @@ def cpu_bound_steps(result) -> pd.DataFrame:
         if column in ("wall_us", "host_busy_us") or (values.notna().any() and values.fillna(0).ne(0).any()):
             out[heading] = values
     return out
+
+
+def show_whatif(w) -> None:
+    """What each fix buys (a ``whatif`` result): what the predictions rest on, the step each fix predicts as bars,
+    and the fix table; a trace nothing was replayed on gets the sentence saying why, and no empty table."""
+    if w.replay.steps.empty:
+        show(prose(whatif_text(w)))
+    else:
+        show(prose(whatif_text(w)), plots.fix_steps(w), html_table(whatif_table(w)))
+
+
+def whatif_table(w) -> pd.DataFrame:
+    """A ``whatif`` result as a person reads it: one row per fix that applies, ranked: the step it predicts (ms;
+    the mean step for a one-time cost, said in ``step``), its speedup, what it saves of the step, whether it may
+    decide the verdict, and what the transform assumed; then the fixes that do not apply, with why."""
+    rows = []
+    for p in w.fixes:
+        if not p.applies:
+            rows.append({"fix": p.fix, "predicted step (ms)": None, "speedup": None, "saves": "",
+                         "decides": "", "assumes": f"does not apply: {p.assumes}"})
+            continue
+        mean = p.fix in ("skip_warmup", "skip_compile")
+        measured = float(w.replay.steps["measured_us"].mean()) if mean else w.step_us
+        step = p.predicted_mean_us if mean else p.predicted_step_us
+        rows.append({"fix": p.fix + (" (mean step)" if mean else ""), "predicted step (ms)": step / 1e3,
+                     "speedup": measured / step if step > 0 else None, "saves": pct_text(p.share),
+                     "decides": "measure" if p.measure else ("yes" if p.decides else "no (profiler margin)"),
+                     "assumes": p.assumes})
+    return pd.DataFrame(rows, columns=["fix", "predicted step (ms)", "speedup", "saves", "decides", "assumes"])
+
+
+def whatif_text(w) -> str:
+    """What the fix table rests on: the median step measured, the replay's error against it, and the rule that
+    decided (or why nothing was replayed)."""
+    if w.replay.steps.empty:
+        return f"No fix was replayed: {w.rule}. The verdict above comes from the share rules."
+    e = w.replay.error
+    text = (f"Each fix is applied to every full step's dependency graph and the step replayed: the median step, "
+            f"{ms_text(w.step_us)}, replays within {e['median']:.1%} (median) and {e['worst']:.1%} (worst) of what "
+            f"was measured, so a fix's predicted step is the measured step less the time the replay saves. ")
+    verdict = f"The saving decides: {w.rule}." if w.verdict else f"{_sentence(w.rule)} The share rules name the cause."
+    return text + verdict

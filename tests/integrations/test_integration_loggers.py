@@ -75,3 +75,5 @@ def test_the_predicted_step_is_a_scalar_where_a_fix_is_predicted():
     assert scalars(record) == {"perfkit/gpu_busy": 0.4, "perfkit/step_ms": 4.1, "perfkit/predicted_step_ms": 2.9,
                                "perfkit/predicted_speedup": 1.41}
     assert "perfkit/predicted_step_ms" not in scalars(dict(record, prediction={"fix": None}))
+    bound = dict(record["prediction"], fix="host_compute", bound=True)  # what no host work would give: no change buys it
+    assert "perfkit/predicted_step_ms" not in scalars(dict(record, prediction=bound))

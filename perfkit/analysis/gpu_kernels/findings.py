@@ -2,6 +2,8 @@
 
 - FP32 GEMMs/convolutions on the CUDA cores of a GPU that has TF32/BF16/FP16 Tensor Cores;
 - GEMMs far below peak on shapes that are not multiples of 8 (Tensor Core tiles want them);
+- matrix kernels already on Tensor Cores in 16-bit or lower precision, on aligned shapes, yet far below the
+  device's peak: the achieved rate against the peak, and no advice to change precision or compile;
 - memory-bound elementwise/reduction/norm kernels taking a large share of the GPU (fuse them);
 - attention computed unfused (matmul, softmax, matmul) instead of a fused kernel.
 
@@ -29,6 +31,8 @@ FUSE_SHARE = 0.25
 SOFTMAX_OPS = ("aten::_softmax", "aten::softmax", "aten::_safe_softmax")
 MATH_ATTENTION = "aten::_scaled_dot_product_attention_math"
 MIN_ATTENTION_SEQ = 32
+# Precisions a GPU's Tensor Cores run that autocast would not lower further.
+_LOW_PRECISION = ("bf16", "fp16", "fp8", "int8")
 
 
 def _severity(share: float) -> str:
@@ -40,7 +44,8 @@ def build_findings(kernels: pd.DataFrame, instances: pd.DataFrame, device, busy_
     if busy_us <= 0:
         return []
     out = [*_fp32_cuda_cores(kernels, device, busy_us), *_odd_gemms(instances, device, busy_us),
-           *_memory_bound(kernels, device, busy_us), *_unfused_attention(instances, busy_us)]
+           *_low_rate_tensor_cores(instances, device, busy_us), *_memory_bound(kernels, device, busy_us),
+           *_unfused_attention(instances, busy_us)]
     return rank(out)
 
 
@@ -107,6 +112,44 @@ def _odd_gemms(instances: pd.DataFrame, device, busy_us: float) -> list[Finding]
                     "batch. Small GEMMs: batch them (bmm) or fuse (torch.compile).",
                     "N or K not a multiple of the Tensor Core tile (8 elements for 16-bit, 16 for 8-bit, 4 for TF32) and under "
                     f"{LOW_GEMM_EFFICIENCY:.0%} of the device's peak (NVIDIA Deep Learning Performance guide)")]
+
+
+def _low_rate_tensor_cores(instances: pd.DataFrame, device, busy_us: float) -> list[Finding]:
+    """GEMMs on Tensor Cores in 16-bit or lower precision, on shapes the tiles take whole, under
+    ``LOW_GEMM_EFFICIENCY`` of the device's peak for their dtype: precision and fusion are done; what is left is
+    the GEMMs' own rate (their size and count)."""
+    g = instances[(instances["family"] == "gemm") & instances["modeled"].astype(bool) & instances["n"].notna()
+                  & (instances["tc_us"] >= 0.5 * instances["kernel_us"]) & instances["dtype"].isin(_LOW_PRECISION)]
+    if g.empty or device is None:
+        return []
+    align = g["dtype"].map(ALIGN).fillna(8)
+    aligned = (g["m"] % align == 0) & (g["n"] % align == 0) & (g["k"] % align == 0)  # M too: no tile left part-full
+    peak = _gemm_peaks(g, device)
+    tflops = g["flops"] / g["kernel_us"].where(g["kernel_us"] > 0) / 1e6
+    slow = g[aligned & (tflops < LOW_GEMM_EFFICIENCY * peak)]
+    us = float(slow["kernel_us"].sum())
+    share = us / busy_us
+    if share < MIN_SHARE:
+        return []
+    dtype = str(slow.groupby("dtype")["kernel_us"].sum().idxmax())
+    mine = slow[slow["dtype"] == dtype]
+    achieved = float(mine["flops"].sum() / mine["kernel_us"].sum() / 1e6)
+    top_peak = float(peak[mine.index].max())
+    worst = mine.groupby(["m", "n", "k"])["kernel_us"].sum().idxmax()
+    evidence = {"low_rate_gemm_us": us, "gpu_share": share, "calls": len(slow), "dtype": dtype,
+                "achieved_tflops": achieved, "peak_tflops": top_peak, "share_of_peak": achieved / top_peak,
+                "top_shape_mnk": "x".join(str(int(v)) for v in worst)}
+    return [Finding(_severity(share), f"{share:.0%} of GPU time is {dtype} GEMMs on Tensor Cores at {achieved:,.0f} "
+                    f"of the {device.name}'s {top_peak:,.0f} TFLOP/s ({achieved / top_peak:.0%} of peak; e.g. MxNxK "
+                    f"{evidence['top_shape_mnk']})", evidence,
+                    f"The GEMMs already run in {dtype} on Tensor Cores on aligned shapes, so mixed precision and "
+                    "fusing elementwise ops will not speed them up: raise their rate. Larger GEMMs (a larger batch, "
+                    "fused projections such as one QKV matmul), fewer small ones (batch them with bmm or grouped "
+                    "GEMMs), or FP8 (Transformer Engine) where the device has it and accuracy allows; check the clocks "
+                    "and power "
+                    "(perfkit validate --write-peaks measures what this GPU reaches).",
+                    f"Tensor Core GEMMs on aligned shapes under {LOW_GEMM_EFFICIENCY:.0%} of the device's peak for "
+                    "their dtype, at least 1% of GPU time (perfkit rule)")]
 
 
 def _gemm_peaks(g: pd.DataFrame, device):

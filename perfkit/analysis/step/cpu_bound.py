@@ -91,6 +91,7 @@ class CPUBoundResult:
     warmup: pd.DataFrame | None = None
     host_ops: pd.DataFrame | None = None
     devices: tuple = ()
+    stacks: bool = False
 
     def to_frame(self) -> pd.DataFrame:
         return self.steps.copy()
@@ -167,7 +168,7 @@ def _cpu_bound(trace, tiny_kernel_us: float, thresholds: dict) -> CPUBoundResult
     result = dict(steps=steps[STEP_COLUMNS], ops=op_table(host, nested), annotations=_annotations(host, len(windows)),
                   launches=launches, verdict=verdict, evidence=evidence, has_gpu=has_gpu,
                   tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace), warmup=warmup,
-                  host_ops=host_compute_ops(trace, host, nested, in_steps, work=work), devices=tuple(trace.devices))
+                  host_ops=host_compute_ops(trace, host, nested, in_steps, work=work), devices=tuple(trace.devices), stacks=trace.has_python_stacks)
     findings = _findings(result, overall, copy_us=_outer_copy_us(host, nested))
     warnings = (_warnings(trace, windows, steps, has_gpu, stub) + partial_gpu_warning(launches, has_gpu)
                 + before_window_warning(trace, links))

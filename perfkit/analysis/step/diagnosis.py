@@ -29,7 +29,8 @@ from ..host_ops import HOST_WORK_CATEGORIES
 from ..gpu_kernels import gpu_bound_findings
 from ..sync_points.find import syncs
 from .cpu_bound import cpu_bound, overall_numbers
-from .findings import copy_bound, top_host_work
+from .findings import copy_bound
+from .host_work import top_host_work
 from .hotspots import hotspots
 from .queued import host_ahead
 from .rules import SECOND_CAUSE_SHARE, SYNCS_BEFORE_GRAPHS, launch_bound, sync_cost

@@ -10,11 +10,13 @@ from ..classify import graph_launch_mask
 from ..host_ops import COPY_OPS
 from .rules import (COMPILE_NOTE_SHARE, COMPILE_SHARE, COPY_OPS_SHARE, DATALOADER_NOTE_SHARE, HOST_AHEAD_MIN_US,
     LOW_UTILIZATION, MENTION_SHARE, TINY_KERNEL_MIN_COUNT, TINY_KERNEL_SHARE)
+from .host_work import host_compute_fix, top_host_work
 from .warmup import warmup_text
 
 FIXES = {
-    "GPU-bound": "Make the kernels faster: mixed precision (torch.autocast), torch.compile to fuse kernels, "
-                 "larger/better-shaped matmuls; the top kernels in the trace are where the time goes.",
+    "GPU-bound": "Make the kernels faster: perfkit gpu-kernels says what their time calls for (FP32 matrix work "
+                 "on the CUDA cores: mixed precision; memory-bound kernels: fuse them with torch.compile; GEMMs "
+                 "below peak: their shapes and sizes); the top kernels in the trace are where the time goes.",
     "launch-bound": "Issue fewer, larger GPU operations per step: torch.compile (mode='reduce-overhead' "
                     "adds CUDA graphs), fuse small ops (foreach/fused optimizers), batch environments/samples.",
     "communication-bound": "Hide the collectives under compute: DDP overlaps gradient all-reduce with backward "
@@ -72,13 +74,19 @@ def findings(r: dict, o: dict, copy_us: float) -> list[Finding]:
     return out + _dataloader_finding(r["verdict"], o) + _copy_finding(r["ops"], copy_us, o)
 
 
+# What decided the verdict, not evidence: the finding's threshold text says it.
+_DECIDING = ("rule", "decided_by", "share_verdict")
+
+
 def verdict_finding(verdict: str, evidence: dict, o: dict, tables: dict, compiled_regions: int = 0) -> Finding:
     """The verdict as a finding: a title with the deciding number, its evidence, a fix that fits
     the trace (a compiled model is not told to use torch.compile) and the thresholds. ``tables``:
     the result's ``steps``, ``ops`` and ``annotations``. Its evidence leaves out the shares that are 0
-    (no compile spans, no collectives, ...): the result's ``evidence`` keeps every one."""
+    (no compile spans, no collectives, ...) and what decided (the threshold says it): the result's ``evidence`` keeps
+    every one."""
     numbers = {k: v for k, v in evidence.items()
-               if v is not None and not (isinstance(v, (int, float)) and v == 0) and not k.startswith("threshold_")}
+               if v is not None and not (isinstance(v, (int, float)) and v == 0) and not k.startswith("threshold_")
+               and k not in _DECIDING}
     numbers.update(wall_us=o["wall_us"], gpu_busy_us=o["gpu_busy_us"], host_busy_us=o["host_busy_us"],
                    compile_us=o["compile_us"], median_queue_delay_us=o["median_queue_delay_us"])
     return Finding(_severity(verdict, evidence, o), _title(verdict, evidence, o, tables), numbers,
@@ -240,59 +248,8 @@ def _fix(verdict: str, e: dict, o: dict, tables: dict, compiled_regions: int) ->
                 "(CUDA context and module loading, cuBLAS/cuDNN handles and autotuning, model initialization, "
                 f"lazy initialization).{later_steps_text(tables['steps']) or _behind_text(e)}")
     if verdict == "host-compute-bound":
-        return _host_compute_fix(top_host_work(tables, o), e)
+        return host_compute_fix(top_host_work(tables, o), e, tables.get("stacks", False))
     return FIXES[verdict]
-
-
-# Host ops that make random numbers: made on the CPU and copied, they are host compute that the GPU
-# could do in microseconds (torch.randn(..., device="cuda")).
-RANDOM_OPS = ("aten::normal_", "aten::uniform_", "aten::randn", "aten::rand", "aten::randint", "aten::random_",
-              "aten::bernoulli_", "aten::multinomial", "aten::randperm", "aten::exponential_")
-
-
-# Ops that only allocate: long on the host when the caching allocator calls cudaMalloc.
-ALLOC_OPS = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resize_", "aten::new_empty",
-             "aten::new_empty_strided")
-
-
-def top_host_work(tables: dict, o: dict) -> dict:
-    """What the host computed most in the steps: the non-launching op with the most time
-    (``tables['host_ops']``), else Python frames, else untraced time. ``what``, ``share`` of the step
-    (less warm-up), ``kind`` (op, python, untraced), ``name``."""
-    wall = max(o["wall_us"] - o["warmup_us"], 1e-9)
-    ops = tables.get("host_ops")
-    candidates = [("python", "Python", o["python_us"]), ("untraced", "untraced host code", o["untraced_us"])]
-    if ops is not None and len(ops):
-        top = ops.iloc[0]
-        candidates.append(("op", str(top["name"]), float(top["total_us"])))
-    kind, name, us = max(candidates, key=lambda c: c[2])
-    what = {"op": f"CPU op {name}", "python": "Python with no op under it", "untraced": "untraced host time"}[kind]
-    return {"kind": kind, "name": name, "us": us, "share": us / wall, "what": what}
-
-
-def _host_compute_fix(top: dict, e: dict) -> str:
-    head = ("The host computes while the GPU waits; launching is not the cost "
-            f"({e['launches_per_step']:,.0f} launches per step), so torch.compile's CUDA graphs or fusing kernels "
-            "will not shorten the step. ")
-    if top["kind"] == "op" and top["name"] in RANDOM_OPS:
-        return head + (f"{top['name']} makes random numbers on the CPU: create them on the GPU "
-                       "(torch.randn(..., device='cuda'), torch.rand_like on a GPU tensor) instead of on the host "
-                       "and copying them.")
-    if top["kind"] == "op" and top["name"] in ALLOC_OPS:
-        return head + (f"{top['name']} is memory allocation: the caching allocator asking the driver for memory "
-                       "(cudaMalloc/hipMalloc) inside the step. Allocate the buffers once outside the loop and reuse "
-                       "them (out=, preallocated tensors), keep tensor sizes stable from step to step, or set "
-                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to cut fragmentation-driven allocations.")
-    if top["kind"] == "op":
-        return head + (f"Move {top['name']} to the GPU (create its inputs with device='cuda'), vectorize per-sample "
-                       "work into batched tensor ops, or move it into DataLoader workers (num_workers>0) so it "
-                       "runs beside the GPU.")
-    if top["kind"] == "python":
-        return head + ("Python does the work: run `perfkit hotspots TRACE` for the functions, batch per-sample "
-                       "Python loops into tensor ops, move logging and bookkeeping out of the step, or run it in "
-                       "DataLoader workers / a background thread.")
-    return head + ("The time is in host code the profiler did not record: record with with_stack=True (or run "
-                   "`perfkit profile`) to see the Python functions, then batch or move that work off the step.")
 
 
 def _compile_fix(steps: pd.DataFrame) -> str:

@@ -28,6 +28,7 @@ from ..classify import is_comm
 from ..host_ops import DATALOADER_PREFIX, HOST_WORK_CATEGORIES, host_events
 from ..sync_points.find import blocking_calls
 from ..timeline import thread_table
+from .layers import working_frames
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ def _work_events(trace) -> pd.DataFrame:
     ev = trace.events
     complete = (ev["ph"] == "X").to_numpy()
     ops = ev["cat"].isin(HOST_WORK_CATEGORIES).to_numpy()
-    python = (ev["cat"] == "python_function").to_numpy()
+    python = ev.index.isin(working_frames(trace).index)  # the loop's frames hold no work (layers.working_frames)
     loader = (ev["cat"] == "user_annotation").to_numpy() & starts_with(ev["name"], DATALOADER_PREFIX)
     rows = np.flatnonzero(complete & (ops | python | loader))
     start = ev["ts_us"].to_numpy()[rows]

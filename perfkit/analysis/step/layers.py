@@ -77,8 +77,7 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
     calls = work[(work["cat"].isin(LAUNCH_CATEGORIES)).to_numpy() & launch_mask(work["name"])][_THREAD_SPAN]
     work = work[_THREAD_SPAN]
     launching = _less(work[issuing], work[~issuing & ops])
-    ev = trace.events
-    python = ev.loc[(ev["ph"] == "X").to_numpy() & (ev["cat"] == "python_function").to_numpy(), _THREAD_SPAN]
+    python = working_frames(trace)[_THREAD_SPAN]
     drives = _drives_launches(python, work[issuing])
     driving = _less(python[drives], python[~drives])
     gpu = trace.gpu_events()
@@ -250,6 +249,34 @@ def host_work(trace, host: pd.DataFrame, links: pd.DataFrame | None = None) -> t
     left out) and which of them issue GPU work (``launching_ops``; ``links``: ``trace.launches()``)."""
     work = host[host["cat"].isin(HOST_WORK_CATEGORIES) & ~starts_with(host["name"], STEP_PREFIX)]
     return work, launching_ops(trace, work, links)
+
+
+def working_frames(trace) -> pd.DataFrame:
+    """The Python frames (``python_function``) that may hold Python at work: every frame but the loop's. A frame
+    that spans a whole step window of its rank (``<module>``, ``main()``, ``train()`` around the profiled steps) is
+    the loop's: time under it that no deeper event covers is untraced, not Python working or issuing GPU work
+    (a frame spanning the loop with nothing traced inside it for milliseconds says nothing of what ran there)."""
+    ev = trace.events
+    frames = ev[(ev["ph"] == "X").to_numpy() & (ev["cat"] == "python_function").to_numpy()]
+    if frames.empty:
+        return frames
+    steps = trace.steps
+    loop = np.zeros(len(frames), dtype=bool)
+    ranks = frames["rank"].to_numpy()
+    start = frames["ts_us"].to_numpy(dtype=np.float64)
+    end = start + frames["dur_us"].to_numpy(dtype=np.float64)
+    for rank in np.unique(ranks):
+        mine = steps[(steps["rank"] == rank).to_numpy()].sort_values("start_us")
+        if mine.empty:
+            continue
+        w_start, w_end = mine["start_us"].to_numpy(dtype=np.float64), mine["end_us"].to_numpy(dtype=np.float64)
+        at = ranks == rank
+        k = np.searchsorted(w_start, start[at], side="left")
+        inside = k < len(w_start)
+        hit = np.zeros(at.sum(), dtype=bool)
+        hit[inside] = w_end[k[inside]] <= end[at][inside]
+        loop[at] = hit
+    return frames[~loop]
 
 
 def launching_ops(trace, work: pd.DataFrame, links: pd.DataFrame | None = None) -> np.ndarray:

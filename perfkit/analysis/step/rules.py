@@ -220,7 +220,10 @@ def no_fix_verdict(e: dict, t: dict) -> tuple[str, str]:
     than half of the GPU's idle time: "GPU-bound (host ahead)", the GPU waits for something other than the host.
     Else the largest of what is left: GPU compute (busy less exposed collectives), collectives not under compute,
     and the host's measured work with the GPU idle (DataLoader, issuing, its own work; not the syncs, whose removal
-    saved nothing, and not untraced time, which is unknown)."""
+    saved nothing). Untraced time, as far as the GPU idles (``min(untraced, idle)``), is the host's where it
+    outweighs every part and no measured host or collective cause reaches ``SECOND_CAUSE_SHARE``: what the host did
+    there is unknown, so it never outweighs a measured cause, but it is the host's time, never the GPU's (a step 99%
+    untraced with the GPU busy 1% is not GPU-bound)."""
     busy = e["gpu_busy_share"] or 0.0
     host = max(e["dataloader_idle_share"], e["issuing_idle_share"], max(e["own_work_idle_share"], 0.0))
     if queue_is_deep(e, t) and host < 0.5 * (1.0 - busy):
@@ -228,6 +231,9 @@ def no_fix_verdict(e: dict, t: dict) -> tuple[str, str]:
                                           "while the GPU idles: it waits for something other than the host")
     parts = {"GPU-bound": max(busy - e["comm_exposed_share"], 0.0), "communication-bound": e["comm_exposed_share"],
              "host-compute-bound": host}
+    untraced = min(e["untraced_share"], 1.0 - busy)
+    if untraced > max(parts.values()) and max(host, e["comm_exposed_share"]) < SECOND_CAUSE_SHARE:
+        parts["host-compute-bound"] = untraced
     verdict = max(parts, key=parts.get) if max(parts.values()) > 0 else "host-compute-bound"
     return verdict, (f"no fix saves 5% of the step: what no fix removes, {verdict} ({parts[verdict]:.0%} of the "
                      "step), is largest")

@@ -39,7 +39,7 @@ from ...trace.names import starts_with
 from ...trace.threads import event_threads, thread_codes
 from ..compile import compile_spans
 from ..host_ops import DATALOADER_PREFIX
-from .layers import host_work
+from .layers import host_work, working_frames
 from .rules import DENSE_LAUNCH_GAP_US
 
 F_TRACED, F_LAUNCH, F_ISSUING, F_OWN, F_BLOCKING, F_PAGEABLE, F_LOADER, F_COMPILE, F_WARMUP, F_OPTIMIZER = (
@@ -82,8 +82,8 @@ def thread_sets(trace, rank: int, threads, host: pd.DataFrame, links: pd.DataFra
     own_sets = _by_thread(own)
     issue = _less(_by_thread(pd.concat([launching, calls])), own_sets)
     gaps = _dense_gaps(calls)
-    frames = trace.events[(trace.events["ph"] == "X").to_numpy() & (trace.events["cat"] == "python_function").to_numpy()
-                          & (trace.events["rank"] == rank).to_numpy()]
+    frames = working_frames(trace)
+    frames = frames[(frames["rank"] == rank).to_numpy()]
     drives = _during_launches(frames, work[issuing])
     driving = _less(_by_thread(frames[drives]), _by_thread(frames[~drives]))
     starts = calls["ts_us"].to_numpy(dtype=np.float64)

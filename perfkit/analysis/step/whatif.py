@@ -100,36 +100,53 @@ class WhatIfResult:
         return lead if lead is not None and lead.share >= MIN_SAVING else None
 
     @property
+    def lead(self) -> Prediction | None:
+        """What decided the verdict: the top fix, or the ``host_compute`` measure where it saves most (a bound on
+        what moving the host's own work buys, not a fix); None where nothing saves ``MIN_SAVING``."""
+        lead = next((p for p in self.fixes if p.applies and p.decides), None)
+        return lead if lead is not None and lead.share >= MIN_SAVING else None
+
+    @property
     def prediction_text(self) -> str:
         """The sentence every surface quotes: the top fix's predicted step ("4.10 -> 2.90 ms a step (1.41x) with
-        the syncs removed"), what the replay misses when it is off, or why there is no prediction."""
-        top = self.top
+        the syncs removed"), the bound the ``host_compute`` measure gives where it decided ("at best ..."; a fix
+        that saves less is not quoted beside a verdict that says it will not help), what the replay misses when it
+        is off, or why there is no prediction."""
+        top, lead = self.top, self.lead
         if self.replay.steps.empty:
             return f"no prediction: {self.rule}"
+        if lead is not None and lead.measure:
+            return (f"at best {_span(self.step_us, lead.predicted_step_us)} a step ({lead.speedup:.2f}x) "
+                    "if the host's own work took no time (a bound, not a fix: moved to the GPU, vectorized or "
+                    "taken off the step)") + self._off()
         if top is None:
             return f"no fix perfkit models saves {MIN_SAVING:.0%} of a step"
         if top.fix in _BY_MEAN:
             mean = float(self.replay.steps["measured_us"].mean())
-            text = (f"mean step {_ms(mean)} -> {_ms(top.predicted_mean_us)} ms "
+            text = (f"mean step {_span(mean, top.predicted_mean_us)} "
                     f"({mean / max(top.predicted_mean_us, 1e-9):.2f}x) with {PHRASES[top.fix]}")
         else:
-            text = (f"{_ms(self.step_us)} -> {_ms(top.predicted_step_us)} ms a step ({top.speedup:.2f}x) with "
+            text = (f"{_span(self.step_us, top.predicted_step_us)} a step ({top.speedup:.2f}x) with "
                     f"{PHRASES[top.fix]}")
+        return text + self._off()
+
+    def _off(self) -> str:
         off = self.replay.not_modeled
-        if off:
-            text += (f" (the replay is up to {self.replay.error['worst']:.0%} off on {len(off)} step(s): "
-                     "see perfkit whatif)")
-        return text
+        return (f" (the replay is up to {self.replay.error['worst']:.0%} off on {len(off)} step(s): see perfkit "
+                "whatif)") if off else ""
 
     def prediction_json(self) -> dict:
-        """The top fix's prediction as ``{fix, step_us, predicted_step_us, saving_us, speedup, share, assumes,
-        replay_error, text}``, or ``{fix: None, text}`` when there is none."""
-        top = self.top
-        if top is None:
+        """The prediction every surface quotes as ``{fix, bound, step_us, predicted_step_us, saving_us, speedup,
+        share, assumes, replay_error, text}``: the top fix's, or the ``host_compute`` measure's where it decided
+        (``bound`` True: what no host work of its own would give, not a fix); ``{fix: None, text}`` when there is
+        none."""
+        lead = self.lead if self.lead is not None and self.lead.measure else self.top
+        if lead is None:
             return {"fix": None, "text": self.prediction_text}
-        return {"fix": top.fix, "step_us": self.step_us, "predicted_step_us": top.predicted_step_us,
-                "saving_us": top.saving_us, "speedup": top.speedup, "share": top.share, "assumes": top.assumes,
-                "replay_error": self.replay.error, "text": self.prediction_text}
+        return {"fix": lead.fix, "bound": lead.measure, "step_us": self.step_us,
+                "predicted_step_us": lead.predicted_step_us, "saving_us": lead.saving_us, "speedup": lead.speedup,
+                "share": lead.share, "assumes": lead.assumes, "replay_error": self.replay.error,
+                "text": self.prediction_text}
 
     def prediction(self, fix: str) -> Prediction:
         return next(p for p in self.fixes if p.fix == fix)
@@ -313,6 +330,13 @@ def decide(ranked: list) -> tuple[str, str]:
         of = "of the steps' time" if lead.fix in _BY_MEAN else "of the median step"
         return CAUSES[lead.fix], f"{what} saves most: {lead.share:.0%} {of} (>= {MIN_SAVING:.0%})"
     return "", f"no fix saves {MIN_SAVING:.0%} of a step"
+
+
+def _span(before_us: float, after_us: float) -> str:
+    """"4.10 -> 2.90 ms"; in us for a step under 10 us (a 0.13 us step is not "0.00 -> 0.00 ms")."""
+    if before_us < 10:
+        return f"{before_us:.2f} -> {after_us:.2f} us"
+    return f"{_ms(before_us)} -> {_ms(after_us)} ms"
 
 
 def _ms(us: float) -> str:

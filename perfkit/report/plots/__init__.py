@@ -9,7 +9,7 @@ draw a "no GPU: <reason>" panel instead of failing. Names from traces are drawn 
 text (a ``$`` does not start mathtext).
 
 One module per investigation, all re-exported here: ``steps`` (step timeline, table bars, the
-cpu_bound step split), ``htod`` (host-device copies), ``ab`` (compile_ab, amp_regression, trace diffs),
+cpu_bound step split, the step each fix buys), ``htod`` (host-device copies), ``ab`` (compile_ab, amp_regression, trace diffs),
 ``memory`` (memory_leak, system monitor, CUDA memory snapshots, a trace's memory timeline), ``runs`` (perf
 log trend, workload steps), ``anatomy`` (step_anatomy: icicle chart, critical path, GPU busy/idle),
 ``gpu_kernels`` (the roofline), ``ranks`` (ranks)
@@ -29,11 +29,11 @@ from .htod import copy_bandwidth, copy_kinds
 from .memory import memory_growth, memory_over_time, monitor_timeline, snapshot_history, snapshot_series
 from .ranks import arrival_skew, own_step_heatmap, own_vs_wait
 from .runs import perf_log_trend, workload_steps
-from .steps import (COLORS, DEVICE_CATEGORIES, HOST_CATEGORIES, breakdown, queue_delay, step_breakdown,
+from .steps import (COLORS, DEVICE_CATEGORIES, HOST_CATEGORIES, breakdown, fix_steps, queue_delay, step_breakdown,
                     step_timeline)
 
 __all__ = [
-    "step_timeline", "breakdown", "step_breakdown", "queue_delay", "copy_bandwidth", "copy_kinds", "ab_distribution",
+    "step_timeline", "breakdown", "step_breakdown", "queue_delay", "fix_steps", "copy_bandwidth", "copy_kinds", "ab_distribution",
     "loss_curves", "diff_breakdown", "memory_growth", "memory_over_time", "monitor_timeline", "snapshot_history",
     "snapshot_series",
     "perf_log_trend", "workload_steps",

@@ -1,6 +1,6 @@
 """Where a step's time goes (the cpu_bound and sync_points investigations, and the explorer):
 the timeline of one step's host threads and GPU streams, the largest rows of an analysis table as
-bars, and the per-step split of a ``cpu_bound`` result."""
+bars, the per-step split of a ``cpu_bound`` result, and the step each fix of a ``whatif`` result buys."""
 from __future__ import annotations
 
 import numpy as np
@@ -180,5 +180,32 @@ def queue_delay(result, *, bins: int = 40, title: str = "Launch-to-kernel delay"
     ax.set_ylabel("kernel launches")
     ax.set_title(label(f"{title}: {len(delays):,} launches, {result.verdict}", 100))
     ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def fix_steps(w, *, title: str = "The step each fix buys (replayed)"):
+    """The median step each fix of a ``whatif`` result predicts (ms), the fixes that apply only, against the
+    measured median step (a vertical line); a one-time cost (``skip_warmup``, ``skip_compile``) is drawn on the
+    mean step, with its own line. A trace nothing could be replayed on gets a figure that says why."""
+    fixes = [p for p in w.fixes if p.applies]
+    if w.replay.steps.empty or not fixes:
+        return message_figure(title, w.rule if w.replay.steps.empty else "no fix perfkit models applies here")
+    fig = new_figure(9.0, 1.6 + 0.4 * len(fixes))
+    ax = fig.add_subplot()
+    y = np.arange(len(fixes))
+    mean = [p.fix in ("skip_warmup", "skip_compile") for p in fixes]
+    steps = [(p.predicted_mean_us if m else p.predicted_step_us) / 1e3 for p, m in zip(fixes, mean)]
+    colors = ["#bbbbbb" if p.measure else ("#55a868" if w.top is p else "#4c72b0") for p in fixes]
+    ax.barh(y, steps, 0.6, color=colors)
+    ax.axvline(w.step_us / 1e3, color="#222222", label=f"measured median step {format_number(w.step_us / 1e3, 3)} ms")
+    if any(mean):
+        m = float(w.replay.steps["measured_us"].mean()) / 1e3
+        ax.axvline(m, color="#222222", linestyle="--", label=f"measured mean step {format_number(m, 3)} ms")
+    ax.set_yticks(y, [p.fix + (" (mean)" if m else "") for p, m in zip(fixes, mean)], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("predicted step (ms)")
+    ax.set_title(f"{title}: {w.verdict or 'no fix saves 5%'}")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig

@@ -26,6 +26,11 @@ def format_whatif(d: dict) -> str:
             a = d["all_fixes"]
             lines.append(f"{'all of them':<20}{a['predicted_step_us'] / 1e3:>12,.3f}{a['speedup']:>8.2f}x"
                          f"{100 * a['share']:>7.0f}%  {a['assumes']}")
+    c = d.get("combined")
+    if c:
+        lines.append(f"{'together':<20}{c['predicted_step_us'] / 1e3:>12,.3f}{c['speedup']:>8.2f}x"
+                     f"{100 * c['share']:>7.0f}%  {c['fix']}: {c['assumes']}" if c["applies"] else
+                     f"{'together':<20}{'-':>12}{'-':>9}{'-':>8}  {c['fix']} does not apply: {c['reason']}")
     lines.append(f"verdict    {d['verdict']}: {d['rule']} (decided by {d['decided_by']})")
     lines.append(f"           {d['prediction']['sentence']}")
     for n in d.get("not_modeled", ()):

@@ -72,3 +72,39 @@ def test_softmax_over_attention_scores(seq, fires):
     instances = pd.DataFrame({"op": ["aten::_softmax"], "input_dims": [f"[[8, 12, {seq}, {seq}], [], []]"],
                               "kernel_us": [500.0]})
     assert bool(kf._unfused_attention(instances, BUSY)) is fires
+
+
+def _tc(**change) -> pd.DataFrame:
+    """``gemm(4096, ...)`` with columns changed: aligned, bf16, on Tensor Cores, 299 TFLOP/s (under 30% of 1000)."""
+    g = gemm(4096, 2.99e10)
+    for column, value in change.items():
+        g[column] = [value]
+    return g
+
+
+@pytest.mark.parametrize("instances, busy, fires", [
+    pytest.param(_tc(), BUSY, True, id="LOW_GEMM_EFFICIENCY-under"),
+    pytest.param(_tc(flops=3.0e10), BUSY, False, id="LOW_GEMM_EFFICIENCY-at"),
+    pytest.param(_tc(dtype="tf32"), BUSY, False, id="tf32-autocast-still-helps"),
+    pytest.param(_tc(dtype="fp8", flops=5.99e10), BUSY, True, id="fp8-against-its-own-peak"),   # 599 < 600
+    pytest.param(_tc(dtype="fp8", flops=6.0e10), BUSY, False, id="fp8-at-30%-of-its-peak"),
+    pytest.param(_tc(tc_us=50.0), BUSY, True, id="half-on-tensor-cores"),
+    pytest.param(_tc(tc_us=49.0), BUSY, False, id="under-half-on-tensor-cores"),
+    pytest.param(_tc(m=4095), BUSY, False, id="M-unaligned-is-the-odd-shapes-finding"),
+    pytest.param(_tc(n=4095), BUSY, False, id="N-unaligned"),
+    pytest.param(_tc(k=4095), BUSY, False, id="K-unaligned"),
+    pytest.param(_tc(), 10_001.0, False, id="MIN_SHARE-under"),
+])
+def test_tensor_core_gemms_far_below_peak_on_aligned_shapes(instances, busy, fires):
+    found = kf._low_rate_tensor_cores(instances, DEVICE, busy)
+    assert bool(found) is fires
+    if fires:
+        assert "Tensor Cores" in found[0].title and "autocast" not in found[0].fix.replace("mixed precision and", "")
+
+
+def test_tensor_core_finding_quotes_the_rate_and_the_peak():
+    (f,) = kf._low_rate_tensor_cores(_tc(), DEVICE, BUSY)
+    assert f.title == ("1% of GPU time is bf16 GEMMs on Tensor Cores at 299 of the Test GPU's 1,000 TFLOP/s (30% of "
+                       "peak; e.g. MxNxK 4096x4096x4096)")
+    assert f.evidence["share_of_peak"] == pytest.approx(0.299) and "will not speed them up" in f.fix
+    assert kf._low_rate_tensor_cores(_tc(), None, BUSY) == []  # no device, no peak to hold the rate to

@@ -183,6 +183,15 @@ def test_launch_bound_table(evidence, bound):
     (dict(gpu_busy=0.3, comm_exposed=0.0, host_compute_idle=0.29), "GPU-bound"),
     (dict(gpu_busy=0.3, sync=0.6, sync_idle=0.6), "GPU-bound"),  # the syncs' removal saved nothing: not a cause
     (dict(gpu_busy=0.0), "host-compute-bound"),                  # nothing measured: the untraced host
+    (dict(gpu_busy=0.01, untraced=0.98), "host-compute-bound"),   # untraced 98% with the GPU idle 99%: the host's
+    (dict(gpu_busy=0.40, untraced=0.41), "host-compute-bound"),   # untraced while the GPU idles: 41% > compute 40%
+    (dict(gpu_busy=0.60, untraced=0.41), "GPU-bound"),            # only 40% idle to be the host's: compute 60%
+    (dict(gpu_busy=0.40, untraced=0.39), "GPU-bound"),
+    (dict(gpu_busy=0.44, comm_exposed=0.27, untraced=0.36), "communication-bound"),  # HTA's sampled rank 0
+    (dict(gpu_busy=0.15, comm_exposed=0.10, untraced=0.50), "communication-bound"),  # a measured cause of 10%
+    (dict(gpu_busy=0.15, comm_exposed=0.09, untraced=0.50), "host-compute-bound"),   # outweighs unknown time
+    (dict(gpu_busy=0.20, host_compute_idle=0.10, untraced=0.50), "GPU-bound"),
+    (dict(gpu_busy=0.20, host_compute_idle=0.09, untraced=0.50), "host-compute-bound"),
 ])
 def test_no_fix_verdict_names_the_largest_part_no_fix_removes(shares, verdict):
     e = rules.decide(row(**shares), T)[1]

@@ -113,3 +113,45 @@ def test_a_trace_that_cannot_be_replayed_lists_every_fix_with_why(tmp_path):
     r = whatif(load(tmp_path, b))
     assert r.verdict == "" and all(not q.applies for q in r.fixes) and r.prediction_text.startswith("no prediction")
     assert len(r.fixes) == len(w.FIX_NAMES)
+
+
+def test_fixes_combined_are_replayed_together(tmp_path):
+    trace = load(tmp_path, sync_steps())
+    both = w.combine(trace, ("cuda_graphs", "remove_syncs"))
+    assert both.fix == "remove_syncs+cuda_graphs" and both.applies
+    # one launch a step: no CUDA graph region changes anything, so the pair buys what removing the sync buys
+    assert both.predicted_step_us == pytest.approx(whatif(trace).prediction("remove_syncs").predicted_step_us)
+
+
+def test_combining_fixes_none_of_which_applies_says_why_each_does_not(tmp_path):
+    none = w.combine(load(tmp_path, sync_steps()), ("amp", "pin_copies"))
+    assert not none.applies and none.assumes.startswith("pin_copies: no copy from pageable memory; amp: ")
+
+
+@pytest.mark.parametrize("names", [("remove_syncs", "host_compute"), ("remove_sync",), ()])
+def test_combining_an_unknown_fix_or_a_measure_is_refused_with_the_names_to_choose_from(tmp_path, names):
+    with pytest.raises(ValueError, match="unknown fix.*choose from skip_warmup, skip_compile, pin_copies"):
+        w.combine(load(tmp_path, sync_steps()), names)
+
+
+def test_where_the_hosts_own_work_decides_the_sentence_is_its_bound_not_a_smaller_fix(tmp_path):
+    b = TraceBuilder()
+    for s in range(3):  # 700 us of an op that launches nothing, then two launches 100 us apart: GPU idle
+        t0 = s * 1_000
+        b.step(s, t0, 1_000)
+        b.cpu_op("aten::empty", t0 + 10, 700)
+        b.launch("k", t0 + 750, 10, t0 + 765, 20)
+        b.launch("k", t0 + 850, 10, t0 + 865, 20)
+    r = whatif(load(tmp_path, b))
+    assert r.verdict == "host-compute-bound" and r.lead.fix == "host_compute"
+    assert r.prediction_text.startswith("at best 1.00 -> 0.30 ms a step (3.33x) if the host's own work took no time")
+    j = r.prediction_json()
+    assert j["fix"] == "host_compute" and j["bound"] and j["predicted_step_us"] == pytest.approx(300.0)
+    assert r.top is None or r.top.fix != "host_compute"
+
+
+@pytest.mark.parametrize("before, after, text", [
+    (4_100.0, 2_900.0, "4.10 -> 2.90 ms"), (10.0, 5.0, "0.01 -> 0.01 ms"), (9.99, 5.0, "9.99 -> 5.00 us"),
+    (0.13, 0.07, "0.13 -> 0.07 us"), (2.5e7, 1.2e7, "25,000 -> 12,000 ms")])
+def test_a_step_under_10_us_is_said_in_us(before, after, text):
+    assert w._span(before, after) == text
