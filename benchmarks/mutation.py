@@ -38,6 +38,7 @@ WORK = ROOT / "build" / "mutation"
 MODULES = {
     "perfkit/analysis/step/rules.py": "tests/analysis/step/test_rules.py",
     "perfkit/analysis/step/findings.py": "tests/analysis/step/test_findings.py",
+    "perfkit/analysis/step/host_work.py": "tests/analysis/step/test_host_work.py",
     "perfkit/analysis/step/warmup.py": "tests/analysis/step/test_warmup.py",
     "perfkit/analysis/step/layers.py": "tests/analysis/step/test_layers.py",
     "perfkit/analysis/step/diagnosis.py": "tests/analysis/step/test_diagnosis.py",
@@ -95,6 +96,11 @@ EQUIVALENT: list[Equivalent] = [
                'a missing step count is 1 either way: None or 1 is 1'),
     Equivalent(RULES, "x__evidence", 'steps = row.get("steps", 1) or 1', 'steps = row.get("steps", ) or 1',
                'a missing step count is 1 either way: get() without a default gives None, and None or 1 is 1'),
+    Equivalent(RULES, "x_no_fix_verdict",
+               'if untraced > max(parts.values()) and max(host, e["comm_exposed_share"]) < SECOND_CAUSE_SHARE:',
+               'if untraced >= max(parts.values()) and max(host, e["comm_exposed_share"]) < SECOND_CAUSE_SHARE:',
+               'at a tie the host part takes the largest value, and max() keeps the first of equal parts: '
+               'host-compute-bound is last, so the verdict and its share are the same'),
 ]
 
 

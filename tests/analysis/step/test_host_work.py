@@ -77,3 +77,16 @@ def test_top_host_work_is_the_largest_of_ops_python_and_untraced_time(python, un
 def test_top_host_work_in_an_empty_window_divides_by_no_zero():
     got = top_host_work({}, {"wall_us": 0.0, "warmup_us": 0.0, "python_us": 0.0, "untraced_us": 0.0})
     assert got["share"] == 0.0
+
+
+def test_a_window_under_a_microsecond_is_its_own_time_base():
+    got = top_host_work({}, {"wall_us": 0.5, "warmup_us": 0.0, "python_us": 0.25, "untraced_us": 0.0})
+    assert got["share"] == pytest.approx(0.5)  # 0.25 us of 0.5 us, not of a 1 us floor
+
+
+def test_untraced_time_inside_python_frames_points_at_hotspots_and_py_spy_word_for_word():
+    fix = host_compute_fix({"kind": "untraced", "name": "untraced host code"}, {"launches_per_step": 3.0}, stacks=True)
+    assert fix == _HEAD + (
+        "The time is in host code the profiler did not record, inside Python frames that span the loop (C extensions, "
+        "I/O, sleeps, environment steps): run `perfkit hotspots TRACE` or py-spy on the script to see which, then batch "
+        "or move that work off the step.")

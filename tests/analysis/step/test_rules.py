@@ -198,6 +198,16 @@ def test_no_fix_verdict_names_the_largest_part_no_fix_removes(shares, verdict):
     assert rules.no_fix_verdict(e, T)[0] == verdict
 
 
+@pytest.mark.parametrize("busy, untraced, verdict, rule", [
+    (0.60, 0.70, "GPU-bound", "GPU-bound (60% of the step)"),  # untraced 70%, but only 40% of it with the GPU idle
+    (0.30, 0.90, "host-compute-bound", "host-compute-bound (70% of the step)"),  # counted as far as the GPU idles
+])
+def test_no_fix_verdict_counts_untraced_time_only_as_far_as_the_gpu_idles(busy, untraced, verdict, rule):
+    e = rules.decide(row(gpu_busy=busy, untraced=untraced), T)[1]
+    assert rules.no_fix_verdict(e, T) == (verdict, f"no fix saves 5% of the step: what no fix removes, {rule}, is "
+                                                   "largest")
+
+
 @pytest.mark.parametrize("own, verdict", [(0.29, "GPU-bound (host ahead)"), (0.31, "GPU-bound")])
 def test_no_fix_verdict_is_host_ahead_where_the_host_explains_under_half_the_idle_time(own, verdict):
     deep = rules.HOST_AHEAD_SHARE * WALL
