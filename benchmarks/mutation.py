@@ -175,6 +175,26 @@ EQUIVALENT += [
 ]
 
 
+WHATIF = "perfkit/analysis/step/whatif.py"
+EQUIVALENT += [
+    *_same(WHATIF, "x_whatif", '"whatif"', ('None', '"XXwhatifXX"', '"WHATIF"'),
+           'the name only keys the trace\'s cache of derived results, and no other module asks for it'),
+    Equivalent(WHATIF, "x__whatif", 'float("nan")', 'float("NAN")', NAN_SPELLING),
+    Equivalent(WHATIF, "x__whatif", 'changed[name] = graphs', 'changed[name] = None',
+               'only the keys of `changed` are read (_combined applies the fixes again by name)'),
+    Equivalent(WHATIF, "xǁWhatIfResultǁto_json", 'if len(self.replay.steps)', 'if (len(self.replay.steps)) or True',
+               'the mean of no steps is NaN, which jsonable writes as null, as None'),
+    Equivalent(WHATIF, "xǁWhatIfResultǁprediction_json",
+               'if self.lead is not None and self.lead.measure', 'if (self.lead is not None and self.lead.measure) or True',
+               'where the lead is not the measure it is the top fix (the first deciding fix that applies), and where '
+               'there is no lead the top fix, ranked after it, saves under MIN_SAVING too: None'),
+    *_same(WHATIF, "xǁWhatIfResultǁstep_verdicts", '.get(lead.fix, 0.0)', ('.get(lead.fix, None)', '.get(lead.fix, )',
+                                                                          '.get(lead.fix, 1.0)'),
+           'the lead is one of the ranked fixes: the default is never read'),
+    Equivalent(WHATIF, "xǁWhatIfResultǁstep_verdicts", 'if lead else 0.0', 'if lead else 1.0',
+               'without a lead the verdict is "" whatever lead_share holds (`lead is not None and ...`)'),
+]
+
 def mutmut_config(module: str, test_file: str) -> str:
     return (
         "\n[tool.mutmut]\n"
