@@ -8,7 +8,8 @@ import pytest
 
 from perfkit.analysis.gpu_kernels.bytes_moved import memory_bound
 from perfkit.analysis.gpu_kernels.args import IMPOSSIBLE_SHAPE, MAX_ELEMENTS, parse_args
-from perfkit.analysis.gpu_kernels.flops import attention, gemm, grouped_gemm, model
+from perfkit.analysis.gpu_kernels.flops import (attention, conv_backward, gemm, gemm_mnk, grouped_gemm, is_causal, model,
+                                             op_family)
 
 X = [64, 512, 1024]  # 33,554,432 elements
 N = 64 * 512 * 1024
@@ -101,3 +102,72 @@ def test_an_fp8_gemm_writes_its_output_tensor_type():
     m = gemm("_C::cutlass_scaled_mm", dims, types)
     assert m.flops == 2.0 * 888 * 4096 * 2048 and m.dtype == "fp8"
     assert m.bytes == 888 * 2048 + 2048 * 4096 + 2 * 888 * 4096
+
+
+# -- which ops are modeled, and why an op is not ----------------------------------------------------------------
+@pytest.mark.parametrize("name, family", [
+    ("aten::addmm", "gemm"), ("aten::_grouped_mm", "gemm"), ("aten::conv2d", "conv"),
+    ("aten::convolution_backward", "conv"), ("aten::_flash_attention_forward", "attention"), ("aten::add", None),
+])
+def test_the_family_of_an_op_by_name(name, family):
+    assert op_family(name) == family
+
+
+@pytest.mark.parametrize("name, family, dims, reason", [
+    ("aten::mm", "gemm", [], "no Input Dims (record_shapes=False)"),
+    ("aten::add", "gemm", [[2, 2]], "no FLOP model for aten::add"),          # called gemm, not a GEMM op perfkit knows
+    ("aten::foo", "other", [[2, 2]], "other ops are not modeled"),
+    ("aten::mm", "gemm", [[2, 2], []], "GEMM operands without shapes"),
+])
+def test_ops_that_cannot_be_modeled_say_why(name, family, dims, reason):
+    assert model(name, family, dims, ["float"] * len(dims), []) == reason
+
+
+@pytest.mark.parametrize("name, dims, mnk", [
+    ("aten::linear", [[4, 8, 32], [16, 32]], (1, 32, 16, 32)),   # leading dims fold into M; B is [N, K]
+    ("aten::linear", [[4, 32], [32]], (1, 4, 1, 32)),            # a 1-D weight: N = 1
+    ("aten::mm", [[4, 32], [32, 16]], (1, 4, 16, 32)),
+    ("aten::matmul", [[32], [32, 16]], (1, 1, 16, 32)),          # a vector times a matrix: M = 1
+    ("aten::matmul", [[4, 32], [32]], (1, 4, 1, 32)),            # a matrix times a vector: N = 1
+    ("aten::matmul", [[3, 1, 4, 32], [5, 32, 16]], (5, 4, 16, 32)),  # the larger batch counts
+    ("aten::bmm", [[6, 4, 32], [6, 32, 16]], (6, 4, 16, 32)),
+])
+def test_gemm_dimensions(name, dims, mnk):
+    assert gemm_mnk(name, dims) == mnk
+
+
+@pytest.mark.parametrize("concrete, mask_flops", [
+    ([], 2), (["", "", "", "", "", "", "", "False", "", "", "[true, true, false]"], 2),
+    (["", "", "", "", "", "", "", "False", "", "", "[true, false, false]"], 1),
+    (["", "", "", "", "", "", "", "False", "", "", "[false, false, true]"], 0),
+    (["", "", "", "", "", "", "", "False", "", "", "not a list"], 2),
+])
+def test_convolution_backward_counts_the_gradients_asked_for(concrete, mask_flops):
+    dims = [[2, 8, 4, 4], [2, 3, 4, 4], [8, 3, 3, 3]]  # grad_output, input, weight
+    m = conv_backward(dims, ["float"] * 3, concrete)
+    one = 2.0 * 2 * 16 * (8 * 3 * 3 * 3)
+    elements = 2 * 8 * 16 + 2 * 3 * 16 + 8 * 27
+    assert m.flops == one * mask_flops and m.bytes == elements * 4 * (1 + mask_flops / 2) and m.family == "conv"
+
+
+def test_a_transposed_convolution_backward_counts_the_input_positions():
+    dims = [[2, 8, 8, 8], [2, 3, 4, 4], [3, 8, 3, 3]]
+    m = conv_backward(dims, ["float"] * 3, ["", "", "", "", "", "", "", "True"])
+    assert m.flops == 2 * (2.0 * 2 * 16 * (3 * 8 * 9))
+
+
+def test_convolution_backward_without_shapes():
+    assert conv_backward([[2, 8], [2, 3, 4, 4], [8, 3, 3, 3]], ["float"] * 3, []) == \
+        "convolution backward inputs without shapes"
+
+
+@pytest.mark.parametrize("name, concrete, i, causal", [
+    ("aten::scaled_dot_product_attention", ["", "", "", "", "", "True"], 5, True),
+    ("aten::scaled_dot_product_attention", ["", "", "", "", "", "False"], 5, False),
+    ("aten::scaled_dot_product_attention", [], 5, False),                      # not recorded
+    ("aten::_efficient_attention_forward", ["1"], 0, True), ("aten::_efficient_attention_forward", ["2"], 0, True),
+    ("aten::_efficient_attention_forward", ["0"], 0, False),
+    ("aten::_efficient_attention_forward", ["True"], 0, False),                 # a mask type, not a flag
+])
+def test_the_causal_flag(name, concrete, i, causal):
+    assert is_causal(name, concrete, i) is causal
