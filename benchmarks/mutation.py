@@ -195,6 +195,13 @@ EQUIVALENT += [
                'without a lead the verdict is "" whatever lead_share holds (`lead is not None and ...`)'),
 ]
 
+SYNC_RESULT = "perfkit/analysis/sync_points/result.py"
+RECORDS = 'pandas reads to_dict\'s orient in any case: "RECORDS" is "records"'
+EQUIVALENT += [
+    *(Equivalent(SYNC_RESULT, f, 'to_dict("records")', 'to_dict("RECORDS")', RECORDS)
+      for f in ("x_sync_findings", "xǁSyncResultǁto_json")),
+]
+
 def mutmut_config(module: str, test_file: str) -> str:
     return (
         "\n[tool.mutmut]\n"

@@ -217,3 +217,31 @@ def test_at_most_five_sites_get_a_finding_and_what_lies_outside_the_steps_is_one
 ])
 def test_where_a_site_is(site, text):
     assert where(site) == text
+
+
+def test_a_site_json_keeps_line_zero_and_the_flags():
+    row = {**site_table(events({"line": 0, "inner_file": "x.py", "inner_line": 0, "running_line": True,
+                                "torch_internal": True}), 1).iloc[0]}
+    site = sr._site_json(row)
+    assert (site["line"], site["inner_line"], site["running_line"], site["torch_internal"]) == (0, 0, True, True)
+    bare = sr._site_json({k: v for k, v in row.items() if k not in ("running_line", "torch_internal")})
+    assert (bare["running_line"], bare["torch_internal"]) == (False, False)
+
+
+def test_blank_lines_become_minus_one_and_blank_names_empty():
+    assert sr._blank(pd.Series([3.0, None]), -1).tolist() == [3, -1]
+    assert sr._blank(pd.Series(["a", None]), "").tolist() == ["a", ""]
+
+
+def test_a_scalar_read_no_wait_confirmed_is_no_finding_unless_the_trace_is_said_to_be_cpu_only():
+    assert sync_findings(events({"gpu_confirmed": False}), 2, 10_000.0) == ()
+
+
+def test_a_window_under_a_microsecond_still_gives_a_share():
+    (f,) = sync_findings(events({"blocked_us": 0.25}), 1, 0.5)
+    assert f.evidence["share_of_step_time"] == 0.5 and f.severity == "high"
+
+
+def test_the_html_shows_the_gpu_side_and_the_warnings():
+    html = result(frame_in_and_out(), warnings=("a warning here",))._repr_html_()
+    assert "Stream Sync" in html and "a warning here" in html and "<h5>2 host scalar reads" in html
