@@ -150,10 +150,18 @@ def equivalent_of(module: str, name: str, diff: str) -> Equivalent | None:
     its ``after`` there gives the mutated line."""
     before, after = changed_lines(diff)
     for eq in EQUIVALENT:
-        if eq.module == module and eq.function == function_of(name) and eq.before in before \
-                and before.replace(eq.before, eq.after, 1) == after:
+        if eq.module == module and eq.function == function_of(name) and after in _replaced(before, eq.before, eq.after):
             return eq
     return None
+
+
+def _replaced(text: str, part: str, by: str) -> set[str]:
+    """``text`` with one occurrence of ``part`` replaced by ``by``, for each occurrence."""
+    found, start = set(), text.find(part)
+    while start >= 0:
+        found.add(text[:start] + by + text[start + len(part):])
+        start = text.find(part, start + 1)
+    return found
 
 
 def summarize(result: dict) -> dict:

@@ -137,3 +137,31 @@ EQUIVALENT += [
     *(Equivalent(SYNC_RESULT, f, 'to_dict("records")', 'to_dict("RECORDS")', RECORDS)
       for f in ("x_sync_findings", "xǁSyncResultǁto_json")),
 ]
+
+
+FIND = "perfkit/analysis/sync_points/find.py"
+CACHE_KEY = "the name only keys the trace's cache of derived results, and no other module asks for it"
+NOT_COMPARED = 'a runtime candidate\'s source is compared only with "op" and "copy": any other value, or none, is the same'
+EQUIVALENT += [
+    *_same(FIND, "x_syncs", '"syncs"', ('None', '"XXsyncsXX"', '"SYNCS"'), CACHE_KEY),
+    *_same(FIND, "x_blocking_calls", '"blocking_calls"', ('None', '"XXblocking_callsXX"', '"BLOCKING_CALLS"'),
+           CACHE_KEY),
+    *_same(FIND, "x__candidates", '"source": "runtime"', ('"XXsourceXX": "runtime"', '"SOURCE": "runtime"',
+                                                          '"source": "XXruntimeXX"', '"source": "RUNTIME"'), NOT_COMPARED),
+    Equivalent(FIND, "x__episodes", 'kind="stable"', 'kind="STABLE"', STABLE),
+    *_same(FIND, "x__episodes", 'dtype=np.int64)', ('dtype=None)',), SCHEMA_DTYPE),
+    *_same(FIND, "x__episodes", 'reindex(ev.index, fill_value=0)', ('reindex(ev.index, fill_value=None)',
+                                                                   'reindex(ev.index, )'),
+           'an entry with no wait under it is then NaN, and NaN > 0 is False as 0 > 0 is'),
+    *_same(FIND, "x_in_windows", '.astype(np.int64)', ('.astype(None)',),
+           'a float key (0.0, 1.0) hashes and compares equal to the int key (0, 1) looked up'),
+    Equivalent(FIND, "x_in_windows", 'count=len(events))', ')',
+               'count only sizes the array ahead: the generator yields len(events) values either way'),
+    *_same(FIND, "x__name_of", 'np.asarray(positions, dtype=np.int64)', ('np.asarray(positions, dtype=None)',
+                                                                          'np.asarray(positions, )'),
+           'the positions come from Ancestors.walk and positions(), already int64 arrays'),
+    Equivalent(FIND, "x__warnings", 'if len(host_waits) else 0', 'if (len(host_waits)) or True else 0',
+               'the sum of an empty column is 0'),
+    Equivalent(FIND, "x__warnings", 'if len(gpu_side) else gpu_side', 'if (len(gpu_side)) or True else gpu_side',
+               'an empty gpu_side has its columns (_gpu_side), and filtering it gives it back empty'),
+]

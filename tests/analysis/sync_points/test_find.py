@@ -2,6 +2,7 @@
 ROCm write them, and one synthetic ROCm trace through ``syncs`` (no ../shared)."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -165,3 +166,32 @@ def test_entries_in_and_out_of_full_steps():
     events = pd.DataFrame({"rank": [0, 1, 0, 1], "step": [1, 1, 3, 2]})
     assert in_windows(events, windows).tolist() == [True, True, False, False]
     assert in_windows(events.iloc[:0], windows).dtype == bool and len(in_windows(events.iloc[:0], windows)) == 0
+
+
+def test_the_traces_first_event_can_be_the_entry_and_a_copy_launch_is_the_call_that_waited(tmp_path):
+    b = TraceBuilder()
+    b.cpu_op("aten::item", 0, 100)  # the first event of the trace (label and position 0)
+    b.cpu_op("aten::_local_scalar_dense", 10, 80)
+    b.sync("cudaStreamSynchronize", 20, 60)
+    b.cpu_op("aten::copy_", 200, 300)  # a sync call, then the copy it waited for: the copy launch is the call
+    b.sync("cudaStreamSynchronize", 210, 50)
+    b.memcpy("DtoH", "Pageable", 300, 100, 310, 50, 4096)
+    b.cpu_op("aten::std", 600, 100)  # on a trace with GPU activity an item inside another op stays: a host read
+    b.cpu_op("aten::item", 610, 20)
+    b.launch("k", 800, 5, 810, 20)
+    r = syncs(load_trace(b.write(tmp_path / "first.json")))
+    assert r.events[["kind", "name", "call", "gpu_confirmed"]].to_dict("records") == [
+        {"kind": "item", "name": "aten::item", "call": "cudaStreamSynchronize", "gpu_confirmed": True},
+        {"kind": "memcpy_dtoh", "name": "aten::copy_", "call": "cudaMemcpyAsync", "gpu_confirmed": True},
+        {"kind": "item", "name": "aten::item", "call": "", "gpu_confirmed": False}]
+    assert r.events.index[0] == 0 and r.events["rank"].dtype == np.int64
+
+
+def test_a_copy_op_that_is_the_traces_first_event_owns_its_copy(tmp_path):
+    b = TraceBuilder()
+    b.cpu_op("aten::copy_", 0, 300)
+    b.memcpy("DtoH", "Pageable", 10, 100, 20, 50, 4096)
+    b.sync("cudaStreamSynchronize", 120, 100)
+    r = syncs(load_trace(b.write(tmp_path / "copy.json")))
+    assert r.events[["kind", "name", "blocked_us"]].to_dict("records") == [
+        {"kind": "memcpy_dtoh", "name": "aten::copy_", "blocked_us": 300.0}]
