@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from perfkit.analysis.gpu_kernels.bytes_moved import memory_bound
+from perfkit.analysis.gpu_kernels.bytes_moved import memory_bound, triton
 from perfkit.analysis.gpu_kernels.args import IMPOSSIBLE_SHAPE, MAX_ELEMENTS, parse_args
 from perfkit.analysis.gpu_kernels.flops import (attention, conv_backward, gemm, gemm_mnk, grouped_gemm, is_causal, model,
                                              op_family)
@@ -171,3 +171,91 @@ def test_convolution_backward_without_shapes():
 ])
 def test_the_causal_flag(name, concrete, i, causal):
     assert is_causal(name, concrete, i) is causal
+
+
+# -- each family's whole model, counted by hand: family, FLOPs, bytes, type (and bytes read for a GEMM) ------------
+F = "float"
+CONV = ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]  # conv2d: stride, padding, dilation at 3, 4, 5
+
+
+@pytest.mark.parametrize("name, dims, concrete, expected", [
+    # addmm(bias[16], A[4, 8], B[8, 16]): 2*4*16*8 FLOPs; reads A 128 B + B 512 B + bias 64 B, writes C 256 B
+    ("aten::addmm", [[16], [4, 8], [8, 16]], [], ("gemm", 1_024.0, 960.0, "fp32", 704.0)),
+    # conv2d 3x3, stride 1, padding 1: [2, 3, 8, 8] -> [2, 4, 8, 8]
+    ("aten::conv2d", [[2, 3, 8, 8], [4, 3, 3, 3], []], CONV, ("conv", 2.0 * 2 * 64 * 108, (384 + 108 + 512) * 4.0, "fp32")),
+    # stride 2, no padding, dilation 2 on a 10x6 input and a 3x1 kernel: (10 - 4 - 1) // 2 + 1 = 3, (6 - 0 - 1) // 2 + 1 = 3
+    ("aten::conv2d", [[1, 3, 10, 6], [4, 3, 3, 1], []], ["", "", "", "[2, 2]", "[0, 0]", "[2, 2]", "1"],
+     ("conv", 2.0 * 9 * 36, (180 + 36 + 36) * 4.0, "fp32")),
+    # 1-D, a 3x3 input shrunk to one output position is possible
+    ("aten::conv1d", [[1, 3, 8], [4, 3, 3], []], ["", "", "", "[1]", "[0]", "[1]", "1"],
+     ("conv", 2.0 * 6 * 36, (24 + 36 + 24) * 4.0, "fp32")),
+    ("aten::conv2d", [[1, 3, 3, 3], [4, 3, 3, 3], []], ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"],
+     ("conv", 2.0 * 1 * 108, (27 + 108 + 4) * 4.0, "fp32")),
+    # transposed (by name, or convolution's flag): the input's positions times the weight; out: C_out = weight dim 1
+    ("aten::conv_transpose2d", [[2, 4, 5, 5], [4, 3, 3, 3], []], [], ("conv", 2.0 * 2 * 25 * 108, (200 + 108 + 150) * 4.0,
+                                                                      "fp32")),
+    ("aten::convolution", [[2, 4, 5, 5], [4, 3, 3, 3], []], ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "True"],
+     ("conv", 2.0 * 2 * 25 * 108, (200 + 108 + 150) * 4.0, "fp32")),
+    # attention [B, H, S, D] = [1, 2, 4, 8]: 2 * 1 * 2 * 4 * 4 * (8 + 8) FLOPs; q, k, v and the output in fp32
+    ("aten::_scaled_dot_product_flash_attention", [[1, 2, 4, 8]] * 3, [], ("attention", 1_024.0, 256 * 4.0, "fp32")),
+    ("aten::_scaled_dot_product_flash_attention", [[1, 2, 4, 8]] * 3, ["", "", "", "", "True"],
+     ("attention", 512.0, 256 * 4.0, "fp32")),
+    # [B, S, H, D] with 6 keys: 2 * 2 * 4 * 6 * 16 FLOPs; q 64 + k 96 + v 96 + out 64 elements
+    ("aten::_flash_attention_forward", [[1, 4, 2, 8], [1, 6, 2, 8], [1, 6, 2, 8]], [],
+     ("attention", 1_536.0, 320 * 4.0, "fp32")),
+    # the backward: 2.5x the forward's FLOPs, twice its bytes
+    ("aten::_scaled_dot_product_flash_attention_backward", [[1, 2, 4, 8]] * 4, [], ("attention", 2_560.0, 2_048.0, "fp32")),
+])
+def test_the_whole_model_of_each_family(name, dims, concrete, expected):
+    got = model(name, op_family(name), dims, [F] * len(dims), concrete)
+    assert tuple(got)[:len(expected)] == expected
+
+
+def test_a_grouped_gemm_model_with_its_bias():
+    got = model("aten::_grouped_mm", "gemm", [[8, 4], [2, 4, 16], [], [16]], [F] * 4, [])
+    assert tuple(got)[:4] == ("gemm", 2.0 * 8 * 4 * 16, 128 + 512 + 128 * 4 + 64.0, "fp32")
+
+
+@pytest.mark.parametrize("name, dims, concrete, reason", [
+    ("aten::conv2d", [[2, 3], [4, 3, 3, 3], []], CONV, "convolution inputs without shapes"),
+    ("aten::conv2d", [[1, 3, 8, 8], [], []], CONV, "convolution inputs without shapes"),
+    ("aten::conv2d", [[1, 3, 8, 8], [4, 3, 3, 3], []], [], "convolution without stride/padding (Concrete Inputs not "
+                                                           "recorded)"),
+    ("aten::conv2d", [[1, 3, 8, 8], [4, 3, 3, 3], []], ["", "", "", "[1, 1]", "", "[1, 1]"],
+     "convolution without stride/padding (Concrete Inputs not recorded)"),
+    ("aten::convolution", [[1, 3, 8, 8], [4, 3, 3, 3], []], ["", "", "", "[1, 1]", "", "[1, 1]"],  # no flag at 6
+     "convolution without stride/padding (Concrete Inputs not recorded)"),
+    ("aten::_grouped_mm", [[8, 4], []], [], "grouped GEMM operands without 2-D or 3-D shapes"),
+    ("aten::_grouped_mm", [[8], [2, 4, 16]], [], "grouped GEMM operands without 2-D or 3-D shapes"),
+    ("aten::_scaled_dot_product_flash_attention", [[1, 2, 4, 8], [], [1, 2, 4, 8]], [],
+     "attention inputs without 4-D shapes"),
+    ("aten::_scaled_dot_product_flash_attention", [[1, 2, 4, 8], [1, 2, 4, 8], [2, 4, 8]], [],
+     "attention inputs without 4-D shapes"),
+    ("aten::_scaled_dot_product_flash_attention", [[1, 2, 4, 8], [2, 4, 8], [1, 2, 4, 8]], [],
+     "attention inputs without 4-D shapes"),
+])
+def test_each_family_says_why_it_cannot_model(name, dims, concrete, reason):
+    assert model(name, op_family(name), dims, [F] * len(dims), concrete) == reason
+
+
+@pytest.mark.parametrize("concrete", [["", "", "", "[1, 1]", "[0, 0]", "[0, 1]", "1"],
+                                      ["", "", "", "[1, 1]", "[-1, 0]", "[1, 1]", "1"]])
+def test_a_dilation_below_one_or_a_negative_padding_is_impossible(concrete):
+    assert model("aten::conv2d", "conv", [[1, 3, 8, 8], [4, 3, 3, 3], []], [F] * 3, concrete).startswith(IMPOSSIBLE_SHAPE)
+
+
+def test_an_output_of_no_position_is_impossible():
+    got = model("aten::conv2d", "conv", [[1, 3, 2, 2], [4, 3, 3, 3], []], [F] * 3,
+                ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"])
+    assert got == f"{IMPOSSIBLE_SHAPE} (the output of [1, 3, 2, 2] by [4, 3, 3, 3] would be [0, 0]): not modeled"
+
+
+def test_the_model_hands_triton_memory_bound_and_backward_ops_on_whole():
+    dims, types = [[64, 128], [64, 128]], [F, F]
+    assert model("triton_poi_fused_add_0", "triton", dims, types, ["", ""]) == triton(dims, types, ["", ""])
+    ne = ([[64, 128], [64, 128]], [F, F])
+    assert model("aten::ne", "elementwise", *ne, [], parent="aten::isnan") == memory_bound(
+        "elementwise", "aten::ne", *ne, [], "aten::isnan")
+    back = ([[2, 8, 4, 4], [2, 3, 4, 4], [8, 3, 3, 3]], [F] * 3,
+            ["", "", "", "", "", "", "", "False", "", "", "[true, false, false]"])
+    assert model("aten::convolution_backward", "conv", *back) == conv_backward(*back)
