@@ -165,3 +165,11 @@ EQUIVALENT += [
     Equivalent(FIND, "x__warnings", 'if len(gpu_side) else gpu_side', 'if (len(gpu_side)) or True else gpu_side',
                'an empty gpu_side has its columns (_gpu_side), and filtering it gives it back empty'),
 ]
+
+
+FLOPS = "perfkit/analysis/gpu_kernels/flops.py"
+EQUIVALENT += [
+    *_same(FLOPS, "x_conv", 'min(spatial, default=1)', ('min(spatial, default=None)', 'min(spatial, )',
+                                                         'min(spatial, default=2)'),
+           'an input of three or more dimensions has at least one spatial one: min() never needs its default'),
+]
