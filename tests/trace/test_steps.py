@@ -7,8 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfkit.trace.steps import (_step_number, before_window, file_steps, full_steps, listed_steps, locate, overlap_note,
-                                 stub_note, stub_steps, window_index)
+from perfkit.trace import load_trace
+from perfkit.trace.steps import (_step_number, before_window, before_window_events, file_steps, full_step_windows,
+                                 full_steps, launch_windows, listed_steps, locate, overlap_note, step_rows,
+                                 step_windows, stub_note, stub_steps, window_index)
+
+from tracebuilder import TraceBuilder
 
 
 def windows(*ranks) -> pd.DataFrame:
@@ -169,3 +173,73 @@ def test_gpu_work_ahead_of_the_first_launched_event_of_its_gpu_is_before_the_win
     launched = [False, True, False, False, False, False]  # device 1 and rank 1: no launch at all, left alone
     assert before_window(gpu, launched).tolist() == [True, False, False, False, False, False]
     assert not before_window(gpu, [True] * 6).any() and len(before_window(gpu.iloc[:0], [])) == 0
+
+
+# -- the windows of a loaded trace, the full ones, which window owns each event ---------------------------------
+def _load(tmp_path, build, name="t.json"):
+    b = TraceBuilder()
+    build(b)
+    trace = load_trace(b.write(tmp_path / name), use_cache=False)
+    return trace, float(trace.events["ts_us"].min())
+
+
+def _three_steps(b):
+    b.step(0, 0, 1_000)
+    b.step(1, 1_000, 1_000)
+    b.step(2, 2_000, 50)                 # a stub at the window's edge
+    b.launch("k0", 10, 5, 500, 100)      # launched in step 0
+    b.launch("k1", 1_900, 5, 2_100, 100)  # launched in step 1, runs after it ends
+    b.kernel("early", 400, 50)           # no launch, ahead of the GPU's first launched work: before the window
+    b.kernel("late", 1_500, 50)          # no launch, after it: the window holding its start
+    b.cpu_op("aten::mm", 1_010, 20)
+
+
+def _relative(windows, t0):
+    return list(zip(windows["rank"], windows["step"], windows["start_us"] - t0, windows["end_us"] - t0,
+                    windows["dur_us"]))
+
+
+def test_step_windows_full_windows_and_the_stub_note(tmp_path):
+    trace, t0 = _load(tmp_path, _three_steps)
+    windows = step_windows(trace)
+    assert _relative(windows, t0) == [(0, 0, 0.0, 1_000.0, 1_000.0), (0, 1, 1_000.0, 2_000.0, 1_000.0),
+                                      (0, 2, 2_000.0, 2_050.0, 50.0)]
+    windows.loc[0, "dur_us"] = -1.0  # a copy: the trace's own stays as it was
+    assert step_windows(trace)["dur_us"].iloc[0] == 1_000.0
+    full, notes = full_step_windows(trace)
+    assert full["step"].tolist() == [0, 1] and full.index.tolist() == [0, 1]
+    assert notes == ("dropped 1 partial step(s) at the edge of the profiler window: step 2 (50 us), each under 10% of "
+                     "the shortest other step of its rank; per-step numbers use the 2 full step(s)",)
+
+
+def test_no_stub_no_note(tmp_path):
+    trace, _ = _load(tmp_path, lambda b: (b.step(0, 0, 1_000), b.step(1, 1_000, 1_000)))
+    assert full_step_windows(trace)[1] == ()
+
+
+def test_gpu_work_belongs_to_the_step_that_launched_it(tmp_path):
+    trace, t0 = _load(tmp_path, _three_steps)
+    windows, gpu = step_windows(trace), trace.gpu_events()
+    owner = dict(zip(gpu["name"].astype(str), launch_windows(trace, windows, gpu)))
+    assert owner == {"k0": 0, "k1": 1, "early": -1, "late": 1}
+    assert trace.events.loc[before_window_events(trace), "name"].astype(str).tolist() == ["early"]
+    host = trace.events[trace.events["cat"].astype(str).isin(["cpu_op", "cuda_runtime"])]
+    assert dict(zip(host["name"].astype(str) + host["ts_us"].sub(t0).astype(int).astype(str),
+                    step_rows(windows, host))) == {"cudaLaunchKernel10": 0, "cudaLaunchKernel1900": 1, "aten::mm1010": 1}
+
+
+def test_host_events_outside_every_step_have_no_window():
+    windows = pd.DataFrame({"rank": [0, 0], "step": [3, 4]})
+    host = pd.DataFrame({"rank": [0, 0, 1], "step": [4, -1, 3]})
+    assert step_rows(windows, host).tolist() == [1, -1, -1]
+
+
+def test_a_whole_trace_step_widens_to_the_gpu_work_after_the_last_host_call(tmp_path):
+    trace, t0 = _load(tmp_path, lambda b: (b.cpu_op("aten::mm", 0, 100), b.launch("k", 10, 5, 200, 300)))
+    assert trace.steps["source"].tolist() == ["whole trace"]
+    assert _relative(step_windows(trace), t0) == [(0, 0, 0.0, 500.0, 500.0)]
+
+
+def test_a_trace_of_gpu_work_only_is_one_window_of_step_minus_one(tmp_path):
+    trace, t0 = _load(tmp_path, lambda b: (b.kernel("k", 0, 100), b.kernel("k", 300, 100)))
+    assert trace.steps.empty and _relative(step_windows(trace), t0) == [(0, -1, 0.0, 400.0, 400.0)]
