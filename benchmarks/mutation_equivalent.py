@@ -173,3 +173,18 @@ EQUIVALENT += [
                                                          'min(spatial, default=2)'),
            'an input of three or more dimensions has at least one spatial one: min() never needs its default'),
 ]
+
+
+STEPS = "perfkit/trace/steps.py"
+BY_RANK = "each rank's rows are handled on their own: the order the ranks come in changes nothing"
+EQUIVALENT += [
+    *_same(STEPS, "x_step_windows", '"step_windows"', ('None', '"XXstep_windowsXX"', '"STEP_WINDOWS"'), CACHE_KEY),
+    *_same(STEPS, "x_before_window_events", '"before_window_events"',
+           ('None', '"XXbefore_window_eventsXX"', '"BEFORE_WINDOW_EVENTS"'), CACHE_KEY),
+    *_same(STEPS, "x_stub_steps", '"rank", sort=False)', ('"rank", sort=None)', '"rank", sort=True)', '"rank", )'),
+           BY_RANK),
+    *_same(STEPS, "x_window_index", '"rank", sort=False)', ('"rank", sort=None)', '"rank", sort=True)', '"rank", )'),
+           BY_RANK),
+    Equivalent(STEPS, "x__table", 'kind="stable"', 'kind="STABLE"', STABLE),
+    Equivalent(STEPS, "x_window_index", 'kind="stable"', 'kind="STABLE"', STABLE),
+]
