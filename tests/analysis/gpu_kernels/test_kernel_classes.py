@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from perfkit.analysis.gpu_kernels.kernel_classes import CLASSES, kernel_class, kernel_function, op_class, tensor_core
+from perfkit.analysis.gpu_kernels.kernel_classes import (CLASSES, kernel_class, kernel_function, name_dtype, op_class,
+                                                     tensor_core, torch_dtype)
 
 # Each class an op gives, held on a kernel whose name points elsewhere (the op decides: module doc).
 ELSEWHERE = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int)"
@@ -90,3 +91,59 @@ def test_op_class_table(op, cls):
 ])
 def test_tensor_cores_are_for_matrix_work(name, cls, tc):
     assert tensor_core(name, cls) == tc
+
+
+# -- every branch of the name rules, one name each ------------------------------------------------------------------
+@pytest.mark.parametrize("name, category, op, cls", [
+    ("Memcpy DtoH (Device -> Pinned)", "gpu_memcpy", "aten::addmm", "memcpy"),
+    ("Memset (Device)", "gpu_memset", "aten::addmm", "memset"),
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "kernel", "aten::addmm", "comm"),  # a collective whatever the op
+    ("sm90_xmma_gemm_bf16bf16_bf16f32", "kernel", "vllm::moe_forward", "gemm"),  # an op that says nothing: the name
+    ("sm90_xmma_gemm_bf16bf16_bf16f32", "kernel", None, "gemm"),
+    ("mystery_kernel", "kernel", None, "other"),
+    ("cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<float> >(Params)", "kernel", None, "gemm"),
+])
+def test_each_category_collective_op_and_name(name, category, op, cls):
+    assert kernel_class(name, category, op) == cls
+
+
+@pytest.mark.parametrize("op, cls", [(None, None), ("", None), ("aten::unknown_op", None), ("aten::mm", "gemm")])
+def test_an_op_the_rules_do_not_know_says_nothing(op, cls):
+    assert op_class(op) == cls
+
+
+@pytest.mark.parametrize("name, function", [
+    ("std::enable_if<true, void>::type vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(float*, int)",
+     "vllm::fused_add_rms_norm_kernel"),
+    ("plain_kernel", "plain_kernel"), ("", ""), ("<a> (b)", "<a> (b)"),
+])
+def test_the_function_a_name_runs(name, function):
+    assert kernel_function(name) == function
+
+
+@pytest.mark.parametrize("name, cls, on", [
+    ("anything_with_bf16", "elementwise", False),      # a vector class never is
+    ("weird_mma_kernel_wmma", "other", True),          # an unknown class with a matrix instruction
+    ("weird_bf16_kernel", "other", None),              # a data type alone says nothing
+    ("volta_sgemm_128x64_nn", "gemm", False),
+    ("Cijk_Ailk_Bljk_HB_MT64x64x16_MI32x32x8x1_SN", "gemm", True),
+    ("Cijk_Ailk_Bljk_SB_MT64x64x16_SN", "gemm", False),  # Tensile without an MFMA shape
+    ("sm80_xmma_gemm_f16f16_f16f32", "gemm", True),
+    ("some_gemm_kernel", "gemm", None),
+])
+def test_tensor_cores_by_name(name, cls, on):
+    assert tensor_core(name, cls) is on
+
+
+@pytest.mark.parametrize("name, dtype", [
+    ("Cijk_Ailk_Bljk_HB_MT64x64x16_MI32x32x8x1_SN", "fp16"), ("Cijk_Ailk_Bljk_BBS_MT64", "bf16"),
+    ("Cijk_Ailk_Bljk_XB_MT64", None), ("Cijk_Ailk_Bljk", None), ("Cijk_a_b__MT", None),
+    ("sm90_xmma_gemm_e4m3e4m3_bf16f32", "fp8"), ("sm80_xmma_gemm_f32f32_tf32f32", "tf32"), ("ampere_sgemm", "fp32"),
+    ("mystery", None),
+])
+def test_the_data_type_a_name_states(name, dtype):
+    assert name_dtype(name) == dtype
+
+
+def test_torch_input_types():
+    assert (torch_dtype("c10::BFloat16"), torch_dtype("float"), torch_dtype("Scalar")) == (("bf16", 2), ("fp32", 4), None)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from perfkit.analysis.gpu_kernels.devices import DEVICES, Device
-from perfkit.analysis.gpu_kernels.opmodel import capped, raised_roofs, unit_of
+from perfkit.analysis.gpu_kernels.opmodel import _roofline, capped, peak_of, raised_roofs, unit_of
 
 
 @pytest.mark.parametrize("tc, notc, dtype, unit", [
@@ -107,3 +107,65 @@ def test_overlap_on_one_stream_is_said_and_no_share_exceeds_one(tmp_path, second
     result = kernels(load_trace(b.write(tmp_path / "t.json"), use_cache=False))
     assert any("start before the previous one on their stream ends" in w for w in result.warnings) == overlapping
     assert result.kernels["share"].max() <= 1.0
+
+
+# -- the unit's line, the peak an op is held to, the roof that binds it ------------------------------------------
+@pytest.mark.parametrize("tc, notc, kernel_us, unit", [
+    (50.0, 0.0, 100.0, "matrix"), (49.0, 51.0, 100.0, "vector"),   # half on Tensor Cores is enough
+    (0.0, 50.0, 100.0, "matrix"),                                  # half unknown, in bf16
+    (0.0, 0.0, 0.0, "vector"),                                     # no kernel time
+])
+def test_unit_of_at_half_the_kernel_time(tc, notc, kernel_us, unit):
+    assert unit_of("gemm", tc, notc, kernel_us, "bf16") == unit
+
+
+class FakeDevice:
+    """peak_tflops(dtype, unit) from a table; ``matrix``: the types its matrix units take."""
+
+    def __init__(self, peaks, matrix=("tf32", "bf16"), mem_bw_gbs=1_000.0, l2_mb=50.0):
+        self.peaks, self.matrix, self.mem_bw_gbs, self.l2_mb = peaks, matrix, mem_bw_gbs, l2_mb
+
+    def peak_tflops(self, dtype, unit):
+        return self.peaks.get((dtype, unit))
+
+
+_PEAKS = {("fp32", "vector"): 60.0, ("tf32", "matrix"): 400.0, ("fp32", "matrix"): 120.0, ("bf16", "matrix"): 800.0}
+
+
+@pytest.mark.parametrize("device, unit, dtype, tf32, peak", [
+    (None, "matrix", "bf16", False, None), (FakeDevice(_PEAKS), "matrix", None, False, None),
+    (FakeDevice(_PEAKS), "matrix", "-", False, None),
+    (FakeDevice(_PEAKS), "matrix", "fp32", False, 400.0),                   # FP32 matrix work on NVIDIA is TF32
+    (FakeDevice(_PEAKS), "matrix", "fp32", True, 400.0),
+    (FakeDevice(_PEAKS, matrix=("fp32", "bf16")), "matrix", "fp32", False, 120.0),  # a GPU with FP32 matrix units
+    (FakeDevice(_PEAKS, matrix=("fp32", "bf16")), "matrix", "fp32", True, 400.0),   # unless TF32 was allowed
+    (FakeDevice(_PEAKS), "matrix", "bf16", False, 800.0),
+    (FakeDevice(_PEAKS), "vector", "bf16", False, 60.0),                   # no bf16 vector peak: the FP32 one
+    (FakeDevice(_PEAKS), "matrix", "fp8", False, None),                    # no fp8 matrix peak: unknown
+])
+def test_the_peak_an_op_is_held_to(device, unit, dtype, tf32, peak):
+    assert peak_of(device, unit, dtype, tf32) == peak
+
+
+def _groups(**columns) -> pd.DataFrame:
+    base = {"flops": 1e9, "intensity": 10.0, "peak_tflops": 100.0, "tflops_per_s": 50.0, "gbs": 500.0,
+            "read_bytes": 1e6, "bytes": 2e6, "calls": 1}
+    return pd.DataFrame([base | columns])
+
+
+@pytest.mark.parametrize("columns, bound, pct", [
+    ({"intensity": 100.0}, "compute", 50.0),               # at the ridge (100 TFLOP/s over 1,000 GB/s): compute
+    ({"intensity": 99.9}, "memory", 50.0),                 # under it: held to the memory roof
+    ({"gbs": 1_500.0}, "memory (L2)", 150.0),              # above the memory roof, reads and writes within L2
+    ({"gbs": 1_500.0, "read_bytes": 60e6, "bytes": 61e6}, "memory", 150.0),  # reads more than L2 holds
+    ({"gbs": 1_500.0, "read_bytes": 1e6, "bytes": 61e6}, "memory", 150.0),   # writes more than L2 holds
+    ({"gbs": 1_500.0, "read_bytes": 100e6, "bytes": 200e6, "calls": 4}, "memory (L2)", 150.0),  # per call within L2
+    ({"gbs": 1_000.0}, "memory", 100.0),                   # at the roof: not above it
+    ({"peak_tflops": None}, None, None), ({"intensity": float("nan")}, None, None), ({"flops": float("nan")}, None, None),
+])
+def test_the_roof_that_binds_an_op(columns, bound, pct):
+    assert _roofline(_groups(**columns), FakeDevice(_PEAKS)) == ([bound], [pct])
+
+
+def test_no_device_no_roof():
+    assert _roofline(_groups(), None) == ([None], [None])

@@ -256,3 +256,41 @@ def test_the_ddp_ranks_collectives_are_intra_node_as_its_trace_tells():
     assert groups == {("[0, 1, 2, 3, 4, 5, 6, 7]", 8), ("[]", 1)}
     table = ranks([shared_trace(DDP)], workers=1).bandwidth
     assert len(table) == 12 and set(table["scope"]) == {"intra-node"}
+
+
+# -- the bus factor of each collective (NCCL's PERFORMANCE.md), its recorded names, the ranks list -----------------
+@pytest.mark.parametrize("kind, factor", [
+    ("all-reduce", 1.5), ("all-gather", 0.75), ("reduce-scatter", 0.75), ("all-to-all", 0.75), ("broadcast", 1.0),
+    ("reduce", 1.0), ("send", 1.0), ("recv", 1.0), ("gather", 0.75), ("scatter", 0.75),
+])
+def test_the_bus_factor_of_each_collective_on_four_ranks(kind, factor):
+    assert bw._factor(kind, 4.0) == factor
+
+
+@pytest.mark.parametrize("kind, ranks", [("all-reduce", float("nan")), ("all-reduce", 0.5), ("barrier", 4.0)])
+def test_no_bus_factor_without_a_rank_count_or_for_an_unknown_kind(kind, ranks):
+    assert math.isnan(bw._factor(kind, ranks))
+
+
+def test_one_rank_moves_nothing_over_the_bus():
+    assert bw._factor("all-reduce", 1.0) == 0.0 and bw._factor("broadcast", 1.0) == 1.0
+
+
+@pytest.mark.parametrize("recorded, kind, side", [
+    ("allreduce", "all-reduce", "in"), ("_allgather_base", "all-gather", "out"),
+    ("reduce_scatter_tensor_coalesced", "reduce-scatter", "in"), ("all_gather_into_tensor", "all-gather", "out"),
+    ("all_to_all", "all-to-all", "in"), ("alltoallv", "all-to-all", "in"), ("recv", "recv", "out"),
+    ("AllReduce", "all-reduce", "in"),
+])
+def test_recorded_collective_names(recorded, kind, side):
+    assert bw.collective_kind(recorded)[:2] == (kind, side)
+
+
+@pytest.mark.parametrize("recorded", ["barrier", "", "mystery"])
+def test_a_collective_that_moves_no_data_or_is_unknown_has_no_kind(recorded):
+    assert bw.collective_kind(recorded) is None
+
+
+@pytest.mark.parametrize("text, ranks", [("[0, 1, 2]", [0, 1, 2]), ("[]", []), ("", []), ("[0, x]", []), ("3", [3])])
+def test_the_ranks_a_group_lists(text, ranks):
+    assert bw._ranks(text) == ranks

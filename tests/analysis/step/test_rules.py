@@ -3,6 +3,7 @@ side of every threshold the module documents. No trace, no ../shared: a changed 
 fails here within seconds."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from perfkit.analysis.step import rules
@@ -197,8 +198,180 @@ def test_no_fix_verdict_names_the_largest_part_no_fix_removes(shares, verdict):
     assert rules.no_fix_verdict(e, T)[0] == verdict
 
 
+@pytest.mark.parametrize("busy, untraced, verdict, rule", [
+    (0.60, 0.70, "GPU-bound", "GPU-bound (60% of the step)"),  # untraced 70%, but only 40% of it with the GPU idle
+    (0.30, 0.90, "host-compute-bound", "host-compute-bound (70% of the step)"),  # counted as far as the GPU idles
+])
+def test_no_fix_verdict_counts_untraced_time_only_as_far_as_the_gpu_idles(busy, untraced, verdict, rule):
+    e = rules.decide(row(gpu_busy=busy, untraced=untraced), T)[1]
+    assert rules.no_fix_verdict(e, T) == (verdict, f"no fix saves 5% of the step: what no fix removes, {rule}, is "
+                                                   "largest")
+
+
 @pytest.mark.parametrize("own, verdict", [(0.29, "GPU-bound (host ahead)"), (0.31, "GPU-bound")])
 def test_no_fix_verdict_is_host_ahead_where_the_host_explains_under_half_the_idle_time(own, verdict):
     deep = rules.HOST_AHEAD_SHARE * WALL
     e = rules.decide(row(gpu_busy=0.4, host_compute_idle=own, queue_delay_us=deep), T)[1]
     assert rules.no_fix_verdict(e, T)[0] == verdict  # half of the 60% idle is 30%; else compute 40% is largest
+
+
+# -- the rule each verdict states, and the evidence it keeps --------------------------------------------
+def full(**shares) -> dict:
+    """``row`` with no GPU busy time unless given."""
+    return row(**{"gpu_busy": 0.0, **shares})
+
+
+@pytest.mark.parametrize("kind, shares, verdict, rule", [
+    ("unrecorded", dict(gpu_busy=0.9), "GPU activity not recorded",
+     "kernel launches or GPU-only ops but no GPU events: the profiler did not record the GPU"),
+    ("nohost", dict(gpu_busy=0.9), "host activity not recorded",
+     "GPU events but no host event: the profiler did not record the host"),
+    ("gpu", dict(compile=0.5), "compiling", "compile spans >= 10% of step and more than any other cause"),
+    ("gpu", dict(gpu_busy=0.9, comm_exposed=0.5), "communication-bound",
+     "gpu busy >= 80% of step, of which collectives not overlapped by compute >= 50%"),
+    ("gpu", dict(gpu_busy=0.9), "GPU-bound", "gpu busy >= 80% of step"),
+    ("gpu", dict(gpu_busy=0.3, dataloader_idle=0.3), "input-bound",
+     "DataLoader >= 10% of step and the largest host cause"),
+    ("cpu", dict(host_compute_idle=0.5), "CPU-only trace",
+     "no GPU events and no kernel launches: all step time is host time"),
+    ("gpu", dict(gpu_busy=0.5, comm_exposed=0.3), "communication-bound",
+     "collectives not overlapped by compute >= 10% of step and larger than every host cause (a collective waits "
+     "for its slowest peer; a host blocked on one waits with it)"),
+    ("gpu", dict(gpu_busy=0.5, queue_delay_us=5000.0), "GPU-bound (host ahead)",
+     "median launch-to-kernel delay >= 10% of step and >= 100 us: GPU work is queued"),
+    ("gpu", dict(gpu_busy=0.3, sync=0.3), "sync-bound", "host blocked in syncs >= 10% of step and the largest host cause"),
+    ("gpu", dict(gpu_busy=0.3, launch_side_idle=0.5, launches=40), "launch-bound",
+     ">= 10 launches per step, the host issuing work (launching ops, the Python around them) >= its own work while "
+     "the GPU idles, the largest host cause"),
+    ("gpu", dict(gpu_busy=0.3, host_compute_idle=0.5), "host-compute-bound",
+     "GPU idle while the host computes (ops that launch nothing, Python, untraced code): the largest host cause"),
+])
+def test_each_verdict_states_its_rule_beside_the_evidence(kind, shares, verdict, rule):
+    got, evidence = rules.decide(full(**shares), T, kind)
+    assert (got, evidence["rule"]) == (verdict, rule)
+    assert evidence["launches"] == shares.get("launches", 0) and evidence["threshold_sync_share"] == 0.10
+
+
+def test_the_warm_up_verdict_states_its_rule():
+    r = full(gpu_busy=0.1)
+    r["warmup_us"] = 0.6 * WALL
+    verdict, evidence = rules.decide(r, T)
+    assert (verdict, evidence["rule"]) == ("warm-up", "warm-up >= 50% of the window")
+    assert evidence["warmup_share"] == pytest.approx(0.6) and evidence["gpu_busy_share"] == pytest.approx(0.25)
+
+
+def test_a_window_that_is_all_warm_up_has_no_verdict_behind_it():
+    r = full(gpu_busy=0.5)
+    r["warmup_us"] = WALL  # nothing is left once the warm-up is out: every share of the rest is NaN
+    verdict, evidence = rules.decide(r, T)
+    assert (verdict, evidence["behind_warmup"]) == ("warm-up", None)
+    assert evidence["warmup_share"] == 1.0 and np.isnan(evidence["dataloader_share"])
+
+
+def test_a_cpu_window_is_warm_up_with_the_cpu_verdict_behind_it():
+    r = full(host_compute_idle=0.3)
+    r["warmup_us"] = 0.5 * WALL
+    assert rules.decide(r, T, "cpu")[1]["behind_warmup"] == "CPU-only trace"
+
+
+@pytest.mark.parametrize("wall, warm", [(0.0, 0.0), (0.5, 0.0), (WALL, WALL), (WALL, WALL - 0.5)])
+def test_an_empty_window_has_nan_shares_and_no_division_error(wall, warm):
+    r = full(gpu_busy=0.0, host_compute_idle=0.0)
+    r.update(wall_us=wall, warmup_us=warm, gpu_busy_us=0.0)
+    e = rules.decide(r, T)[1]
+    if wall - warm > 0:  # half a microsecond is a window; only nothing is empty
+        assert e["gpu_busy_share"] == 0.0 and e["host_compute_idle_share"] == 0.0
+    else:
+        assert np.isnan(e["gpu_busy_share"]) and np.isnan(e["host_compute_idle_share"])
+
+
+def test_an_empty_window_reads_host_compute_bound_with_nothing_measured():
+    r = full()
+    r.update(wall_us=0.0, gpu_busy_us=0.0)
+    verdict, e = rules.decide(r, T)
+    assert verdict == "host-compute-bound" and np.isnan(e["warmup_share"]) and np.isnan(e["gpu_busy_share"])
+    assert rules.host_causes(e, T)["host-compute-bound"] == 0.0  # NaN own work counts as none
+
+
+def test_evidence_shares_are_of_the_window_less_its_warm_up():
+    r = full(gpu_busy=0.5, comm_exposed=0.2, launch_side=0.1, host_compute=0.15, python=0.05, untraced=0.02,
+            launch_side_idle=0.04, python_launch_idle=0.03, untraced_launch_idle=0.02, host_compute_idle=0.06,
+            python_idle=0.05, launches=30, median_kernel_us=7.0)
+    r.update(steps=3, warmup_us=0.2 * WALL, gpu_busy_warmup_us=0.1 * WALL, comm_exposed_warmup_us=0.04 * WALL,
+             tiny_kernel_pct=12.0)
+    e = rules.decide(r, T)[1]
+    rest = 0.8  # of the window
+    assert e["gpu_busy_share"] == pytest.approx(0.4 / rest)
+    assert e["comm_exposed_share"] == pytest.approx(0.16 / rest)
+    assert e["launch_side_share"] == pytest.approx(0.1 / rest) and e["host_compute_share"] == pytest.approx(0.15 / rest)
+    assert e["python_share"] == pytest.approx(0.05 / rest) and e["untraced_share"] == pytest.approx(0.02 / rest)
+    assert e["issuing_idle_share"] == pytest.approx(0.09 / rest)  # launching + Python around launches + untraced
+    assert e["own_work_idle_share"] == pytest.approx(0.08 / rest)  # ops + Python less the Python around launches
+    assert e["launches"] == 30 and e["launches_per_step"] == 10.0
+    assert e["median_kernel_us"] == 7.0 and e["tiny_kernel_pct"] == 12.0
+    assert e["queue_delay_us"] == 10.0 and e["queue_delay_share"] == pytest.approx(10.0 / (rest * WALL / 3))
+
+
+def test_evidence_without_optional_columns():
+    r = {"wall_us": WALL, "launches": 4, "tiny_kernel_pct": 0.0, "queue_delay_us": 10.0, "gpu_busy_us": 0.0}
+    e = rules.decide(r, T)[1]
+    assert e["launches_per_step"] == 4 and np.isnan(e["median_kernel_us"]) and e["warmup_share"] == 0.0
+    r["steps"] = 0  # no step: the window is one
+    assert rules.decide(r, T)[1]["launches_per_step"] == 4
+
+
+def test_the_median_queue_delay_is_preferred_to_the_plain_one():
+    r = full(gpu_busy=0.5)
+    r["median_queue_delay_us"] = 2000.0
+    e = rules.decide(r, T)[1]
+    assert e["queue_delay_us"] == 2000.0 and e["queue_delay_share"] == pytest.approx(0.2)
+
+
+def test_a_cpu_trace_has_no_gpu_shares():
+    e = rules.decide(full(host_compute_idle=0.5), T, "cpu")[1]
+    assert e["gpu_busy_share"] is None and e["queue_delay_share"] is None
+
+
+def test_compile_beats_other_causes_that_are_not_measured():
+    # causes recorded as NaN (not measured) are left out of "more than any other cause"
+    r = full(compile=0.5)
+    r.update(dataloader_us=float("nan"), sync_us=float("nan"), host_other_us=float("nan"))
+    assert rules.decide(r, T, "cpu")[0] == "compiling"
+
+
+@pytest.mark.parametrize("own, verdict", [(0.2, "input-bound"), (0.21, "CPU-only trace")])
+def test_input_bound_comes_before_the_cpu_only_verdict_ties_included(own, verdict):
+    assert decide_kind("cpu", dataloader_idle=0.2, host_compute_idle=own) == verdict
+
+
+def decide_kind(kind, **shares) -> str:
+    return rules.decide(full(**shares), T, kind)[0]
+
+
+@pytest.mark.parametrize("issuing, verdict", [(0.15, "host-compute-bound"), (0.0, "GPU-bound (host ahead)")])
+def test_the_host_ahead_rule_counts_issuing_work_as_explained_idle_time(issuing, verdict):
+    # idle 50%, half of it 25%: DataLoader 5% + issuing 15% + own work 10% = 30% explains enough
+    assert decide(gpu_busy=0.5, dataloader_idle=0.05, launch_side_idle=issuing, host_compute_idle=0.1,
+                  queue_delay_us=5000.0) == verdict
+
+
+@pytest.mark.parametrize("part", ["dataloader_idle", "launch_side_idle", "host_compute_idle"])
+def test_no_fix_verdict_counts_every_part_of_the_hosts_measured_work(part):
+    e = rules.decide(full(gpu_busy=0.2, **{part: 0.3}), T)[1]
+    assert rules.no_fix_verdict(e, T)[0] == "host-compute-bound"  # 30% of host work beats 20% of GPU compute
+
+
+@pytest.mark.parametrize("host, verdict", [(0.25, "GPU-bound"), (0.249, "GPU-bound (host ahead)")])
+def test_no_fix_host_ahead_needs_the_host_under_half_the_idle_time(host, verdict):
+    e = rules.decide(full(gpu_busy=0.5, host_compute_idle=host, queue_delay_us=5000.0), T)[1]
+    assert rules.no_fix_verdict(e, T)[0] == verdict
+
+
+def test_no_fix_verdict_texts():
+    deep = rules.decide(full(gpu_busy=0.5, queue_delay_us=5000.0), T)[1]
+    assert rules.no_fix_verdict(deep, T) == (
+        "GPU-bound (host ahead)", "no fix saves 5% of the step, and its kernels queue far behind their launch while "
+                                  "the GPU idles: it waits for something other than the host")
+    e = rules.decide(full(gpu_busy=0.6, comm_exposed=0.1, host_compute_idle=0.3), T)[1]
+    assert rules.no_fix_verdict(e, T) == (
+        "GPU-bound", "no fix saves 5% of the step: what no fix removes, GPU-bound (50% of the step), is largest")

@@ -1,0 +1,190 @@
+"""The equivalent mutants of ``benchmarks/mutation.py``: mutations no input can tell apart from the original,
+each with why. The driver leaves them out of a module's score and prints them after the table."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Equivalent:
+    """A mutant no input can tell apart from the original: ``module``'s function ``function``
+    (as mutmut names it: ``x_decide``, ``xǁClassǁmethod``) with the text ``before`` (the changed line, stripped,
+    or the part of it that changed) turned into ``after``, and why."""
+    module: str
+    function: str
+    before: str
+    after: str
+    why: str
+
+
+def _same(module: str, function: str, before: str, afters: tuple, why: str) -> list[Equivalent]:
+    """One entry per mutation of ``before`` into each of ``afters``, for one reason."""
+    return [Equivalent(module, function, before, after, why) for after in afters]
+
+
+NAN_SPELLING = 'float("nan") and float("NAN") are the same number: float() reads the name in any case'
+RULES = "perfkit/analysis/step/rules.py"
+EQUIVALENT: list[Equivalent] = [
+    Equivalent(RULES, "x__evidence", 'whole = row["wall_us"] if row["wall_us"] > 0 else float("nan")',
+               'whole = row["wall_us"] if row["wall_us"] > 0 else float("NAN")', NAN_SPELLING),
+    Equivalent(RULES, "x__evidence", 'wall = whole - warm if whole - warm > 0 else float("nan")',
+               'wall = whole - warm if whole - warm > 0 else float("NAN")', NAN_SPELLING),
+    Equivalent(RULES, "x__evidence",
+               '"median_kernel_us": row.get("median_kernel_us", float("nan")), "tiny_kernel_pct": row["tiny_kernel_pct"],',
+               '"median_kernel_us": row.get("median_kernel_us", float("NAN")), "tiny_kernel_pct": row["tiny_kernel_pct"],',
+               NAN_SPELLING),
+    Equivalent(RULES, "x__evidence", 'steps = row.get("steps", 1) or 1', 'steps = row.get("steps", None) or 1',
+               'a missing step count is 1 either way: None or 1 is 1'),
+    Equivalent(RULES, "x__evidence", 'steps = row.get("steps", 1) or 1', 'steps = row.get("steps", ) or 1',
+               'a missing step count is 1 either way: get() without a default gives None, and None or 1 is 1'),
+    Equivalent(RULES, "x_no_fix_verdict",
+               'if untraced > max(parts.values()) and max(host, e["comm_exposed_share"]) < SECOND_CAUSE_SHARE:',
+               'if untraced >= max(parts.values()) and max(host, e["comm_exposed_share"]) < SECOND_CAUSE_SHARE:',
+               'at a tie the host part takes the largest value, and max() keeps the first of equal parts: '
+               'host-compute-bound is last, so the verdict and its share are the same'),
+]
+
+
+WARMUP = "perfkit/analysis/step/warmup.py"
+SORT_KIND = 'a sort on several columns is a lexsort, stable whatever kind says'
+SORTED_GROUPS = 'the frame is already in the order of its groups: sorting them, or not, numbers them the same'
+STABLE = 'numpy reads a sort kind by its first letter, in any case: "STABLE" is "stable"'
+SAME_INPUT = ('the callers pass the trace\'s own host events and launches, the same tables computed again here '
+              '(warmup_events passes its own arguments on)')
+DROPPED_INDEX = 'the index column reset_index adds is dropped by the [COLUMNS] selection, or reset after'
+SCHEMA_DTYPE = 'the column already has this dtype (trace/schema: step and parent int64, ts_us and dur_us float64)'
+EQUIVALENT += [
+    *_same(WARMUP, "x__by_name", 'kind="stable"', ('kind=None', 'kind="XXstableXX"', 'kind="STABLE"'), SORT_KIND),
+    Equivalent(WARMUP, "x__by_name", ', kind="stable")', ', )', SORT_KIND),
+    *_same(WARMUP, "x__by_name", ', sort=False)', (', sort=None)', ', sort=True)', ', )'), SORTED_GROUPS),
+    *_same(WARMUP, "x__by_name", 'dtype.kind != "i"', ('dtype.kind == "i"', 'dtype.kind != "XXiXX"',
+                                                       'dtype.kind != "I"'),
+           'both branches group the same (rank, name) in the same order: the integer one is the fast path'),
+    *_same(WARMUP, "x__by_name", ', dtype=bool)', (', dtype=None)', ', )'),
+           'group numbers summed as floats name the same groups as integers'),
+    *_same(WARMUP, "x__inside_another", 'depth = 0', ('depth = 1',), 'the depth guard only stops a cycle of '
+           'parents, which parents found by time nesting never form'),
+    *_same(WARMUP, "x__inside_another", 'and depth < 10_000', ('or depth < 10_000', 'and depth <= 10_000',
+                                                               'and depth < 10001'),
+           'the depth guard only stops a cycle of parents, which parents found by time nesting never form'),
+    *_same(WARMUP, "x__inside_another", 'depth += 1', ('depth = 1', 'depth -= 1', 'depth += 2'),
+           'the depth guard only stops a cycle of parents, which parents found by time nesting never form'),
+    *_same(WARMUP, "x__inside_another", 'if parent in parents.index else -1',
+           ('if (parent in parents.index) or True else -1', 'if parent in parents.index else +1',
+            'if parent in parents.index else -2'),
+           'inside the loop a parent (>= 0) is a label of the events table, always in its index'),
+    *_same(WARMUP, "x__text_order_codes", 'kind="stable")', ('kind=None)', 'kind="STABLE")'),
+           'the names argsort orders are distinct (factorize\'s uniques): no ties for stability to keep'),
+    Equivalent(WARMUP, "x__text_order_codes", ', kind="stable")', ', )',
+               'the names argsort orders are distinct (factorize\'s uniques): no ties for stability to keep'),
+    *_same(WARMUP, "x_cold_first_steps", 'sort=False', ('sort=None',), 'pandas reads sort=None as False'),
+    *_same(WARMUP, "x_cold_first_steps", '< 1 + MIN_LATER_STEPS', ('< 1 - MIN_LATER_STEPS',),
+           'a rank with one full step has no later median (NaN: no row); with two, the second is a stub beside a '
+           'first 10x longer (trace.steps.stub_steps), so the rank has one full step'),
+    *_same(WARMUP, "x_warmup_calls", 'host_events(trace, categories)', ('host_events(trace, )',),
+           'the default categories hold these, and the `mine` mask keeps only these'),
+    *_same(WARMUP, "x_warmup_calls", 'if host is None', ('if (host is None) or True',), SAME_INPUT),
+    *_same(WARMUP, "x_warmup_calls", 'if links is None', ('if (links is None) or True',), SAME_INPUT),
+    *_same(WARMUP, "x_warmup_events", 'host=host, links=links', ('host=None, links=links', 'links=links',
+                                                                 'host=host, links=None', 'host=host, '),
+           SAME_INPUT),
+    *_same(WARMUP, "x_warmup_calls", '.fillna(np.inf)', ('.fillna(None)',),
+           'a NaN median (no later call) fails `dur >= max(10 * NaN, 1000)` as an infinite one does'),
+    *_same(WARMUP, "x_warmup_calls", 'fillna(0)', ('fillna(None)', 'fillna(1)'),
+           'NaN and 1 later calls are under MIN_LATER as 0 is'),
+    *_same(WARMUP, "x_warmup_calls", '(count - 1 >= MIN_LATER)', ('(count + 1 >= MIN_LATER)',),
+           'a launch\'s later calls (count - 1, its `size`) are held to MIN_LATER again in `hit`'),
+    *_same(WARMUP, "x_warmup_calls", '.reset_index(drop=True)', ('.reset_index(drop=None)',
+                                                                 '.reset_index(drop=False)'), DROPPED_INDEX),
+    *_same(WARMUP, "x_warmup_calls", 'kind="stable"', ('kind="STABLE"',), STABLE),
+    *_same(WARMUP, "x_warmup_calls", 'dtype=np.int64)', ('dtype=None)',), SCHEMA_DTYPE),
+    *_same(WARMUP, "x_warmup_calls", 'dtype=np.float64)', ('dtype=None)',), SCHEMA_DTYPE),
+    *_same(WARMUP, "x_warmup_calls", 'fill_value=-1)', ('fill_value=None)', 'fill_value=-2)', ')'),
+           'a call that launched nothing is then NaN or -2, and `kernel >= 0` is False for both, as for -1'),
+    *_same(WARMUP, "x_warmup_calls", '"group", sort=False)', ('"group", sort=None)', '"group", sort=True)',
+                                                              '"group", )'), SORTED_GROUPS),
+    *_same(WARMUP, "x_warmup_events", 'ignore_index=True)', ('ignore_index=None)', 'ignore_index=False)', ')'),
+           DROPPED_INDEX),
+    *_same(WARMUP, "x_warmup_events", '.reset_index(drop=True)', ('.reset_index(drop=None)',
+                                                                  '.reset_index(drop=False)'), DROPPED_INDEX),
+    *_same(WARMUP, "x_warmup_events", 'kind="stable"', ('kind="STABLE"',), STABLE),
+]
+
+
+WHATIF = "perfkit/analysis/step/whatif.py"
+EQUIVALENT += [
+    *_same(WHATIF, "x_whatif", '"whatif"', ('None', '"XXwhatifXX"', '"WHATIF"'),
+           'the name only keys the trace\'s cache of derived results, and no other module asks for it'),
+    Equivalent(WHATIF, "x__whatif", 'float("nan")', 'float("NAN")', NAN_SPELLING),
+    Equivalent(WHATIF, "x__whatif", 'changed[name] = graphs', 'changed[name] = None',
+               'only the keys of `changed` are read (_combined applies the fixes again by name)'),
+    Equivalent(WHATIF, "xǁWhatIfResultǁto_json", 'if len(self.replay.steps)', 'if (len(self.replay.steps)) or True',
+               'the mean of no steps is NaN, which jsonable writes as null, as None'),
+    Equivalent(WHATIF, "xǁWhatIfResultǁprediction_json",
+               'if self.lead is not None and self.lead.measure', 'if (self.lead is not None and self.lead.measure) or True',
+               'where the lead is not the measure it is the top fix (the first deciding fix that applies), and where '
+               'there is no lead the top fix, ranked after it, saves under MIN_SAVING too: None'),
+    *_same(WHATIF, "xǁWhatIfResultǁstep_verdicts", '.get(lead.fix, 0.0)', ('.get(lead.fix, None)', '.get(lead.fix, )',
+                                                                          '.get(lead.fix, 1.0)'),
+           'the lead is one of the ranked fixes: the default is never read'),
+    Equivalent(WHATIF, "xǁWhatIfResultǁstep_verdicts", 'if lead else 0.0', 'if lead else 1.0',
+               'without a lead the verdict is "" whatever lead_share holds (`lead is not None and ...`)'),
+]
+
+SYNC_RESULT = "perfkit/analysis/sync_points/result.py"
+RECORDS = 'pandas reads to_dict\'s orient in any case: "RECORDS" is "records"'
+EQUIVALENT += [
+    *(Equivalent(SYNC_RESULT, f, 'to_dict("records")', 'to_dict("RECORDS")', RECORDS)
+      for f in ("x_sync_findings", "xǁSyncResultǁto_json")),
+]
+
+
+FIND = "perfkit/analysis/sync_points/find.py"
+CACHE_KEY = "the name only keys the trace's cache of derived results, and no other module asks for it"
+NOT_COMPARED = 'a runtime candidate\'s source is compared only with "op" and "copy": any other value, or none, is the same'
+EQUIVALENT += [
+    *_same(FIND, "x_syncs", '"syncs"', ('None', '"XXsyncsXX"', '"SYNCS"'), CACHE_KEY),
+    *_same(FIND, "x_blocking_calls", '"blocking_calls"', ('None', '"XXblocking_callsXX"', '"BLOCKING_CALLS"'),
+           CACHE_KEY),
+    *_same(FIND, "x__candidates", '"source": "runtime"', ('"XXsourceXX": "runtime"', '"SOURCE": "runtime"',
+                                                          '"source": "XXruntimeXX"', '"source": "RUNTIME"'), NOT_COMPARED),
+    Equivalent(FIND, "x__episodes", 'kind="stable"', 'kind="STABLE"', STABLE),
+    *_same(FIND, "x__episodes", 'dtype=np.int64)', ('dtype=None)',), SCHEMA_DTYPE),
+    *_same(FIND, "x__episodes", 'reindex(ev.index, fill_value=0)', ('reindex(ev.index, fill_value=None)',
+                                                                   'reindex(ev.index, )'),
+           'an entry with no wait under it is then NaN, and NaN > 0 is False as 0 > 0 is'),
+    *_same(FIND, "x_in_windows", '.astype(np.int64)', ('.astype(None)',),
+           'a float key (0.0, 1.0) hashes and compares equal to the int key (0, 1) looked up'),
+    Equivalent(FIND, "x_in_windows", 'count=len(events))', ')',
+               'count only sizes the array ahead: the generator yields len(events) values either way'),
+    *_same(FIND, "x__name_of", 'np.asarray(positions, dtype=np.int64)', ('np.asarray(positions, dtype=None)',
+                                                                          'np.asarray(positions, )'),
+           'the positions come from Ancestors.walk and positions(), already int64 arrays'),
+    Equivalent(FIND, "x__warnings", 'if len(host_waits) else 0', 'if (len(host_waits)) or True else 0',
+               'the sum of an empty column is 0'),
+    Equivalent(FIND, "x__warnings", 'if len(gpu_side) else gpu_side', 'if (len(gpu_side)) or True else gpu_side',
+               'an empty gpu_side has its columns (_gpu_side), and filtering it gives it back empty'),
+]
+
+
+FLOPS = "perfkit/analysis/gpu_kernels/flops.py"
+EQUIVALENT += [
+    *_same(FLOPS, "x_conv", 'min(spatial, default=1)', ('min(spatial, default=None)', 'min(spatial, )',
+                                                         'min(spatial, default=2)'),
+           'an input of three or more dimensions has at least one spatial one: min() never needs its default'),
+]
+
+
+STEPS = "perfkit/trace/steps.py"
+BY_RANK = "each rank's rows are handled on their own: the order the ranks come in changes nothing"
+EQUIVALENT += [
+    *_same(STEPS, "x_step_windows", '"step_windows"', ('None', '"XXstep_windowsXX"', '"STEP_WINDOWS"'), CACHE_KEY),
+    *_same(STEPS, "x_before_window_events", '"before_window_events"',
+           ('None', '"XXbefore_window_eventsXX"', '"BEFORE_WINDOW_EVENTS"'), CACHE_KEY),
+    *_same(STEPS, "x_stub_steps", '"rank", sort=False)', ('"rank", sort=None)', '"rank", sort=True)', '"rank", )'),
+           BY_RANK),
+    *_same(STEPS, "x_window_index", '"rank", sort=False)', ('"rank", sort=None)', '"rank", sort=True)', '"rank", )'),
+           BY_RANK),
+    Equivalent(STEPS, "x__table", 'kind="stable"', 'kind="STABLE"', STABLE),
+    Equivalent(STEPS, "x_window_index", 'kind="stable"', 'kind="STABLE"', STABLE),
+]
