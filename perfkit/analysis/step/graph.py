@@ -337,9 +337,9 @@ def _waits(seg: dict, runs: dict, blocks: dict, threads: tuple, gpu: dict, shado
     run, src, lat = [], [], []
     for i, code in enumerate(threads):
         b = blocks[code]
-        if not len(b["deps"]):
-            continue
         first = np.flatnonzero(seg["thread"] == i)
+        if not len(b["deps"]) or not len(first):  # no wait, or a thread with no segment (events of 0 us)
+            continue
         j = np.searchsorted(seg["start"][first], b["start"][b["deps"][:, 0]], side="left")
         ok = j < len(first)
         seg_at = first[np.clip(j, 0, len(first) - 1)]

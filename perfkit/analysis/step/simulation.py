@@ -93,7 +93,7 @@ def _forward(order, prev, dur, gap, base, src, dst, lat, from_end) -> tuple[np.n
     by_dst = np.argsort(position[dst], kind="stable")
     d_pos, s_pos = position[dst][by_dst], position[src][by_dst]
     if len(s_pos) and (s_pos >= d_pos).any():
-        raise RuntimeError("replay: a dependency points backwards in the graph's order")
+        raise OrderError("replay: a dependency points backwards in the graph's order")
     ptr = np.searchsorted(d_pos, np.arange(n + 1)).tolist()
     # A dependency on a node's end is coded as -1 - source, on its start as the source.
     S = np.where(from_end[by_dst], -1 - s_pos, s_pos).tolist()
@@ -233,6 +233,10 @@ class ReplayResult:
                             html_table(self.steps), html_warnings(self.warnings))
 
 
+class OrderError(RuntimeError):
+    """A rank's graph has a dependency that runs backwards in its order: its recorded times contradict its links."""
+
+
 def replay(trace) -> ReplayResult:
     """Replay every full step of ``trace`` (module doc), once per trace (shared). A trace without GPU events,
     without full steps, or whose steps launch no GPU work the trace links to its launch calls, replays nothing:
@@ -243,9 +247,14 @@ def replay(trace) -> ReplayResult:
 def _replay(trace) -> ReplayResult:
     graphs = rank_graphs(trace) if trace.has_gpu_events else {}
     graphs = {rank: g for rank, g in graphs.items() if (g.gpu["window"] >= 0).any()}
-    rows, notes, timings = [], {}, {}
-    for rank, g in graphs.items():
-        t = simulate(g)
+    rows, notes, timings, skipped = [], {}, {}, []
+    for rank, g in list(graphs.items()):
+        try:
+            t = simulate(g)
+        except OrderError:
+            skipped.append(rank)
+            del graphs[rank]
+            continue
         timings[rank] = t
         measured, replayed = step_times(g, None), step_times(g, t)
         frame = pd.DataFrame({"rank": measured["rank"], "step": measured["step"], "wall_us": measured["window_us"],
@@ -255,7 +264,9 @@ def _replay(trace) -> ReplayResult:
         rows.append(frame)
         notes.update(_not_modeled(g, frame))
     steps = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=STEP_COLUMNS)
-    warnings = () if graphs else (_why_not(trace),)
+    warnings = tuple(f"rank {rank} is not replayed: its recorded times contradict the links between its events "
+                     "(a dependency runs backwards), so no fix is predicted on it" for rank in skipped)
+    warnings += () if graphs or skipped else (_why_not(trace),)
     return ReplayResult(steps=steps[STEP_COLUMNS], not_modeled=notes, graphs=graphs, timings=timings,
                         warnings=warnings)
 
