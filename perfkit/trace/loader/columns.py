@@ -1,4 +1,7 @@
-"""Turn batches of typed events (:mod:`perfkit.trace.loader.events`) into typed columns, one batch at a time.
+"""Turn batches of events into typed columns, one batch at a time.
+
+A batch is the fields of its events (:mod:`perfkit.trace.loader.fields`): msgspec's structs
+(:mod:`perfkit.trace.loader.events`) or the C extension's columns, read the same way here.
 
 String columns are dictionary-encoded while reading: each batch's values are coded through a dict
 (hashed in C), and its few distinct values are mapped into one code table per column shared across
@@ -11,20 +14,18 @@ python_function events, device and stream for GPU events, ...).
 from __future__ import annotations
 
 import itertools
-from operator import attrgetter
 
 import numpy as np
 import pandas as pd
 
 from ...limits import DUR_RANGE_US, ID_RANGES, STREAM_ALL, TIME_RANGE_US, span
-from .events import ABSENT, NO_ARGS
+from .events import ABSENT
 from ..schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COLUMNS, LEGACY_PIDS, normalize_category
 from .values import Drops, checked_floats, checked_ints
 
 _STRING_COLUMNS = ("name", "cat", "ph", "pid", "tid")
 _KEEP_PH = ("X", "i", "I", "C", "B", "E")  # B/E: paired into X rows by perfkit.trace.loader.durations
 _FLOW_PH = ("s", "f", "t")
-_RANK = attrgetter("rank")
 
 
 class Encoder:
@@ -73,7 +74,7 @@ def local_codes(values: list) -> tuple[np.ndarray, list]:
     return renumber[first], list(first_seen)
 
 
-def _used(codes: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
+def used_codes(codes: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
     """(codes, uniques) of a subset of values, without the uniques it does not hold."""
     used = np.zeros(len(uniques), dtype=bool)
     used[codes] = True
@@ -94,14 +95,6 @@ def _phase(value) -> str:
     return "i" if value == "I" else _text(value)  # "I" is the legacy spelling of an instant event
 
 
-def _field(items: list, name: str) -> list:
-    return list(map(attrgetter(name), items))
-
-
-def _subset(items: list, mask: np.ndarray) -> list:
-    return list(map(items.__getitem__, np.flatnonzero(mask).tolist()))
-
-
 def _scatter(n: int, mask: np.ndarray, checked: tuple, default: int) -> tuple[np.ndarray, np.ndarray]:
     values, bad = checked
     out = np.full(n, default, dtype=np.int64)
@@ -114,15 +107,6 @@ def _scatter(n: int, mask: np.ndarray, checked: tuple, default: int) -> tuple[np
 def _given(value) -> bool:
     """Whether an argument field was written with a value (not left out, not null)."""
     return value is not ABSENT and value is not None
-
-
-def _sizes(args: list) -> list:
-    """``bytes``, else the older ``size``, of each event's args (most events of these categories,
-    runtime calls, carry neither: their list is taken without a Python call per event)."""
-    given = _field(args, "bytes")
-    if given.count(ABSENT) == len(given):
-        return _field(args, "size")
-    return [a.bytes if _given(a.bytes) else a.size for a in args]
 
 
 # What an event's field must be, by column, for the warning that counts the events dropped for it.
@@ -157,10 +141,10 @@ class ColumnBuilder:
         self.drops = Drops()
         self.flow_drops = Drops()
 
-    def add(self, batch: list) -> None:
-        self.n_seen += len(batch)
-        phases = _field(batch, "ph")
-        local, uniques = local_codes(phases)
+    def add(self, fields) -> None:
+        """Add the events of a batch (:mod:`perfkit.trace.loader.fields`)."""
+        self.n_seen += len(fields)
+        local, uniques = fields.coded("ph")
         keep = np.array([u in _KEEP_PH for u in uniques], dtype=bool)[local]
         flows = np.array([u in _FLOW_PH for u in uniques], dtype=bool)[local]
         for code, phase in enumerate(uniques):
@@ -168,11 +152,11 @@ class ColumnBuilder:
                 self.skipped_phases[_text(phase)] = self.skipped_phases.get(_text(phase), 0) + int(
                     np.count_nonzero(local == code))
         if keep.all():
-            self.parts.append(self._columns(batch, local, uniques))
+            self.parts.append(self._columns(fields, local, uniques))
         elif keep.any():
-            self.parts.append(self._columns(_subset(batch, keep), *_used(local[keep], uniques)))
+            self.parts.append(self._columns(fields.subset(keep), *used_codes(local[keep], uniques)))
         if flows.any():
-            self._add_flows(_subset(batch, flows), local[flows], uniques)
+            self._add_flows(fields.subset(flows), local[flows], uniques)
 
     def absorb(self, other: "ColumnBuilder") -> None:
         """Append the events ``other`` read after this builder's (a later chunk of the same file,
@@ -186,67 +170,63 @@ class ColumnBuilder:
         self.drops.absorb(other.drops)
         self.flow_drops.absorb(other.flow_drops)
 
-    def _add_flows(self, events: list, phase_codes: np.ndarray, phases: list) -> None:
-        """Flow columns of the flow-phase ``events`` (phases ``phases[phase_codes]``) whose category
+    def _add_flows(self, flows, phase_codes: np.ndarray, phases: list) -> None:
+        """Flow columns of the flow-phase events ``flows`` (phases ``phases[phase_codes]``) whose category
         is one of the flow categories (the others are no arrows perfkit reads)."""
-        cat_codes, cats = local_codes(_field(events, "cat"))
+        cat_codes, cats = flows.coded("cat")
         arrows = np.array([c in FLOW_CATEGORIES for c in cats], dtype=bool)[cat_codes]
         if not arrows.any():
             return
         if not arrows.all():
-            events, phase_codes, cat_codes = _subset(events, arrows), phase_codes[arrows], cat_codes[arrows]
-        self.flow_parts.append(self._flow_columns(events, _used(phase_codes, phases), _used(cat_codes, cats)))
+            flows, phase_codes, cat_codes = flows.subset(arrows), phase_codes[arrows], cat_codes[arrows]
+        self.flow_parts.append(self._flow_columns(flows, used_codes(phase_codes, phases), used_codes(cat_codes, cats)))
 
-    def _flow_columns(self, flows: list, phases: tuple, cats: tuple) -> dict:
+    def _flow_columns(self, flows, phases: tuple, cats: tuple) -> dict:
         """Columns of ``flows``, with their phase and category codes (:func:`local_codes`, every unique used)."""
-        ids, ts = checked_ints(_field(flows, "id"), ID_RANGES["id"]), checked_floats(_field(flows, "ts"), TIME_RANGE_US)
+        ids = checked_ints(flows.numbers("id"), ID_RANGES["id"])
+        ts = checked_floats(flows.numbers("ts"), TIME_RANGE_US)
         bad = {"flow_ts_us": ts[1], "id": ids[1]}
-        keep = self.flow_drops.record(bad, _Names(flows), lambda f, i: _shown(flows[i].ts) if f == "flow_ts_us" else flows[i].id)
+        keep = self.flow_drops.record(bad, _Names(flows), lambda f, i: _shown(flows.value("ts", i))
+                                      if f == "flow_ts_us" else flows.value("id", i))
         cols = {"id": ids[0], "ts_us": ts[0], "ph": self.flow_encoders["ph"].encode_local(*phases),
                 "cat": self.flow_encoders["cat"].encode_local(*cats)}
         for col in ("pid", "tid"):
-            cols[col] = self.flow_encoders[col].encode(_field(flows, col))
+            cols[col] = self.flow_encoders[col].encode_local(*flows.coded(col))
         return cols if keep.all() else {k: v[keep] for k, v in cols.items()}
 
-    def _columns(self, events: list, phase_codes: np.ndarray, phases: list) -> dict:
-        """Columns of ``events``, whose phases are ``phases[phase_codes]`` (:func:`local_codes`)."""
-        names, pids = _field(events, "name"), _field(events, "pid")
-        cat_codes = self._categories(events, names, pids)
-        args = _field(events, "args")
-        try:
-            self.arg_ranks |= set(map(_RANK, args)) - {None}
-        except AttributeError:  # an explicit "args": null (a missing one is NO_ARGS already)
-            args = [a if a is not None else NO_ARGS for a in args]
-            self.arg_ranks |= set(map(_RANK, args)) - {None}
-        cols, bad = self._numbers(events, args, cat_codes)
+    def _columns(self, events, phase_codes: np.ndarray, phases: list) -> dict:
+        """Columns of the fields ``events``, whose phases are ``phases[phase_codes]`` (:func:`local_codes`)."""
+        cat_codes = self._categories(events)
+        self.arg_ranks |= events.ranks()
+        cols, bad = self._numbers(events, cat_codes)
         bad["dur_us"] &= np.array([p == "X" for p in phases], dtype=bool)[phase_codes]  # an instant's dur is ignored (0)
-        keep = self.drops.record(bad, names, lambda f, i: _raw(events[i], args[i], f))
+        keep = self.drops.record(bad, _Names(events), lambda f, i: _raw(events, i, f))
         cols.update({
-            "name": self.encoders["name"].encode(names),
+            "name": self.encoders["name"].encode_local(*events.coded("name")),
             "cat": cat_codes,
             "ph": self.encoders["ph"].encode_local(phase_codes, phases),
-            "pid": self.encoders["pid"].encode(pids),
-            "tid": self.encoders["tid"].encode(_field(events, "tid")),
+            "pid": self.encoders["pid"].encode_local(*events.coded("pid")),
+            "tid": self.encoders["tid"].encode_local(*events.coded("tid")),
         })
         cols = {k: v.astype(INT_COLUMNS[k], copy=False) if k in INT_COLUMNS else v for k, v in cols.items()}
         return cols if keep.all() else {k: v[keep] for k, v in cols.items()}
 
-    def _numbers(self, events: list, args: list, cat_codes: np.ndarray) -> tuple[dict, dict]:
+    def _numbers(self, events, cat_codes: np.ndarray) -> tuple[dict, dict]:
         """Numeric columns and, per column, the mask of events whose value is unusable."""
         n = len(events)
         checked = {
-            "ts_us": checked_floats(_field(events, "ts"), TIME_RANGE_US),
-            "dur_us": checked_floats(_field(events, "dur"), DUR_RANGE_US),
-            "correlation": checked_ints(_field(args, "correlation"), ID_RANGES["correlation"]),
-            "external_id": self._external_ids(args),
+            "ts_us": checked_floats(events.numbers("ts"), TIME_RANGE_US),
+            "dur_us": checked_floats(events.numbers("dur"), DUR_RANGE_US),
+            "correlation": checked_ints(events.numbers("correlation"), ID_RANGES["correlation"]),
+            "external_id": self._external_ids(events),
         }
         subsets = {}  # device and stream (and both Python ids) are read from the same events
         for col, cats, attr, default in _ARG_COLUMNS:
             if cats not in subsets:
                 mask = self._is(cat_codes, *cats)
-                subsets[cats] = mask, _subset(args, mask)
+                subsets[cats] = mask, events.subset(mask)
             mask, subset = subsets[cats]
-            values = _sizes(subset) if attr == "bytes" else _field(subset, attr)
+            values = subset.either("bytes", "size") if attr == "bytes" else subset.numbers(attr)
             wrap = {STREAM_ALL: -1} if col == "stream" else None
             checked[col] = _scatter(n, mask, checked_ints(values, ID_RANGES[col], default, wrap=wrap), default)
         return {c: v for c, (v, _) in checked.items()}, {c: b for c, (_, b) in checked.items()}
@@ -255,31 +235,34 @@ class ColumnBuilder:
         table = self.encoders["cat"].codes
         return np.isin(cat_codes, [table[c] for c in categories if c in table])
 
-    def _categories(self, events: list, names: list, pids: list) -> np.ndarray:
+    def _categories(self, events) -> np.ndarray:
         """Normalized category codes; events without a category are named by what they are."""
-        local, uniques = local_codes(_field(events, "cat"))
+        local, uniques = events.coded("cat")
         table = self.encoders["cat"].codes
         mapped = [table.setdefault(normalize_category(None if _blank(u) else u, ""), len(table)) for u in uniques]
         codes = np.array(mapped, dtype=np.int32)[local] if len(local) else local
         blank = [i for i, u in enumerate(uniques) if _blank(u)]
         if blank:
-            rows = np.flatnonzero(np.isin(local, blank))
+            rows = np.isin(local, blank)
             memory = table.setdefault("cpu_instant_event", len(table))
-            codes[rows] = [memory if names[i] == "[memory]" else codes[i] for i in rows.tolist()]
+            names, name_values = events.coded("name")
+            codes[rows & np.isin(names, [i for i, u in enumerate(name_values) if u == "[memory]"])] = memory
             legacy = {pid: table.setdefault(cat, len(table)) for pid, cat in LEGACY_PIDS.items()}
-            codes[rows] = [legacy.get(pids[i], codes[i]) if isinstance(pids[i], str) else codes[i]
-                           for i in rows.tolist()]
+            pids, pid_values = events.coded("pid")
+            for i, pid in enumerate(pid_values):
+                if isinstance(pid, str) and pid in legacy:
+                    codes[rows & (pids == i)] = legacy[pid]
         return codes
 
     @staticmethod
-    def _external_ids(args: list) -> tuple[np.ndarray, np.ndarray]:
+    def _external_ids(events) -> tuple[np.ndarray, np.ndarray]:
         """``External id``, else the older spelling ``external id``."""
-        new, bad = checked_ints(_field(args, "external_id"), ID_RANGES["external_id"])
+        new, bad = checked_ints(events.numbers("external_id"), ID_RANGES["external_id"])
         missing = (new < 0) & ~bad
         if missing.any():
-            olds = _field(_subset(args, missing), "external_id_old")
-            if olds.count(ABSENT) < len(olds):  # a trace of the older spelling
-                new[missing], bad[missing] = checked_ints(olds, ID_RANGES["external_id"])
+            olds = events.subset(missing)
+            if olds.written("external_id_old"):  # a trace of the older spelling
+                new[missing], bad[missing] = checked_ints(olds.numbers("external_id_old"), ID_RANGES["external_id"])
         return new, bad
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -326,15 +309,14 @@ _ARG_COLUMNS = (  # (column, categories whose events carry it, Args attribute, d
 )
 
 
-def _raw(event, args, column: str):
+def _raw(events, row: int, column: str):
     """The raw JSON value behind ``column`` of one event (for the warning's example)."""
     if column in ("ts_us", "dur_us"):
-        return _shown(event.ts if column == "ts_us" else event.dur)
-    if column == "bytes":
-        return args.bytes if _given(args.bytes) else args.size
-    if column == "external_id":
-        return args.external_id if _given(args.external_id) else args.external_id_old
-    return getattr(args, column)
+        return _shown(events.value("ts" if column == "ts_us" else "dur", row))
+    if column in ("bytes", "external_id"):
+        value = events.value(column, row)
+        return value if _given(value) else events.value("size" if column == "bytes" else "external_id_old", row)
+    return events.value(column, row)
 
 
 def _shown(time):
@@ -346,14 +328,14 @@ class _Names:
     """The names of ``events``, read one by one: a batch's drops need the first dropped event's name
     only, so a batch without drops reads none (flows: 6% of their column building)."""
 
-    def __init__(self, events: list):
+    def __init__(self, events):
         self.events = events
 
     def __len__(self) -> int:
         return len(self.events)
 
     def __getitem__(self, row: int):
-        return self.events[row].name
+        return self.events.value("name", row)
 
 
 def _translated(parts: list[dict], mine: dict, theirs: dict) -> list[dict]:

@@ -3,7 +3,9 @@
 A chunk is a JSON array of whole events (``b"[{...}, {...}]"``) cut out of the file by
 :mod:`perfkit.trace.loader.parse`. :func:`decode_chunk` returns a :class:`ColumnBuilder` holding its
 columns, or a :class:`ChunkFailure` describing why the bytes are not a list of events. It never
-raises for bad input, so a failure travels back from a worker process as data.
+raises for bad input, so a failure travels back from a worker process as data. The C extension
+decodes the chunk where it is built (:mod:`perfkit.trace.loader.native`); a chunk it does not handle,
+a malformed one included, is decoded by msgspec, whose failure is the one reported.
 """
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ from dataclasses import dataclass
 import msgspec
 import orjson
 
+from . import native
 from .columns import ColumnBuilder
 from .events import EVENTS
+from .fields import EventFields
 
 _AT_BYTE = re.compile(r"\s*\(byte (\d+)\)")
 _AT_INDEX = re.compile(r"`\$\[(\d+)\]([^`]*)`")
@@ -69,6 +73,10 @@ def gc_paused():
 
 
 def _decode(data: bytes) -> ColumnBuilder | ChunkFailure:
+    if native.chosen() == "native":
+        fields = native.decode(data)
+        if not isinstance(fields, str):  # a str: what it does not handle
+            return _built(fields)
     try:
         batch = EVENTS.decode(data)
     except msgspec.ValidationError as exc:
@@ -82,8 +90,12 @@ def _decode(data: bytes) -> ColumnBuilder | ChunkFailure:
         return _utf8_failure(data)
     except RecursionError:
         return ChunkFailure("depth", "JSON nested deeper than the decoder recurses")
+    return _built(EventFields(batch))
+
+
+def _built(fields) -> ColumnBuilder:
     builder = ColumnBuilder(file_id=0, rank=0)
-    builder.add(batch)
+    builder.add(fields)
     return builder
 
 

@@ -27,6 +27,7 @@ import orjson
 from ...errors import TraceError, TruncatedTraceError
 from ...limits import MAX_EVENT_BYTES, MAX_METADATA_BYTES, MAX_TABLE_BYTES
 from .columns import ColumnBuilder
+from . import native
 from .decode import ChunkFailure, decode_chunk, decode_range, decode_shared
 from .metadata import (CUT_OFF, REPORT_FIX, around_events, check_depth, keys_before, top_level_events_key,
                        without_events_array)
@@ -67,6 +68,7 @@ def parse_trace(path, *, salvage: bool = False, workers: int = 1, on_progress=No
     path = Path(path)
     for budget in (MAX_METADATA_BYTES, MAX_EVENT_BYTES, MAX_TABLE_BYTES):
         budget.value()  # a malformed variable is refused whether or not this file would reach the budget
+    native.chosen()  # and so is a PERFKIT_DECODER that names no decoder built here, before any worker starts
     try:
         try:
             return _Parser(path, salvage, workers, on_progress, exact=False).run()
