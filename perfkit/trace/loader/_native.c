@@ -3,7 +3,7 @@
  * decode(chunk) reads the bytes of a JSON array of events (b"[{...},{...}]", any buffer) and returns,
  * for the fields perfkit reads (the ones perfkit/trace/loader/events.py declares), their columns:
  *
- *   (n, codes, uniques, values, kinds)
+ *   (n, codes, uniques, values, kinds, objects)
  *     codes:   6 bytes objects of n int32, one per coded field (ph, cat, name, pid, tid, args.rank):
  *              each event's index into that field's uniques
  *     uniques: 6 lists, the distinct values of each coded field in first-seen order, as msgspec
@@ -12,14 +12,16 @@
  *     values:  13 bytes objects of n float64, one per numeric field (ts, dur, id, then the args
  *              fields in the order of NUMERIC_FIELDS below), NaN where absent or null; None for a
  *              field no event of the chunk carries
- *     kinds:   13 bytes objects of n uint8 (0 absent, 1 null, 2 an integer, 3 a float) or None
+ *     kinds:   13 bytes objects of n uint8 (0 absent, 1 null, 2 an integer, 3 a float, 4 an object) or None
+ *     objects: 13 lists or None: the values of kind 4 (a string, or an integer past 2**53 in an id
+ *              field), whose index in the list is their float64 value
  *
  * or a str saying what it does not handle, and where: the caller then decodes the chunk with msgspec
  * (perfkit.trace.loader.decode), which produces the exact result or the exact failure. So this parser
  * only has to be right on what it accepts, and it accepts less than msgspec, never more: any JSON
- * error, a value of a type msgspec refuses, and the rare values whose exact Python value a float64
- * cannot carry (a string in a numeric field, a float name or pid, an integer past 2**53 in an id
- * field, a number of more than 400 characters) are all refused. Skipped values are validated (grammar,
+ * error, a value of a type msgspec refuses, a float name, pid, tid or rank (int 1 and float 1.0 are one
+ * value to a Python dict: not worth reproducing), an integer past int64 there, and a number of more
+ * than 400 characters are all refused. Skipped values are validated (grammar,
  * escapes, strict UTF-8) but not converted.
  *
  * Every read goes through the cursor checks below (p < end before *p); the input is never written.
@@ -34,7 +36,7 @@
 enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_RANK, N_CODED };
 enum { V_TS, V_DUR, V_ID, V_EXTERNAL_ID, V_DEVICE, V_STREAM, V_CORRELATION, V_EXTERNAL_ID_OLD, V_BYTES,
        V_SIZE, V_PYTHON_PARENT, V_PYTHON_ID, V_ALLOC_BYTES, N_VALUES };
-enum { K_ABSENT = 0, K_NULL = 1, K_INT = 2, K_FLOAT = 3 };
+enum { K_ABSENT = 0, K_NULL = 1, K_INT = 2, K_FLOAT = 3, K_OBJECT = 4 };
 enum { T_NULL, T_STR, T_INT };  /* the type of a coded value */
 enum { OK = 0, REFUSED = 1, PY_ERROR = -1 };
 
@@ -92,6 +94,8 @@ typedef struct {
     size_t at;                /* and at which byte */
     Dict dicts[N_CODED];
     Buf key;                  /* the decoded bytes of an escaped key */
+    Buf text;                 /* and of an escaped string in a numeric field */
+    PyObject *objects[N_VALUES];  /* per numeric field, the values a float64 cannot carry (or NULL) */
     int32_t *codes[N_CODED];  /* the columns, n of cap rows filled */
     double *values[N_VALUES];
     uint8_t *kinds[N_VALUES];
@@ -199,6 +203,16 @@ static const char *escape(const char *p, const char *end, Buf *out, int *oom) {
     return p;
 }
 
+/* Whether any of the 8 bytes of w needs a look: '"', '\\', a control character or a byte of a UTF-8
+ * sequence (the has-zero-byte and has-less-than tests of Anderson's "Bit Twiddling Hacks": exact on
+ * whether any byte matches). */
+static int special8(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+    return (((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) | ((w - ones * 0x20) & ~w) | w) & highs
+           ? 1 : 0;
+}
+
 /* The string whose opening quote is at p. Returns the byte after its closing quote, or NULL (refused,
  * ps->why set; or a MemoryError, *oom set). When s is not NULL, sets (*s, *len) to its UTF-8 bytes:
  * in the input when it has no escape, else decoded into scratch. */
@@ -206,6 +220,11 @@ static const char *string(Parser *ps, const char *p, Buf *scratch, const char **
     const char *end = ps->end, *start = ++p;
     int escaped = 0;
     while (p < end) {
+        if (!escaped) {  /* 8 plain bytes at a time (an escaped string is copied byte by byte) */
+            uint64_t w;
+            while (end - p >= 8 && (memcpy(&w, p, 8), !special8(w))) p += 8;
+            if (p >= end) break;
+        }
         unsigned char c = (unsigned char)*p;
         if (c == '"') {
             if (s && !escaped) { *s = start; *len = (size_t)(p - start); }
@@ -373,48 +392,85 @@ static const char *coded_value(Parser *ps, const char *p, int field, int *oom) {
     return NULL;
 }
 
-/* A numeric field: a number or null. ts and dur (time) keep any float64; an id keeps an integer only
- * where float64 holds it exactly. */
-static const char *numeric_value(Parser *ps, const char *p, int field) {
+/* Keeps obj (a reference is stolen) as the value of the numeric field of the event being read: its
+ * index in the field's objects. */
+static int keep_object(Parser *ps, int field, PyObject *obj) {
+    if (obj == NULL) return PY_ERROR;
+    if (ps->objects[field] == NULL && (ps->objects[field] = PyList_New(0)) == NULL) { Py_DECREF(obj); return PY_ERROR; }
+    ps->val[field] = (double)PyList_GET_SIZE(ps->objects[field]);
+    ps->kind[field] = K_OBJECT;
+    int failed = PyList_Append(ps->objects[field], obj);
+    Py_DECREF(obj);
+    return failed ? PY_ERROR : OK;
+}
+
+static PyObject *exact_int(const char *start, const char *stop) {
+    char text[MAX_NUMBER_CHARS + 1];
+    size_t len = (size_t)(stop - start);
+    if (len > MAX_NUMBER_CHARS) return NULL;
+    memcpy(text, start, len);
+    text[len] = '\0';
+    return PyLong_FromString(text, NULL, 10);
+}
+
+/* A numeric field: a number, a string or null. ts and dur (time) hold float64s; an id holds an integer
+ * where float64 carries it exactly. Strings and larger integers are kept as Python objects (K_OBJECT):
+ * perfkit.trace.loader.values reads them as the pure-Python path does. */
+static const char *numeric_value(Parser *ps, const char *p, int field, int *oom) {
     if (p >= ps->end) { refuse(ps, p, "the chunk ends inside an event"); return NULL; }
     if (*p == 'n') { ps->kind[field] = K_NULL; return literal(ps, p, "null", 4); }
-    if (*p != '-' && !IS_DIGIT(*p)) { refuse(ps, p, "a numeric field that is not a number"); return NULL; }
+    if (*p == '"') {
+        const char *s;
+        size_t len;
+        const char *next = string(ps, p, &ps->text, &s, &len, oom);
+        if (next == NULL) return NULL;
+        return keep_object(ps, field, PyUnicode_DecodeUTF8(s, (Py_ssize_t)len, "strict")) == OK ? next : NULL;
+    }
+    if (*p != '-' && !IS_DIGIT(*p)) { refuse(ps, p, "a numeric field that is neither a number nor a string"); return NULL; }
     Number num;
     const char *next = number(ps, p, &num, 1);
     if (next == NULL) return NULL;
     int time = field == V_TS || field == V_DUR;
     if (num.is_int && !time && (!num.int_ok || num.i > EXACT_INT || num.i < -EXACT_INT)) {
-        refuse(ps, p, "an integer id beyond 2**53");
-        return NULL;
+        PyObject *exact = exact_int(p, next);
+        if (exact == NULL && !PyErr_Occurred()) { refuse(ps, p, "an integer too long"); return NULL; }
+        return keep_object(ps, field, exact) == OK ? next : NULL;
     }
     ps->kind[field] = num.is_int ? K_INT : K_FLOAT;
     ps->val[field] = num.d;
     return next;
 }
 
-static int key_is(const char *s, size_t len, const char *word) {
-    return strlen(word) == len && memcmp(s, word, len) == 0;
-}
+#define KEY(word) (len == sizeof(word) - 1 && memcmp(s, word, sizeof(word) - 1) == 0)
 
-static int event_field(const char *s, size_t len, int *coded, int *numeric) {
-    static const char *const CODED[] = {"ph", "cat", "name", "pid", "tid"};
+/* Which field of an event the key (s, len) names: sets *coded (F_PH..F_TID) or *numeric (V_TS, V_DUR,
+ * V_ID), or neither (args and the keys perfkit does not read). */
+static void event_field(const char *s, size_t len, int *coded, int *numeric) {
     *coded = *numeric = -1;
-    for (int f = 0; f < 5; f++)
-        if (key_is(s, len, CODED[f])) { *coded = f; return 1; }
-    if (key_is(s, len, "ts")) *numeric = V_TS;
-    else if (key_is(s, len, "dur")) *numeric = V_DUR;
-    else if (key_is(s, len, "id")) *numeric = V_ID;
-    return *numeric >= 0;
+    switch (len) {
+    case 2: if (KEY("ph")) *coded = F_PH; else if (KEY("ts")) *numeric = V_TS; else if (KEY("id")) *numeric = V_ID; break;
+    case 3:
+        if (KEY("cat")) *coded = F_CAT; else if (KEY("pid")) *coded = F_PID; else if (KEY("tid")) *coded = F_TID;
+        else if (KEY("dur")) *numeric = V_DUR;
+        break;
+    case 4: if (KEY("name")) *coded = F_NAME; break;
+    }
 }
 
-static const char *const ARG_KEYS[] = {  /* from V_EXTERNAL_ID on, in the order of the enum */
-    "External id", "device", "stream", "correlation", "external id", "bytes", "size", "Python parent id",
-    "Python id", "Bytes"};
-
+/* Which field of an event's args the key names: V_EXTERNAL_ID..V_ALLOC_BYTES, N_VALUES for rank (a
+ * coded field), -1 for the keys perfkit does not read. */
 static int arg_field(const char *s, size_t len) {
-    for (int f = V_EXTERNAL_ID; f < N_VALUES; f++)
-        if (key_is(s, len, ARG_KEYS[f - V_EXTERNAL_ID])) return f;
-    return key_is(s, len, "rank") ? N_VALUES : -1;  /* N_VALUES: args.rank, a coded field */
+    switch (len) {
+    case 4: return KEY("size") ? V_SIZE : KEY("rank") ? N_VALUES : -1;
+    case 5: return KEY("bytes") ? V_BYTES : KEY("Bytes") ? V_ALLOC_BYTES : -1;
+    case 6: return KEY("device") ? V_DEVICE : KEY("stream") ? V_STREAM : -1;
+    case 9: return KEY("Python id") ? V_PYTHON_ID : -1;
+    case 11:
+        return KEY("External id") ? V_EXTERNAL_ID : KEY("correlation") ? V_CORRELATION
+               : KEY("external id") ? V_EXTERNAL_ID_OLD : -1;
+    case 16: return KEY("Python parent id") ? V_PYTHON_PARENT : -1;
+    default: return -1;
+    }
 }
 
 static void clear_args(Parser *ps) {
@@ -441,7 +497,7 @@ static const char *object(Parser *ps, const char *p, int in_args, int *oom) {
             int f = arg_field(key, len);
             if (f == N_VALUES) coded = F_RANK;
             else numeric = f;
-        } else if (!event_field(key, len, &coded, &numeric) && key_is(key, len, "args")) {
+        } else if (event_field(key, len, &coded, &numeric), len == 4 && memcmp(key, "args", 4) == 0) {
             clear_args(ps);
             if (p < end && *p == '{') p = object(ps, p, 1, oom);
             else if (p < end && *p == 'n') p = literal(ps, p, "null", 4);
@@ -449,7 +505,7 @@ static const char *object(Parser *ps, const char *p, int in_args, int *oom) {
             goto next;
         }
         if (coded >= 0) p = coded_value(ps, p, coded, oom);
-        else if (numeric >= 0) p = numeric_value(ps, p, numeric);
+        else if (numeric >= 0) p = numeric_value(ps, p, numeric, oom);
         else p = skip_value(ps, p, 2, oom);
     next:
         if (p == NULL) return NULL;
@@ -577,7 +633,7 @@ static int end_event(Parser *ps) {
     }
     for (int f = 0; f < N_VALUES; f++) {
         uint8_t k = ps->kind[f];
-        ps->values[f][ps->n] = k >= K_INT ? ps->val[f] : NAN;
+        ps->values[f][ps->n] = k >= K_INT ? ps->val[f] : NAN;  /* K_OBJECT: the index in objects */
         ps->kinds[f][ps->n] = k;
         ps->present[f] |= k != K_ABSENT;
     }
@@ -616,9 +672,9 @@ static PyObject *column_bytes(const void *data, size_t n) {
 
 static PyObject *result(Parser *ps) {
     PyObject *codes = PyTuple_New(N_CODED), *uniques = PyTuple_New(N_CODED);
-    PyObject *values = PyTuple_New(N_VALUES), *kinds = PyTuple_New(N_VALUES);
+    PyObject *values = PyTuple_New(N_VALUES), *kinds = PyTuple_New(N_VALUES), *objects = PyTuple_New(N_VALUES);
     PyObject *out = NULL;
-    if (!codes || !uniques || !values || !kinds) goto done;
+    if (!codes || !uniques || !values || !kinds || !objects) goto done;
     for (int f = 0; f < N_CODED; f++) {
         PyObject *c = column_bytes(ps->codes[f], ps->n * sizeof(int32_t));
         if (c == NULL) goto done;
@@ -632,10 +688,11 @@ static PyObject *result(Parser *ps) {
         if (v == NULL || k == NULL) { Py_XDECREF(v); Py_XDECREF(k); goto done; }
         PyTuple_SET_ITEM(values, f, v);
         PyTuple_SET_ITEM(kinds, f, k);
+        PyTuple_SET_ITEM(objects, f, Py_NewRef(ps->objects[f] ? ps->objects[f] : Py_None));
     }
-    out = Py_BuildValue("(nOOOO)", (Py_ssize_t)ps->n, codes, uniques, values, kinds);
+    out = Py_BuildValue("(nOOOOO)", (Py_ssize_t)ps->n, codes, uniques, values, kinds, objects);
 done:
-    Py_XDECREF(codes); Py_XDECREF(uniques); Py_XDECREF(values); Py_XDECREF(kinds);
+    Py_XDECREF(codes); Py_XDECREF(uniques); Py_XDECREF(values); Py_XDECREF(kinds); Py_XDECREF(objects);
     return out;
 }
 
@@ -647,8 +704,13 @@ static void parser_free(Parser *ps) {
         Py_XDECREF(ps->dicts[f].uniques);
         PyMem_Free(ps->codes[f]);
     }
-    for (int f = 0; f < N_VALUES; f++) { PyMem_Free(ps->values[f]); PyMem_Free(ps->kinds[f]); }
+    for (int f = 0; f < N_VALUES; f++) {
+        PyMem_Free(ps->values[f]);
+        PyMem_Free(ps->kinds[f]);
+        Py_XDECREF(ps->objects[f]);
+    }
     PyMem_Free(ps->key.data);
+    PyMem_Free(ps->text.data);
 }
 
 static PyObject *decode(PyObject *module, PyObject *chunk) {

@@ -101,7 +101,7 @@ class EventFields:
 CODED = ("ph", "cat", "name", "pid", "tid", "rank")  # the order of the C extension's columns
 NUMERIC = ("ts", "dur", "id", "external_id", "device", "stream", "correlation", "external_id_old", "bytes", "size",
            "python_parent", "python_id", "alloc_bytes")
-_ABSENT, _NULL, _INT = 0, 1, 2  # the C extension's kinds of value (3: a float)
+_ABSENT, _NULL, _INT, _FLOAT, _OBJECT = range(5)  # the C extension's kinds of value
 _TIMES = ("ts", "dur")  # float64 fields (Event.ts/dur): msgspec makes a float of an integer there
 
 
@@ -110,12 +110,13 @@ class NativeFields:
     all its events or of ``rows`` of them."""
 
     def __init__(self, decoded: tuple, rows: np.ndarray | None = None):
-        n, codes, uniques, values, kinds = decoded
+        n, codes, uniques, values, kinds, objects = decoded
         self.n, self.rows = n, rows
         self.codes = {f: np.frombuffer(c, dtype=np.int32) for f, c in zip(CODED, codes)}
         self.uniques = dict(zip(CODED, uniques))
         self.values = {f: None if v is None else np.frombuffer(v, dtype=np.float64) for f, v in zip(NUMERIC, values)}
         self.kinds = {f: None if k is None else np.frombuffer(k, dtype=np.uint8) for f, k in zip(NUMERIC, kinds)}
+        self.objects = dict(zip(NUMERIC, objects))  # strings, integers past 2**53: the Python values
         self._coded: dict[str, tuple] = {}
 
     def __len__(self) -> int:
@@ -130,18 +131,36 @@ class NativeFields:
             self._coded[name] = (codes, uniques) if self.rows is None else used_codes(codes, uniques)
         return self._coded[name]
 
-    def numbers(self, name: str) -> np.ndarray:
+    def numbers(self, name: str) -> np.ndarray | list:
+        """float64 (NaN: absent or null); the list of the Python values where the field holds a
+        string or an integer past 2**53 (what :mod:`perfkit.trace.loader.values` reads one by one)."""
         values = self.values[name]
-        return np.full(len(self), np.nan) if values is None else self._pick(values)
+        if values is None:
+            return np.full(len(self), np.nan)
+        return self._pick(values) if self.objects[name] is None else self._exact(name)
+
+    def _exact(self, name: str) -> list:
+        """The values of ``name`` as msgspec decodes them (ts and dur: floats, None where absent)."""
+        values, kinds = self._pick(self.values[name]), self._pick(self.kinds[name])
+        out = np.full(len(values), None if name in _TIMES else ABSENT, dtype=object)
+        out[kinds == _NULL] = None
+        ints = kinds == _INT
+        out[ints] = values[ints].tolist() if name in _TIMES else values[ints].astype(np.int64).tolist()
+        out[kinds == _FLOAT] = values[kinds == _FLOAT].tolist()
+        held = kinds == _OBJECT
+        out[held] = list(map(self.objects[name].__getitem__, values[held].astype(np.int64).tolist()))
+        return out.tolist()
 
     def written(self, name: str) -> bool:
         kinds = self.kinds[name]
         return kinds is not None and bool(self._pick(kinds).any())
 
-    def either(self, first: str, second: str) -> np.ndarray:
+    def either(self, first: str, second: str) -> np.ndarray | list:
         kinds = self.kinds[first]
         if kinds is None:
             return self.numbers(second)
+        if self.objects[first] is not None or self.objects[second] is not None:
+            return [a if _given(a) else b for a, b in zip(self.numbers(first), self.numbers(second))]
         return np.where(self._pick(kinds) >= _INT, self.numbers(first), self.numbers(second))
 
     def ranks(self) -> set:
@@ -153,6 +172,8 @@ class NativeFields:
             return self.uniques[name][self.codes[name][at]]
         values, kinds = self.values[name], self.kinds[name]
         kind = _ABSENT if kinds is None else int(kinds[at])
+        if kind == _OBJECT:
+            return self.objects[name][int(values[at])]
         if name in _TIMES:
             return float(values[at]) if kind >= _INT else None
         if kind < _INT:
