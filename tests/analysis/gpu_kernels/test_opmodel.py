@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from perfkit.analysis.gpu_kernels.devices import DEVICES, Device
-from perfkit.analysis.gpu_kernels.opmodel import _roofline, capped, peak_of, raised_roofs, unit_of
+from perfkit.analysis.gpu_kernels.opmodel import L2_BOUND, _roofline, capped, peak_of, raised_roofs, unit_of
 
 
 @pytest.mark.parametrize("tc, notc, dtype, unit", [
@@ -359,3 +359,145 @@ def test_impossible_rates_table(kernel_us, impossible):
     by_bytes = per.assign(flops=[0.0], bytes=[MAX_GBS * 1e3 * 10.0 * 1.01], kernel_us=[10.0])
     assert not _impossible_rates(by_bytes.copy()).loc[0, "modeled"]
     assert _impossible_rates(by_bytes.assign(bytes=[MAX_GBS * 1e3 * 10.0 * 0.99])).loc[0, "modeled"]
+
+
+# -- _grouped, raised_roofs, capped and _listed on small frames ----------------------------------------------------
+def _instances(*rows):
+    base = {"op": "aten::mm", "family": "gemm", "dtype": "bf16", "flops": 1e9, "bytes": 1e6, "read_bytes": 5e5,
+            "kernel_us": 10.0, "tc_us": 10.0, "notc_us": 0.0, "tf32": False, "modeled": True, "input_dims": "[[1]]"}
+    return pd.DataFrame([base | {"label": i} | r for i, r in enumerate(rows)])
+
+
+def test_grouped_sums_each_group_and_keeps_first_seen_order_at_a_tie():
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    inst = _instances({"op": "b", "kernel_us": 5.0, "tc_us": 5.0}, {"op": "a", "kernel_us": 5.0, "tc_us": 0.0},
+                      {"op": "b", "kernel_us": 5.0, "tc_us": 0.0, "flops": np.nan, "read_bytes": np.nan},
+                      {"op": "c", "kernel_us": 20.0, "dtype": None})
+    g = _grouped(inst, ["op", "family", "dtype"], None)
+    assert list(g["op"]) == ["c", "b", "a"] and list(g.index) == [0, 1, 2]  # most time first; b was seen before a
+    c, b, a = g.to_dict("records")
+    assert (b["calls"], b["flops"], b["bytes"], b["read_bytes"], b["kernel_us"], b["tc_us"]) == (2, 1e9, 2e6, 5e5,
+                                                                                                10.0, 5.0)
+    assert pd.isna(c["dtype"]) and a["dtype"] == "bf16"
+    assert b["tensor_core_share"] == 0.5 and b["unit"] == "matrix"  # half on Tensor Cores
+    assert a["unit"] == "matrix"   # nothing known off Tensor Cores and bf16: the matrix units
+    assert g["pct_of_peak"].dtype == np.float64 and g["bound"].dtype == object
+
+
+def test_grouped_nan_sums_stay_nan():
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    g = _grouped(_instances({"flops": np.nan, "bytes": np.nan, "read_bytes": np.nan}), ["op", "family", "dtype"], None)
+    assert np.isnan(g.loc[0, "flops"]) and np.isnan(g.loc[0, "bytes"]) and np.isnan(g.loc[0, "read_bytes"])
+
+
+@pytest.mark.parametrize("nbytes, intensity", [(0.0, None), (1.0, 1e9), (2.0, 5e8)])
+def test_grouped_intensity_needs_bytes(nbytes, intensity):
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    got = _grouped(_instances({"bytes": nbytes}), ["op", "family", "dtype"], None).loc[0, "intensity"]
+    assert (np.isnan(got) if intensity is None else got == intensity)
+
+
+@pytest.mark.parametrize("kernel_us, rated", [(0.0, False), (1.0, True), (0.5, True)])
+def test_grouped_rates_need_kernel_time(kernel_us, rated):
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    g = _grouped(_instances({"kernel_us": kernel_us, "tc_us": kernel_us}), ["op", "family", "dtype"], None).iloc[0]
+    if rated:
+        assert g["tflops_per_s"] == pytest.approx(1e9 / kernel_us / 1e6) and g["gbs"] == pytest.approx(1e6 / kernel_us / 1e3)
+        assert g["tensor_core_share"] == 1.0
+    else:
+        assert np.isnan(g["tflops_per_s"]) and np.isnan(g["gbs"]) and np.isnan(g["tensor_core_share"])
+
+
+def test_grouped_holds_fp32_matrix_work_to_tf32_only_where_it_ran_so():
+    """MI300X has fp32 matrix units: fp32 GEMM work on them is held to the fp32 matrix peak, unless a kernel ran
+    TF32; and the dtype decides the unit where Tensor Core use is unknown."""
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    mi300x = DEVICES["MI300X"]
+    inst = _instances({"op": "x", "dtype": "fp32", "tf32": False}, {"op": "y", "dtype": "fp32", "tf32": True},
+                      {"op": "z", "dtype": "bf16", "tc_us": 0.0}, {"op": "w", "dtype": "fp32", "tc_us": 0.0})
+    g = _grouped(inst, ["op", "family", "dtype"], mi300x).set_index("op")
+    assert g.loc["x", "peak_tflops"] == mi300x.matrix["fp32"] and g.loc["y", "peak_tflops"] == mi300x.matrix["tf32"]
+    assert (g.loc["z", "unit"], g.loc["w", "unit"]) == ("matrix", "vector")
+
+
+def test_unit_of_at_its_edges():
+    assert unit_of("gemm", 0.6, 0.0, 1.0, "fp32") == "matrix"     # a kernel time under 1 us still counts
+    assert unit_of("gemm", 50.0, 0.0, 100.0, "fp32") == "matrix"  # exactly half on Tensor Cores
+    assert unit_of("gemm", 49.9, 50.1, 100.0, "fp32") == "vector"
+
+
+def test_raised_roofs_raises_each_roof_it_beats_and_says_so():
+    measured = Device("NVIDIA H200", "NVIDIA H200", {"bf16": 797.0, "tf32": 400.0}, {"fp32": 50.0}, 4000.0, "test",
+                      True)
+    rows = _shapes(
+        a=dict(bound="memory", unit="vector", dtype="fp32", gbs=4100.0, pct_of_peak=102.5),  # a memory roof first
+        b=dict(dtype="fp32", unit="matrix", tflops_per_s=420.0, pct_of_peak=105.0),         # fp32 matrix: TF32
+        c=dict(dtype="bf16", unit="vector", tflops_per_s=60.0, pct_of_peak=120.0),          # no bf16 vector: fp32's
+        e=dict(dtype="bf16", unit="matrix", tflops_per_s=700.0, pct_of_peak=100.5),         # under the old: kept
+        f=dict(dtype="bf16", unit="matrix", tflops_per_s=999.0, pct_of_peak=100.0),         # at 100%: not over
+        g=dict(dtype="bf16", unit="matrix", bound=L2_BOUND, tflops_per_s=999.0, pct_of_peak=150.0),  # from L2
+        h=dict(dtype="fp64", unit="vector", tflops_per_s=30.0, pct_of_peak=101.0))          # no fp64 vector: fp32's
+    raised, notes = raised_roofs(measured, rows)
+    assert raised.matrix == {"bf16": 797.0, "tf32": 420.0}
+    assert raised.vector == {"fp32": 60.0} and raised.mem_bw_gbs == 4100.0
+    assert raised.measured and raised.name == "NVIDIA H200" and measured.matrix["tf32"] == 400.0  # the old unchanged
+    assert notes == ["5 op shape(s) ran faster than the peaks file says (matrix tf32 400 -> 420.0 TFLOP/s, "
+                     "vector fp32 50 -> 60.0 TFLOP/s, memory 4000 -> 4100 GB/s): measured peaks "
+                     "are a floor of what the card does, so those roofs are raised to the rates reached here; measure "
+                     "again (perfkit validate --write-peaks) to keep a file that holds"]
+
+
+def test_raised_roofs_without_a_faster_memory_row_says_no_memory_change():
+    measured = Device("X", "X", {"bf16": 100.0}, {"fp32": 10.0}, 1000.0, "test", True)
+    raised, notes = raised_roofs(measured, _shapes(a=dict(tflops_per_s=150.0, pct_of_peak=150.0)))
+    assert raised.mem_bw_gbs == 1000.0 and raised.vector == {"fp32": 10.0} and raised.matrix == {"bf16": 150.0}
+    assert "(matrix bf16 100 -> 150.0 TFLOP/s)" in notes[0] and "memory" not in notes[0].split(":")[0]
+    assert raised_roofs(None, _shapes(a=dict(pct_of_peak=150.0))) == (None, [])
+    assert raised_roofs(measured, _shapes(a=dict(pct_of_peak=150.0)).iloc[:0]) == (measured, [])
+
+
+def test_capped_keeps_l2_rows_and_says_each_kind():
+    table = _shapes(a=dict(pct_of_peak=171.7), b=dict(op="aten::add", dtype="", bound=L2_BOUND, pct_of_peak=130.0),
+                    c=dict(pct_of_peak=100.0))
+    out, notes = capped(table, "op group(s)")
+    assert np.isnan(out.loc[0, "pct_of_peak"]) and out.loc[0, "bound"] == "above roof"
+    assert out.loc[1, "pct_of_peak"] == 130.0 and out.loc[1, "bound"] == L2_BOUND
+    assert out.loc[2, "pct_of_peak"] == 100.0 and out.loc[2, "bound"] == "compute"
+    assert table.loc[0, "pct_of_peak"] == 171.7  # the input is left alone
+    assert notes == [
+        "1 op group(s) ran above the memory roof (aten::add - 130%) with inputs that fit in the GPU's L2 (read and "
+        "written per call each at most its size): the previous kernel can leave them there, so their percentage of "
+        "the memory roof is shown, marked 'memory (L2)'",
+        "1 op group(s) ran above their roof (aten::mm bf16 172%): their FLOPs or bytes are overcounted or the roof "
+        "is not theirs, so no percentage is shown for them"]
+    only_l2, l2_notes = capped(table.iloc[[1, 2]], "shapes")
+    assert list(only_l2["pct_of_peak"]) == [130.0, 100.0] and len(l2_notes) == 1 and l2_notes[0].startswith("1 shapes ran above the memory roof")
+    empty, none = capped(table.iloc[:0], "x")
+    assert empty.empty and none == []
+    assert capped(table.iloc[[2]], "x")[1] == []
+    assert out["pct_of_peak"].dtype == np.float64
+
+
+def test_capped_lists_at_most_three():
+    table = _shapes(**{k: dict(op=f"op{k}", pct_of_peak=101.0 + i) for i, k in enumerate("abcd")})
+    _, notes = capped(table, "x")
+    assert "(opa bf16 101%, opb bf16 102%, opc bf16 103%)" in notes[0] and notes[0].startswith("4 x ran")
+
+
+def test_the_l2_line_is_inclusive_on_both_sides():
+    """Reads and writes of exactly the L2 (50 MB) per call still fit."""
+    fits = {"gbs": 1_500.0, "read_bytes": 50e6, "bytes": 100e6}
+    assert _roofline(_groups(**fits), FakeDevice(_PEAKS)) == (["memory (L2)"], [150.0])
+    assert _roofline(_groups(**fits, calls=1), FakeDevice(_PEAKS, l2_mb=49.0))[0] == ["memory"]
+    assert _roofline(_groups(gbs=1_001.0), FakeDevice(_PEAKS))[0] == ["memory (L2)"]  # just above the roof
+
+
+def test_the_ridge_in_flop_per_byte():
+    """100 TFLOP/s over 2,000 GB/s: a ridge of 50 FLOP/byte."""
+    assert _roofline(_groups(intensity=50.0), FakeDevice(_PEAKS, mem_bw_gbs=2_000.0))[0] == ["compute"]
+    assert _roofline(_groups(intensity=49.9), FakeDevice(_PEAKS, mem_bw_gbs=2_000.0))[0] == ["memory"]
