@@ -188,3 +188,17 @@ EQUIVALENT += [
     Equivalent(STEPS, "x__table", 'kind="stable"', 'kind="STABLE"', STABLE),
     Equivalent(STEPS, "x_window_index", 'kind="stable"', 'kind="STABLE"', STABLE),
 ]
+
+
+STRAGGLERS = "perfkit/analysis/ranks/stragglers.py"
+SORT_NONE = "pandas reads sort=None as False (a falsy flag): the groups come in the order they are first seen either way"
+EQUIVALENT += [
+    Equivalent(STRAGGLERS, "x_find_stragglers", 'float("nan")', 'float("NAN")', NAN_SPELLING),
+    Equivalent(STRAGGLERS, "x_by_rank", 'float("nan")', 'float("NAN")', NAN_SPELLING),
+    Equivalent(STRAGGLERS, "x_step_noise_us", 'float("nan")', 'float("NAN")', NAN_SPELLING),
+    Equivalent(STRAGGLERS, "x_find_stragglers", 'to_dict("records")', 'to_dict("RECORDS")', RECORDS),
+    Equivalent(STRAGGLERS, "x_by_rank", 'sort=False)', 'sort=None)', SORT_NONE),
+    Equivalent(STRAGGLERS, "x_step_noise_us", 'if per_rank.notna().any() else',
+               'if (per_rank.notna().any()) or True else',
+               'the median of a column of NaN only is NaN: the guard only says so without a warning'),
+]

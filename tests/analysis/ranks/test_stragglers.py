@@ -239,3 +239,55 @@ def test_by_rank_summarizes_each_straggling_rank():
     assert isinstance(r3["rank"], int) and isinstance(r3["steps"], int)
     empty = sg.by_rank(found.iloc[:0], pd.Series(dtype=int))
     assert empty.empty and list(empty.columns) == list(out.columns)
+
+
+@pytest.mark.parametrize("row, cause", [
+    (_row(excess=1.0, start_late_us=0.5), "late start"),         # any excess above 0 counts, however small
+    (_row(excess=1.0, first_launch_us=0.5), "first launch"),
+    (_row(excess=1.0, host_us=1.0), "host"),                     # a part of 1 us of an excess of 1 us
+    (_row(excess=2.0, host_us=0.5), "host"),                     # a part under 1 us that holds a fifth
+])
+def test_the_cause_of_a_tiny_excess(row, cause):
+    assert sg._cause(row) == cause
+
+
+def test_cause_reads_a_missing_first_launch_as_none():
+    row = _row(excess=2.0)
+    del row["first_launch_us"]
+    assert sg._cause(row) == "unattributed"
+
+
+def test_a_step_of_one_microsecond_still_has_a_bar():
+    steps = _many({(3, 0): 0.5}).assign(wall_us=1.0)
+    assert list(sg.find_stragglers(steps)[0]["rank"]) == [3]
+
+
+def test_the_noise_bar_adds_to_the_percentage_bar():
+    """With the noise known (148 us), a step far above twice the noise but under 10% of the step is not flagged."""
+    jitter = {(r, s): [0.0, 100.0, 200.0][s] for r in range(4) for s in range(3)}
+    found, _ = sg.find_stragglers(_many({**jitter, (3, 2): 900.0}, steps=3))
+    assert found.empty
+
+
+def test_the_start_late_column_reaches_the_result():
+    steps = _many({(3, 0): 2000.0}).assign(start_late_us=[0.0, 0.0, 0.0, 1500.0])
+    (row,) = sg.find_stragglers(steps)[0].to_dict("records")
+    assert row["start_late_us"] == 1500.0 and row["cause"] == "late start"
+
+
+def test_the_result_is_numbered_from_zero_in_its_order():
+    steps = _many({(1, 0): 1500.0, (3, 0): 3000.0})
+    found, _ = sg.find_stragglers(steps)
+    assert list(found.index) == [0, 1] and list(found["rank"]) == [3, 1]
+
+
+def test_parts_keep_the_steps_index():
+    steps = pd.DataFrame({"dataloader_us": [1.0, 2.0], "host_other_us": [0.0, 0.0], "sync_us": [0.0, 0.0],
+                          "wait_us": [0.0, 0.0], "compute_us": [0.0, 0.0], "comm_us": [0.0, 0.0]}, index=[5, 7])
+    assert list(sg.parts(steps).index) == [5, 7] and list(sg.parts(steps)["input_us"]) == [1.0, 2.0]
+
+
+def test_the_excess_without_arrivals_is_a_float_column():
+    steps = pd.DataFrame({"step": [0, 0], "own_us": [10.0, 20.0], "wall_us": [100.0, 100.0]})
+    out = sg.excess(steps)
+    assert out["excess_us"].dtype == np.float64 and list(out["excess_us"]) == [-5.0, 5.0]
