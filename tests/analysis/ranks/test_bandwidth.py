@@ -435,3 +435,75 @@ def test_the_link_finding_says_the_numbers():
     assert finding.threshold == "bus bandwidth < 25% of the link's per-direction figure for collectives >= 16 MiB timed " \
                            "over their transfer (perfkit rule, see bandwidth.py)"
     assert bw.bandwidth_findings(table.iloc[:0], ("NVLink 3", 300.0)) == []
+
+
+def test_kernel_messages_walks_to_the_nearest_recording_op(tmp_path):
+    """A record_param_comms that is the trace's first event (label 0) around a launch; two nested ones around
+    another (the inner, nearest, gives the size); a kernel with no launch call in the trace (no op to walk from)."""
+    from perfkit.analysis.classify import is_comm
+    from perfkit.trace import load_trace
+
+    def recorded(b, ts, dur, nelems):
+        op = b.cpu_op("record_param_comms", ts, dur)
+        op["args"].update({"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
+                           "Group size": 2, "dtype": "Float"})
+
+    b = TraceBuilder(rank=0)
+    recorded(b, 0, 100, 1)
+    b.launch(ALLREDUCE, 10, 5, gpu_ts=1000, gpu_dur=100)
+    recorded(b, 200, 100, 2)
+    recorded(b, 210, 80, 3)
+    b.launch(ALLREDUCE, 220, 5, gpu_ts=2000, gpu_dur=100)
+    b.kernel(ALLREDUCE, 3000, 100)
+    b.step(0, 500, 20_000)
+    trace = load_trace(b.write(tmp_path / "t.json"), use_cache=False)
+    assert trace.events["name"].iloc[0] == "record_param_comms"
+    kernels = trace.kernels()
+    out = bw.kernel_messages(trace, kernels[is_comm(kernels["name"])])
+    assert list(out["bytes"].fillna(-1)) == [4.0, 12.0, -1] and list(out["collective"]) == ["all-reduce"] * 2 + [""]
+    assert out["group_size"].dtype == np.float64
+
+
+def _no_arrivals() -> pd.DataFrame:
+    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "name": pd.Series(dtype=object),
+                         "occurrence": pd.Series(dtype=np.int64), "last": pd.Series(dtype=bool),
+                         "wait_us": pd.Series(dtype=float), "dur_us": pd.Series(dtype=float)})
+
+
+def test_bandwidth_table_orders_by_step_name_and_occurrence():
+    kernels = _kernels((1, "b", 0, 0, 100.0, "broadcast", "", "Float", 2.0, "", 1e6),
+                       (1, "a", 1, 0, 100.0, "broadcast", "", "Float", 2.0, "", 1e6),
+                       (1, "a", 0, 0, 100.0, "broadcast", "", "Float", 2.0, "", 1e6),
+                       (0, "z", 0, 0, 100.0, "broadcast", "", "Float", 2.0, "", 1e6))
+    table = bw.bandwidth_table(kernels, _no_arrivals())
+    assert list(zip(table["step"], table["name"], table["occurrence"])) == [(0, "z", 0), (1, "a", 0), (1, "a", 1),
+                                                                            (1, "b", 0)]
+    assert list(table.index) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("transfer_us, timed", [(1.0, True), (0.5, True), (0.0, False)])
+def test_a_transfer_of_any_time_above_zero_has_a_rate(transfer_us, timed):
+    kernels = _kernels((0, "b", 0, 0, transfer_us, "broadcast", "", "Float", 2.0, "", 1e6))
+    row = bw.bandwidth_table(kernels, _no_arrivals()).iloc[0]
+    assert (row["algbw_gbs"] == pytest.approx(1e6 / (transfer_us / 1e6) / 1e9)) if timed else np.isnan(row["algbw_gbs"])
+
+
+def test_the_link_finding_tells_how_to_fix_it():
+    (finding,) = bw.bandwidth_findings(_table(1.0, bw.LARGE_BYTES), ("NVLink 3", 300.0))
+    assert finding.fix == ("Check the path NCCL chose (NCCL_DEBUG=INFO: NVLink/P2P vs SHM or NET), that the GPUs are "
+                           "connected by the link and not PCIe, and whether another job shares it; NCCL_ALGO/NCCL_PROTO "
+                           "and larger DDP buckets (bucket_cap_mb) help only once the path is right.")
+
+
+def test_the_ranks_of_a_group_with_brackets_inside():
+    assert bw._ranks(" [4, 5] ") == [4, 5] and bw._ranks("X[1]X") == []
+
+
+def test_the_rates_exactly():
+    kernels = _kernels((0, "b", 0, 0, 4000.0, "all-gather", "", "Float", 4.0, "", 4e6))
+    row = bw.bandwidth_table(kernels, _no_arrivals()).iloc[0]
+    assert row["algbw_gbs"] == 4e6 / (4000.0 / 1e6) / 1e9 and row["busbw_gbs"] == row["algbw_gbs"] * (3 / 4)
+
+
+def test_no_link_for_an_unknown_gpu():
+    assert bw.link_for(["NVIDIA Mystery"]) is None and bw.link_for([]) is None
