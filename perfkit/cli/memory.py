@@ -8,6 +8,7 @@ import os
 import sys
 
 from ..analysis.memory import memory_timeline
+from ..errors import TraceError
 from ..report.terminal.memory import format_timeline
 from ..report.replies import reply_text
 from ..text import json_text, printable, printable_data
@@ -28,6 +29,9 @@ def run(args) -> int:
     trace = load_trace(path, progress=sys.stderr.isatty())
     say_load_warnings("memory", trace.warnings)
     timeline = memory_timeline(trace, top=args.top)
+    if not timeline.devices:
+        raise TraceError(path, "holds no [memory] events: there is no memory timeline to read",
+                         "Record it with `perfkit profile --memory SCRIPT` (profile_memory=True in torch.profiler)")
     if args.markdown:
         print(reply_text("memory", timeline.to_json(), budget=args.budget, cursor=args.cursor))
     else:
