@@ -82,7 +82,7 @@ display(HTML(html_table(ranks.rank_files_table(result.collectives.sort_values("s
 # rank's trace the kernel's whole time is used, so the figure is a floor.
 
 # %%
-display(HTML(html_table(ranks.rank_files_table(result.bandwidth.sort_values("bytes", ascending=False).head(top)))))
+display(HTML(ranks.bandwidth_html(result, top)))
 
 # %% [markdown]
 # ## Stragglers

@@ -27,11 +27,13 @@ def run(args) -> int:
         print(f"perfkit memory: {len(args.traces)} traces given; reading the newest, {printable(path)}",
               file=sys.stderr)
     trace = load_trace(path, progress=sys.stderr.isatty())
-    say_load_warnings("memory", trace.warnings)
     timeline = memory_timeline(trace, top=args.top)
-    if not timeline.devices:
-        raise TraceError(path, "holds no [memory] events: there is no memory timeline to read",
+    if not timeline.devices:  # an error, not a warning over an empty answer and exit status 0
+        problem = ("holds no [memory] events" if timeline.events.empty else
+                   "has [memory] events but none with a usable Total Allocated")
+        raise TraceError(path, f"{problem}: there is no memory timeline to read",
                          "Record it with `perfkit profile --memory SCRIPT` (profile_memory=True in torch.profiler)")
+    say_load_warnings("memory", trace.warnings)
     if args.markdown:
         print(reply_text("memory", timeline.to_json(), budget=args.budget, cursor=args.cursor))
     else:
