@@ -80,8 +80,8 @@ if hunt is not None:
     display(HTML(prose.prose(memory_leak.leak_text(hunt))))
     display(plots.memory_growth(hunt))
     display(HTML(html_table(hunt.growth_frame())))
-    display(HTML(html_table(hunt.types_frame())))
-    display(HTML(html_table(hunt.lines_frame())))
+    display(HTML(html_table(hunt.types_frame(), empty="No object type grew in count between the first and last sample.")))
+    display(HTML(html_table(hunt.lines_frame(), empty="No allocation line grew between the first and last sample (tracemalloc).")))
     display(plots.monitor_timeline(monitor.result()))
     display(HTML(html_table(tables.monitor_table(monitor.result()))))
 

@@ -173,8 +173,10 @@ def html_table(frame: pd.DataFrame, max_rows: int = 20, *, empty: str = NO_ROWS)
 
 
 def _breakable(text: str) -> str:
-    """An escaped cell's text with a break opportunity (``<wbr>``) after each separator of its long tokens."""
-    return _TOKEN.sub(lambda m: _BREAK_AFTER.sub(r"\1<wbr>", m[0]), text)
+    """An escaped cell's text with a break opportunity (``<wbr>``) after each separator of its long tokens,
+    and an arrow ("a -> b") kept whole (a browser breaks after its hyphen)."""
+    text = _TOKEN.sub(lambda m: _BREAK_AFTER.sub(r"\1<wbr>", m[0]), text)
+    return text.replace("-&gt;", "<span style='white-space:nowrap'>-&gt;</span>")
 
 
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&])")

@@ -93,3 +93,13 @@ def test_an_empty_table_is_a_sentence_not_a_header_over_nothing(empty, text):
     frame = pd.DataFrame({"kind": [], "reason": []})
     html = html_table(frame) if empty is None else html_table(frame, empty=empty)
     assert "<table" not in html and text in html
+
+
+def test_html_table_keeps_an_arrow_whole():
+    """"a -> b" broke after the hyphen at 1280 px (compile_ab's diff table): the arrow is one unbreakable span."""
+    import pandas as pd
+
+    from perfkit.results import html_table
+
+    html = html_table(pd.DataFrame({"change": ["1.4 ms -> 45 us"]}))
+    assert "1.4 ms <span style='white-space:nowrap'>-&gt;</span> 45 us" in html

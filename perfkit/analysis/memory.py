@@ -61,6 +61,8 @@ class MemoryTimeline:
         return f"<MemoryTimeline {len(self.events)} events: {peaks or 'no memory events'}>"
 
     def _repr_html_(self) -> str:
+        if not self.devices:  # no table over nothing: the warning says why and how to record memory
+            return html_section("Memory timeline", html_warnings(self.warnings))
         table = pd.DataFrame([{**{k: v for k, v in d.items() if k not in _NOT_SHOWN},
                                "growth_ci": ci_text(d["growth_ci"])} for d in self.devices])
         held = pd.DataFrame([{"device": d["device"], **h} for d in self.devices for h in d["held_by"][:5]])
