@@ -3,7 +3,8 @@
 mutmut (pinned in requirements-dev.txt) makes the one-line mutations of each module's functions
 (an operator swapped, a number + 1, a constant or an argument replaced by None, a string changed,
 a condition forced); each mutant runs against the module's own mirrored test file only, with
-``-n 0 -p no:cacheprovider`` and ``PERFKIT_SHARED`` pointed at nothing, so every kill comes from
+``-n 0 -p no:cacheprovider -m "not slow"`` (a test marked slow, end to end through ``ranks()`` or the CLI, is left
+out: the file's table tests must do the killing) and ``PERFKIT_SHARED`` pointed at nothing, so every kill comes from
 small synthetic evidence in that file, never from ../shared traces or another module's tests.
 A module's score is killed / (mutants - equivalent); the goal is 90%. mutmut mutates code inside
 functions only: a module-level constant (a threshold's value) is guarded by the tests of the
@@ -14,6 +15,7 @@ comparison that reads it, one row each side of the line.
     python benchmarks/mutation.py --survivors rules  # also the diff of each mutant no test killed
     python benchmarks/mutation.py --list             # the modules and their own test files
     python benchmarks/mutation.py --jobs 2           # mutants run at once (default: 2)
+    python benchmarks/mutation.py --suite htod       # also: how many own-file survivors the wider suite kills
 
 Each module runs in ``build/mutation/<module>/`` (mutmut's copy of the package, its log).
 Equivalent mutants (no input can tell them apart from the original) are listed in ``mutation_equivalent.py``
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -70,50 +73,112 @@ GOAL = 0.90
 KILLED = {"killed", "timeout"}  # a mutant that hangs its test has been told apart from the original
 
 
-def mutmut_config(module: str, test_file: str) -> str:
+OWN_ARGS = ["-p", "no:cacheprovider", "-n", "0", "-m", "not slow"]
+SUITE_ARGS = ["-p", "no:cacheprovider", "-n", "0"]  # the suite's slow tests too: what CI runs
+
+
+def mutmut_config(module: str, test_files: list[str], pytest_args: list[str]) -> str:
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["perfkit"]\n'
         f'only_mutate = ["{module}"]\n'
-        f'pytest_add_cli_args_test_selection = ["{test_file}"]\n'
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-n", "0"]\n'
+        f"pytest_add_cli_args_test_selection = {json.dumps(test_files)}\n"
+        f"pytest_add_cli_args = {json.dumps(pytest_args)}\n"
     )
 
 
-def workdir(module: str) -> Path:
-    return WORK / module.removesuffix(".py").replace("/", ".")
+def workdir(module: str, suffix: str = "") -> Path:
+    return WORK / (module.removesuffix(".py").replace("/", ".") + suffix)
 
 
-def prepare(module: str, test_file: str) -> Path:
+def prepare(module: str, test_files: list[str], pytest_args: list[str], suffix: str = "") -> Path:
     """A fresh folder for mutmut: the package and the tests linked, the project's pytest settings
     with the module's mutmut section (mutmut reads its configuration from the working folder)."""
-    work = workdir(module)
+    work = workdir(module, suffix)
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
     for name in ("perfkit", "tests"):
         (work / name).symlink_to(ROOT / name)
     pyproject = (ROOT / "pyproject.toml").read_text()
-    (work / "pyproject.toml").write_text(pyproject + mutmut_config(module, test_file))
+    (work / "pyproject.toml").write_text(pyproject + mutmut_config(module, test_files, pytest_args))
     return work
+
+
+def dotted(path: str) -> str:
+    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def importers(module: str) -> set[str]:
+    """The package's modules whose source imports ``module`` by name (absolute or relative), and ``module``; not
+    ``perfkit`` itself, whose re-exports every test imports."""
+    name = dotted(module)
+    package, _, leaf = name.rpartition(".")
+    found = {name}
+    for path in (ROOT / "perfkit").rglob("*.py"):
+        text = path.read_text()
+        here = dotted(str(path.relative_to(ROOT)))
+        if here == "perfkit":
+            continue
+        if name in text or (here.rpartition(".")[0] == package and re.search(
+                rf"from \.{leaf} import|from \. import[^\n]*\b{leaf}\b", text)):
+            found.add(here)
+    return found
+
+
+def suite_files(module: str) -> list[str]:
+    """The test files that import ``module`` or a module that imports it (by dotted name or ``from package import
+    name``), its own test file first."""
+    names = importers(module)
+    patterns = [re.compile(rf"\b{re.escape(n)}(?![\w.])") for n in names] + [
+        re.compile(rf"from {re.escape(n.rpartition('.')[0])} import[^\n]*\b{n.rpartition('.')[2]}\b") for n in names]
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
+                   if any(pat.search(p.read_text()) for pat in patterns))
+    own = MODULES[module]
+    return [own] + [f for f in files if f != own]
 
 
 def run_module(module: str, test_file: str, jobs: int) -> dict:
     if not (ROOT / test_file).exists():
         return {"module": module, "error": f"{test_file} does not exist"}
-    work = prepare(module, test_file)
+    work = prepare(module, [test_file], OWN_ARGS)
+    mutants, seconds, error = mutate(work, module, jobs)
+    if error:
+        return {"module": module, "error": error, "seconds": seconds}
+    return {"module": module, "seconds": seconds, "mutants": mutants}
+
+
+def mutate(work: Path, module: str, jobs: int, names: list[str] = ()) -> tuple[dict, float, str]:
+    """Run mutmut in ``work`` (every mutant, or the ``names`` given): (status and diff per mutant, seconds, error)."""
     env = dict(os.environ, PERFKIT_SHARED=str(work / "no-shared-traces"), MPLBACKEND="Agg")
     start = time.perf_counter()
     with open(work / "mutmut.log", "w") as log:
-        rc = subprocess.call([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
+        rc = subprocess.call([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs), *names],
                              cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - start
     if rc != 0:
-        return {"module": module, "error": f"mutmut exited {rc}: see {work / 'mutmut.log'}", "seconds": seconds}
+        return {}, seconds, f"mutmut exited {rc}: see {work / 'mutmut.log'}"
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--collect", module], cwd=work, env=env,
                          capture_output=True, text=True, check=True).stdout
-    mutants = json.loads(out)
-    return {"module": module, "seconds": seconds, "mutants": mutants}
+    return json.loads(out), seconds, ""
+
+
+def run_suite(row: dict, jobs: int) -> None:
+    """Each own-file survivor of ``row`` run again against ``suite_files``: ``row["suite_killed"]``, the names the
+    suite kills, and ``row["suite_files"]``, ``row["suite_seconds"]``."""
+    module = row["module"]
+    files = suite_files(module)
+    row["suite_files"], row["suite_killed"], row["suite_seconds"] = files, [], 0.0
+    names = [name for name, _, _ in row["survivors"]]
+    if not names:
+        return
+    work = prepare(module, files, SUITE_ARGS, ".suite")
+    mutants, seconds, error = mutate(work, module, jobs, names)
+    row["suite_seconds"] = seconds
+    if error:
+        row["suite_error"] = error
+        return
+    row["suite_killed"] = [n for n in names if mutants.get(n, {}).get("status") in KILLED]
 
 
 def collect(module: str) -> None:
@@ -179,15 +244,28 @@ def summarize(result: dict) -> dict:
 
 
 def print_table(rows: list[dict], errors: list[dict]) -> None:
-    print(f"\n{'module':48} {'mutants':>7} {'killed':>6} {'equiv':>5} {'left':>5} {'score':>6} {'s':>5}")
+    """One line per module; ``suite``: of the own file's survivors, how many the wider test files kill (``--suite``),
+    and the score counting those."""
+    print(f"\n{'module':48} {'mutants':>7} {'killed':>6} {'equiv':>5} {'left':>5} {'score':>6} {'suite':>5} "
+          f"{'w/suite':>7} {'s':>5}")
     for r in rows:
         mark = "" if r["score"] >= GOAL else "  < 90%"
+        suite, with_suite = ("-", "-") if "suite_killed" not in r else (
+            f"{len(r['suite_killed'])}", f"{suite_score(r):.1%}")
+        seconds = r["seconds"] + r.get("suite_seconds", 0.0)
         print(f"{r['module'].removeprefix('perfkit/'):48} {r['mutants']:7d} {r['killed']:6d} "
-              f"{len(r['equivalent']):5d} {len(r['survivors']):5d} {r['score']:6.1%} {r['seconds']:5.0f}{mark}")
+              f"{len(r['equivalent']):5d} {len(r['survivors']):5d} {r['score']:6.1%} {suite:>5} {with_suite:>7} "
+              f"{seconds:5.0f}{mark}{'  suite: ' + r['suite_error'] if 'suite_error' in r else ''}")
     for e in errors:
         print(f"{e['module'].removeprefix('perfkit/'):48} error: {e['error']}")
-    total = sum(r["seconds"] for r in rows) + sum(e.get("seconds", 0) for e in errors)
-    print(f"{len(rows)} modules in {total / 60:.1f} min")
+    own = sum(r["seconds"] for r in rows) + sum(e.get("seconds", 0) for e in errors)
+    suite = sum(r.get("suite_seconds", 0.0) for r in rows)
+    print(f"{len(rows)} modules in {own / 60:.1f} min" + (f", the suite's reruns {suite / 60:.1f} min" if suite else ""))
+
+
+def suite_score(row: dict) -> float:
+    counted = row["mutants"] - len(row["equivalent"])
+    return (row["killed"] + len(row["suite_killed"])) / counted if counted else 1.0
 
 
 def print_equivalents(rows: list[dict]) -> None:
@@ -199,10 +277,11 @@ def print_equivalents(rows: list[dict]) -> None:
         print(f"  {name}: {eq.before!r} -> {eq.after!r}\n      {eq.why}")
 
 
-def print_survivors(rows: list[dict]) -> None:
+def print_survivors(rows: list[dict], suite: bool = False) -> None:
     for r in rows:
         for name, m, _ in r["survivors"]:
-            print(f"\n# {name}: {m['status']}\n{m['diff']}")
+            note = "" if not suite else " (killed by the suite)" if name in r.get("suite_killed", ()) else " (the suite too)"
+            print(f"\n# {name}: {m['status']}{note}\n{m['diff']}")
 
 
 def selected(names: list[str]) -> dict[str, str]:
@@ -221,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors", action="store_true", help="print the diff of every surviving mutant")
     parser.add_argument("--list", action="store_true", help="list the modules and their own test files")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
+    parser.add_argument("--suite", action="store_true",
+                        help="also run each own-file survivor against every test file that imports the module or a "
+                             "module importing it (slower), for the 'killed by the suite' column")
     parser.add_argument("--collect", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.collect:
@@ -242,15 +324,21 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"{module}: {row['killed']}/{row['mutants']} killed, {len(row['equivalent'])} equivalent, "
               f"{row['score']:.1%} ({row['seconds']:.0f} s)", flush=True)
+        if args.suite:
+            run_suite(row, args.jobs)
+            print(f"  the suite ({len(row['suite_files'])} test files) kills {len(row['suite_killed'])} of "
+                  f"{len(row['survivors'])} survivors ({row['suite_seconds']:.0f} s)", flush=True)
     if args.survivors:
-        print_survivors(rows)
+        print_survivors(rows, args.suite)
     print_table(rows, errors)
     print_equivalents(rows)
     if args.json:
         args.json.write_text(json.dumps(
             [{"module": r["module"], "mutants": r["mutants"], "killed": r["killed"],
               "equivalent": [n for n, _, _ in r["equivalent"]], "survivors": [n for n, _, _ in r["survivors"]],
-              "score": r["score"], "seconds": r["seconds"]} for r in rows], indent=1))
+              "score": r["score"], "seconds": r["seconds"],
+              **({"suite_files": r["suite_files"], "suite_killed": r["suite_killed"],
+                  "suite_seconds": r["suite_seconds"]} if "suite_killed" in r else {})} for r in rows], indent=1))
     return 0 if not errors and all(r["score"] >= GOAL for r in rows) else 1
 
 

@@ -188,3 +188,73 @@ EQUIVALENT += [
     Equivalent(STEPS, "x__table", 'kind="stable"', 'kind="STABLE"', STABLE),
     Equivalent(STEPS, "x_window_index", 'kind="stable"', 'kind="STABLE"', STABLE),
 ]
+
+
+STRAGGLERS = "perfkit/analysis/ranks/stragglers.py"
+SORT_NONE = "pandas reads sort=None as False (a falsy flag): the groups come in the order they are first seen either way"
+EQUIVALENT += [
+    Equivalent(STRAGGLERS, "x_find_stragglers", 'float("nan")', 'float("NAN")', NAN_SPELLING),
+    Equivalent(STRAGGLERS, "x_by_rank", 'float("nan")', 'float("NAN")', NAN_SPELLING),
+    Equivalent(STRAGGLERS, "x_step_noise_us", 'float("nan")', 'float("NAN")', NAN_SPELLING),
+    Equivalent(STRAGGLERS, "x_find_stragglers", 'to_dict("records")', 'to_dict("RECORDS")', RECORDS),
+    Equivalent(STRAGGLERS, "x_by_rank", 'sort=False)', 'sort=None)', SORT_NONE),
+    Equivalent(STRAGGLERS, "x_step_noise_us", 'if per_rank.notna().any() else',
+               'if (per_rank.notna().any()) or True else',
+               'the median of a column of NaN only is NaN: the guard only says so without a warning'),
+]
+
+
+BANDWIDTH = "perfkit/analysis/ranks/bandwidth.py"
+ALREADY = "the array is already of that dtype (the loader's int64 labels and parents, float64 sizes and bytes)"
+NEGATIVE_END = "any negative label ends the walk and reindexes to nothing, as -1 does"
+EQUIVALENT += [
+    *_same(BANDWIDTH, "x__recorded_ancestor", 'to_numpy(dtype=np.int64))', ('to_numpy(dtype=None))',), ALREADY),
+    *_same(BANDWIDTH, "x__recorded_ancestor", 'parent = trace.events["parent"].to_numpy(dtype=np.int64)',
+           ('parent = trace.events["parent"].to_numpy(dtype=None)',), ALREADY),
+    *_same(BANDWIDTH, "x__recorded_ancestor", 'has[recorded.to_numpy(dtype=np.int64)] = True',
+           ('has[recorded.to_numpy(dtype=None)] = True',), ALREADY),
+    *_same(BANDWIDTH, "x__recorded_ancestor", 'np.full(len(kernels), -1, dtype=np.int64)',
+           ('np.full(len(kernels), -1, dtype=None)', 'np.full(len(kernels), -1, )'),
+           'np.full of an int fill makes an int64 array without being told'),
+    *_same(BANDWIDTH, "x__recorded_ancestor", 'cur.fillna(-1)', ('cur.fillna(-2)',), NEGATIVE_END),
+    *_same(BANDWIDTH, "x__recorded_ancestor", 'np.full(len(kernels), -1, dtype=np.int64)',
+           ('np.full(len(kernels), -2, dtype=np.int64)',), NEGATIVE_END),
+    *_same(BANDWIDTH, "x__recorded_ancestor", 'np.where(found, -1, parent[at])', ('np.where(found, -2, parent[at])',),
+           NEGATIVE_END),
+    *_same(BANDWIDTH, "x_kernel_messages", 'comm.index, -1), index=comm.index, dtype=np.int64)',
+           ('comm.index, -1), index=None, dtype=np.int64)', 'comm.index, -1), dtype=np.int64)'),
+           'source is only indexed by the mask built from itself, then read as an array: its index is never aligned'),
+    *_same(BANDWIDTH, "x_kernel_messages", 'comm.index, -1), index=comm.index, dtype=np.int64)',
+           ('comm.index, -1), index=comm.index, dtype=None)', 'comm.index, -1), index=comm.index, )'),
+           'np.where of int64 labels and -1 is int64 already'),
+    *_same(BANDWIDTH, "x_kernel_messages", 'comm.index, -1)', ('comm.index, -2)',), NEGATIVE_END),
+    *_same(BANDWIDTH, "x_kernel_messages", 'missing = source < 0', ('missing = source <= 0', 'missing = source < 1'),
+           'label 0 is the trace\'s first event, a communication kernel only in a trace that starts on the GPU: '
+           'then walking from its launch finds its own sizes or none, as reading them does'),
+    Equivalent(BANDWIDTH, "x_kernel_messages", 'if missing.any() and len(recorded):',
+               'if missing.any() or len(recorded):',
+               'with nothing missing the walk gets no kernel and sets nothing; with nothing recorded it finds none'),
+    Equivalent(BANDWIDTH, "x_kernel_messages", 'if isinstance(c, str) else None',
+               'if (isinstance(c, str)) or True else None',
+               'collective_kind of a NaN (str "nan") matches no collective and returns None too'),
+    *_same(BANDWIDTH, "x_kernel_messages", '.to_numpy(dtype=np.float64)', ('.to_numpy(dtype=None)',),
+           'comm_args\' group_size and the DTYPE_BYTES map are float64 columns already (NaN where absent)'),
+    Equivalent(BANDWIDTH, "x_kernel_messages", 'count.astype(np.float64)', 'count.astype(None)',
+               'astype(None) is float64'),
+    *_same(BANDWIDTH, "x_bandwidth_table", 'kernels["bytes"].to_numpy(dtype=np.float64)',
+           ('kernels["bytes"].to_numpy(dtype=None)',), ALREADY),
+    *_same(BANDWIDTH, "x_size_warnings", 'kernels["bytes"].to_numpy(dtype=np.float64)',
+           ('kernels["bytes"].to_numpy(dtype=None)',), ALREADY),
+    Equivalent(BANDWIDTH, "x_size_warnings", 'if len(kernels) else 0', 'if (len(kernels)) or True else 0',
+               'the sum over no kernel is 0'),
+    *_same(BANDWIDTH, "x_bandwidth_table", 'np.array(factor, dtype=np.float64)',
+           ('np.array(factor, dtype=None)', 'np.array(factor, )'), 'the factors are floats (NaN where unknown)'),
+    *_same(BANDWIDTH, "x_bandwidth_table", 'pd.Series(dtype=object)', ('pd.Series(dtype=None)',),
+           'an empty Series without a dtype is object'),
+    *_same(BANDWIDTH, "x_bandwidth_table", 'sort=False)', ('sort=None)', 'sort=True)', ')'),
+           'the table is sorted by (step, name, occurrence) at the end, and each group is keyed by them'),
+    *_same(BANDWIDTH, "x_bandwidth_table", 'kind="stable",', ('kind=None,', 'kind="XXstableXX",', 'kind="STABLE",'),
+           SORT_KIND + ': and (step, name, occurrence) is unique per row'),
+    Equivalent(BANDWIDTH, "x_bandwidth_table", 'kind="stable", ignore_index=True)', 'ignore_index=True)',
+               'the sort key is unique per row: any sort gives the same order'),
+]

@@ -64,7 +64,7 @@ if ab is not None:
     display(HTML(prose.prose(amp_regression.amp_text(ab))))
     display(plots.ab_distribution(ab.timing))
     display(plots.loss_curves(ab))
-    display(HTML(html_table(tables.summary_table(ab.summary()))))
+    display(HTML(html_table(tables.ab_summary_table(ab))))
 
 # %% [markdown]
 # ## Trace diff (trace mode)

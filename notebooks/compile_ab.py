@@ -62,8 +62,9 @@ verdict_card("compile_ab", result, case.logged, subject=case.subject, device=cas
 if ab is not None:
     display(HTML(prose.prose(compile_ab.compile_text(ab))))
     display(plots.ab_distribution(ab.timing))
-    display(HTML(html_table(tables.summary_table(ab.summary()))))
-    display(HTML(html_table(ab.to_frame())))
+    display(HTML(html_table(tables.ab_summary_table(ab))))
+    display(HTML(html_table(ab.to_frame(), empty="No graph break and no recompile: torch.compile captured the "
+                                                  "model as one graph and compiled it once")))
 
 # %% [markdown]
 # ## Trace diff (trace mode)

@@ -125,7 +125,7 @@ display(HTML(html_table(result.top_ops(top))))
 # time in us, per step too; none when the code marks none.
 
 # %%
-display(HTML(html_table(result.annotations)))
+display(HTML(html_table(result.annotations, empty="No record_function ranges in this trace.")))
 
 # %% [markdown]
 # ## The trace

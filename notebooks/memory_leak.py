@@ -51,7 +51,7 @@ from perfkit.results import html_table
 from perfkit.bench import live
 
 memory_leak.check_mode(mode)
-hunt = pairing = snaps = None
+hunt = pairing = snaps = leak = None
 if mode == "snapshot":
     snaps = memory_leak.load_snapshots(snapshot_paths)
     result, subject, recorded = snaps.result, snaps.subject, snaps.device
@@ -65,11 +65,10 @@ elif mode == "live":
     metrics, recorded, verdict = memory_leak.leak_rows(hunt, subject), hunt.device, None
 else:
     pairing = compare_traces("memory_leak", mode, trace_path, trace_path_b)
-    result = pairing.diff
-    subject, recorded, metrics, verdict = pairing.subject, pairing.device, pairing.metrics, pairing.verdict
+    result, leak = pairing.diff, memory_leak.trace_leak(pairing)  # the verdict reads memory, not step times
+    subject, recorded, metrics, verdict = pairing.subject, pairing.device, leak.rows + pairing.metrics, None
 logged = rows.log_rows(perf_log_path, metrics, change=change, run_id=run_label)
-verdict_card("memory_leak", result, logged, subject=subject, device=recorded, verdict=verdict,
-             fix=pairing.fix if pairing else None)
+verdict_card("memory_leak", leak or result, logged, subject=subject, device=recorded, verdict=verdict)
 
 # %% [markdown]
 # ## Leak hunt (live mode)
@@ -81,8 +80,8 @@ if hunt is not None:
     display(HTML(prose.prose(memory_leak.leak_text(hunt))))
     display(plots.memory_growth(hunt))
     display(HTML(html_table(hunt.growth_frame())))
-    display(HTML(html_table(hunt.types_frame())))
-    display(HTML(html_table(hunt.lines_frame())))
+    display(HTML(html_table(hunt.types_frame(), empty="No object type grew in count between the first and last sample.")))
+    display(HTML(html_table(hunt.lines_frame(), empty="No allocation line grew between the first and last sample (tracemalloc).")))
     display(plots.monitor_timeline(monitor.result()))
     display(HTML(html_table(tables.monitor_table(monitor.result()))))
 
@@ -113,9 +112,8 @@ trace_diff.show_diff(pairing)
 # growth per step (growth whose CI stays above zero is a leak inside one trace).
 
 # %%
-if pairing is not None:
-    for side in (pairing.before, pairing.after):
-        timeline = perfkit.memory_timeline(side.trace)
+if leak is not None:
+    for side, timeline in zip((pairing.before, pairing.after), leak.timelines):
         display(plots.memory_over_time(timeline, title=f"Memory timeline: {side.subject}"))
         display(timeline)
 
@@ -126,7 +124,7 @@ if pairing is not None:
 # moved between kinds); then warnings (a trace diff's dropped partial steps among them).
 
 # %%
-sections.show_findings(result, info="Improvements and notes (severity info)")
+sections.show_findings(result, extra=(leak,) if leak else (), info="Improvements and notes (severity info)")
 
 # %%
 sections.show_explorer(interactive and mode == "trace", trace_path_b)

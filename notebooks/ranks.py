@@ -71,7 +71,8 @@ display(HTML(html_table(ranks.rank_files_table(result.steps).drop(columns=["star
 
 # %%
 display(plots.arrival_skew(result))
-display(HTML(html_table(ranks.rank_files_table(result.collectives.sort_values("skew_us", ascending=False).head(top)))))
+display(HTML(html_table(ranks.rank_files_table(result.collectives.sort_values("skew_us", ascending=False).head(top)),
+                        empty="No collective kernel in these traces: there is no arrival to match across ranks.")))
 
 # %% [markdown]
 # ## Bandwidth of each collective
@@ -82,7 +83,7 @@ display(HTML(html_table(ranks.rank_files_table(result.collectives.sort_values("s
 # rank's trace the kernel's whole time is used, so the figure is a floor.
 
 # %%
-display(HTML(html_table(ranks.rank_files_table(result.bandwidth.sort_values("bytes", ascending=False).head(top)))))
+display(HTML(ranks.bandwidth_html(result, top)))
 
 # %% [markdown]
 # ## Stragglers
@@ -92,8 +93,9 @@ display(HTML(html_table(ranks.rank_files_table(result.bandwidth.sort_values("byt
 # First per rank, then per step.
 
 # %%
-display(HTML(html_table(ranks.rank_files_table(result.straggling_ranks))))
-display(HTML(html_table(ranks.rank_files_table(result.stragglers), max_rows=64)))
+display(HTML(html_table(ranks.rank_files_table(result.straggling_ranks),
+                        empty=f"No rank straggles: none is {straggler_pct:.0%} over the median rank and above the noise.")))
+display(HTML(html_table(ranks.rank_files_table(result.stragglers), max_rows=64, empty="No straggling (rank, step) pair.")))
 
 # %% [markdown]
 # ## Findings

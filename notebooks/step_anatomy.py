@@ -50,10 +50,11 @@ anatomy = perfkit.step_anatomy(trace)
 path = perfkit.critical_path(trace)
 gaps = perfkit.gpu_gaps(trace)
 spots = perfkit.hotspots(trace, thread=thread)
+diagnosis = perfkit.diagnose(trace)  # the card's verdict and prediction; its findings lead the findings table
 logged = rows.log_rows(perf_log_path, step_anatomy.step_anatomy_rows(path, gaps, source.subject, source.device),
                        change=change, run_id=run_label)
 verdict_card("step_anatomy", gaps, logged, subject=source.subject, device=source.device, verdict=anatomy.sentence,
-             fix=anatomy.fix, prediction=perfkit.diagnose(trace).prediction)
+             fix=anatomy.fix, prediction=diagnosis.prediction)
 
 # %% [markdown]
 # ## Where the host time goes
@@ -94,10 +95,13 @@ display(HTML(step_anatomy.table_or_note(step_anatomy.top_gaps(gaps, trace, top),
 
 # %% [markdown]
 # ## Findings
-# Most severe first, each with the range to look at, its evidence, the fix and the threshold that fired.
+# The verdict's own findings (those of `perfkit diagnose`, the card's) and the GPU-gap findings, most
+# severe first, each with the range to look at, its evidence, the fix and the threshold that fired. A
+# gap's class is what the host was doing while the GPU idled: "host_python" includes the framework code
+# issuing each kernel, so a launch-bound step's idle time shows there, its launch calls under "launch".
 
 # %%
-display(HTML(step_anatomy.table_or_note(step_anatomy.findings_table(gaps.findings, trace),
+display(HTML(step_anatomy.table_or_note(step_anatomy.findings_table((*diagnosis.findings, *gaps.findings), trace),
                                   "No GPU-gap findings; the card's fix above names where the step's time goes.")))
 display(HTML(html_warnings(tuple(dict.fromkeys(anatomy.warnings + spots.warnings + trace.warnings)))))
 

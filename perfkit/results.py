@@ -127,6 +127,8 @@ def format_number(x: float, digits: int | None = None) -> str:
     digits first (2510.4 with 3: "2,510" where ``:.3g`` writes "2.51e+03")."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return ""
+    if x == 0 or (digits is not None and float(f"{x:.{digits}g}") == 0) or (abs(x) < 1e-12):
+        return "0"  # never "-0": a negative zero (or a difference of two equal floats) is no change
     if isinstance(x, float) and math.isinf(x):
         return "inf" if x > 0 else "-inf"
     if digits is not None:
@@ -135,8 +137,6 @@ def format_number(x: float, digits: int | None = None) -> str:
         return f"{x:,.0f}"
     if abs(x) >= 1e-3:
         return f"{x:,.4g}"
-    if abs(x) < 1e-12:
-        return "0"
     return f"{x:.{2 - math.floor(math.log10(abs(x)))}f}".rstrip("0")
 
 
@@ -146,18 +146,37 @@ def format_signed(x: float, digits: int | None = None) -> str:
     return f"+{text}" if text and x > 0 else text
 
 
-def html_table(frame: pd.DataFrame, max_rows: int = 20) -> str:
+NO_ROWS = "(no rows)"
+LONG_TOKEN = 32  # characters: a file name ("rank0.pt.trace.json.gz") or metric name fits, a kernel signature does not
+_CELL = re.compile(r"(<td>)(.*?)(</td>)", re.S)
+_TOKEN = re.compile(r"\S{%d,}" % (LONG_TOKEN + 1))
+_BREAK_AFTER = re.compile(r"([/_.,:(])(?=\w)")
+
+
+def html_table(frame: pd.DataFrame, max_rows: int = 20, *, empty: str = NO_ROWS) -> str:
     """Render a DataFrame as HTML with every cell and header escaped; numbers in
     ``format_number`` form, True/False as yes/no, a missing value (NaN: a change from 0 to 0, a
     figure not measured) as "n/a"; a header may break after each underscore
-    (``median_<wbr>step``), so a wide table wraps its headers at word parts, not mid-word.
+    (``median_<wbr>step``), so a wide table wraps its headers at word parts, not mid-word, and so may a
+    cell's token longer than ``LONG_TOKEN`` characters (after ``/ _ . , : (``), never inside a shorter one
+    (a file name stays whole). A frame without rows is not a header row over nothing: it is the sentence
+    ``empty``, which should say why there is nothing (the default only says that there is not).
     perfkit's one HTML table renderer."""
+    if not len(frame):
+        return f"<p class='perfkit-empty'>{html_text(empty)}</p>"
     shown = frame.head(max_rows)
     flags = [c for c in shown.columns if pd.api.types.is_bool_dtype(shown[c])]
     if flags:
         shown = shown.assign(**{str(c): shown[c].map({True: "yes", False: "no"}) for c in flags})
     head, end, body = shown.to_html(escape=True, index=False, float_format=format_number, na_rep="n/a").partition("</thead>")
-    return head.replace("_", "_<wbr>") + end + body
+    return head.replace("_", "_<wbr>") + end + _CELL.sub(lambda m: m[1] + _breakable(m[2]) + m[3], body)
+
+
+def _breakable(text: str) -> str:
+    """An escaped cell's text with a break opportunity (``<wbr>``) after each separator of its long tokens,
+    and an arrow ("a -> b") kept whole (a browser breaks after its hyphen)."""
+    text = _TOKEN.sub(lambda m: _BREAK_AFTER.sub(r"\1<wbr>", m[0]), text)
+    return text.replace("-&gt;", "<span style='white-space:nowrap'>-&gt;</span>")
 
 
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&])")

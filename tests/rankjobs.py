@@ -35,7 +35,7 @@ def sync_job(directory: Path, dataloader_us, *, early_us=None, steps: int = 4) -
     loads = [[dl + jitter(r, s) for s in range(steps)] for r, dl in enumerate(dataloader_us)]
     ends = [max(arrival(s, loads[r][s], early_us[r]) for r in range(len(loads))) + TAIL_US for s in range(steps)]
     for r in range(len(loads)):
-        b = TraceBuilder(rank=r)
+        b = TraceBuilder(rank=r, world_size=len(loads))
         for s in range(steps):
             start = s * PERIOD_US - early_us[r]
             load, a = loads[r][s], arrival(s, loads[r][s], early_us[r])
@@ -65,8 +65,9 @@ def write(doc: dict, path: Path) -> Path:
     return path
 
 
-def renumbered(doc: dict, rank: int) -> dict:
-    return dict(doc, distributedInfo=dict(doc.get("distributedInfo", {}), rank=rank))
+def renumbered(doc: dict, rank: int, world_size: int | None = None) -> dict:
+    info = dict(doc.get("distributedInfo", {}), rank=rank)
+    return dict(doc, distributedInfo=info if world_size is None else dict(info, world_size=world_size))
 
 
 def stretched(doc: dict, factor: float) -> dict:
@@ -83,9 +84,9 @@ def stretched(doc: dict, factor: float) -> dict:
 
 
 def copies_of_one_rank(directory: Path, source_rank: int = 0, n: int = 8) -> Path:
-    """``n`` copies of one DLRM rank, each claiming its own rank id."""
+    """``n`` copies of one DLRM rank, each claiming its own rank id in a world of ``n`` (or DLRM's 8, if larger)."""
     directory.mkdir(parents=True, exist_ok=True)
     doc = read(shared_trace(DLRM.format(source_rank)))
     for r in range(n):
-        write(renumbered(doc, r), directory / f"copy_rank{r}.pt.trace.json.gz")
+        write(renumbered(doc, r, max(n, 8)), directory / f"copy_rank{r}.pt.trace.json.gz")
     return directory

@@ -1,6 +1,7 @@
 """Fuzz: paths and ranks the loader is given (issue 16: an unreadable file or directory gave a
 PermissionError traceback; traces claiming the same rank were merged: an unrelated rank-0 trace
-beside DLRM ranks 0 and 1 gave "ranks [0, 1]", two copies of DLRM rank 0 gave "[0]")."""
+beside DLRM ranks 0 and 1 gave "ranks [0, 1]", two copies of DLRM rank 0 gave "[0]"; since issue 53 files that
+are not the ranks of one job are refused with the runs they hold)."""
 import os
 import shutil
 
@@ -8,7 +9,7 @@ import pytest
 
 from conftest import shared_trace
 from fuzzkit import Budget, can_drop_file_permissions, event, lock, run_cli, run_main, write_trace
-from perfkit.errors import TraceError
+from perfkit.errors import ParameterError, TraceError
 from perfkit.trace import load_trace
 
 needs_permissions = pytest.mark.skipif(not can_drop_file_permissions(),
@@ -58,35 +59,43 @@ def test_odd_sources_are_trace_errors(source):
         load_trace(source)
 
 
-def test_unrelated_rank0_beside_two_ranks_is_kept_apart(tmp_path):
+def test_unrelated_rank0_beside_two_ranks_is_refused_with_the_runs(tmp_path):
+    """Issue 53: files are ranks of one job only when their distributedInfo says so; a rank 0 of world size 1
+    beside ranks 0 and 1 of world size 2 is another run, and the load names both instead of merging them."""
     rank_trace(tmp_path / "run_rank0.json", 0, world_size=2)
     rank_trace(tmp_path / "run_rank1.json", 1, world_size=2)
     rank_trace(tmp_path / "zz_other.json", 0, world_size=1, name="other")
-    trace = load_trace(tmp_path)
-    assert trace.ranks == [0, 1, 2]
-    other = next(f for f in trace.files if f.path.endswith("zz_other.json"))
-    assert other.rank == 2 and other.claimed_rank == 0
-    assert set(trace.events.loc[trace.events["name"] == "other", "rank"]) == {2}
-    assert len(trace.steps) == 3 and sorted(trace.steps["rank"]) == [0, 1, 2]
-    [warning] = [w for w in trace.warnings if "claims rank 0" in w]
-    assert "zz_other.json" in warning and "run_rank0.json" in warning and "rank 2" in warning
+    with pytest.raises(TraceError, match="holds 2 runs, not the ranks of one job") as refused:
+        load_trace(tmp_path)
+    assert "run_rank0.json, run_rank1.json: ranks 0, 1 of 2" in str(refused.value)
+    assert "zz_other.json: rank 0 of 1" in str(refused.value) and "--run N" in str(refused.value)
+    pair = load_trace(tmp_path, run=1)
+    assert pair.ranks == [0, 1] and "other" not in set(pair.events["name"].astype(str))
+    assert any("loaded run 1 of 2" in w and "the other runs were left out" in w for w in pair.warnings)
 
 
-def test_two_copies_of_one_rank_load_as_two_ranks(tmp_path):
+def test_two_copies_of_one_rank_are_two_runs(tmp_path):
     rank_trace(tmp_path / "a.json", 0, world_size=4)
     shutil.copy(tmp_path / "a.json", tmp_path / "b.json")
-    trace = load_trace(tmp_path)
-    assert trace.ranks == [0, 4] and [f.claimed_rank for f in trace.files] == [0, 0]
-    assert len(trace.events) == 4 and sorted(trace.steps["rank"]) == [0, 4]
-    assert any("b.json claims rank 0 like a.json: loaded as rank 4" in w for w in trace.warnings)
+    with pytest.raises(TraceError, match="holds 2 runs"):
+        load_trace(tmp_path)
+    one = load_trace(tmp_path, run=2)
+    assert one.ranks == [0] and len(one.events) == 2
 
 
-def test_files_with_and_without_a_rank_never_share_one(tmp_path):
-    rank_trace(tmp_path / "a.json", None)  # no claim: its position (0) is taken by b's claim
+def test_files_with_and_without_a_rank_are_two_runs(tmp_path):
+    rank_trace(tmp_path / "a.json", None)
     rank_trace(tmp_path / "b.json", 0, world_size=2)
-    trace = load_trace(tmp_path)
-    assert trace.ranks == [0, 2]  # a gets an id above b's run (world_size 2), not b's rank 1
-    assert [f.claimed_rank for f in trace.files] == [None, 0]
+    with pytest.raises(TraceError, match="a.json: one process \\(no distributedInfo rank\\)"):
+        load_trace(tmp_path)
+
+
+@pytest.mark.parametrize("run", [0, 3, -1, True, "1"])
+def test_a_run_that_is_not_listed_is_a_parameter_error(tmp_path, run):
+    rank_trace(tmp_path / "a.json", None)
+    rank_trace(tmp_path / "b.json", None)
+    with pytest.raises(ParameterError, match="holds 2 runs .*pick one of 1..2"):
+        load_trace(tmp_path, run=run)
 
 
 @pytest.mark.parametrize("rank", [2**70, "inf", -1, "zero", 1.5e300, [0], True])
@@ -101,21 +110,19 @@ def test_unrelated_rank0_beside_dlrm_ranks_0_and_1(tmp_path):
     for name in ("param_v100_dlrm_rank0.pt.trace.json.gz", "param_v100_dlrm_rank1.pt.trace.json.gz"):
         shutil.copy(shared_trace(name), tmp_path / name)
     shutil.copy(shared_trace("hta_timeline_analysis__sampled_rank-0.json.gz"), tmp_path / "unrelated.json.gz")
-    out = run_main("summary", "--json", tmp_path)
+    run_main("summary", "--json", tmp_path).assert_refused(tmp_path, "holds 2 runs", "ranks 0, 1 of 8",
+                                                           "unrelated.json.gz")
+    out = run_main("summary", "--json", "--run", "1", tmp_path)  # DLRM (2023) is newer than the HTA sample
     out.assert_clean(json_out=True, codes=(0,))
     summary = out.json()
-    assert len(summary["ranks"]) == 3 and summary["ranks"][:2] == [0, 1]
-    assert any("unrelated.json.gz claims rank 0" in w for w in summary["warnings"])
+    assert summary["ranks"] == [0, 1]
+    assert any("loaded run 1 of 2" in w for w in summary["warnings"])
 
 
 @pytest.mark.shared
-def test_two_copies_of_dlrm_rank0_load_as_two_ranks(tmp_path):
+def test_two_copies_of_dlrm_rank0_are_two_runs(tmp_path):
     source = shared_trace("param_v100_dlrm_rank0.pt.trace.json.gz")
     shutil.copy(source, tmp_path / "a.json.gz")
     shutil.copy(source, tmp_path / "b.json.gz")
-    trace = load_trace(tmp_path)
-    assert trace.ranks == [0, 8]  # DLRM's world_size is 8: the copy gets an id no real rank has
-    assert [f.claimed_rank for f in trace.files] == [0, 0]
-    one = load_trace(source)
-    assert len(trace.events) == 2 * len(one.events) and len(trace.steps) == 2 * len(one.steps)
-    assert any("b.json.gz claims rank 0 like a.json.gz" in w for w in trace.warnings)
+    with pytest.raises(TraceError, match="holds 2 runs.*a.json.gz: rank 0 of 8.*b.json.gz: rank 0 of 8"):
+        load_trace(tmp_path)

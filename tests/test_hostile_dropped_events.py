@@ -19,6 +19,10 @@ def trace(tmp_path):
         b.cpu_op("aten::add", s * 1000 + 10, 50)
         b.launch("elementwise_kernel", s * 1000 + 20, 5, gpu_ts=s * 1000 + 100, gpu_dur=300)
     b.cpu_op("aten::broken", 2500, -50)
+    # one allocation, so that perfkit memory has a timeline to print (without [memory] events it is an error)
+    b.events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": b.pid, "tid": b.tid,
+                     "ts": 15, "args": {"Bytes": 256, "Total Allocated": 256, "Total Reserved": 0, "Addr": 1,
+                                        "Device Type": 0, "Device Id": -1}})
     return b.write(tmp_path / "t.json")
 
 

@@ -154,18 +154,22 @@ def rank_file(path, rank, world_size=2):
 
 
 def test_three_files_claiming_the_last_rank(tmp_path):
+    """Rank 2**31-1 of world size 2 is no rank of that job: each file is a run of its own (issue 53), refused
+    with the three listed, and each loads alone as that rank."""
     for i in range(3):
         rank_file(tmp_path / f"r{i}.json", 2**31 - 1)
-    trace = load_trace(tmp_path, use_cache=False)
-    assert trace.ranks == [0, 1, 2**31 - 1] and [f.claimed_rank for f in trace.files] == [2**31 - 1] * 3
-    run_main("summary", "--json", tmp_path).assert_clean(json_out=True, codes=(0,))
+    with pytest.raises(TraceError, match="holds 3 runs.*rank 2147483647 outside world size 2"):
+        load_trace(tmp_path, use_cache=False)
+    trace = load_trace(tmp_path, use_cache=False, run=3)
+    assert trace.ranks == [2**31 - 1] and [f.claimed_rank for f in trace.files] == [2**31 - 1]
+    run_main("summary", "--json", "--run", "1", tmp_path).assert_clean(json_out=True, codes=(0,))
 
 
 def test_world_size_at_the_limit(tmp_path):
     rank_file(tmp_path / "a.json", 0, world_size=2**31 - 1)
-    rank_file(tmp_path / "b.json", 0, world_size=2**31 - 1)
+    rank_file(tmp_path / "b.json", 1, world_size=2**31 - 1)
     trace = load_trace(tmp_path, use_cache=False)
-    assert trace.ranks == [0, 2**31 - 1] and len(set(trace.events["rank"])) == 2  # the spare id above world_size
+    assert trace.ranks == [0, 1] and len(set(trace.events["rank"])) == 2
 
 
 def test_more_files_than_file_ids_is_refused_before_parsing(tmp_path):

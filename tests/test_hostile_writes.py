@@ -240,7 +240,16 @@ def test_a_row_too_long_for_the_reader_is_refused_and_nothing_is_written(tmp_pat
     assert len(log.read()) == 2  # just under the limit reads back
 
 
-def test_runs_started_in_the_same_second_get_their_own_ids(tmp_path):
+def test_runs_started_in_the_same_second_get_their_own_ids(tmp_path, monkeypatch):
+    import datetime as real
+    from perfkit.report.perflog import log as log_module
+
+    class OneSecond(real.datetime):  # both appends inside the same second, whatever the machine's clock does
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 12, 2, 12, 11, 42, tzinfo=tz)
+
+    monkeypatch.setattr(log_module, "datetime", OneSecond)
     log = PerfLog(tmp_path / "perf_log.csv")
     first = log.append(investigation="cpu_bound", metric="step_ms", value=10.0, unit="ms")
     second = log.append(investigation="cpu_bound", metric="step_ms", value=20.0, unit="ms")

@@ -89,6 +89,32 @@ def test_is_user_line_table(filename, mine):
     assert is_user_line(filename) is mine
 
 
+@pytest.mark.parametrize("relative, own", [
+    ("bench/monitor.py", True),             # its system monitor thread, sampling while the hunt runs
+    ("bench/leak.py", True),
+    ("workloads/leaky.py", False),           # the reference loop stands in for the user's
+])
+def test_perfkit_own_lines_table(relative, own):
+    from perfkit.bench.leak import _PERFKIT, _own
+
+    assert _own(_PERFKIT + relative) is own
+    assert not _own("/home/me/project/train.py") and not _own("/usr/lib/python3.11/site-packages/psutil/_pslinux.py")
+
+
+def test_growing_lines_never_list_perfkits_monitor_and_the_libraries_come_after_the_users():
+    import perfkit
+
+    kept = []
+    with perfkit.SystemMonitor(interval_s=0.01):
+        result = hunt_leak(lambda: kept.append(bytearray(10_000)), steps=100, warmup=5, device="cpu",
+                           track_objects=False)
+    places = [line for line, _, _ in result.top_lines]
+    assert places and "test_leak.py" in places[0]
+    assert not any("/perfkit/bench/" in p or "/perfkit/report/" in p for p in places), places
+    users = [is_user_line(p.rsplit(":", 1)[0]) for p in places]
+    assert users == sorted(users, reverse=True)  # every user line before every library line
+
+
 def test_clean_has_no_leak_findings(hunts):
     result, _ = hunts["clean"]
     assert [f.severity for f in result.findings] == ["info"]

@@ -85,6 +85,9 @@ def test_leak_growth_found_in_one_trace(tmp_path, capsys, variant, leaks):
     if leaks:  # 2 x 64 x (1 + 64) float32 clones (16,640 B) kept per step by the callback
         assert cpu["growth_per_step_bytes"] == pytest.approx(16_640, rel=0.02)
         assert cpu["growth_ci"][0] > 0
+        held = cpu["held_by"][0]  # what holds it: the callback's clone, in every recorded step, never freed
+        assert held["function"].startswith("perfkit/workloads/leaky.py(") and "<dictcomp>" in held["function"]
+        assert held["steps"] == 5 and held["bytes"] == pytest.approx(5 * 16_640, rel=0.02)
     else:
         assert cpu["growth_per_step_bytes"] == 0 and cpu["growth_ci"][1] <= 0 + 1e-9
 
@@ -136,3 +139,24 @@ def test_a_file_changed_since_loading_raises_naming_it(leaky_trace, tmp_path):
     with pytest.raises(perfkit.TraceError, match="changed since it was loaded") as info:
         perfkit.memory_timeline(trace)
     assert str(path) in str(info.value) and "1 of its" in str(info.value)
+
+
+def test_memory_of_a_trace_without_memory_events_is_an_error(capsys):
+    shipped = Path(__file__).resolve().parents[1] / "data" / "traces" / "cpu" / "leaky_clean.json.gz"
+    assert main(["memory", str(shipped)]) == 2
+    err = capsys.readouterr().err
+    assert "holds no [memory] events" in err and "perfkit profile --memory" in err
+
+
+def test_profile_with_memory_says_whether_memory_grows(tmp_path, capsys):
+    script = tmp_path / "leaky_train.py"
+    script.write_text(LEAKY)
+    assert main(["profile", "--memory", "--wait", "2", "--warmup", "1", "--active", "4", "--out", str(tmp_path),
+                 str(script), "--", "accumulating_callback"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("memory "))
+    assert "cpu: peak" in line and "grows 16.2 KiB/step" in line and "a leak, held by perfkit/workloads/leaky.py(" in line
+
+
+def test_timeline_table_shows_the_growth_ci_as_text_not_a_tuple(leaky_trace):
+    html = perfkit.memory_timeline(perfkit.load_trace(leaky_trace, use_cache=False))._repr_html_()
+    assert "(16640.0" not in html and " to " in html and "Held at the trace" in html

@@ -347,3 +347,12 @@ def test_fix_steps_says_why_when_nothing_was_replayed():
 
     fig = plots.fix_steps(whatif(load_trace(CPU / "ppo_item_logging.json.gz")))
     assert fig.axes[0].texts[0].get_text().startswith("no GPU events: there is nothing to replay")
+
+
+def test_memory_growth_title_writes_the_cards_figure(monkeypatch):
+    """The plot's growth per 1,000 steps is the card's (``format_number``, 4 significant digits): 1,035
+    objects, not the 1,030 that rounding to 3 digits wrote beside a card saying 1,035."""
+    monkeypatch.setattr(_FakeGrowth, "per_1000", 1035.2)
+    monkeypatch.setattr(_FakeGrowth, "unit", "objects")
+    (ax,) = plots.memory_growth(_FakeLeak(), series=("rss_bytes",)).axes
+    assert ax.get_title().startswith("+1,035 ")

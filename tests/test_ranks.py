@@ -196,30 +196,32 @@ def test_planted_copy_among_copies_is_the_only_straggler(tmp_path):
     assert set(result.stragglers["rank"]) == {5}
 
 
-def test_files_claiming_one_rank_are_kept_apart_with_a_warning(tmp_path):
+def test_files_claiming_one_rank_are_two_runs(tmp_path):
+    """Issue 53: two files claiming rank 0 are not ranks of one job; ranks() refuses with the runs, as load_trace."""
     d = tmp_path / "mixed"
     d.mkdir()
     doc = read(shared_dlrm(0))
     write(doc, d / "a.pt.trace.json.gz")
     write(doc, d / "b.pt.trace.json.gz")
     write(renumbered(doc, 1), d / "c.pt.trace.json.gz")
-    result = ranks(d, workers=1, use_cache=False)
-    assert list(result.ranks["rank"]) == [0, 0, 1]
-    assert [os.path.basename(f) for f in result.ranks["file"]] == ["a.pt.trace.json.gz", "b.pt.trace.json.gz",
-                                                                   "c.pt.trace.json.gz"]
-    assert any("2 files claim rank 0" in w and "a.pt.trace.json.gz" in w for w in result.warnings)
+    with pytest.raises(TraceError, match="holds 2 runs") as refused:
+        ranks(d, workers=1, use_cache=False)
+    assert "a.pt.trace.json.gz, c.pt.trace.json.gz: ranks 0, 1 of 8" in str(refused.value)
+    assert "b.pt.trace.json.gz: rank 0 of 8" in str(refused.value)
+    result = ranks(d, workers=1, use_cache=False, run=1)
+    assert [os.path.basename(f) for f in result.ranks["file"]] == ["a.pt.trace.json.gz", "c.pt.trace.json.gz"]
+    assert any("run 1 of 2" in w for w in result.warnings)
 
 
-def test_files_without_a_rank_are_numbered_by_position(tmp_path):
+def test_files_without_a_rank_are_runs_of_their_own(tmp_path):
     d = tmp_path / "rankless"
     d.mkdir()
     doc = read(shared_dlrm(0))
     doc.pop("distributedInfo")
     for name in ("x.json.gz", "y.json.gz"):
         write(doc, d / name)
-    result = ranks(d, workers=1, use_cache=False)
-    assert list(result.ranks["rank"]) == [0, 1]
-    assert any("claim no distributedInfo rank" in w for w in result.warnings)
+    with pytest.raises(TraceError, match="holds 2 runs.*x.json.gz: one process \\(no distributedInfo rank\\)"):
+        ranks(d, workers=1, use_cache=False)
 
 
 def shared_dlrm(rank):

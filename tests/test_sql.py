@@ -26,7 +26,7 @@ def test_views_have_the_trace_schema(job):
     assert set(VIEWS) == {"events", "flows", "steps", "ranks"}
     ranks_view = sql("SELECT rank, path, world_size, devices FROM ranks ORDER BY file_id", trace)
     assert list(ranks_view["rank"]) == [0, 1, 2] and ranks_view["path"].str.endswith(".json").all()
-    assert list(ranks_view["world_size"]) == [1, 2, 3]  # as the builder writes distributedInfo
+    assert list(ranks_view["world_size"]) == [3, 3, 3]  # the job's 3 ranks, as sync_job writes distributedInfo
 
 
 def test_a_question_the_analyses_do_not_answer(job):

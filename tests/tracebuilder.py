@@ -25,7 +25,8 @@ _COPY_ENDS = {"HtoD": ("{mem}", "Device"), "DtoH": ("Device", "{mem}"), "DtoD": 
 class TraceBuilder:
     def __init__(self, *, pid: int = 1000, tid: int = 1000, device: int = 0, stream: int = 7,
                  base_us: float = 1_000_000_000_000.0, rank: int | None = None, with_stack: bool = False,
-                 gpu_name: str = "NVIDIA Test GPU"):
+                 gpu_name: str = "NVIDIA Test GPU", world_size: int | None = None):
+        self.world_size = world_size  # distributedInfo's, with a rank: 8 (one job of up to 8 ranks) unless given
         self.pid, self.tid, self.device, self.stream = pid, tid, device, stream
         self.base_us, self.rank, self.with_stack, self.gpu_name = base_us, rank, with_stack, gpu_name
         self.events: list[dict] = []
@@ -138,7 +139,8 @@ class TraceBuilder:
         devices = self._devices if self._devices is not None else [{"id": self.device, "name": self.gpu_name}]
         doc = {"schemaVersion": 1, "deviceProperties": devices, "traceEvents": events}
         if self.rank is not None:
-            doc["distributedInfo"] = {"rank": self.rank, "world_size": self.rank + 1}
+            world = self.world_size if self.world_size is not None else max(8, self.rank + 1)
+            doc["distributedInfo"] = {"rank": self.rank, "world_size": world}
         if self.with_stack:
             doc["with_stack"] = 1
         return doc

@@ -21,9 +21,10 @@ from ..trace.loader.memory_events import memory_args
 from ..trace.steps import step_windows, window_index
 from .stacks import user_frames
 
-EVENT_COLUMNS = ["rank", "device", "ts_us", "step", "bytes", "allocated", "reserved", "op", "function"]
+EVENT_COLUMNS = ["rank", "device", "ts_us", "step", "bytes", "allocated", "reserved", "addr", "op", "function"]
 CONFIDENCE = 0.95
 MIN_GROWTH_STEPS = 3  # a slope and its CI need at least 3 step ends
+_NOT_SHOWN = ("top_ops", "end_of_step_bytes", "held_by")
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,9 @@ class MemoryTimeline:
     """``events``: one row per [memory] event (``EVENT_COLUMNS``; bytes negative = freed, op and
     function that allocated); ``devices``: one dict per (rank, device) with ``peak_bytes``,
     ``peak_step``, ``peak_op``, ``peak_function``, ``end_of_step_bytes``, ``growth_per_step_bytes``,
-    ``growth_ci`` (95% CI of the slope, None under 3 steps) and ``top_ops``; ``warnings``; ``steps``: the
+    ``growth_ci`` (95% CI of the slope, None under 3 steps), ``top_ops`` and ``held_by`` (what holds the
+    growth: the blocks allocated inside a step and never freed in the trace, by the function and op that
+    allocated them, those held in the most steps first: ``function``, ``op``, ``bytes``, ``count``, ``steps``); ``warnings``; ``steps``: the
     step windows the per-step numbers were taken over (rank, step, start_us, end_us, dur_us; step -1: no
     steps, one window per rank)."""
 
@@ -58,9 +61,16 @@ class MemoryTimeline:
         return f"<MemoryTimeline {len(self.events)} events: {peaks or 'no memory events'}>"
 
     def _repr_html_(self) -> str:
-        table = pd.DataFrame([{k: v for k, v in d.items() if k not in ("top_ops", "end_of_step_bytes")}
-                              for d in self.devices])
-        return html_section("Memory timeline", html_table(table), html_warnings(self.warnings))
+        if not self.devices:  # no table over nothing: the warning says why and how to record memory
+            return html_section("Memory timeline", html_warnings(self.warnings))
+        table = pd.DataFrame([{**{k: v for k, v in d.items() if k not in _NOT_SHOWN},
+                               "growth_ci": ci_text(d["growth_ci"])} for d in self.devices])
+        held = pd.DataFrame([{"device": d["device"], **h} for d in self.devices for h in d["held_by"][:5]])
+        parts = [html_table(table)]
+        if len(held):
+            parts += ["<p>Held at the trace's end: blocks allocated in a step and never freed, by allocating line "
+                      "(held in the most steps first)</p>", html_table(held.rename(columns={"bytes": "bytes_held"}))]
+        return html_section("Memory timeline", *parts, html_warnings(self.warnings))
 
 
 def memory_timeline(trace, *, top: int = 10) -> MemoryTimeline:
@@ -79,9 +89,7 @@ def memory_timeline(trace, *, top: int = 10) -> MemoryTimeline:
         warnings.append(f"{len(events) - len(usable)} [memory] event(s) carry no usable Total Allocated: the peak, "
                         "step ends and growth leave them out (they stay in events)")
     devices = tuple(_device_summary(group, windows, top) for _, group in usable.groupby(["rank", "device"], sort=True))
-    warnings += [f"{d['device']}: memory held at step ends grows {d['growth_per_step_bytes']:,.0f} B/step "
-                 f"(95% CI {d['growth_ci'][0]:,.0f}..{d['growth_ci'][1]:,.0f}): a leak inside this trace"
-                 for d in devices if _grows(d)]
+    warnings += [growth_text(d) for d in devices if grows(d)]
     return MemoryTimeline(events, devices, tuple(warnings), windows)
 
 
@@ -118,7 +126,35 @@ def _device_summary(ev: pd.DataFrame, windows: pd.DataFrame, top: int) -> dict:
             "peak_reserved_bytes": int(ev["reserved"].max()), "peak_step": int(peak["step"]),
             "peak_op": peak["op"], "peak_function": peak["function"], "end_of_step_bytes": ends,
             "growth_per_step_bytes": slope, "growth_ci": ci,
-            "top_ops": [{"op": op, "bytes": int(r["sum"]), "count": int(r["count"])} for op, r in top_ops.iterrows()]}
+            "top_ops": [{"op": op, "bytes": int(r["sum"]), "count": int(r["count"])} for op, r in top_ops.iterrows()],
+            "held_by": _held_by(ev, top)}
+
+
+def _held_by(ev: pd.DataFrame, top: int) -> list[dict]:
+    """Blocks allocated inside a step whose address is not freed after it (the next event at that address
+    is none), by allocating (function, op): held in the most steps first, then most bytes."""
+    known = ev[ev["addr"] >= 0]
+    following = known.groupby(["device", "addr"], sort=False)["bytes"].shift(-1)
+    held = known[(known["bytes"] > 0) & (known["step"] >= 0) & following.isna()]
+    if held.empty:
+        return []
+    keys = [held["function"].fillna("(no Python frame)"), held["op"].fillna("(no op)")]
+    groups = held.groupby(keys, sort=False).agg(bytes=("bytes", "sum"), count=("bytes", "size"),
+                                                steps=("step", "nunique"))
+    groups = groups.sort_values(["steps", "bytes"], ascending=False, kind="stable").head(top)
+    return [{"function": f, "op": op, "bytes": int(r["bytes"]), "count": int(r["count"]), "steps": int(r["steps"])}
+            for (f, op), r in groups.iterrows()]
+
+
+def growth_text(d: dict) -> str:
+    """A device whose memory held at step ends grows, in one sentence naming what holds the growth."""
+    text = (f"{d['device']}: memory held at step ends grows {d['growth_per_step_bytes']:,.0f} B/step "
+            f"(95% CI {d['growth_ci'][0]:,.0f}..{d['growth_ci'][1]:,.0f}): a leak inside this trace")
+    if d["held_by"]:
+        h = d["held_by"][0]
+        text += (f"; held by {h['bytes']:,} B allocated in {h['steps']} step(s) by {h['function']} ({h['op']}) "
+                 "and never freed")
+    return text
 
 
 def _end_of_step(ev: pd.DataFrame, windows: pd.DataFrame) -> list[int]:
@@ -145,5 +181,11 @@ def _growth(ends: list[int]) -> tuple[float | None, tuple | None]:
     return slope, (slope - half, slope + half)
 
 
-def _grows(d: dict) -> bool:
+def ci_text(ci) -> str:
+    """A growth CI as people read it ("16,640 to 16,640 B"), "n/a" under 3 step ends: never a raw tuple."""
+    return "n/a" if ci is None else f"{ci[0]:,.0f} to {ci[1]:,.0f} B"
+
+
+def grows(d: dict) -> bool:
+    """Whether device summary ``d`` grows: the CI of its growth per step stays above zero."""
     return d["growth_ci"] is not None and d["growth_ci"][0] > 0

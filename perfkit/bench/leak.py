@@ -32,10 +32,12 @@ The result type and its findings are in ``leak_result``.
 from __future__ import annotations
 
 import gc
+import os
 import time
 import tracemalloc
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -50,6 +52,9 @@ UNITS = {c: "objects" if c == "objects" else "bytes" for c in COLUMNS[1:]}
 DEFAULT_THRESHOLD_BYTES = 64 * 1024
 DEFAULT_THRESHOLD_OBJECTS = 100
 DEFAULT_RSS_THRESHOLD_BYTES = 8 * 1024 * 1024
+# perfkit's own files: its harness and monitor thread allocate while a hunt runs, but never hold the user's leak
+_PERFKIT = os.path.join(str(Path(__file__).resolve().parents[1]), "")
+_WORKLOADS = os.path.join(_PERFKIT, "workloads", "")
 
 
 def hunt_leak(step, *, steps: int = 300, warmup: int = 30, sample_every: int = 10, device: str = "auto",
@@ -242,17 +247,23 @@ def _top_types(first: Counter | None, last: Counter | None, top: int) -> tuple:
 
 
 def _top_lines(rec: _Recording, top: int) -> tuple:
-    """Growing allocation lines, the user's first (``is_user_line``), each group biggest first,
-    leaving out tracemalloc's and this module's own."""
+    """Growing allocation lines, the user's first (``is_user_line``), then the libraries', each group
+    biggest first, leaving out tracemalloc's and perfkit's own (its harness, its system monitor thread;
+    its reference workloads stand in for the user's loop and stay)."""
     if rec.first_snapshot is None or rec.last_snapshot is None:
         return ()
     skip = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
     first = rec.first_snapshot.filter_traces(skip)
     last = rec.last_snapshot.filter_traces(skip)
-    stats = [s for s in last.compare_to(first, "lineno") if s.size_diff > 0]
+    stats = [s for s in last.compare_to(first, "lineno") if s.size_diff > 0 and not _own(s.traceback[0].filename)]
     stats.sort(key=lambda s: not is_user_line(s.traceback[0].filename))  # stable: biggest first within each
     return tuple((f"{s.traceback[0].filename}:{s.traceback[0].lineno}", int(s.size_diff), int(s.count_diff))
                  for s in stats[:top])
+
+
+def _own(filename: str) -> bool:
+    """Whether ``filename`` is one of perfkit's own modules (not its reference workloads)."""
+    return filename.startswith(_PERFKIT) and not filename.startswith(_WORKLOADS)
 
 
 def _warnings(rec: _Recording, started_here: bool) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
+    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache, run=args.run)
     data = critical_path_answer(trace, annotation=args.annotation)
     if args.markdown:
         print(reply_text("critical_path", data, budget=args.budget, cursor=args.cursor))

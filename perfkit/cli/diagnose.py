@@ -15,7 +15,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    result = diagnose(load_trace(trace_arg(args.trace), use_cache=not args.no_cache), path=args.trace)
+    result = diagnose(load_trace(trace_arg(args.trace), use_cache=not args.no_cache, run=args.run), path=args.trace)
     if args.markdown:
         print(reply_text("diagnose", result.to_json(), budget=args.budget, cursor=args.cursor))
     else:

@@ -16,7 +16,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
+    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache, run=args.run)
     say_load_warnings("gaps", trace.warnings)
     data = gaps_answer(trace)
     if args.markdown:

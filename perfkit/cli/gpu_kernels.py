@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     if args.top is not None and args.top < 1:
         raise ParameterError(f"--top must be at least 1, got {args.top}")
-    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
+    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache, run=args.run)
     result = kernels(trace, device=args.device, peaks=args.peaks, use_cache=not args.no_cache)
     if args.markdown:
         print(reply_text("gpu_kernels", result.to_json(top=args.top), budget=args.budget, cursor=args.cursor))

@@ -19,7 +19,7 @@ def run(args) -> int:
     path = trace_arg(args.trace)
     if args.collapsed:
         refuse_clobber(args.collapsed, [("the input trace", path)])
-    result = hotspots(load_trace(path, use_cache=not args.no_cache), thread=args.thread)
+    result = hotspots(load_trace(path, use_cache=not args.no_cache, run=args.run), thread=args.thread)
     if args.collapsed:
         result.write_collapsed(args.collapsed)
     if args.markdown:

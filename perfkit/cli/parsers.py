@@ -36,6 +36,14 @@ VIEWS_HELP = ("views: events (name, cat, ph, ts_us, dur_us, pid, tid, file_id, r
 def _trace(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help=".json / .json.gz trace file or tensorboard_trace_handler directory")
     p.set_defaults(check_inputs=check_traces)
+    _run(p)
+
+
+def _run(p: argparse.ArgumentParser) -> None:
+    """``--run N``: of a directory holding several runs (not the ranks of one job), the one to read."""
+    p.add_argument("--run", type=int, default=None, metavar="N",
+                   help="a directory of several runs (files that are not the ranks of one job) is refused with "
+                        "the list of its runs; read run N of that list instead (1 = the newest)")
 
 
 def _trace_command(subparsers, name: str, help: str, *, json_help: str, top: tuple[int, str] | None = None):
@@ -114,6 +122,7 @@ def add_summary(subparsers) -> argparse.ArgumentParser:
     p.add_argument("traces", nargs="+", help=".json / .json.gz trace files or tensorboard_trace_handler directories")
     p.add_argument("--json", action="store_true", help="one JSON object per trace, one per line")
     p.add_argument("--salvage", action="store_true", help="recover the complete events of a file cut off mid-write")
+    _run(p)
     _markdown(p)
     _no_cache(p)
     return p
@@ -136,6 +145,7 @@ def add_trace_diff(subparsers) -> argparse.ArgumentParser:
     p.add_argument("b", help="candidate trace")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--top", type=int, default=10, help="ops, kernels and ranges to list (default 10)")
+    _run(p)
     _markdown(p)
     _no_cache(p)
     return p
@@ -151,6 +161,7 @@ def add_ranks(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=None,
                    help="Dask scheduler address (tcp://HOST:8786); default $DASK_SCHEDULER_ADDRESS")
     p.add_argument("--workers", type=int, default=None, help="local engine: processes (default: one per core)")
+    _run(p)
     _markdown(p)
     _no_cache(p)
     return p

@@ -26,6 +26,7 @@ from ..profiling.launch import profile_job
 from ..profiling.session import profile_script
 from ..profiling.target import job_command
 from ..report.publish.runner import run_all
+from ..report.terminal.memory import growth_lines
 from ..report.terminal.ranks import format_ranks
 from ..text import PrintableStream, json_text, printable, printable_data
 from .parsers import add_profile
@@ -133,7 +134,9 @@ def format_result(r) -> str:
              f"steps      {r.steps_recorded} recorded (steps from: {r.step_source})"]
     if r.step_median_s is not None:
         lines.append(f"step time  {step_time_text(r)}")
-    lines += [f"overhead   {overhead_text(r)}", "", r.diagnosis_text]
+    lines += [f"overhead   {overhead_text(r)}"]
+    lines += growth_lines(printable_data(r.memory)) if r.memory is not None else []
+    lines += ["", r.diagnosis_text]
     lines += [f"more trace {p}" for p in r.extra_traces]
     if r.trigger is not None:
         lines += [f"trigger    {trigger_text(r.trigger)}"]

@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     source = args.traces[0] if len(args.traces) == 1 else args.traces
     result = ranks(source, engine=args.engine, scheduler=args.scheduler, workers=args.workers,
-                   use_cache=not args.no_cache, progress=sys.stderr.isatty())
+                   use_cache=not args.no_cache, progress=sys.stderr.isatty(), run=args.run)
     if args.markdown:
         print(reply_text("ranks", result.to_json(), budget=args.budget, cursor=args.cursor))
     else:

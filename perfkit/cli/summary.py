@@ -18,7 +18,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     for source in args.traces:
-        trace = load_trace(trace_arg(source), use_cache=not args.no_cache, salvage=args.salvage, progress=sys.stderr.isatty())
+        trace = load_trace(trace_arg(source), use_cache=not args.no_cache, salvage=args.salvage,
+                           progress=sys.stderr.isatty(), run=args.run)
         summary = summarize(trace)
         if args.markdown:
             print(reply_text("summary", summary, budget=args.budget, cursor=args.cursor))

@@ -16,8 +16,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    a = load_trace(trace_arg(args.a), use_cache=not args.no_cache)
-    b = load_trace(trace_arg(args.b), use_cache=not args.no_cache)
+    a = load_trace(trace_arg(args.a), use_cache=not args.no_cache, run=args.run)
+    b = load_trace(trace_arg(args.b), use_cache=not args.no_cache, run=args.run)
     result = diff(a, b)
     d = result.to_json(top=args.top)
     if args.markdown:

@@ -18,7 +18,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache)
+    trace = load_trace(trace_arg(args.trace), use_cache=not args.no_cache, run=args.run)
     data = whatif_answer(trace, path=args.trace)
     if args.combine is not None:
         try:

@@ -20,6 +20,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..analysis.memory import memory_timeline
 from ..analysis.step.diagnosis import diagnose
 from ..analysis.trace_diff.diff import diff
 from ..atomic import output_error
@@ -81,6 +82,7 @@ class ProfileResult:
     problem: str = ""
     trigger: dict | None = None
     trigger_text: str = ""
+    memory: dict | None = None  # with --memory: perfkit.memory_timeline(trace).to_json() (peak, growth per step)
 
     @property
     def overhead_measurable(self) -> bool:
@@ -121,6 +123,8 @@ class ProfileResult:
             out["problem"] = self.problem
         if self.trigger is not None:
             out["trigger"] = self.trigger
+        if self.memory is not None:
+            out["memory"] = self.memory
         return out
 
 
@@ -235,8 +239,10 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     found = diagnose(trace, path=str(recorder.traces[0]))
     diagnosis, text = found.to_json(), diagnosis_text(found)
     recorded = _window_steps(trace) if recorder.step_source == "window" else recorder.active_steps_seen
+    memory = memory_timeline(trace).to_json() if recorder.memory else None
     return ProfileResult(recorder.traces[0], recorded, recorder.step_source, pct, diagnosis, text,
-                         tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]), **timing)
+                         tuple(warnings), error, exit_status, scan, trace, tuple(recorder.traces[1:]), **timing,
+                         memory=memory)
 
 
 def _triggered(trigger: SlowTrigger, source: str, warnings: list, error: str, exit_status: int, scan, pct,

@@ -33,6 +33,7 @@ LABELS = {
     "loss_max_rel_diff": "largest loss difference", "leak": "leak found", "snapshot_leak": "leak across snapshots",
     "window_growth_mib": "growth within the snapshot's window", "window_peak_mib": "peak in the snapshot's window",
     "growth_mib_per_interval": "growth per interval between snapshots",
+    "memory_growth_per_step_bytes": "memory held at step ends, growth per step",
     "step_ratio_after_before": "step time after / before",
     "mean_step_ms": "mean step", "gpu_busy_ms_per_step": "GPU busy per step", "gpu_idle_ms_per_step": "GPU idle per step",
     "peer_wait_ms_per_step": "waiting for peers per step", "straggler_excess_pct": "worst straggler's excess",

@@ -18,10 +18,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..analysis.memory import grows, memory_timeline
 from ..analysis.memory_leak.growth import snapshot_growth
 from ..analysis.memory_leak.memory_snapshot import load_memory_snapshot
 from ..errors import ParameterError, require
-from ..results import html_table
+from ..results import Finding, html_table
 from ..stats import exact
 from ..workbook import find_trace
 from . import plots
@@ -174,3 +175,76 @@ def leak_text(result) -> str:
     unit = d.unit if d else ""
     return (f"Verdict: {result.verdict} after {result.steps} steps on {result.device} (decided by {result.decided_by}: "
             f"{result.per_1000:,.4g} {unit} per 1,000 steps, CI {lo:,.4g} to {hi:,.4g}).")
+
+
+@dataclass(frozen=True)
+class TraceLeak:
+    """What the memory_leak report says in trace mode, from the two traces' memory timelines
+    (``perfkit.memory_timeline``), never from their step times: ``verdict``, ``fix`` and ``severity``
+    of the card, ``rows`` (the before trace's growth per step) and both ``timelines``; ``findings``
+    (the verdict as one finding, so the card and the findings table say the same) and ``warnings``
+    make it a result ``verdict_card`` and ``show_findings`` read."""
+
+    verdict: str
+    fix: str
+    severity: str
+    rows: list
+    timelines: tuple
+    warnings: tuple = ()
+
+    @property
+    def findings(self) -> tuple:
+        return (Finding(self.severity, self.verdict, {}, self.fix, "memory held at step ends: growth whose 95% CI "
+                        "stays above 0 (perfkit.memory_timeline)"),)
+
+
+def trace_leak(pairing) -> TraceLeak:
+    """The verdict of a trace pair (``trace_diff.compare_traces``) on memory: a leak when the memory
+    the before (leaky) trace holds at step ends grows with a CI above zero, naming the line that
+    allocated the blocks never freed; "cannot tell" when neither trace recorded ``[memory]`` events
+    (step times cannot show a leak)."""
+    timelines = tuple(memory_timeline(side.trace) for side in (pairing.before, pairing.after))
+    names = [side.subject.removeprefix("trace ") for side in (pairing.before, pairing.after)]
+    growing = [[d for d in t.devices if grows(d)] for t in timelines]
+    rows = _growth_rows(timelines[0], pairing.subject, pairing.before.device)
+    if not any(t.devices for t in timelines):
+        return TraceLeak("no memory recorded in either trace: step times cannot show a leak", NO_MEMORY_FIX,
+                         "medium", rows, timelines)
+    if growing[0] or growing[1]:
+        side = 0 if growing[0] else 1
+        d = growing[side][0]
+        other = ("; the fixed trace grows too" if side == 0 and growing[1] else
+                 "; the fixed trace holds steady" if side == 0 and timelines[1].devices else "")
+        who = f"leak inside {names[side]}" if side == 0 else f"the fix still leaks: {names[side]}"
+        return TraceLeak(f"{who}: memory held at step ends grows {_growth_words(d)} on {d['device']}{other}",
+                         held_fix(d), "high", rows, timelines)
+    measured = [n for n, t in zip(names, timelines) if t.devices]
+    return TraceLeak(f"no leak inside {' or '.join(measured)}: memory held at step ends does not grow", "",
+                     "info", rows, timelines)
+
+
+NO_MEMORY_FIX = ("Record both runs with `perfkit profile --memory` (profile_memory=True) and compare those, or run "
+                 "this notebook with mode='live' to hunt the leak in the running loop")
+
+
+def held_fix(d: dict) -> str:
+    """The fix of a growing device: stop keeping what the top ``held_by`` line allocates every step."""
+    if not d.get("held_by"):
+        return ("Find what is kept every step (record with_stack=True to name the allocating line); keep "
+                "`.item()` values or a bounded deque, not tensors")
+    h = d["held_by"][0]
+    return (f"Stop keeping what {h['function']} allocates ({h['op']}: {h['bytes']:,} B in {h['count']:,} block(s) "
+            f"over {h['steps']} step(s), never freed): keep `.item()` values or a bounded deque, not the tensors")
+
+
+def _growth_words(d: dict) -> str:
+    lo, hi = d["growth_ci"]
+    return f"{d['growth_per_step_bytes']:,.0f} B/step (95% CI {lo:,.0f} to {hi:,.0f})"
+
+
+def _growth_rows(timeline, subject: str, device: str) -> list[dict]:
+    if not timeline.devices or timeline.devices[0]["growth_per_step_bytes"] is None:
+        return []
+    d = timeline.devices[0]
+    return finite_rows([row("memory_leak", "memory_growth_per_step_bytes", d["growth_per_step_bytes"], "B",
+                            subject=subject, device=device, ci=d["growth_ci"])])

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..analysis.ranks.bandwidth import NO_SIZES
+from ..results import html_table
 from ..stats import exact, step_ci
 from .rows import finite_rows, mean_row, row
 from .tables import in_ms
@@ -105,9 +107,12 @@ def _bandwidth_sentence(table: pd.DataFrame) -> str:
 def rank_files_table(frame: pd.DataFrame) -> pd.DataFrame:
     """A ``ranks`` table (per rank or per step) as shown: the ``file`` column as the file's name
     (a report must not carry local paths), times in ms (``in_ms``), no ``device`` column when
-    every rank has the same device (the report's card names it), and no column that is zero in every
+    every rank has the same device (the report's card names it), ``start_late`` not below 0 (a rank that
+    started its step before the median rank is not late), and no column that is zero in every
     row (no overlap, no late arrivals: the prose says so), so the table fits the page."""
     out = in_ms(frame)
+    if "start_late (ms)" in out:  # a rank that started before the median rank is not late: 0, not -0.004 ms
+        out["start_late (ms)"] = out["start_late (ms)"].clip(lower=0.0)
     if "file" in out:
         out["file"] = [Path(str(f)).name for f in out["file"]]
     if "device" in out and out["device"].nunique() <= 1:
@@ -115,3 +120,11 @@ def rank_files_table(frame: pd.DataFrame) -> pd.DataFrame:
     numeric = out.select_dtypes("number").columns.difference(["rank", "step", "steps"])
     empty = [c for c in numeric if len(out) and (out[c].fillna(0) == 0).all()]
     return out.drop(columns=empty)
+
+
+def bandwidth_html(result, top: int) -> str:
+    """The "Bandwidth of each collective" table (largest first), or the sentence saying why it is empty: no
+    collective in the traces, or none that records its message size (``bandwidth.NO_SIZES``)."""
+    why = NO_SIZES if len(result.collectives) else "no collective kernels in these traces: there is no bandwidth to read"
+    return html_table(rank_files_table(result.bandwidth.sort_values("bytes", ascending=False).head(top)),
+                      empty=why[0].upper() + why[1:])

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from ..results import format_number
-from .prose import finite
+from .prose import ab_word, finite
 
 
 def pct_text(value) -> str:
@@ -23,6 +23,12 @@ def summary_table(summary: dict) -> pd.DataFrame:
     to 4 significant digits; the key's unit suffix leaves its name."""
     rows = [{"metric": _metric_name(k), "value": _human(k, v)} for k, v in summary.items()]
     return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def ab_summary_table(result) -> pd.DataFrame:
+    """``summary_table`` of an A/B result (compile, AMP) with the verdict its card and text state
+    (``prose.ab_word``: "inconclusive: ..." when its timing drifted), never the harness's raw word beside it."""
+    return summary_table({**result.summary(), "verdict": ab_word(result)})
 
 
 def _metric_name(key: str) -> str:

@@ -15,7 +15,7 @@ dur_us         float64  duration in microseconds (0 for instant events and count
 pid            category process id as written (GPU events: device id), as a string
 tid            category thread id as written (GPU events: stream), as a string
 file_id        int16    index of the source file in ``Trace.files``
-rank           int32    rank id, distinct per file (``distributedInfo.rank`` unless an earlier file claimed it: load.assign_ranks)
+rank           int32    rank id, distinct per file (``distributedInfo.rank`` unless an earlier file claimed it: runs.assign_ranks)
 device         int16    GPU index for GPU-side events, -1 for host events
 stream         int32    CUDA/HIP stream for GPU-side events, -1 for host events
 correlation    int64    runtime<->GPU correlation id, -1 when absent

@@ -99,8 +99,16 @@ def timed_status(ab, *, also: bool = True) -> str:
 
 
 def _ci(ab) -> str:
+    """The A/B's speedup: the median of its paired per-round ratios, with that CI and its verdict."""
     lo, hi = ab.speedup_ci
-    return f"{ab.speedup:.2f}x [{lo:.2f}, {hi:.2f}] ({ab.verdict})"
+    return f"{ab.speedup:.2f}x [{lo:.2f}, {hi:.2f}] (median of paired ratios; {ab.verdict})"
+
+
+def _steps(ab) -> str:
+    """Both arms' median steps, and their ratio named as such: it need not equal the paired speedup (``_ci``)."""
+    a, b = ab.median_a * 1e3, ab.median_b * 1e3
+    ratio = f" (ratio of the medians {a / b:.2f}x)" if b > 0 else ""
+    return f"median step {a:.2f} -> {b:.2f} ms{ratio}"
 
 
 def _ab_kw(sizes: Sizes, device: str) -> dict:
@@ -198,8 +206,8 @@ def _workload_ab(name: str, variants: tuple[str, str], device: str, sizes: Sizes
 def from_numpy_speedup(device: str, sizes: Sizes) -> Check:
     ab = _workload_ab("mppi", ("float_tensor", "from_numpy"), device, sizes, sizes.mppi)
     return Check("mppi_from_numpy", "torch.from_numpy + inference_mode beats torch.FloatTensor(x).to(device) "
-                 "in the MPPI planner", f"from_numpy speedup {_ci(ab)}, step {ab.median_a * 1e3:.2f} -> "
-                 f"{ab.median_b * 1e3:.2f} ms", "faster (speedup CI above 1)", timed_status(ab),
+                 "in the MPPI planner", f"from_numpy speedup {_ci(ab)}, {_steps(ab)}", "faster (speedup CI above 1)",
+                 timed_status(ab),
                  f"perfkit.compare(mppi float_tensor.step, mppi from_numpy.step, overrides={sizes.mppi}, "
                  f"device={device!r})", ab.summary())
 
@@ -207,8 +215,7 @@ def from_numpy_speedup(device: str, sizes: Sizes) -> Check:
 def replay_pipeline(device: str, sizes: Sizes) -> Check:
     ab = _workload_ab("replay", ("host_normalize", "device_normalize"), device, sizes, sizes.replay)
     cuda = is_cuda(device)
-    measured = (f"device_normalize speedup {_ci(ab)}, step {ab.median_a * 1e3:.2f} -> "
-                f"{ab.median_b * 1e3:.2f} ms")
+    measured = f"device_normalize speedup {_ci(ab)}, {_steps(ab)}"
     return Check("replay_device_normalize", "normalizing on the device from a pinned staging buffer beats "
                  "host normalization", measured, "faster on a GPU" if cuda else "no expectation on a CPU",
                  timed_status(ab) if cuda else "measured",
@@ -234,8 +241,7 @@ def amp_bf16(device: str, sizes: Sizes) -> Check:
     result = _amp(device, sizes, "bfloat16")
     cuda = is_cuda(device)
     peak = result.peak_bytes
-    measured = (f"bf16 speedup {_ci(result.timing)}, step {result.timing.median_a * 1e3:.2f} -> "
-                f"{result.timing.median_b * 1e3:.2f} ms, peak {peak['fp32'] / 2**20:.1f} -> "
+    measured = (f"bf16 speedup {_ci(result.timing)}, {_steps(result.timing)}, peak {peak['fp32'] / 2**20:.1f} -> "
                 f"{peak['amp'] / 2**20:.1f} MiB ({result.memory_method}), loss max rel diff "
                 f"{result.loss_max_rel_diff:.3g}")
     loss_ok = result.loss_max_rel_diff <= AMP_LOSS_RTOL

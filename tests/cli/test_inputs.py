@@ -59,9 +59,10 @@ def test_memory_of_several_traces_reads_the_newest(tmp_path, capsys):
     old, new = _trace(tmp_path / "run-1.json", 1000), _trace(tmp_path / "run-2.json", 2000)
     os.utime(old, (1_000_000, 1_000_000))
     os.utime(new, (2_000_000, 2_000_000))
-    assert main(["memory", "--json", str(new), str(old)]) == 0
+    assert main(["memory", "--json", str(new), str(old)]) == 2  # neither holds [memory] events: an error
     err = capsys.readouterr().err
     assert f"perfkit memory: 2 traces given; reading the newest, {new}" in err
+    assert f"{new}: holds no [memory] events" in err and "perfkit profile --memory" in err
 
 
 @pytest.mark.parametrize("argv, usage", [

@@ -7,22 +7,13 @@ import torch
 
 import perfkit
 from perfkit.integrations.loggers import markdown, publish, scalars
+from windowcheck import linear_train_step
 
 pytestmark = pytest.mark.slow  # wandb starts its service process
 
 
 def _loop(tmp_path, run: str):
-    torch.manual_seed(0)
-    model = torch.nn.Linear(8, 8)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-    def train_step(x):
-        loss = model(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.item()
-
+    train_step = linear_train_step()
     step = perfkit.watch(train_step, wait=1, warmup=1, active=2, out=tmp_path / "traces", run=run)
     for _ in range(5):
         step(torch.randn(4, 8))

@@ -12,20 +12,11 @@ import perfkit
 from perfkit.errors import ParameterError
 from perfkit.integrations.lightning import PerfkitCallback
 from perfkit.integrations.window import ProfileWindow
+from windowcheck import linear_train_step
 
 
 def _loop(step, n=6):
-    torch.manual_seed(0)
-    model = torch.nn.Linear(8, 8)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-    def train_step(x):
-        loss = model(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.item()
-
+    train_step = linear_train_step()
     fn = step(train_step) if step else train_step
     return [fn(torch.randn(4, 8)) for _ in range(n)], fn
 

@@ -6,6 +6,24 @@ import gzip
 import json
 from pathlib import Path
 
+import torch
+
+
+def linear_train_step():
+    """A seeded one-layer model and its train step ``f(x) -> loss`` (an ``.item()`` each step, as scripts log)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train_step(x):
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return train_step
+
 
 def profiler_steps(path) -> list[int]:
     """The N of each ``ProfilerStep#N`` span in a gzipped trace, sorted."""

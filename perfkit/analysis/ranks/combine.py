@@ -9,13 +9,13 @@ Two halves, so an engine can run the first where the files are:
 2. ``combine``: the per-rank tables -> :class:`RanksResult` (``collectives`` for arrival and
    waits, ``stragglers`` for the straggler rule and causes).
 
-Every file is one member, keyed by its position in the source (``file_id``): files that claim the
-same ``distributedInfo.rank`` (or none) are kept apart by file, with a warning; a file that claims
-no rank gets its position as rank (as ``load_trace`` numbers them). All times in microseconds.
+Every file is one member, keyed by its position in the source (``file_id``). Files that are not the ranks
+of one job (:mod:`perfkit.trace.loader.runs`: a rank claimed twice, none claimed, another world size, other
+times) are refused with the runs they hold, or one run is picked (``run=``). All times in microseconds.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,7 @@ from ...results import Finding, findings_frame, html_section, html_table, html_t
 from ...text import jsonable
 from ...trace import Trace
 from ...trace.loader.load import resolve_paths
+from ...trace.loader.runs import one_job
 from .bandwidth import bandwidth_findings, bandwidth_table, link_for, size_warnings
 from .collectives import LAST_P, arrivals, clock_warning, collective_table, last_arrivals, lateness, step_waits
 from .engines import map_paths
@@ -117,15 +118,19 @@ class RanksResult:
 
 
 def ranks(source, *, engine: str = "local", scheduler: str | None = None, workers: int | None = None,
-          use_cache: bool = True, progress: bool = False, straggler_pct: float = STRAGGLER_PCT) -> RanksResult:
+          use_cache: bool = True, progress: bool = False, straggler_pct: float = STRAGGLER_PCT,
+          run: int | None = None) -> RanksResult:
     """Cross-rank analysis of a directory of per-rank traces or a list of trace files.
 
     Each file is loaded and reduced by ``engine`` (see ``perfkit.analysis.ranks.engines``): "local"
     (``workers`` processes, default one per core; 1 = in this process) or "dask" (``scheduler``
     address, default ``$DASK_SCHEDULER_ADDRESS``); both give the same result. ``straggler_pct``:
     excess over the median rank's own step time (fraction) from which a rank is a straggler.
-    Raises TraceError for unreadable files, ParameterError for a loaded Trace (pass its paths) or
-    bad engine settings, MissingDependencyError when the dask engine lacks Dask.
+    Files that are not the ranks of one job are refused with the runs they hold, as ``load_trace`` does;
+    ``run`` (1 = the newest) picks one (:mod:`perfkit.trace.loader.runs`).
+    Raises TraceError for unreadable files and files of several runs, ParameterError for a loaded Trace
+    (pass its paths), a ``run`` that is not one of them or bad engine settings, MissingDependencyError when
+    the dask engine lacks Dask.
     """
     if isinstance(source, Trace):
         raise ParameterError("ranks() loads each rank where its engine runs: pass the directory or the list of "
@@ -138,7 +143,9 @@ def ranks(source, *, engine: str = "local", scheduler: str | None = None, worker
         raise ParameterError(f"{repeated[0]} is listed more than once: give each rank's file once")
     tables = map_paths(reduce_file, paths, engine=engine, scheduler=scheduler, workers=workers,
                        progress=progress, use_cache=use_cache)
-    return combine(tables, straggler_pct=straggler_pct)
+    keep, notes = one_job(source, [t.facts for t in tables], run)
+    result = combine([tables[i] for i in keep], straggler_pct=straggler_pct)
+    return replace(result, warnings=(*notes, *result.warnings)) if notes else result
 
 
 def combine(tables: list[RankTables], *, straggler_pct: float = STRAGGLER_PCT) -> RanksResult:
@@ -168,21 +175,10 @@ def nodes_of(tables: list[RankTables]) -> tuple:
 
 
 def _identify(tables: list[RankTables]) -> tuple[list[int], list[str]]:
-    """Rank of each file (claimed, else its position) and warnings about rankless or shared ranks."""
+    """Rank of each file (claimed, else its position: a lone file that claims none) and the loads' warnings.
+    ``ranks`` has refused files that are not one job's ranks (:mod:`perfkit.trace.loader.runs`)."""
     ids = [t.claimed_rank if t.claimed_rank is not None else i for i, t in enumerate(tables)]
-    warnings = [f"{Path(t.path).name}: {w}" for t in tables for w in t.warnings]
-    rankless = [Path(t.path).name for t in tables if t.claimed_rank is None]
-    if rankless and len(tables) > 1:
-        warnings.append(f"{len(rankless)} file(s) claim no distributedInfo rank ({', '.join(rankless[:3])}): "
-                        "each is numbered by its position in the file list")
-    seen: dict[int, list[str]] = {}
-    for t, rank in zip(tables, ids):
-        seen.setdefault(rank, []).append(Path(t.path).name)
-    for rank, names in seen.items():
-        if len(names) > 1:
-            warnings.append(f"{len(names)} files claim rank {rank} ({', '.join(names[:4])}): kept apart by file "
-                            "(rows differ in 'file'); were traces of two runs mixed in one directory?")
-    return ids, warnings
+    return ids, [f"{Path(t.path).name}: {w}" for t in tables for w in t.warnings]
 
 
 def _step_rows(tables: list[RankTables], ids: list[int], arrived: pd.DataFrame) -> pd.DataFrame:

@@ -29,6 +29,7 @@ import pandas as pd
 from ...errors import ParameterError, TraceError
 from ...trace import Trace, load_trace
 from ...trace.intervals import window_cover
+from ...trace.loader.runs import FileFacts, file_facts
 from ...trace.steps import launch_windows, step_rows, step_windows
 from ..classify import is_comm
 from ..step.cpu_bound import step_table
@@ -44,7 +45,8 @@ class RankTables:
     """One file reduced: its path, the rank it claims (``distributedInfo.rank``; None when it
     claims none), its GPU's name ("cpu" without GPU events), the GPUs its process sees (``gpus``: the
     ``deviceProperties`` entries) and the job's ``world_size`` (``distributedInfo``; None when absent),
-    ``steps`` (``STEP_COLUMNS``), ``collectives`` (``COLLECTIVE_COLUMNS``) and the load's warnings."""
+    ``steps`` (``STEP_COLUMNS``), ``collectives`` (``COLLECTIVE_COLUMNS``), the load's warnings and what
+    the file says of its job (``facts``: :mod:`perfkit.trace.loader.runs`, to tell one job's ranks from runs)."""
 
     path: str
     claimed_rank: int | None
@@ -54,6 +56,7 @@ class RankTables:
     steps: pd.DataFrame
     collectives: pd.DataFrame
     warnings: tuple
+    facts: FileFacts | None = None
 
 
 def reduce_file(path, *, use_cache: bool = True) -> RankTables:
@@ -82,7 +85,9 @@ def reduce_trace(trace: Trace) -> RankTables:
     return RankTables(path=meta.path, claimed_rank=distributed_int(meta.distributed, "rank"), device=_device(trace),
                       gpus=len(trace.devices), world_size=distributed_int(meta.distributed, "world_size"),
                       steps=steps[STEP_COLUMNS], collectives=_collectives(trace, kernels[comm], windows),
-                      warnings=trace.warnings)
+                      warnings=trace.warnings, facts=file_facts(meta.path, meta.claimed_rank,
+                                                                 distributed_int(meta.distributed, "world_size"),
+                                                                 trace.events, meta.base_time_ns))
 
 
 def first_launches(trace: Trace, windows: pd.DataFrame) -> np.ndarray:

@@ -66,8 +66,10 @@ FIXES = {
               "torch.cuda.graphs) or batch the work into fewer, larger ops.",
     "sync_wait": "The host blocked in a waiting call while the GPU idled: copy from pinned memory with "
                  "non_blocking=True and keep synchronize/.item() out of the step (perfkit sync-points lists them).",
-    "host_python": "The GPU waited for Python: vectorize or move per-step host work (logging, environment steps, "
-                   "indexing) off the step; perfkit hotspots shows where the host time goes.",
+    "host_python": "The GPU waited for the host's Python and the framework code it runs, which includes issuing "
+                   "each kernel: with many small kernels issue fewer, larger ones (the launch-bound fix); else "
+                   "vectorize or move per-step host work (logging, environment steps, indexing) off the step; "
+                   "perfkit hotspots shows where the host time goes.",
     "compile": "torch.compile compiled inside the step: warm up before profiling, and stop recompiles "
                "(dynamic=True or torch._dynamo.mark_dynamic; TORCH_LOGS=recompiles says why they happen).",
     "other_stream": "The compute stream waited for another stream (a copy or a collective): start copies earlier "

@@ -141,7 +141,8 @@ def _work_events(trace) -> pd.DataFrame:
     ev = trace.events
     complete = (ev["ph"] == "X").to_numpy()
     ops = ev["cat"].isin(HOST_WORK_CATEGORIES).to_numpy()
-    python = ev.index.isin(working_frames(trace).index)  # the loop's frames hold no work (layers.working_frames)
+    python = np.zeros(len(ev), dtype=bool)  # the loop's frames hold no work (layers.working_frames)
+    python[ev.index.get_indexer(working_frames(trace).index)] = True
     loader = (ev["cat"] == "user_annotation").to_numpy() & starts_with(ev["name"], DATALOADER_PREFIX)
     rows = np.flatnonzero(complete & (ops | python | loader))
     start = ev["ts_us"].to_numpy()[rows]

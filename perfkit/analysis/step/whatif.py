@@ -156,10 +156,10 @@ class WhatIfResult:
         savings ("" where nothing saves ``MIN_SAVING`` of it)."""
         measured = dict(zip(zip(self.replay.steps["rank"].astype(int), self.replay.steps["step"].astype(int)),
                             self.replay.steps["measured_us"]))
+        deciding = [(p, {(r, s): v for r, s, v in p.steps}) for p in self.fixes if p.applies and p.decides]
         out = {}
         for key, wall in measured.items():
-            shares = [(p, (wall - dict(((r, s), v) for r, s, v in p.steps)[key]) / wall if wall > 0 else 0.0)
-                      for p in self.fixes if p.applies and p.decides]
+            shares = [(p, (wall - after[key]) / wall if wall > 0 else 0.0) for p, after in deciding]
             ranked = sorted(shares, key=lambda x: (-x[1], FIX_NAMES.index(x[0].fix)))
             best = [p for p, share in ranked if ranked and ranked[0][1] - share <= TIE_SHARE]
             lead = min(best, key=lambda p: FIX_NAMES.index(p.fix)) if best else None
@@ -214,6 +214,7 @@ def _whatif(trace) -> WhatIfResult:
     measured = steps["measured_us"].to_numpy()
     base = steps["replay_us"].to_numpy()
     step_us = float(np.median(measured))
+    queued_us = float(np.median(steps["queued_us"]))
     predictions, changed = [], {}
     for name, transform, cause in FIXES:
         out = {rank: transform(g, facts) for rank, g in rep.graphs.items()}
@@ -225,7 +226,7 @@ def _whatif(trace) -> WhatIfResult:
             changed[name] = graphs
         assumes = "; ".join(dict.fromkeys(r[1] for r in out.values() if r[0] is not None))
         p = _predict(name, cause, assumes, rep, graphs, measured, base, step_us)
-        predictions.append(replace(p, decides=_decides(p, float(np.median(rep.steps["queued_us"])), step_us)))
+        predictions.append(replace(p, decides=_decides(p, queued_us, step_us)))
     combined = _combined(rep, facts, changed, measured, base, step_us)
     ranked = sorted(predictions, key=lambda p: (not p.applies, -p.share, FIX_NAMES.index(p.fix)))
     ranked = _break_ties(ranked)

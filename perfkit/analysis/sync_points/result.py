@@ -90,10 +90,13 @@ class SyncResult:
 
     @property
     def by_kind(self) -> pd.DataFrame:
-        """count, blocked_us and per_step per kind of sync point, most blocked first."""
-        g = self.sync_points.groupby("kind", sort=False).agg(count=("blocked_us", "size"),
-                                                            blocked_us=("blocked_us", "sum"))
-        g["per_step"] = g["count"] / self.n_steps
+        """count, blocked_us and per_step per kind of sync point, most blocked first; ``per_step`` counts
+        the entries inside full steps only, as ``total`` and the site table do (a sync between steps, such as
+        a profiler's own at the step boundary, is in ``count`` but happens in no step)."""
+        points = self.sync_points.assign(inside_=_inside(self.sync_points))
+        g = points.groupby("kind", sort=False).agg(count=("blocked_us", "size"), blocked_us=("blocked_us", "sum"),
+                                                   inside_=("inside_", "sum"))
+        g["per_step"] = g.pop("inside_") / self.n_steps
         return g.sort_values("blocked_us", ascending=False).reset_index()
 
     @property

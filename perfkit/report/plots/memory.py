@@ -39,7 +39,7 @@ def _growth_panel(ax, samples: pd.DataFrame, growth) -> None:
         ax.plot(x, line / scale, "-", color="#c44e52", label="fit")
     ax.set_xlabel("step")
     ax.set_ylabel(f"{growth.series} ({unit})")
-    per_1000 = format_signed(growth.per_1000 / scale, 3) or "n/a"
+    per_1000 = format_signed(growth.per_1000 / scale) or "n/a"  # as the card writes it (1,035, not 1,030)
     ax.set_title(f"{per_1000} {unit}/1k steps ({growth.state})", fontsize=9)
     ax.legend(fontsize=7)
 

@@ -26,7 +26,9 @@ _CDN_BLOCKS = ("html_head_js_requirejs", "jupyter_widgets", "html_head_js_mathja
 _CSS = """
 .jp-OutputArea-output table { display: block; overflow-x: auto; max-width: 100%; }
 .jp-OutputArea-output td, .jp-OutputArea-output th { white-space: normal; max-width: 40em; text-align: left !important; }
-.jp-OutputArea-output td { overflow-wrap: anywhere; }
+/* a cell breaks between words and at the <wbr> html_table puts in long tokens, never inside a word: a token
+   that cannot break widens its column and the table scrolls instead */
+.jp-OutputArea-output td { overflow-wrap: break-word; }
 .jp-OutputArea-output img { max-width: 100%; height: auto; }
 .jp-Cell-inputWrapper .jp-InputPrompt, .jp-OutputPrompt { display: none; }
 body { max-width: 1200px; margin: 0 auto; }

@@ -19,6 +19,7 @@ from ..model import Trace, TraceFile
 from ..nesting import add_nesting, shift_parents
 from ..schema import LAUNCH_CATEGORIES
 from .parse import CHUNK_BYTES, ParsedTrace, parse_trace
+from .runs import assign_ranks, file_facts, one_job
 from .split import refuse_arg_ranks, refuse_plain_and_gzip, split_merged_ranks
 from ..steps import STEP_COLUMNS, file_steps
 from .values import short_repr as _short
@@ -30,7 +31,7 @@ _FLAG_KEYS = ("with_stack", "record_shapes", "profile_memory", "with_flops", "wi
 
 
 def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progress: bool = False,
-               workers: int | None = None) -> Trace:
+               workers: int | None = None, run: int | None = None) -> Trace:
     """Load one trace file, a directory of per-rank/worker files, or a list of files.
 
     ``source``: a ``.json`` / ``.json.gz`` path, a directory (as written by
@@ -41,7 +42,10 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
     ``workers``: processes that parse (default: one per core); several files are parsed one per
     worker, each cached as it finishes, and one large file is parsed in chunks by all of them.
     Pass ``workers=1`` where the caller is itself a worker (a Dask task, a process pool).
-    Raises :class:`~perfkit.errors.TraceError` (naming the file and the problem) for unreadable input.
+    ``run``: of several files, the run to load (1 = the newest) where they are not the ranks of one job
+    (:mod:`perfkit.trace.loader.runs`); without it such files are refused, with the runs they hold.
+    Raises :class:`~perfkit.errors.TraceError` (naming the file and the problem) for unreadable input
+    and for files of several runs, ParameterError for a ``run`` that is not one of them.
     """
     paths = resolve_paths(source)
     if len(paths) > MAX_FILES:
@@ -51,9 +55,11 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
     workers = resolve_workers(workers)
     with small_pages():
         loaded = list(_load_files(paths, use_cache=use_cache, salvage=salvage, progress=progress, workers=workers))
+    paths, loaded, warnings = _one_job(source, paths, loaded, run)
     paths, loaded = _split_merged(paths, loaded)
-    ranks, warnings = assign_ranks(paths, [meta["rank"] for _, _, meta, _ in loaded],
+    ranks, rank_warnings = assign_ranks(paths, [meta["rank"] for _, _, meta, _ in loaded],
                                    [_world_size(meta) for _, _, meta, _ in loaded])
+    warnings += rank_warnings
     files, events, flows, steps = [], [], [], []
     offset = 0
     for path, rank, (ev, fl, meta, warns) in zip(paths, ranks, loaded):
@@ -71,6 +77,18 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
     return Trace(_concat(events), _concat(flows), files, table.reset_index(drop=True), warnings)
 
 
+def _one_job(source, paths: list[Path], loaded: list, run: int | None):
+    """The files of ``loaded`` that are one job (:func:`perfkit.trace.loader.runs.one_job`), their file ids
+    renumbered, and the warning naming the run ``run`` picked."""
+    facts = [file_facts(path, meta["rank"], _world_size(meta), ev, meta["base_time_ns"])
+             for path, (ev, _, meta, _) in zip(paths, loaded)]
+    keep, notes = one_job(source, facts, run)
+    if len(keep) == len(paths):
+        return paths, loaded, notes
+    picked = [(*_with_file_id(loaded[i][0], loaded[i][1], n), *loaded[i][2:]) for n, i in enumerate(keep)]
+    return [paths[i] for i in keep], picked, notes
+
+
 def _split_merged(paths: list[Path], loaded: list) -> tuple[list[Path], list]:
     """Each file holding several merged ranks (:mod:`perfkit.trace.loader.split`) as one entry per rank,
     with file ids renumbered in order."""
@@ -84,45 +102,6 @@ def _split_merged(paths: list[Path], loaded: list) -> tuple[list[Path], list]:
             out_paths.append(path)
             out.append((*_with_file_id(part_ev, part_fl, len(out)), part_meta, warns))
     return out_paths, out
-
-
-def assign_ranks(paths: list[Path], claimed: list, world_sizes: list) -> tuple[list[int], list[str]]:
-    """One distinct rank per file, and a warning for each file whose claim could not be kept.
-
-    A file keeps the rank its ``distributedInfo`` claims unless an earlier file (in path order)
-    claimed it; a file that claims none gets its position in ``paths`` when that is free. Every
-    other file gets a spare id above every claim and every ``world_size`` (so it cannot be taken
-    for a real rank of the run): two copies of one rank, or an unrelated rank-0 trace beside a
-    run's ranks, stay apart instead of merging into one timeline. ``TraceFile.claimed_rank``
-    keeps what the file said.
-    """
-    taken: dict[int, Path] = {}
-    ranks: list = [None] * len(paths)
-    for i, rank in enumerate(claimed):
-        if rank is not None and rank not in taken:
-            taken[rank], ranks[i] = paths[i], rank
-    for i, rank in enumerate(claimed):
-        if rank is None and i not in taken:
-            taken[i], ranks[i] = paths[i], i
-    spares = iter(_spare_ranks(taken, world_sizes, ranks.count(None)))
-    warnings = []
-    for i, rank in enumerate(claimed):
-        if ranks[i] is None:
-            ranks[i] = next(spares)
-            if rank is not None:
-                warnings.append(f"{paths[i].name} claims rank {rank} like {taken[rank].name}: loaded as rank "
-                                f"{ranks[i]} so their events stay apart (are these files from one run?)")
-    return ranks, warnings
-
-
-def _spare_ranks(taken: dict, world_sizes: list, count: int) -> list[int]:
-    """``count`` ids above every claim and world_size; where those would pass RANK_RANGE (a claim
-    of rank 2**31-1), the lowest ids no file claimed."""
-    start = max([*taken, *(w - 1 for w in world_sizes if w)], default=-1) + 1
-    if start + count - 1 <= RANK_RANGE[1]:
-        return list(range(start, start + count))
-    free = (r for r in range(RANK_RANGE[1] + 1) if r not in taken)
-    return [next(free) for _ in range(count)]
 
 
 def resolve_paths(source) -> list[Path]:

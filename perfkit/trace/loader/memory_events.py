@@ -27,7 +27,7 @@ from .values import checked_floats, checked_ints
 MEMORY_EVENT = "[memory]"
 # torch's c10::DeviceType numbering, as Kineto writes it in "Device Type".
 DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 8: "xpu", 9: "mps"}
-COLUMNS = ("device", "bytes", "allocated", "reserved")
+COLUMNS = ("device", "bytes", "allocated", "reserved", "addr")
 _KEYS = ["pid", "tid", "ts", "bytes"]
 
 _Num = Union[int, float, str, None]
@@ -39,6 +39,7 @@ class _Args(msgspec.Struct, gc=False):
     reserved: _Num = msgspec.field(default=None, name="Total Reserved")
     device_type: _Num = msgspec.field(default=None, name="Device Type")
     device_id: _Num = msgspec.field(default=None, name="Device Id")
+    addr: _Num = msgspec.field(default=None, name="Addr")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -85,14 +86,15 @@ def _match(rows: pd.DataFrame, raw: pd.DataFrame, path) -> pd.DataFrame:
                                f"(first at ts {first['ts']} us, pid {first['pid']}, tid {first['tid']}): it changed "
                                "since it was loaded", "Load it again (load_trace) before reading its memory timeline")
     return joined.set_index("label")[list(COLUMNS)].astype(
-        {"bytes": "int64", "allocated": "int64", "reserved": "int64"}).rename_axis(None)
+        {"bytes": "int64", "allocated": "int64", "reserved": "int64", "addr": "int64"}).rename_axis(None)
 
 
 def read_memory_args(path) -> pd.DataFrame:
     """One row per ``[memory]`` instant event of the file with a numeric ``ts``, in file order:
     ``pid``, ``tid`` (as strings), ``ts`` (us, as written), ``device`` ("cpu", "cuda:0", "hip:0",
     ...), ``bytes`` (negative: freed), ``allocated`` and ``reserved`` (the allocator's totals after
-    the event; -1 when absent or not a number). Raises TraceError when the file is not a readable
+    the event; -1 when absent or not a number), ``addr`` (the block's address, which pairs an allocation
+    with its free; -1 when absent). Raises TraceError when the file is not a readable
     Chrome trace."""
     path = Path(path)
     try:
@@ -116,8 +118,9 @@ def read_memory_args(path) -> pd.DataFrame:
         "device": [_device(args[i].device_type, args[i].device_id) for i in keep], "bytes": sizes[keep],
         "allocated": [_int(args[i].allocated, -1) for i in keep],
         "reserved": [_int(args[i].reserved, -1) for i in keep],
+        "addr": [_int(args[i].addr, -1) for i in keep],
     }, columns=["pid", "tid", "ts", *COLUMNS]).astype(
-        {"ts": "float64", "bytes": "int64", "allocated": "int64", "reserved": "int64"})
+        {"ts": "float64", "bytes": "int64", "allocated": "int64", "reserved": "int64", "addr": "int64"})
 
 
 def _int(value, default: int) -> int:

@@ -76,3 +76,123 @@ def test_an_unknown_device_says_use_peaks(tmp_path):
     assert r.device is None
     assert any(w.startswith("unknown device 'NVIDIA RTX 500 Ada Generation Laptop GPU': use --peaks") for w in r.warnings)
     assert r.ops["pct_of_peak"].isna().all() and r.ops["flops"].iloc[0] == 2 * 64**3
+
+
+# -- each function's branches on small inputs ----------------------------------------------------------------------
+from perfkit.analysis.gpu_kernels.devices import DEVICES, Device, _parse_peaks, _positive  # noqa: E402
+
+
+def test_peak_tflops_reads_the_unit_asked():
+    d = Device("k", "n", {"bf16": 10.0}, {"fp32": 2.0}, 100.0)
+    assert (d.peak_tflops("bf16", "matrix"), d.peak_tflops("bf16", "vector")) == (10.0, None)
+    assert (d.peak_tflops("fp32", "vector"), d.peak_tflops("fp32", "matrix")) == (2.0, None)
+
+
+def test_ridge_per_unit_and_type():
+    d = Device("k", "n", {"bf16": 10.0}, {"fp32": 2.0}, 100.0)
+    assert d.ridge == {"matrix_bf16": 10e12 / 100e9, "vector_fp32": 2e12 / 100e9}
+    assert Device("k", "n", {"bf16": 10.0}, {}, 0.0).ridge == {"matrix_bf16": None}
+
+
+def test_device_to_json():
+    d = Device("K", "N", {"bf16": 10.0}, {"fp32": 2.0}, 100.0, "datasheet")
+    assert d.to_json() == {"name": "N", "key": "K", "peaks": {"matrix": {"bf16": 10.0}, "vector": {"fp32": 2.0}},
+                           "mem_bw_gbs": 100.0, "source": "datasheet"}
+    assert not d.measured and d.l2_mb == 0.0
+
+
+def test_datasheet_entries_carry_their_cache_and_floats():
+    h100 = DEVICES["H100-SXM"]
+    assert (h100.key, h100.name, h100.mem_bw_gbs, h100.l2_mb, h100.measured) == ("H100-SXM", "NVIDIA H100 SXM", 3350.0,
+                                                                                50.0, False)
+    assert isinstance(h100.mem_bw_gbs, float) and isinstance(h100.l2_mb, float) and h100.source
+
+
+@pytest.mark.parametrize("name, key", [("", None), (None, None), ("H100-SXM", "H100-SXM"), ("nvidia h100 pcie", "H100-PCIe"),
+                                       ("mystery", None), ("A100X", None)])
+def test_find_device_by_key_pattern_or_none(name, key):
+    found = find_device(name)
+    assert (found.key if found else None) == key
+
+
+def test_device_for_without_peaks():
+    assert device_for([]) == (None, "")
+    assert device_for([{"name": ""}, {"name": "NVIDIA H100 80GB HBM3"}]) == (DEVICES["H100-SXM"], "NVIDIA H100 80GB HBM3")
+    assert device_for([{"name": "NVIDIA H100 80GB HBM3"}], "B200") == (DEVICES["B200"], "B200")
+    assert device_for([{"name": "NVIDIA H100 80GB HBM3"}], "NVIDIA A100-SXM4-80GB") == (DEVICES["A100-80GB"],
+                                                                                      "NVIDIA A100-SXM4-80GB")
+    with pytest.raises(ParameterError, match=r"--device 'mystery' is not a known GPU; use one of: V100-SXM2, V100-PCIe"):
+        device_for([{"name": "NVIDIA H100 80GB HBM3"}], "mystery")
+    assert device_for([{"name": "mystery GPU"}]) == (None, "mystery GPU")
+
+
+def test_device_for_with_peaks_by_name_or_by_the_same_card():
+    peaks = _parse_peaks({"perfkit_peaks": 1, **H200}, "p.json")
+    measured = peaks["NVIDIA H200"]
+    assert device_for([{"name": "NVIDIA H200"}], None, peaks) == (measured, "NVIDIA H200")
+    assert device_for([{"name": "NVIDIA H200 SXM 141GB"}], None, peaks) == (measured, "NVIDIA H200 SXM 141GB")
+    assert device_for([{"name": "x"}], "NVIDIA H200", peaks) == (measured, "NVIDIA H200")
+    with pytest.raises(ParameterError, match=r"holds 'NVIDIA H200', not the trace's GPU \(deviceProperties names none\)"):
+        device_for([], None, peaks)
+    with pytest.raises(ParameterError, match="holds 'NVIDIA H200', not 'mystery'"):
+        device_for([{"name": "mystery"}], None, peaks)  # an unknown name is not the same card as any
+    unknown = _parse_peaks({"perfkit_peaks": 1, "mystery A": H200["NVIDIA H200"]}, "p.json")
+    with pytest.raises(ParameterError, match="not 'mystery B'"):
+        device_for([{"name": "mystery B"}], None, unknown)
+    assert device_for([{"name": "B200"}], None, {}) == (DEVICES["B200"], "B200")  # no peaks: the datasheet
+
+
+def test_parsed_peaks_are_measured_with_the_datasheets_cache():
+    entry = {"matrix": {"bf16": 797}, "vector": {"fp32": 50.9}, "mem_bw_gbs": 4272}
+    (dev,) = _parse_peaks({"perfkit_peaks": 1, "NVIDIA H200": entry}, "where.json").values()
+    assert dev == Device("NVIDIA H200", "NVIDIA H200", {"bf16": 797}, {"fp32": 50.9}, 4272.0, "measured (where.json)",
+                         True, l2_mb=50.0)
+    (other,) = _parse_peaks({"perfkit_peaks": 1, "mystery": dict(entry, source="lab")}, "w").values()
+    assert other.l2_mb == 0.0 and other.source == "lab" and other.vector == {"fp32": 50.9}
+    (matrix_only,) = _parse_peaks({"perfkit_peaks": 1, "m": {"matrix": {"bf16": 1.0}, "mem_bw_gbs": 1}}, "w").values()
+    assert matrix_only.vector == {} and matrix_only.matrix == {"bf16": 1.0}
+
+
+@pytest.mark.parametrize("doc, says", [
+    ([], "expected {\"perfkit_peaks\": 1, ...} as perfkit validate --write-peaks writes it"),
+    ({"perfkit_peaks": 2, **H200}, "expected"),
+    ({"perfkit_peaks": 1, "X": "fast"}, "the entry 'X' is not an object"),
+    ({"perfkit_peaks": 1, "X": {"mem_bw_gbs": 1.0}}, "'X' needs positive finite numbers (mem_bw_gbs or every TFLOP/s "
+                                                     "figure is not)"),
+    ({"perfkit_peaks": 1, "X": {"matrix": {"bf16": 1.0}}}, "mem_bw_gbs or every"),
+    ({"perfkit_peaks": 1, "X": {"matrix": {"bf16": 1.0}, "mem_bw_gbs": 0}}, "mem_bw_gbs or every"),
+    ({"perfkit_peaks": 1, "X": {"matrix": [1.0], "mem_bw_gbs": 1.0}}, "(matrix.? is not)"),
+    ({"perfkit_peaks": 1, "X": {"vector": {"fp32": True}, "mem_bw_gbs": 1.0}}, "(vector.fp32 is not)"),
+    ({"perfkit_peaks": 1, "X": {"matrix": {"a": 0, "b": "1"}, "mem_bw_gbs": 1.0}}, "(matrix.a, matrix.b is not)"),
+])
+def test_parse_peaks_refusals(doc, says):
+    with pytest.raises(ParameterError) as err:
+        _parse_peaks(doc, "where.json")
+    assert says in str(err.value) and "'where.json'" in str(err.value)
+
+
+@pytest.mark.parametrize("value, ok", [(1, True), (0.5, True), (0, False), (-1.0, False), (float("nan"), False),
+                                       (float("inf"), False), (True, False), ("1", False), (None, False)])
+def test_positive(value, ok):
+    assert _positive(value) is ok
+
+
+def test_write_peaks_writes_sorted_json_and_refuses_a_bad_entry(tmp_path):
+    path = write_peaks(tmp_path / "sub" / "p.json", H200)
+    assert path == tmp_path / "sub" / "p.json"
+    text = path.read_text()
+    assert json.loads(text) == {"perfkit_peaks": 1, **H200} and text.endswith("}\n")
+    assert text == json.dumps({"perfkit_peaks": 1, **H200}, indent=1, sort_keys=True) + "\n"
+    with pytest.raises(ParameterError, match="'X' is not an object"):
+        write_peaks(tmp_path / "bad.json", {"X": 1})
+    assert not (tmp_path / "bad.json").exists()
+
+
+def test_read_peaks_reports_a_file_it_cannot_decode(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(ParameterError, match="is not a JSON peaks file .*: write one with perfkit validate"):
+        read_peaks(path)
+    with pytest.raises(ParameterError, match=f"peaks file '{tmp_path / 'none.json'}' not found: write one with perfkit "
+                                             f"validate --write-peaks {tmp_path / 'none.json'}"):
+        read_peaks(tmp_path / "none.json")

@@ -2,12 +2,14 @@
 and no percentage above 100."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from perfkit.analysis.gpu_kernels.devices import DEVICES, Device
-from perfkit.analysis.gpu_kernels.opmodel import _roofline, capped, peak_of, raised_roofs, unit_of
+from perfkit.analysis.gpu_kernels.opmodel import L2_BOUND, _roofline, capped, peak_of, raised_roofs, unit_of
 
 
 @pytest.mark.parametrize("tc, notc, dtype, unit", [
@@ -169,3 +171,333 @@ def test_the_roof_that_binds_an_op(columns, bound, pct):
 
 def test_no_device_no_roof():
     assert _roofline(_groups(), None) == ([None], [None])
+
+
+# -- op_instances, op_table, shape_table on one small trace: every column by hand ---------------------------------
+BF16 = "c10::BFloat16"
+TC_GEMM = ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_"
+           "kernel__5x_cublas")
+FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>()"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>()"
+NE = "void at::native::vectorized_elementwise_kernel<4, at::native::CompareNEFunctor<float>>()"
+
+
+def _op(b, name, ts, dims=None, types=None, dur=50):
+    e = b.cpu_op(name, ts, dur)
+    if dims is not None:
+        e["args"]["Input Dims"] = dims
+    if types is not None:
+        e["args"]["Input type"] = types
+    return e
+
+
+@pytest.fixture(scope="module")
+def ops_trace(tmp_path_factory):
+    """On an H100 SXM: two bf16 mm of one shape (the first inside a linear, with a fill kernel of 10 us besides its
+    30 us Tensor Core GEMM), an fp32 add, an fp32 mm on a CUDA-core sgemm (10 us) and a TF32 GEMM (4 us), an ne
+    under isnan (one tensor read twice) and one not, a copy, an op of an unmodeled family with a type, one with
+    neither shapes nor types."""
+    from tracebuilder import TraceBuilder
+
+    from perfkit.analysis.gpu_kernels.attribute import kernel_links
+    from perfkit.trace import load_trace
+    from perfkit.trace.loader.shapes import op_shapes
+
+    b = TraceBuilder(gpu_name="NVIDIA H100 80GB HBM3")
+    b.step(0, 0, 5000)
+    b.cpu_op("aten::linear", 5, 200)
+    _op(b, "aten::mm", 10, [[256, 512], [512, 1024]], [BF16, BF16])
+    b.launch(TC_GEMM, 20, 5, gpu_ts=100, gpu_dur=30)
+    b.launch(FILL, 30, 5, gpu_ts=140, gpu_dur=10)
+    _op(b, "aten::mm", 1000, [[256, 512], [512, 1024]], [BF16, BF16])
+    b.launch(TC_GEMM, 1010, 5, gpu_ts=1100, gpu_dur=30)
+    _op(b, "aten::add", 300, [[1024, 1024], [1024, 1024], []], ["float", "float", "Scalar"])
+    b.launch(ADD, 310, 5, gpu_ts=400, gpu_dur=20)
+    _op(b, "aten::mm", 1500, [[128, 128], [128, 128]], ["float", "float"])
+    b.launch("volta_sgemm_128x64_nn", 1510, 5, gpu_ts=1600, gpu_dur=10)
+    b.launch("sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", 1520, 5, gpu_ts=1620, gpu_dur=4)
+    b.cpu_op("aten::isnan", 2000, 100)
+    _op(b, "aten::ne", 2010, [[1000], [1000]], ["float", "float"])
+    b.launch(NE, 2020, 5, gpu_ts=2100, gpu_dur=5)
+    _op(b, "aten::ne", 2200, [[1000], [1000]], ["float", "float"])
+    b.launch(NE, 2220, 5, gpu_ts=2300, gpu_dur=5)
+    _op(b, "aten::copy_", 500, [[512]], ["float"])
+    b.memcpy("HtoD", "Pageable", 510, 5, 600, 50, 1 << 20)
+    _op(b, "aten::mystery", 700, [[4]], ["Scalar", BF16])
+    b.launch("mystery_kernel", 710, 5, gpu_ts=800, gpu_dur=40)
+    _op(b, "aten::unshaped", 2500)
+    b.launch("other_kernel", 2510, 5, gpu_ts=2600, gpu_dur=6)
+    trace = load_trace(b.write(tmp_path_factory.mktemp("ops") / "t.json"), use_cache=False)
+    links = kernel_links(trace)
+    return trace, links, op_shapes(trace, use_cache=False)
+
+
+def _records(frame, columns):
+    return [tuple(None if (isinstance(v, float) and np.isnan(v)) or v is None else v for v in row)
+            for row in frame[columns].itertuples(index=False)]
+
+
+def test_op_instances_column_by_column(ops_trace):
+    from perfkit.analysis.gpu_kernels.opmodel import INSTANCE_COLUMNS, op_instances
+
+    inst = op_instances(*ops_trace)
+    assert list(inst.columns) == INSTANCE_COLUMNS
+    mm_bf16 = (2 * 256 * 1024 * 512, 256 * 512 * 2 + 512 * 1024 * 2 + 256 * 1024 * 2, 256 * 512 * 2 + 512 * 1024 * 2)
+    assert _records(inst, ["op", "family", "rank", "step", "kernel_us", "tc_us", "notc_us", "tf32", "dtype"]) == [
+        ("aten::mm", "gemm", 0, 0, 40.0, 30.0, 0.0, False, "bf16"),      # the fill kernel counts, off Tensor Cores unknown
+        ("aten::mm", "gemm", 0, 0, 30.0, 30.0, 0.0, False, "bf16"),
+        ("aten::add", "elementwise", 0, 0, 20.0, 0.0, 0.0, False, "fp32"),  # off Tensor Cores, but not matrix work
+        ("aten::mm", "gemm", 0, 0, 14.0, 4.0, 10.0, True, "fp32"),       # sgemm off them, a TF32 kernel on them
+        ("aten::ne", "elementwise", 0, 0, 5.0, 0.0, 0.0, False, "fp32"),
+        ("aten::ne", "elementwise", 0, 0, 5.0, 0.0, 0.0, False, "fp32"),
+        ("aten::copy_", "memcpy", 0, 0, 50.0, 0.0, 0.0, False, "fp32"),
+        ("aten::mystery", "other", 0, 0, 40.0, 0.0, 0.0, False, "bf16"),  # its first tensor type
+        ("aten::unshaped", "other", 0, 0, 6.0, 0.0, 0.0, False, None),
+    ]
+    assert _records(inst, ["flops", "bytes", "read_bytes", "modeled", "m", "n", "k"]) == [
+        (*mm_bf16, True, 256, 1024, 512), (*mm_bf16, True, 256, 1024, 512),
+        (1024 * 1024, 3 * 4 * 1024 * 1024, 2 * 4 * 1024 * 1024, True, None, None, None),
+        (2 * 128 ** 3, 3 * 4 * 128 * 128, 2 * 4 * 128 * 128, True, 128, 128, 128),
+        (1000, 5000, 4000, True, None, None, None),   # under isnan: self != self reads one tensor
+        (1000, 9000, 8000, True, None, None, None),
+        (None, None, None, False, None, None, None), (None, None, None, False, None, None, None),
+        (None, None, None, False, None, None, None),
+    ]
+    reasons = list(inst["reason"])
+    assert reasons[:6] == [""] * 6 and reasons[6] == "copies and collectives are not modeled"
+    assert reasons[7] == "other ops are not modeled" and reasons[8] == "no Input Dims (record_shapes=False)"
+    assert list(inst["input_dims"])[0] == "[[256, 512], [512, 1024]]" and list(inst["input_dims"])[8] == ""
+    ev = ops_trace[0].events
+    assert list(ev["name"].iloc[inst["label"]]) == list(inst["op"])
+
+
+def test_op_instances_without_owned_kernels(ops_trace):
+    from perfkit.analysis.gpu_kernels.opmodel import INSTANCE_COLUMNS, op_instances
+
+    trace, links, shapes = ops_trace
+    empty = op_instances(trace, links.assign(owner=-1), shapes)
+    assert empty.empty and list(empty.columns) == INSTANCE_COLUMNS
+
+
+def test_op_table_on_the_roofline(ops_trace):
+    from perfkit.analysis.gpu_kernels.opmodel import OP_COLUMNS, op_instances, op_table
+
+    inst = op_instances(*ops_trace)
+    h100 = DEVICES["H100-SXM"]
+    table = op_table(inst, h100)
+    assert list(table.columns) == OP_COLUMNS
+    assert _records(table, ["op", "dtype", "calls", "kernel_us", "unit", "bound"]) == [  # most kernel time first
+        ("aten::mm", "bf16", 2, 70.0, "matrix", "memory"), ("aten::copy_", "fp32", 1, 50.0, "vector", None),
+        ("aten::mystery", "bf16", 1, 40.0, "vector", None), ("aten::add", "fp32", 1, 20.0, "vector", "memory"),
+        ("aten::mm", "fp32", 1, 14.0, "vector", "compute"), ("aten::ne", "fp32", 2, 10.0, "vector", "memory"),
+        ("aten::unshaped", None, 1, 6.0, "vector", None),
+    ]
+    mm = table.iloc[0]
+    flops, nbytes = 2 * 2.0 * 256 * 1024 * 512, 2 * 1835008.0
+    assert (mm["flops"], mm["bytes"]) == (flops, nbytes) and mm["tensor_core_share"] == pytest.approx(60 / 70)
+    assert mm["tflops_per_s"] == pytest.approx(flops / 70e-6 / 1e12) and mm["gbs"] == pytest.approx(nbytes / 70e-6 / 1e9)
+    assert mm["intensity"] == pytest.approx(flops / nbytes) and mm["peak_tflops"] == h100.peak_tflops("bf16", "matrix")
+    assert mm["pct_of_peak"] == pytest.approx(100 * nbytes / 70e-6 / 1e9 / h100.mem_bw_gbs)  # under the ridge: memory
+    small = table.iloc[4]
+    assert small["peak_tflops"] == h100.peak_tflops("fp32", "vector") and small["tensor_core_share"] == pytest.approx(4 / 14)
+    assert small["pct_of_peak"] == pytest.approx(100 * 2 * 128 ** 3 / 14e-6 / 1e12 / small["peak_tflops"])
+    assert np.isnan(table.iloc[1]["flops"]) and np.isnan(table.iloc[1]["intensity"]) and table.iloc[1]["peak_tflops"] is not None
+    assert pd.isna(table.iloc[6]["peak_tflops"]) and np.isnan(table.iloc[6]["pct_of_peak"])
+    blind = op_table(inst, None)
+    assert blind["peak_tflops"].isna().all() and blind["bound"].isna().all() and blind["pct_of_peak"].isna().all()
+    assert list(blind["tflops_per_s"].fillna(-1)) == list(table["tflops_per_s"].fillna(-1))
+    assert op_table(inst.iloc[:0], h100).empty and list(op_table(inst.iloc[:0], h100).columns) == OP_COLUMNS
+
+
+def test_shape_table_and_the_time_its_roof_allows(ops_trace):
+    from perfkit.analysis.gpu_kernels.opmodel import SHAPE_COLUMNS, op_instances, shape_table
+
+    inst = op_instances(*ops_trace)
+    h100 = DEVICES["H100-SXM"]
+    table = shape_table(inst, h100)
+    assert list(table.columns) == SHAPE_COLUMNS
+    assert _records(table, ["op", "shape", "dtype", "family", "calls", "kernel_us", "bound"]) == [
+        ("aten::mm", "[[256, 512], [512, 1024]]", "bf16", "gemm", 2, 70.0, "memory"),
+        ("aten::add", "[[1024, 1024], [1024, 1024], []]", "fp32", "elementwise", 1, 20.0, "memory"),
+        ("aten::mm", "[[128, 128], [128, 128]]", "fp32", "gemm", 1, 14.0, "compute"),
+        ("aten::ne", "[[1000], [1000]]", "fp32", "elementwise", 2, 10.0, "memory"),
+    ]
+    flops, nbytes = 2 * 2.0 * 256 * 1024 * 512, 2 * 1835008.0
+    compute_us, memory_us = flops / (h100.peak_tflops("bf16", "matrix") * 1e6), nbytes / (h100.mem_bw_gbs * 1e3)
+    assert table.iloc[0]["roofline_us"] == pytest.approx(max(compute_us, memory_us))
+    small = table.iloc[2]
+    assert small["roofline_us"] == pytest.approx(2 * 128 ** 3 / (h100.peak_tflops("fp32", "vector") * 1e6))
+    blind = shape_table(inst, None)
+    assert blind["roofline_us"].isna().all() and len(blind) == 4
+    assert shape_table(inst[~inst["modeled"]], h100).empty
+    assert list(shape_table(inst.iloc[:0], h100).columns) == SHAPE_COLUMNS
+
+
+def test_shape_table_without_a_memory_figure(ops_trace):
+    from perfkit.analysis.gpu_kernels.opmodel import op_instances, shape_table
+
+    inst = op_instances(*ops_trace)
+    no_bw = dataclasses.replace(DEVICES["H100-SXM"], mem_bw_gbs=0.0)
+    table = shape_table(inst, no_bw)
+    compute_us = 2 * 2.0 * 256 * 1024 * 512 / (no_bw.peak_tflops("bf16", "matrix") * 1e6)
+    assert table.iloc[0]["roofline_us"] == pytest.approx(compute_us) and table["bound"].isna().all()
+
+
+@pytest.mark.parametrize("kernel_us, impossible", [(1e-6, True), (10.0, False), (0.0, False)])
+def test_impossible_rates_table(kernel_us, impossible):
+    from perfkit.analysis.gpu_kernels.opmodel import IMPOSSIBLE_RATE, MAX_GBS, _impossible_rates
+
+    per = pd.DataFrame({"kernel_us": [kernel_us], "flops": [1e9], "bytes": [1e3], "read_bytes": [5e2],
+                        "modeled": [True], "reason": [""]})
+    out = _impossible_rates(per.copy())
+    assert bool(out.loc[0, "reason"].startswith(IMPOSSIBLE_RATE)) == impossible
+    assert out.loc[0, "modeled"] == (not impossible) and np.isnan(out.loc[0, "flops"]) == impossible
+    assert np.isnan(out.loc[0, "bytes"]) == impossible and np.isnan(out.loc[0, "read_bytes"]) == impossible
+    if impossible:
+        assert out.loc[0, "reason"] == (f"{IMPOSSIBLE_RATE} (1e+09 TFLOP/s, 1e+06 GB/s over 1e-06 us: more than any "
+                                        "GPU): not modeled")
+    by_bytes = per.assign(flops=[0.0], bytes=[MAX_GBS * 1e3 * 10.0 * 1.01], kernel_us=[10.0])
+    assert not _impossible_rates(by_bytes.copy()).loc[0, "modeled"]
+    assert _impossible_rates(by_bytes.assign(bytes=[MAX_GBS * 1e3 * 10.0 * 0.99])).loc[0, "modeled"]
+
+
+# -- _grouped, raised_roofs, capped and _listed on small frames ----------------------------------------------------
+def _instances(*rows):
+    base = {"op": "aten::mm", "family": "gemm", "dtype": "bf16", "flops": 1e9, "bytes": 1e6, "read_bytes": 5e5,
+            "kernel_us": 10.0, "tc_us": 10.0, "notc_us": 0.0, "tf32": False, "modeled": True, "input_dims": "[[1]]"}
+    return pd.DataFrame([base | {"label": i} | r for i, r in enumerate(rows)])
+
+
+def test_grouped_sums_each_group_and_keeps_first_seen_order_at_a_tie():
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    inst = _instances({"op": "b", "kernel_us": 5.0, "tc_us": 5.0}, {"op": "a", "kernel_us": 5.0, "tc_us": 0.0},
+                      {"op": "b", "kernel_us": 5.0, "tc_us": 0.0, "flops": np.nan, "read_bytes": np.nan},
+                      {"op": "c", "kernel_us": 20.0, "dtype": None})
+    g = _grouped(inst, ["op", "family", "dtype"], None)
+    assert list(g["op"]) == ["c", "b", "a"] and list(g.index) == [0, 1, 2]  # most time first; b was seen before a
+    c, b, a = g.to_dict("records")
+    assert (b["calls"], b["flops"], b["bytes"], b["read_bytes"], b["kernel_us"], b["tc_us"]) == (2, 1e9, 2e6, 5e5,
+                                                                                                10.0, 5.0)
+    assert pd.isna(c["dtype"]) and a["dtype"] == "bf16"
+    assert b["tensor_core_share"] == 0.5 and b["unit"] == "matrix"  # half on Tensor Cores
+    assert a["unit"] == "matrix"   # nothing known off Tensor Cores and bf16: the matrix units
+    assert g["pct_of_peak"].dtype == np.float64 and g["bound"].dtype == object
+
+
+def test_grouped_nan_sums_stay_nan():
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    g = _grouped(_instances({"flops": np.nan, "bytes": np.nan, "read_bytes": np.nan}), ["op", "family", "dtype"], None)
+    assert np.isnan(g.loc[0, "flops"]) and np.isnan(g.loc[0, "bytes"]) and np.isnan(g.loc[0, "read_bytes"])
+
+
+@pytest.mark.parametrize("nbytes, intensity", [(0.0, None), (1.0, 1e9), (2.0, 5e8)])
+def test_grouped_intensity_needs_bytes(nbytes, intensity):
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    got = _grouped(_instances({"bytes": nbytes}), ["op", "family", "dtype"], None).loc[0, "intensity"]
+    assert (np.isnan(got) if intensity is None else got == intensity)
+
+
+@pytest.mark.parametrize("kernel_us, rated", [(0.0, False), (1.0, True), (0.5, True)])
+def test_grouped_rates_need_kernel_time(kernel_us, rated):
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    g = _grouped(_instances({"kernel_us": kernel_us, "tc_us": kernel_us}), ["op", "family", "dtype"], None).iloc[0]
+    if rated:
+        assert g["tflops_per_s"] == pytest.approx(1e9 / kernel_us / 1e6) and g["gbs"] == pytest.approx(1e6 / kernel_us / 1e3)
+        assert g["tensor_core_share"] == 1.0
+    else:
+        assert np.isnan(g["tflops_per_s"]) and np.isnan(g["gbs"]) and np.isnan(g["tensor_core_share"])
+
+
+def test_grouped_holds_fp32_matrix_work_to_tf32_only_where_it_ran_so():
+    """MI300X has fp32 matrix units: fp32 GEMM work on them is held to the fp32 matrix peak, unless a kernel ran
+    TF32; and the dtype decides the unit where Tensor Core use is unknown."""
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    mi300x = DEVICES["MI300X"]
+    inst = _instances({"op": "x", "dtype": "fp32", "tf32": False}, {"op": "y", "dtype": "fp32", "tf32": True},
+                      {"op": "z", "dtype": "bf16", "tc_us": 0.0}, {"op": "w", "dtype": "fp32", "tc_us": 0.0})
+    g = _grouped(inst, ["op", "family", "dtype"], mi300x).set_index("op")
+    assert g.loc["x", "peak_tflops"] == mi300x.matrix["fp32"] and g.loc["y", "peak_tflops"] == mi300x.matrix["tf32"]
+    assert (g.loc["z", "unit"], g.loc["w", "unit"]) == ("matrix", "vector")
+
+
+def test_unit_of_at_its_edges():
+    assert unit_of("gemm", 0.6, 0.0, 1.0, "fp32") == "matrix"     # a kernel time under 1 us still counts
+    assert unit_of("gemm", 50.0, 0.0, 100.0, "fp32") == "matrix"  # exactly half on Tensor Cores
+    assert unit_of("gemm", 49.9, 50.1, 100.0, "fp32") == "vector"
+
+
+def test_raised_roofs_raises_each_roof_it_beats_and_says_so():
+    measured = Device("NVIDIA H200", "NVIDIA H200", {"bf16": 797.0, "tf32": 400.0}, {"fp32": 50.0}, 4000.0, "test",
+                      True)
+    rows = _shapes(
+        a=dict(bound="memory", unit="vector", dtype="fp32", gbs=4100.0, pct_of_peak=102.5),  # a memory roof first
+        b=dict(dtype="fp32", unit="matrix", tflops_per_s=420.0, pct_of_peak=105.0),         # fp32 matrix: TF32
+        c=dict(dtype="bf16", unit="vector", tflops_per_s=60.0, pct_of_peak=120.0),          # no bf16 vector: fp32's
+        e=dict(dtype="bf16", unit="matrix", tflops_per_s=700.0, pct_of_peak=100.5),         # under the old: kept
+        f=dict(dtype="bf16", unit="matrix", tflops_per_s=999.0, pct_of_peak=100.0),         # at 100%: not over
+        g=dict(dtype="bf16", unit="matrix", bound=L2_BOUND, tflops_per_s=999.0, pct_of_peak=150.0),  # from L2
+        h=dict(dtype="fp64", unit="vector", tflops_per_s=30.0, pct_of_peak=101.0))          # no fp64 vector: fp32's
+    raised, notes = raised_roofs(measured, rows)
+    assert raised.matrix == {"bf16": 797.0, "tf32": 420.0}
+    assert raised.vector == {"fp32": 60.0} and raised.mem_bw_gbs == 4100.0
+    assert raised.measured and raised.name == "NVIDIA H200" and measured.matrix["tf32"] == 400.0  # the old unchanged
+    assert notes == ["5 op shape(s) ran faster than the peaks file says (matrix tf32 400 -> 420.0 TFLOP/s, "
+                     "vector fp32 50 -> 60.0 TFLOP/s, memory 4000 -> 4100 GB/s): measured peaks "
+                     "are a floor of what the card does, so those roofs are raised to the rates reached here; measure "
+                     "again (perfkit validate --write-peaks) to keep a file that holds"]
+
+
+def test_raised_roofs_without_a_faster_memory_row_says_no_memory_change():
+    measured = Device("X", "X", {"bf16": 100.0}, {"fp32": 10.0}, 1000.0, "test", True)
+    raised, notes = raised_roofs(measured, _shapes(a=dict(tflops_per_s=150.0, pct_of_peak=150.0)))
+    assert raised.mem_bw_gbs == 1000.0 and raised.vector == {"fp32": 10.0} and raised.matrix == {"bf16": 150.0}
+    assert "(matrix bf16 100 -> 150.0 TFLOP/s)" in notes[0] and "memory" not in notes[0].split(":")[0]
+    assert raised_roofs(None, _shapes(a=dict(pct_of_peak=150.0))) == (None, [])
+    assert raised_roofs(measured, _shapes(a=dict(pct_of_peak=150.0)).iloc[:0]) == (measured, [])
+
+
+def test_capped_keeps_l2_rows_and_says_each_kind():
+    table = _shapes(a=dict(pct_of_peak=171.7), b=dict(op="aten::add", dtype="", bound=L2_BOUND, pct_of_peak=130.0),
+                    c=dict(pct_of_peak=100.0))
+    out, notes = capped(table, "op group(s)")
+    assert np.isnan(out.loc[0, "pct_of_peak"]) and out.loc[0, "bound"] == "above roof"
+    assert out.loc[1, "pct_of_peak"] == 130.0 and out.loc[1, "bound"] == L2_BOUND
+    assert out.loc[2, "pct_of_peak"] == 100.0 and out.loc[2, "bound"] == "compute"
+    assert table.loc[0, "pct_of_peak"] == 171.7  # the input is left alone
+    assert notes == [
+        "1 op group(s) ran above the memory roof (aten::add - 130%) with inputs that fit in the GPU's L2 (read and "
+        "written per call each at most its size): the previous kernel can leave them there, so their percentage of "
+        "the memory roof is shown, marked 'memory (L2)'",
+        "1 op group(s) ran above their roof (aten::mm bf16 172%): their FLOPs or bytes are overcounted or the roof "
+        "is not theirs, so no percentage is shown for them"]
+    only_l2, l2_notes = capped(table.iloc[[1, 2]], "shapes")
+    assert list(only_l2["pct_of_peak"]) == [130.0, 100.0] and len(l2_notes) == 1 and l2_notes[0].startswith("1 shapes ran above the memory roof")
+    empty, none = capped(table.iloc[:0], "x")
+    assert empty.empty and none == []
+    assert capped(table.iloc[[2]], "x")[1] == []
+    assert out["pct_of_peak"].dtype == np.float64
+
+
+def test_capped_lists_at_most_three():
+    table = _shapes(**{k: dict(op=f"op{k}", pct_of_peak=101.0 + i) for i, k in enumerate("abcd")})
+    _, notes = capped(table, "x")
+    assert "(opa bf16 101%, opb bf16 102%, opc bf16 103%)" in notes[0] and notes[0].startswith("4 x ran")
+
+
+def test_the_l2_line_is_inclusive_on_both_sides():
+    """Reads and writes of exactly the L2 (50 MB) per call still fit."""
+    fits = {"gbs": 1_500.0, "read_bytes": 50e6, "bytes": 100e6}
+    assert _roofline(_groups(**fits), FakeDevice(_PEAKS)) == (["memory (L2)"], [150.0])
+    assert _roofline(_groups(**fits, calls=1), FakeDevice(_PEAKS, l2_mb=49.0))[0] == ["memory"]
+    assert _roofline(_groups(gbs=1_001.0), FakeDevice(_PEAKS))[0] == ["memory (L2)"]  # just above the roof
+
+
+def test_the_ridge_in_flop_per_byte():
+    """100 TFLOP/s over 2,000 GB/s: a ridge of 50 FLOP/byte."""
+    assert _roofline(_groups(intensity=50.0), FakeDevice(_PEAKS, mem_bw_gbs=2_000.0))[0] == ["compute"]
+    assert _roofline(_groups(intensity=49.9), FakeDevice(_PEAKS, mem_bw_gbs=2_000.0))[0] == ["memory"]

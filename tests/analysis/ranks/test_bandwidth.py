@@ -66,6 +66,7 @@ def _job(directory, *, on_kernel: bool, late_us: float = 1000.0, tail_us: float 
     return directory
 
 
+@pytest.mark.slow  # end to end through ranks() or the CLI: the mutation run leaves it out
 @pytest.mark.parametrize("on_kernel", [True, False], ids=["on the kernel", "on record_param_comms"])
 def test_bytes_and_bus_bandwidth_over_the_transfer(tmp_path, on_kernel):
     result = ranks(_job(tmp_path, on_kernel=on_kernel), workers=1, use_cache=False)
@@ -78,12 +79,14 @@ def test_bytes_and_bus_bandwidth_over_the_transfer(tmp_path, on_kernel):
     assert result.to_json()["bandwidth"][0]["bytes"] == NELEMS * 4
 
 
+@pytest.mark.slow  # end to end through ranks() or the CLI: the mutation run leaves it out
 def test_one_rank_uses_the_whole_kernel_and_says_it_is_a_floor(tmp_path):
     _job(tmp_path, on_kernel=True)
     row = ranks([tmp_path / "rank0.json"], workers=1, use_cache=False).bandwidth.iloc[0]
     assert row["transfer_us"] == 3000.0 and row["measured"] == "one rank: includes waiting" and math.isnan(row["wait_us"])
 
 
+@pytest.mark.slow  # end to end through ranks() or the CLI: the mutation run leaves it out
 def test_kernels_without_sizes_are_said_not_guessed(tmp_path, capsys):
     for rank in range(2):
         b = TraceBuilder(rank=rank)
@@ -119,6 +122,7 @@ def test_the_link_rule_ignores_one_rank_floors_and_unknown_links():
     assert not bw.bandwidth_findings(_table(1.0, bw.LARGE_BYTES), None)
 
 
+@pytest.mark.slow  # end to end through ranks() or the CLI: the mutation run leaves it out
 def test_a_slow_large_all_reduce_across_ranks_is_flagged(tmp_path):
     # 64 MiB in 2 ms: 33.6 GB/s bus bandwidth on A100 NVLink 3 (300 GB/s per direction): under 75
     result = ranks(_job(tmp_path, on_kernel=True), workers=1, use_cache=False)
@@ -153,6 +157,7 @@ def test_the_ddp_rank_reads_sizes_from_record_param_comms():
     assert set(table["group_size"]) == {8}
 
 
+@pytest.mark.slow  # end to end through ranks() or the CLI: the mutation run leaves it out
 def test_the_report_names_the_largest_collective_and_whether_its_figure_is_a_floor(tmp_path):
     from perfkit.report.ranks import ranks_text
 
@@ -166,6 +171,7 @@ def test_the_report_names_the_largest_collective_and_whether_its_figure_is_a_flo
 SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 
 
+@pytest.mark.slow  # end to end through ranks() or the CLI: the mutation run leaves it out
 def test_a_moe_all_to_allv_is_a_collective(tmp_path):
     """A 2-rank MoE dispatch: 12 all_to_allv per step, 2,048 float elements (8,192 bytes) each rank, on NCCL's
     SendRecv kernel; the sizes on the record_param_comms op around each launch."""
@@ -225,6 +231,7 @@ def test_the_scope_of_a_collective(group_ranks, group_size, per_node, world, whe
     assert bw.scope(group_ranks, group_size, per_node, world) == where
 
 
+@pytest.mark.slow  # end to end through ranks() or the CLI: the mutation run leaves it out
 def test_collectives_are_split_intra_and_inter_node_where_the_traces_tell(tmp_path):
     """Four ranks on two nodes of two GPUs each (each trace lists its node's two GPUs): an all-reduce among the
     node's pair is intra-node, one among all four inter-node, and only the intra-node one is held to NVLink."""
@@ -294,3 +301,209 @@ def test_a_collective_that_moves_no_data_or_is_unknown_has_no_kind(recorded):
 @pytest.mark.parametrize("text, ranks", [("[0, 1, 2]", [0, 1, 2]), ("[]", []), ("", []), ("[0, x]", []), ("3", [3])])
 def test_the_ranks_a_group_lists(text, ranks):
     assert bw._ranks(text) == ranks
+
+
+# -- fast table tests of each function on small frames (the mutation run's own-file evidence) ----------------------
+AG_KERNEL = "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+GENERIC = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def test_kernel_messages_from_the_kernel_or_the_op_around_its_launch(tmp_path):
+    """Sizes on the kernel (an all-gather: the output side); on a record_param_comms op two levels above the launch
+    (an all-reduce: the input side); none at all; a barrier (moves no data, but its dtype and group are kept)."""
+    from perfkit.analysis.classify import is_comm
+    from perfkit.trace import load_trace
+
+    b = TraceBuilder(rank=0)
+    b.step(0, 0, 20_000)
+    _, kernel = b.launch(AG_KERNEL, 100, 10, gpu_ts=1000, gpu_dur=100)
+    kernel["args"].update({"Collective name": "_allgather_base", "In msg nelems": 100, "Out msg nelems": 400,
+                           "Group size": 4, "dtype": "Half", "Process Group Ranks": "[0, 1, 2, 3]"})
+    op = b.cpu_op("record_param_comms", 300, 100)
+    op["args"].update({"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 10,
+                       "Group size": 2, "dtype": "BFloat16"})
+    b.cpu_op("c10d::allreduce_", 310, 80)
+    b.launch(ALLREDUCE, 320, 10, gpu_ts=2000, gpu_dur=100)
+    b.launch(GENERIC, 500, 10, gpu_ts=3000, gpu_dur=100)
+    op = b.cpu_op("record_param_comms", 600, 100)
+    op["args"].update({"Collective name": "barrier", "In msg nelems": 1, "Out msg nelems": 1, "Group size": 2,
+                       "dtype": "Float"})
+    b.launch(ALLREDUCE, 610, 10, gpu_ts=4000, gpu_dur=100)
+    trace = load_trace(b.write(tmp_path / "t.json"), use_cache=False)
+    kernels = trace.kernels()
+    comm = kernels[is_comm(kernels["name"])]
+    out = bw.kernel_messages(trace, comm)
+    assert list(out.columns) == bw.MESSAGE_COLUMNS and list(out.index) == list(comm.index)
+    rows = [tuple(None if isinstance(v, float) and math.isnan(v) else v for v in r) for r in out.itertuples(index=False)]
+    assert rows == [("all-gather", "RING_LL", "Half", 4.0, "[0, 1, 2, 3]", 400 * 2.0),
+                    ("all-reduce", "RING_LL", "BFloat16", 2.0, "", 1000 * 2.0),
+                    ("", "", "", None, "", None),
+                    ("", "RING_LL", "Float", 2.0, "", None)]
+    alone = bw.kernel_messages(trace, comm.iloc[[0]])
+    assert list(alone["bytes"]) == [800.0]
+
+
+def test_kernel_messages_when_nothing_records_a_size(tmp_path):
+    from perfkit.analysis.classify import is_comm
+    from perfkit.trace import load_trace
+
+    b = TraceBuilder(rank=0)
+    b.step(0, 0, 20_000)
+    b.launch(ALLREDUCE, 100, 10, gpu_ts=1000, gpu_dur=100)
+    trace = load_trace(b.write(tmp_path / "t.json"), use_cache=False)
+    kernels = trace.kernels()
+    out = bw.kernel_messages(trace, kernels[is_comm(kernels["name"])])
+    assert list(out["collective"]) == [""] and math.isnan(out["bytes"].iloc[0]) and list(out["algorithm"]) == ["RING_LL"]
+
+
+def _kernels(*rows) -> pd.DataFrame:
+    cols = ["step", "name", "occurrence", "file_id", "dur_us", "collective", "algorithm", "dtype", "group_size",
+            "group_ranks", "bytes"]
+    return pd.DataFrame([dict(zip(cols, r)) for r in rows], columns=cols)
+
+
+def test_bandwidth_table_of_matched_and_single_rank_collectives():
+    """An all-reduce matched on two ranks (the last arrival's kernel 2 ms, rank 0 waited 1 ms); an all-gather of 4
+    ranks seen on one rank (its whole 4 ms kernel, a floor); a kernel of no known size (left out); step 0 sorts first."""
+    kernels = _kernels((1, "ar", 0, 0, 3000.0, "all-reduce", "RING_LL", "Float", 2.0, "[0, 1]", 8e6),
+                       (1, "ar", 0, 1, 2000.0, "all-reduce", "RING_LL", "Float", 2.0, "[0, 1]", 8e6),
+                       (0, "ag", 0, 0, 4000.0, "all-gather", "", "Half", 4.0, "", 4e6),
+                       (0, "x", 0, 0, 100.0, "", "", "", float("nan"), "", float("nan")))
+    arrived = pd.DataFrame({"step": [1, 1], "name": ["ar", "ar"], "occurrence": [0, 0], "last": [False, True],
+                            "wait_us": [1000.0, 0.0], "dur_us": [3000.0, 2000.0]})
+    table = bw.bandwidth_table(kernels, arrived, (2, 4))
+    assert list(table.columns) == bw.BANDWIDTH_COLUMNS
+    ag, ar = table.to_dict("records")
+    assert (ag["step"], ag["collective"], ag["ranks"], ag["transfer_us"]) == (0, "all-gather", 1, 4000.0)
+    assert ag["measured"] == "one rank: includes waiting" and math.isnan(ag["wait_us"])
+    assert ag["scope"] == "inter-node"  # no ranks recorded, a group of the world's 4 on nodes of 2
+    assert ag["algbw_gbs"] == pytest.approx(4e6 / 4e-3 / 1e9) and ag["busbw_gbs"] == pytest.approx(1.0 * 3 / 4)
+    assert (ar["step"], ar["name"], ar["occurrence"], ar["algorithm"], ar["dtype"]) == (1, "ar", 0, "RING_LL", "Float")
+    assert (ar["ranks"], ar["transfer_us"], ar["wait_us"], ar["bytes"]) == (2, 2000.0, 1000.0, 8e6)
+    assert ar["measured"] == "transfer (last arrival to end)" and ar["scope"] == "intra-node" and ar["group_size"] == 2
+    assert ar["algbw_gbs"] == pytest.approx(4.0) and ar["busbw_gbs"] == pytest.approx(4.0 * 2 * (2 - 1) / 2)
+
+
+def test_bandwidth_table_medians_a_single_ranks_kernels_and_times_zero_as_unknown():
+    kernels = _kernels((0, "b", 0, 0, 1000.0, "broadcast", "", "Float", 2.0, "", 1e6),
+                       (0, "b", 0, 1, 3000.0, "broadcast", "", "Float", 2.0, "", 1e6),
+                       (0, "b", 0, 2, 2500.0, "broadcast", "", "Float", 2.0, "", 1e6),
+                       (0, "z", 0, 0, 0.0, "broadcast", "", "Float", 2.0, "", 1e6))
+    arrived = pd.DataFrame({"step": pd.Series(dtype=np.int64), "name": pd.Series(dtype=object),
+                            "occurrence": pd.Series(dtype=np.int64), "last": pd.Series(dtype=bool),
+                            "wait_us": pd.Series(dtype=float), "dur_us": pd.Series(dtype=float)})
+    b, z = bw.bandwidth_table(kernels, arrived).to_dict("records")
+    assert b["ranks"] == 3 and b["transfer_us"] == 2500.0 and b["busbw_gbs"] == pytest.approx(1e6 / 2.5e-3 / 1e9)
+    assert z["transfer_us"] == 0.0 and math.isnan(z["algbw_gbs"]) and math.isnan(z["busbw_gbs"])
+
+
+def test_bandwidth_table_without_sizes_is_empty_with_its_columns():
+    kernels = _kernels((0, "x", 0, 0, 100.0, "", "", "", float("nan"), "", float("nan")))
+    table = bw.bandwidth_table(kernels, pd.DataFrame(columns=["step", "name", "occurrence", "last", "wait_us", "dur_us"]))
+    assert table.empty and list(table.columns) == bw.BANDWIDTH_COLUMNS
+
+
+@pytest.mark.parametrize("sizes, warned", [([], None), ([1.0, 2.0], None), ([np.nan, np.nan], None),
+                                           ([1.0, np.nan, np.nan], "2 of 3"), ([np.inf, 1.0], "1 of 2")])
+def test_size_warnings_table(sizes, warned):
+    out = bw.size_warnings(pd.DataFrame({"bytes": pd.Series(sizes, dtype=np.float64)}))
+    if warned is None:
+        assert out == []
+    else:
+        assert out == [f"{warned} communication kernels record no message size (no 'Collective name' and 'In msg "
+                       "nelems' on the kernel or on a record_param_comms op around its launch; barriers move no data): "
+                       "their bus bandwidth is left out"]
+
+
+@pytest.mark.parametrize("kind, ranks, factor", [("all-reduce", 1.0, 0.0), ("all-gather", 8.0, 7 / 8),
+                                                 ("send", 2.0, 1.0), ("", 4.0, None), ("all-reduce", 0.99, None)])
+def test_the_bus_factor_at_its_edges(kind, ranks, factor):
+    got = bw._factor(kind, ranks)
+    assert (math.isnan(got) if factor is None else got == pytest.approx(factor))
+
+
+def test_the_link_finding_says_the_numbers():
+    table = pd.concat([_table(40.0, bw.LARGE_BYTES), _table(60.0, 2 * bw.LARGE_BYTES),
+                       _table(200.0, bw.LARGE_BYTES), _table(1.0, bw.LARGE_BYTES - 1)], ignore_index=True)
+    table.loc[1, "collective"] = "all-gather"
+    (finding,) = bw.bandwidth_findings(table, ("NVLink 3", 300.0))
+    assert finding.severity == "medium"
+    assert finding.title == ("2 of 3 large collectives (all-gather, all-reduce, >= 16 MiB) move at a median 50.0 GB/s "
+                             "bus bandwidth over their transfer, under 25% of the 300 GB/s NVLink 3 figure")
+    assert finding.evidence == {"collectives": 2, "median_busbw_gbs": 50.0, "link_gbs": 300.0}
+    assert "NCCL_DEBUG=INFO" in finding.fix
+    assert finding.threshold == "bus bandwidth < 25% of the link's per-direction figure for collectives >= 16 MiB timed " \
+                           "over their transfer (perfkit rule, see bandwidth.py)"
+    assert bw.bandwidth_findings(table.iloc[:0], ("NVLink 3", 300.0)) == []
+
+
+def test_kernel_messages_walks_to_the_nearest_recording_op(tmp_path):
+    """A record_param_comms that is the trace's first event (label 0) around a launch; two nested ones around
+    another (the inner, nearest, gives the size); a kernel with no launch call in the trace (no op to walk from)."""
+    from perfkit.analysis.classify import is_comm
+    from perfkit.trace import load_trace
+
+    def recorded(b, ts, dur, nelems):
+        op = b.cpu_op("record_param_comms", ts, dur)
+        op["args"].update({"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
+                           "Group size": 2, "dtype": "Float"})
+
+    b = TraceBuilder(rank=0)
+    recorded(b, 0, 100, 1)
+    b.launch(ALLREDUCE, 10, 5, gpu_ts=1000, gpu_dur=100)
+    recorded(b, 200, 100, 2)
+    recorded(b, 210, 80, 3)
+    b.launch(ALLREDUCE, 220, 5, gpu_ts=2000, gpu_dur=100)
+    b.kernel(ALLREDUCE, 3000, 100)
+    b.step(0, 500, 20_000)
+    trace = load_trace(b.write(tmp_path / "t.json"), use_cache=False)
+    assert trace.events["name"].iloc[0] == "record_param_comms"
+    kernels = trace.kernels()
+    out = bw.kernel_messages(trace, kernels[is_comm(kernels["name"])])
+    assert list(out["bytes"].fillna(-1)) == [4.0, 12.0, -1] and list(out["collective"]) == ["all-reduce"] * 2 + [""]
+    assert out["group_size"].dtype == np.float64
+
+
+def _no_arrivals() -> pd.DataFrame:
+    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "name": pd.Series(dtype=object),
+                         "occurrence": pd.Series(dtype=np.int64), "last": pd.Series(dtype=bool),
+                         "wait_us": pd.Series(dtype=float), "dur_us": pd.Series(dtype=float)})
+
+
+def test_bandwidth_table_orders_by_step_name_and_occurrence():
+    kernels = _kernels((1, "b", 0, 0, 100.0, "broadcast", "", "Float", 2.0, "", 1e6),
+                       (1, "a", 1, 0, 100.0, "broadcast", "", "Float", 2.0, "", 1e6),
+                       (1, "a", 0, 0, 100.0, "broadcast", "", "Float", 2.0, "", 1e6),
+                       (0, "z", 0, 0, 100.0, "broadcast", "", "Float", 2.0, "", 1e6))
+    table = bw.bandwidth_table(kernels, _no_arrivals())
+    assert list(zip(table["step"], table["name"], table["occurrence"])) == [(0, "z", 0), (1, "a", 0), (1, "a", 1),
+                                                                            (1, "b", 0)]
+    assert list(table.index) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("transfer_us, timed", [(1.0, True), (0.5, True), (0.0, False)])
+def test_a_transfer_of_any_time_above_zero_has_a_rate(transfer_us, timed):
+    kernels = _kernels((0, "b", 0, 0, transfer_us, "broadcast", "", "Float", 2.0, "", 1e6))
+    row = bw.bandwidth_table(kernels, _no_arrivals()).iloc[0]
+    assert (row["algbw_gbs"] == pytest.approx(1e6 / (transfer_us / 1e6) / 1e9)) if timed else np.isnan(row["algbw_gbs"])
+
+
+def test_the_link_finding_tells_how_to_fix_it():
+    (finding,) = bw.bandwidth_findings(_table(1.0, bw.LARGE_BYTES), ("NVLink 3", 300.0))
+    assert finding.fix == ("Check the path NCCL chose (NCCL_DEBUG=INFO: NVLink/P2P vs SHM or NET), that the GPUs are "
+                           "connected by the link and not PCIe, and whether another job shares it; NCCL_ALGO/NCCL_PROTO "
+                           "and larger DDP buckets (bucket_cap_mb) help only once the path is right.")
+
+
+def test_the_ranks_of_a_group_with_brackets_inside():
+    assert bw._ranks(" [4, 5] ") == [4, 5] and bw._ranks("X[1]X") == []
+
+
+def test_the_rates_exactly():
+    kernels = _kernels((0, "b", 0, 0, 4000.0, "all-gather", "", "Float", 4.0, "", 4e6))
+    row = bw.bandwidth_table(kernels, _no_arrivals()).iloc[0]
+    assert row["algbw_gbs"] == 4e6 / (4000.0 / 1e6) / 1e9 and row["busbw_gbs"] == row["algbw_gbs"] * (3 / 4)
+
+
+def test_no_link_for_an_unknown_gpu():
+    assert bw.link_for(["NVIDIA Mystery"]) is None and bw.link_for([]) is None

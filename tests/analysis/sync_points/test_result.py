@@ -100,10 +100,15 @@ def test_on_a_cpu_only_trace_every_entry_is_a_possible_sync_point():
 
 
 def test_by_kind_is_most_blocked_first_with_entries_per_step():
-    assert result(frame_in_and_out()).by_kind.to_dict("records") == [
-        {"kind": "device_sync", "count": 1, "blocked_us": 2_000.0, "per_step": 0.5},
+    """``per_step`` counts the entries inside the steps, as the site table and the total do: the device sync
+    outside them is 1 in ``count`` and 0 per step in every table (it read 0.5 in this one, 0 in the next)."""
+    r = result(frame_in_and_out())
+    assert r.by_kind.to_dict("records") == [
+        {"kind": "device_sync", "count": 1, "blocked_us": 2_000.0, "per_step": 0.0},
         {"kind": "stream_sync", "count": 1, "blocked_us": 500.0, "per_step": 0.5},
         {"kind": "item", "count": 1, "blocked_us": 300.0, "per_step": 0.5}]
+    sites = r.to_frame().groupby("kind")["per_step"].sum()
+    assert {k["kind"]: k["per_step"] for k in r.by_kind.to_dict("records")} == sites.to_dict()
 
 
 def test_the_headline_says_the_points_the_time_outside_the_steps_and_the_reads():
@@ -126,7 +131,7 @@ def test_the_html_shows_the_reads_only_when_there_are_some():
 def test_the_json_holds_sites_reads_and_findings():
     j = result(frame_in_and_out()).to_json()
     assert j["total"]["count"] == 3 and j["source_lines"] == sr.SOURCE_NOTE and j["warnings"] == []
-    assert j["by_kind"]["device_sync"] == {"count": 1, "blocked_us": 2_000.0, "per_step": 0.5}
+    assert j["by_kind"]["device_sync"] == {"count": 1, "blocked_us": 2_000.0, "per_step": 0.0}  # outside the steps
     assert j["host_scalar_reads"]["count"] == 2 and j["host_scalar_reads"]["host_us"] == 60.0
     assert j["host_scalar_reads"]["per_step"] == 1.0 and j["host_scalar_reads"]["sites"][0]["host_us"] == 60.0
     assert j["gpu_side"] == [{"name": "Stream Sync"}]
