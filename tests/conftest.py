@@ -18,6 +18,20 @@ def _isolated_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "perfkit-cache"))
 
 
+# The suites of odd and broken input: each chunk they decode is decoded by both decoders too, and compared.
+WATCHED = ("test_hostile_trace_json", "test_hostile_trace_shapes", "test_hostile_dropped_events", "test_fuzz_load",
+           "test_fuzz_parser", "test_fuzz_values", "test_fuzz_cache", "test_trace_parse", "test_trace_load",
+           "test_trace_errors", "test_legacy_export", "test_columns", "test_trace_shapes", "test_native")
+
+
+@pytest.fixture(autouse=True)
+def _decoders_agree(request, monkeypatch):
+    if request.module.__name__.rpartition(".")[2] in WATCHED:
+        from decoders import watch_decoders
+
+        watch_decoders(monkeypatch)
+
+
 def shared_trace(name: str) -> Path:
     path = SHARED_TRACES / name
     if not path.exists():

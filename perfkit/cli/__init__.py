@@ -41,9 +41,24 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="perfkit", description="PyTorch performance investigations.")
+    parser.add_argument("--version", action=_Version, help="show perfkit's version and which trace decoder it uses")
     sub = parser.add_subparsers(dest="command", required=True)
     parser.commands = {name: PARSERS[name](sub) for name in COMMANDS}  # for errors with one command's usage
     return parser
+
+
+class _Version(argparse.Action):
+    """``perfkit --version``: the version, and the decoder in use (the C extension, or the pure-Python path where
+    it was not built), looked up only when asked (``perfkit --help`` imports nothing heavy)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .. import __version__
+        from ..trace.loader import native
+        print(f"perfkit {__version__}\n{native.describe()}")
+        parser.exit()
 
 
 def main(argv=None) -> int:

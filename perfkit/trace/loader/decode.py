@@ -77,6 +77,11 @@ def _decode(data: bytes) -> ColumnBuilder | ChunkFailure:
         fields = native.decode(data)
         if not isinstance(fields, str):  # a str: what it does not handle
             return _built(fields)
+    return decode_python(data)
+
+
+def decode_python(data: bytes) -> ColumnBuilder | ChunkFailure:
+    """The pure-Python path of :func:`decode_chunk`: msgspec's typed decode, then column building."""
     try:
         batch = EVENTS.decode(data)
     except msgspec.ValidationError as exc:
