@@ -77,7 +77,8 @@ def outputs(nb) -> list:
 
 
 def html_text(nb) -> str:
-    return "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb))
+    """The notebook's HTML outputs, without the break opportunities (``<wbr>``) html_table puts in long tokens."""
+    return "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb)).replace("<wbr>", "")
 
 
 # Text a report must not show: a fix withheld from a planted problem, numbers that are not numbers.

@@ -7,16 +7,20 @@ import sys
 import pytest
 
 from perfkit.cli import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SHARED_TRACES
 
 TRACES = ROOT / "data" / "traces"
 GPU = str(TRACES / "gpu" / "item_logging.pt.trace.json.gz")
 COMMANDS = [("diagnose", [GPU]), ("whatif", [GPU]), ("sync-points", [GPU]), ("gaps", [GPU]), ("critical-path", [GPU]),
-            ("hotspots", [GPU]), ("gpu-kernels", [GPU]), ("memory", [GPU]), ("summary", [GPU]),
+            ("hotspots", [GPU]), ("gpu-kernels", [GPU]), ("summary", [GPU]),
             ("ranks", [str(TRACES / "ranks" / "ddp4_slow_dataloader")]),
             ("trace-diff", [str(TRACES / "gpu" / "copies_pageable.pt.trace.json.gz"),
                             str(TRACES / "gpu" / "copies_pinned.pt.trace.json.gz")]),
             ("sql", ["SELECT name, count(*) AS n FROM events GROUP BY 1 ORDER BY 2 DESC, 1", GPU])]
+# no shipped trace recorded memory ([memory] events): memory pages through a shared one, where present
+MEMORY = SHARED_TRACES / "sidnb13_h100_transformer_fwd_tf32.pt.trace.json.gz"
+if MEMORY.exists():
+    COMMANDS.append(("memory", [str(MEMORY)]))
 
 
 @pytest.mark.parametrize("command, paths", COMMANDS)

@@ -21,8 +21,7 @@ TRACES = ROOT / "data" / "traces"
 GPU, CPU = "gpu/item_logging.pt.trace.json.gz", "cpu/mppi_float_tensor.json.gz"
 TOOLS = {"open_trace", "diagnose", "whatif", "sync_points", "gaps", "gpu_kernels", "critical_path", "hotspots",
          "ranks", "trace_diff", "memory", "summary", "sql"}
-ONE_TRACE = ("diagnose", "whatif", "sync_points", "gaps", "gpu_kernels", "critical_path", "hotspots", "memory",
-             "summary")
+ONE_TRACE = ("diagnose", "whatif", "sync_points", "gaps", "gpu_kernels", "critical_path", "hotspots", "summary")
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +66,16 @@ def test_each_tool_answers_what_its_command_prints(server, handles, capsys, tool
     whole, pages = server.json_pages(tool, {"handle": handles[trace]})
     assert whole == cli_json(capsys, tool.replace("_", "-"), path)
     assert json.loads(pages[0])["answer"].split()[0] in server.ok(tool, {"handle": handles[trace]})
+
+
+@pytest.mark.parametrize("trace", [GPU, CPU])
+def test_memory_of_a_trace_without_memory_events_is_the_commands_error(server, handles, capsys, trace):
+    """No shipped trace recorded memory: the tool says so in one line, as ``perfkit memory`` does, never an empty
+    timeline (test_mcp_replies checks the answer on a trace with [memory] events)."""
+    text, error = server.call("memory", {"handle": handles[trace]})
+    assert main(["memory", str((TRACES / trace).resolve()), "--json"]) == 2
+    assert error and "holds no [memory] events" in text and "\n" not in text.strip()
+    assert text.split("holds no [memory] events")[1] in capsys.readouterr().err
 
 
 def test_ranks_trace_diff_and_sql_answer_what_their_commands_print(server, handles, capsys):

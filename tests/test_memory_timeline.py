@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -160,3 +161,23 @@ def test_profile_with_memory_says_whether_memory_grows(tmp_path, capsys):
 def test_timeline_table_shows_the_growth_ci_as_text_not_a_tuple(leaky_trace):
     html = perfkit.memory_timeline(perfkit.load_trace(leaky_trace, use_cache=False))._repr_html_()
     assert "(16640.0" not in html and " to " in html and "Held at the trace" in html
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda doc, memory: None, None),  # every [memory] event usable: the timeline
+    (lambda doc, memory: [e["args"].update({"Total Allocated": "n/a"}) for e in memory],
+     "has [memory] events but none with a usable Total Allocated"),
+    (lambda doc, memory: [doc["traceEvents"].remove(e) for e in memory], "holds no [memory] events"),
+])
+def test_recorded_memory_refuses_a_trace_without_a_timeline(leaky_trace, tmp_path, change, problem):
+    from perfkit.analysis.memory import recorded_memory
+
+    path = tmp_path / "t.json.gz"
+    _rewrite(leaky_trace, path, change)
+    trace = perfkit.load_trace(path, use_cache=False)
+    if problem is None:
+        assert recorded_memory(trace, top=3).devices == perfkit.memory_timeline(trace, top=3).devices != ()
+        return
+    with pytest.raises(perfkit.TraceError, match=re.escape(problem)) as info:
+        recorded_memory(trace)
+    assert str(path) in str(info.value) and "perfkit profile --memory" in str(info.value)

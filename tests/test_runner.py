@@ -112,7 +112,7 @@ def test_notebooks_append_to_the_perf_log_with_run_labels(batch):
 
 
 def test_hostile_names_render_as_text_in_notebook_and_index(batch):
-    html = (batch["day"] / "tiny_hostile.html").read_text()
+    html = re.sub(r"<wbr/?>", "", (batch["day"] / "tiny_hostile.html").read_text())  # html_table's break points
     assert HOSTILE not in html and "alert(1)</script>" not in html
     assert "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td>" in html  # the html_table cell
     index = (batch["out"] / "index.html").read_text()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..analysis.answers import critical_path_answer, gaps_answer, whatif_answer
 from ..analysis.gpu_kernels import kernels
-from ..analysis.memory import memory_timeline
+from ..analysis.memory import recorded_memory
 from ..analysis.ranks.combine import ranks
 from ..analysis.sql import ANSWER_MAX_ROWS, ANSWER_ROWS, sql_answer
 from ..analysis.step.diagnosis import diagnose
@@ -157,7 +157,7 @@ TOOLS = [
          lambda h, a: diff(h.get(a["a"]).trace, h.get(a["b"]).trace).to_json(top=_positive("top", a["top"], 1_000))),
     _handle_tool("memory", "Memory over time per device (a trace recorded with profile_memory=True): peak and what "
                            "allocated it, memory at each step's end, growth per step, the top allocating ops.",
-                 lambda h, a: memory_timeline(_trace(h, a), top=_positive("top", a["top"], 100)).to_json(),
+                 lambda h, a: recorded_memory(_trace(h, a), top=_positive("top", a["top"], 100)).to_json(),
                  top=("integer", "allocating ops listed per device (1 to 100)", None, 5)),
     _handle_tool("summary", "Counts of the whole trace: events by category, steps, GPU time, copies, syncs, compile, "
                             "the verdict.", lambda h, a: summarize(_trace(h, a))),

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..errors import TraceError
 from ..results import html_section, html_table, html_warnings
 from ..text import jsonable
 from ..trace.ancestry import enclosing
@@ -71,6 +72,20 @@ class MemoryTimeline:
             parts += ["<p>Held at the trace's end: blocks allocated in a step and never freed, by allocating line "
                       "(held in the most steps first)</p>", html_table(held.rename(columns={"bytes": "bytes_held"}))]
         return html_section("Memory timeline", *parts, html_warnings(self.warnings))
+
+
+def recorded_memory(trace, *, top: int = 10) -> MemoryTimeline:
+    """:func:`memory_timeline` of a trace that recorded memory: ``perfkit memory`` and the MCP tool ``memory``
+    refuse a trace without a timeline (an error, not an empty answer that exits 0), with how to record one.
+    Raises :class:`~perfkit.errors.TraceError` naming the trace's file."""
+    timeline = memory_timeline(trace, top=top)
+    if not timeline.devices:
+        problem = ("holds no [memory] events" if timeline.events.empty else
+                   "has [memory] events but none with a usable Total Allocated")
+        where = ", ".join(f.path for f in trace.files) or "the trace"
+        raise TraceError(where, f"{problem}: there is no memory timeline to read",
+                         "Record it with `perfkit profile --memory SCRIPT` (profile_memory=True in torch.profiler)")
+    return timeline
 
 
 def memory_timeline(trace, *, top: int = 10) -> MemoryTimeline:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..analysis.memory import memory_timeline
-from ..errors import TraceError
+from ..analysis.memory import recorded_memory
 from ..report.terminal.memory import format_timeline
 from ..report.replies import reply_text
 from ..text import json_text, printable, printable_data
@@ -27,12 +26,7 @@ def run(args) -> int:
         print(f"perfkit memory: {len(args.traces)} traces given; reading the newest, {printable(path)}",
               file=sys.stderr)
     trace = load_trace(path, progress=sys.stderr.isatty())
-    timeline = memory_timeline(trace, top=args.top)
-    if not timeline.devices:  # an error, not a warning over an empty answer and exit status 0
-        problem = ("holds no [memory] events" if timeline.events.empty else
-                   "has [memory] events but none with a usable Total Allocated")
-        raise TraceError(path, f"{problem}: there is no memory timeline to read",
-                         "Record it with `perfkit profile --memory SCRIPT` (profile_memory=True in torch.profiler)")
+    timeline = recorded_memory(trace, top=args.top)
     say_load_warnings("memory", trace.warnings)
     if args.markdown:
         print(reply_text("memory", timeline.to_json(), budget=args.budget, cursor=args.cursor))

@@ -58,14 +58,17 @@ def _trace_command(subparsers, name: str, help: str, *, json_help: str, top: tup
     return p
 
 
-def _markdown(p: argparse.ArgumentParser) -> None:
-    """``--markdown``, ``--budget`` and ``--cursor``: the bounded text ``perfkit mcp``'s tool of the same name gives."""
+def _markdown(p: argparse.ArgumentParser, *, cache: bool = False) -> None:
+    """``--markdown``, ``--budget`` and ``--cursor``: the bounded text ``perfkit mcp``'s tool of the same name gives
+    (and, ``cache``, ``--no-cache``)."""
     p.add_argument("--markdown", action="store_true",
                    help="print the answer as markdown within --budget tokens, as `perfkit mcp` replies (for a pull "
                         "request comment or a chat): the one-line answer, ranked tables, where each figure comes from")
     p.add_argument("--budget", type=int, default=4000, metavar="TOKENS",
                    help="with --markdown: the most tokens (characters / 4) to print, 500 to 50,000 (default 4,000)")
     p.add_argument("--cursor", default=None, help="with --markdown: the cursor of a `more:` line, for the next page")
+    if cache:
+        _no_cache(p)
 
 
 def _no_cache(p: argparse.ArgumentParser) -> None:
@@ -112,8 +115,7 @@ def add_diagnose(subparsers) -> argparse.ArgumentParser:
     p = _trace_command(subparsers, "diagnose", "what limits each step, the numbers behind it and the fix, on one screen",
                        json_help="print one JSON object: verdict, steps, evidence, fix, "
                                                        "warm_up, outside_steps, warnings")
-    _markdown(p)
-    _no_cache(p)
+    _markdown(p, cache=True)
     return p
 
 
@@ -123,8 +125,7 @@ def add_summary(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per trace, one per line")
     p.add_argument("--salvage", action="store_true", help="recover the complete events of a file cut off mid-write")
     _run(p)
-    _markdown(p)
-    _no_cache(p)
+    _markdown(p, cache=True)
     return p
 
 
@@ -133,8 +134,7 @@ def add_sync_points(subparsers) -> argparse.ArgumentParser:
                                             "they ran in, count per step and time blocked",
                        json_help="print the result as one JSON object",
                        top=(20, "sites to list in the table (default 20)"))
-    _markdown(p)
-    _no_cache(p)
+    _markdown(p, cache=True)
     return p
 
 
@@ -146,8 +146,7 @@ def add_trace_diff(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--top", type=int, default=10, help="ops, kernels and ranges to list (default 10)")
     _run(p)
-    _markdown(p)
-    _no_cache(p)
+    _markdown(p, cache=True)
     return p
 
 
@@ -162,8 +161,7 @@ def add_ranks(subparsers) -> argparse.ArgumentParser:
                    help="Dask scheduler address (tcp://HOST:8786); default $DASK_SCHEDULER_ADDRESS")
     p.add_argument("--workers", type=int, default=None, help="local engine: processes (default: one per core)")
     _run(p)
-    _markdown(p)
-    _no_cache(p)
+    _markdown(p, cache=True)
     return p
 
 
@@ -273,8 +271,7 @@ def add_hotspots(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--collapsed", metavar="FILE",
                    help="also write folded stacks ('a;b;c 1234', microseconds) for speedscope, inferno, flamegraph.pl")
     p.add_argument("--top", type=int, default=25, help="functions to list in the table (default 25)")
-    _markdown(p)
-    _no_cache(p)
+    _markdown(p, cache=True)
     return p
 
 
@@ -283,8 +280,7 @@ def add_critical_path(subparsers) -> argparse.ArgumentParser:
                                                     "waits that bounds each step, and its time by kind",
                        json_help="print one JSON object: a row per step and totals")
     p.add_argument("--annotation", help="use each instance of this record_function label as a step instead")
-    _markdown(p)
-    _no_cache(p)
+    _markdown(p, cache=True)
     return p
 
 
@@ -294,8 +290,7 @@ def add_whatif(subparsers) -> argparse.ArgumentParser:
                        json_help="print one JSON object: step_us, replay_error, steps, fixes, all_fixes, verdict")
     p.add_argument("--combine", metavar="FIX,FIX", help="also replay these fixes applied together (a change that "
                                                          "makes several: dataloader_workers,pin_copies)")
-    _markdown(p)
-    _no_cache(p)
+    _markdown(p, cache=True)
     return p
 
 
@@ -304,8 +299,7 @@ def add_gaps(subparsers) -> argparse.ArgumentParser:
                                            "host_python, compile, other_stream, tail) with the function behind each",
                        json_help="print one JSON object: every gap, totals per class, top gaps",
                        top=(10, "longest gaps to list (default 10)"))
-    _markdown(p)
-    _no_cache(p)
+    _markdown(p, cache=True)
     return p
 
 
@@ -382,28 +376,9 @@ def add_export(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-# perfkit.cli.COMMANDS name -> the function adding its parser
-PARSERS = {
-    "profile": add_profile,
-    "diagnose": add_diagnose,
-    "summary": add_summary,
-    "sync_points": add_sync_points,
-    "trace_diff": add_trace_diff,
-    "ranks": add_ranks,
-    "sql": add_sql,
-    "detect": add_detect,
-    "scan": add_scan,
-    "run": add_run,
-    "log": add_log,
-    "validate": add_validate,
-    "hotspots": add_hotspots,
-    "critical_path": add_critical_path,
-    "whatif": add_whatif,
-    "gaps": add_gaps,
-    "gpu_kernels": add_gpu_kernels,
-    "memory": add_memory,
-    "mcp": add_mcp,
-    "annotate": add_annotate,
-    "init": add_init,
-    "export": add_export,
-}
+# perfkit.cli.COMMANDS name -> the function adding its parser (add_<name>)
+PARSERS = {name: globals()[f"add_{name}"] for name in (
+    "profile", "diagnose", "summary", "sync_points", "trace_diff", "ranks", "sql", "detect", "scan", "run", "log",
+    "validate", "hotspots", "critical_path", "whatif", "gaps", "gpu_kernels", "memory", "mcp", "annotate", "init",
+    "export",
+)}

@@ -21,7 +21,7 @@ class TraceFile:
 
     ``rank`` is the file's rank id in the Trace, distinct per file; ``claimed_rank`` is what the
     file's ``distributedInfo.rank`` says (None: nothing usable). They differ when several files
-    claim one rank (see ``perfkit.trace.loader.runs.assign_ranks``) or when a file claims none.
+    claim one rank (see ``perfkit.trace.loader.jobs.assign_ranks``) or when a file claims none.
     """
 
     path: str

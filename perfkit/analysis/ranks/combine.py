@@ -10,7 +10,7 @@ Two halves, so an engine can run the first where the files are:
    waits, ``stragglers`` for the straggler rule and causes).
 
 Every file is one member, keyed by its position in the source (``file_id``). Files that are not the ranks
-of one job (:mod:`perfkit.trace.loader.runs`: a rank claimed twice, none claimed, another world size, other
+of one job (:mod:`perfkit.trace.loader.jobs`: a rank claimed twice, none claimed, another world size, other
 times) are refused with the runs they hold, or one run is picked (``run=``). All times in microseconds.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ...results import Finding, findings_frame, html_section, html_table, html_t
 from ...text import jsonable
 from ...trace import Trace
 from ...trace.loader.load import resolve_paths
-from ...trace.loader.runs import one_job
+from ...trace.loader.jobs import one_job
 from .bandwidth import bandwidth_findings, bandwidth_table, link_for, size_warnings
 from .collectives import LAST_P, arrivals, clock_warning, collective_table, last_arrivals, lateness, step_waits
 from .engines import map_paths
@@ -127,7 +127,7 @@ def ranks(source, *, engine: str = "local", scheduler: str | None = None, worker
     address, default ``$DASK_SCHEDULER_ADDRESS``); both give the same result. ``straggler_pct``:
     excess over the median rank's own step time (fraction) from which a rank is a straggler.
     Files that are not the ranks of one job are refused with the runs they hold, as ``load_trace`` does;
-    ``run`` (1 = the newest) picks one (:mod:`perfkit.trace.loader.runs`).
+    ``run`` (1 = the newest) picks one (:mod:`perfkit.trace.loader.jobs`).
     Raises TraceError for unreadable files and files of several runs, ParameterError for a loaded Trace
     (pass its paths), a ``run`` that is not one of them or bad engine settings, MissingDependencyError when
     the dask engine lacks Dask.
@@ -176,7 +176,7 @@ def nodes_of(tables: list[RankTables]) -> tuple:
 
 def _identify(tables: list[RankTables]) -> tuple[list[int], list[str]]:
     """Rank of each file (claimed, else its position: a lone file that claims none) and the loads' warnings.
-    ``ranks`` has refused files that are not one job's ranks (:mod:`perfkit.trace.loader.runs`)."""
+    ``ranks`` has refused files that are not one job's ranks (:mod:`perfkit.trace.loader.jobs`)."""
     ids = [t.claimed_rank if t.claimed_rank is not None else i for i, t in enumerate(tables)]
     return ids, [f"{Path(t.path).name}: {w}" for t in tables for w in t.warnings]
 

@@ -29,7 +29,7 @@ import pandas as pd
 from ...errors import ParameterError, TraceError
 from ...trace import Trace, load_trace
 from ...trace.intervals import window_cover
-from ...trace.loader.runs import FileFacts, file_facts
+from ...trace.loader.jobs import FileFacts, file_facts
 from ...trace.steps import launch_windows, step_rows, step_windows
 from ..classify import is_comm
 from ..step.cpu_bound import step_table
@@ -46,7 +46,7 @@ class RankTables:
     claims none), its GPU's name ("cpu" without GPU events), the GPUs its process sees (``gpus``: the
     ``deviceProperties`` entries) and the job's ``world_size`` (``distributedInfo``; None when absent),
     ``steps`` (``STEP_COLUMNS``), ``collectives`` (``COLLECTIVE_COLUMNS``), the load's warnings and what
-    the file says of its job (``facts``: :mod:`perfkit.trace.loader.runs`, to tell one job's ranks from runs)."""
+    the file says of its job (``facts``: :mod:`perfkit.trace.loader.jobs`, to tell one job's ranks from runs)."""
 
     path: str
     claimed_rank: int | None

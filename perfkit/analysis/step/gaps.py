@@ -1,24 +1,23 @@
 """``gpu_gaps(trace)``: every interval in which a GPU sat idle, per step, with why and in which code.
 
-Per device, the compute stream is the stream with the most busy time. Inside each step window, each
-interval in which the compute stream runs nothing is one gap (times in microseconds), split where
-other streams start or stop: a piece during which another stream of the device works is
-``other_stream`` (the compute stream waits for a copy or a collective); a piece during which the
-whole device is idle is classified by what the host thread that launches the next GPU work (the
-rank's main thread when nothing follows in the step) did during it, each rule needing at least
-half of the gap (``MOST``):
+Per device, the compute stream is the stream with the most busy time. Inside each step window, each interval in
+which the compute stream runs nothing is one gap (times in microseconds), split where other streams start or stop:
+a piece during which another stream of the device works is ``other_stream`` (the compute stream waits for a copy
+or a collective); a piece during which the whole device is idle is classified by what the host thread that
+launches the next GPU work (the rank's main thread when nothing follows in the step) did during it, each rule
+needing at least half of the gap (``MOST``):
 
 ``input``      inside a DataLoader ``__next__`` (the annotation, or Python frames in torch/utils/data);
 ``compile``    inside torch.compile (Dynamo's frame conversion, Inductor/AOTAutograd compilation);
-``sync_wait``  blocked in a call that waits (``syncs.blocking_calls``, and copies from pageable
-               memory, which stage through a pinned buffer before returning);
+``sync_wait``  blocked in a call that waits (``syncs.blocking_calls``, and copies from pageable memory, which stage
+               through a pinned buffer before returning);
 ``launch``     inside kernel/copy launch calls;
 ``tail``       none of those, and no GPU work follows in the step: the end of the step;
 ``host_python`` none of those: the host runs Python or ops (or code the profiler did not record).
 
-Each gap names the function the thread was busy with during it: the frame with the most self
-time inside the gap, reported as its nearest caller in user code (``stacks.is_library``; else the
-first caller outside torch) or, without Python stacks, as its outermost host op.
+Each gap names the function the thread was busy with during it: the frame with the most self time inside the gap,
+reported as its nearest caller in user code (``stacks.is_library``; else the first caller outside torch) or,
+without Python stacks, as its outermost host op.
 """
 from __future__ import annotations
 
@@ -378,11 +377,10 @@ def _findings(gaps: pd.DataFrame, steps: pd.DataFrame) -> list[Finding]:
         if share < MEDIUM_SHARE:
             continue
         longest = grp.sort_values("dur_us", ascending=False).iloc[0]
-        where = _where(longest)
         out.append(Finding(
             "high" if share >= HIGH_SHARE else "medium",
             f"GPU idle for {cls}: {grp['dur_us'].sum() / 1e3:,.3f} ms ({100 * share:.1f}% of step time) in "
-            f"{len(grp):,} gaps; longest {longest['dur_us'] / 1e3:,.3f} ms at step {longest['step']}{where}",
+            f"{len(grp):,} gaps; longest {longest['dur_us'] / 1e3:,.3f} ms at step {longest['step']}{_where(longest)}",
             {"idle_us": float(grp["dur_us"].sum()), "share_of_step_time": share,
              "share_of_idle": float(grp["dur_us"].sum()) / idle if idle > 0 else 0.0, "gaps": int(len(grp)),
              "longest_start_us": float(longest["start_us"]), "longest_us": float(longest["dur_us"])},

@@ -19,7 +19,7 @@ from ..model import Trace, TraceFile
 from ..nesting import add_nesting, shift_parents
 from ..schema import LAUNCH_CATEGORIES
 from .parse import CHUNK_BYTES, ParsedTrace, parse_trace
-from .runs import assign_ranks, file_facts, one_job
+from .jobs import assign_ranks, file_facts, one_job
 from .split import refuse_arg_ranks, refuse_plain_and_gzip, split_merged_ranks
 from ..steps import STEP_COLUMNS, file_steps
 from .values import short_repr as _short
@@ -43,7 +43,7 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
     worker, each cached as it finishes, and one large file is parsed in chunks by all of them.
     Pass ``workers=1`` where the caller is itself a worker (a Dask task, a process pool).
     ``run``: of several files, the run to load (1 = the newest) where they are not the ranks of one job
-    (:mod:`perfkit.trace.loader.runs`); without it such files are refused, with the runs they hold.
+    (:mod:`perfkit.trace.loader.jobs`); without it such files are refused, with the runs they hold.
     Raises :class:`~perfkit.errors.TraceError` (naming the file and the problem) for unreadable input
     and for files of several runs, ParameterError for a ``run`` that is not one of them.
     """
@@ -78,7 +78,7 @@ def load_trace(source, *, use_cache: bool = True, salvage: bool = False, progres
 
 
 def _one_job(source, paths: list[Path], loaded: list, run: int | None):
-    """The files of ``loaded`` that are one job (:func:`perfkit.trace.loader.runs.one_job`), their file ids
+    """The files of ``loaded`` that are one job (:func:`perfkit.trace.loader.jobs.one_job`), their file ids
     renumbered, and the warning naming the run ``run`` picked."""
     facts = [file_facts(path, meta["rank"], _world_size(meta), ev, meta["base_time_ns"])
              for path, (ev, _, meta, _) in zip(paths, loaded)]

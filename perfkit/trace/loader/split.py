@@ -6,7 +6,7 @@ file, such a trace would be one rank whose "steps" overlap and whose collectives
 themselves. :func:`split_merged_ranks` finds that layout (numeric pids of at least 10**8 whose
 quotients by 10**8 differ) and returns one part per rank, each with its own steps and nesting, as
 if each rank had been its own file; the loader then gives each part a rank and a ``Trace.files``
-entry like the files of a directory (:func:`perfkit.trace.loader.runs.assign_ranks`). Events that name
+entry like the files of a directory (:func:`perfkit.trace.loader.jobs.assign_ranks`). Events that name
 their rank only in ``args.rank`` (several values in one file) cannot be told apart by thread and
 are refused (:func:`refuse_arg_ranks`), as is a folder holding one rank's file twice, plain and
 gzipped (:func:`refuse_plain_and_gzip`), which would be read as two ranks.

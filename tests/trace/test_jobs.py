@@ -1,7 +1,7 @@
-"""Which files are ranks of one job (perfkit.trace.loader.runs): one row each side of every rule."""
+"""Which files are ranks of one job (perfkit.trace.loader.jobs): one row each side of every rule."""
 import pytest
 
-from perfkit.trace.loader.runs import NEAR_US, FileFacts, group_runs
+from perfkit.trace.loader.jobs import NEAR_US, FileFacts, group_runs
 
 
 def facts(name, rank, world, start, end=None):
