@@ -5,8 +5,9 @@ event is slow. Here the start of a file (:data:`SAMPLE_BYTES` of its JSON, infla
 own layout: a whole copy of each replicated source, whose flows and GPU events come after its CPU
 ops) is cut into its events (exactly, with the loader's scanner), the events are sorted by kind (X:
 complete events; flow: ph s/f/t; instant: ph i/I; other), and up to :data:`PER_KIND` events of each
-kind, joined with the file's own separator, are decoded as the loader decodes a chunk: msgspec's
-typed decode, then column building. "all" is a loader-sized chunk of the events in file order. The
+kind, joined with the file's own separator, are decoded as the loader decodes a chunk: by the decoder
+in use (perfkit's C extension where it is built, else msgspec's typed decode; ``PERFKIT_DECODER``
+picks), then column building. "all" is a loader-sized chunk of the events in file order. The
 figures are CPU microseconds an event, best of three, in this process (one thread, no workers).
 """
 from __future__ import annotations
@@ -18,7 +19,9 @@ from pathlib import Path
 import orjson
 
 from perfkit.trace.loader.columns import ColumnBuilder
+from perfkit.trace.loader import native
 from perfkit.trace.loader.events import EVENTS
+from perfkit.trace.loader.fields import EventFields
 from perfkit.trace.loader.metadata import EVENTS_KEY
 from perfkit.trace.loader.parse import CHUNK_BYTES
 from perfkit.trace.loader.scan import scan
@@ -67,9 +70,14 @@ def by_kind(path: Path) -> dict[str, tuple[float, float, float]]:
 
 
 def _costs(chunk: bytes, n: int) -> tuple[float, float]:
+    """(decode, column building) CPU us an event of ``chunk``, by the decoder the loader would use on it."""
+    if native.chosen() == "native" and not isinstance(native.decode(chunk), str):
+        decode = _best(lambda: native.decode(chunk))
+        both = _best(lambda: ColumnBuilder(file_id=0, rank=0).add(native.decode(chunk)))
+        return decode / n * 1e6, max(both - decode, 0.0) / n * 1e6
     batch = EVENTS.decode(chunk)
     decode = _best(lambda: EVENTS.decode(chunk))
-    columns = _best(lambda: ColumnBuilder(file_id=0, rank=0).add(batch))
+    columns = _best(lambda: ColumnBuilder(file_id=0, rank=0).add(EventFields(batch)))
     return decode / n * 1e6, columns / n * 1e6
 
 
@@ -85,6 +93,6 @@ def _best(work, runs: int = 3) -> float:
 def line(costs: dict[str, tuple[float, float, float]]) -> str:
     """The phase line: each kind's share of the events and its decode + columns cost (kinds under
     1% of the events left out: a batch of a few events costs mostly its fixed overhead)."""
-    return "    decode by kind, us an event (decode + columns): " + ", ".join(
+    return f"    decode by kind ({native.chosen()} decoder), us an event (decode + columns): " + ", ".join(
         f"{kind} {share:.0%} {d:.2f}+{c:.2f}" for kind, (share, d, c) in
         sorted(costs.items(), key=lambda kv: (kv[0] == "all", -kv[1][0])) if share >= 0.01)

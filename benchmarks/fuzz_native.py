@@ -3,10 +3,12 @@
 Builds the extension again with clang under AddressSanitizer and libFuzzer's coverage (``-fsanitize=
 address,fuzzer-no-link``) into a scratch folder, and runs atheris over its entry point, ``decode(chunk)``,
 from a corpus of chunks cut from the shipped traces (three layouts each). Each input is checked two ways:
-the sanitizer stops any read or write out of bounds, use after free or leak of a reference count gone wrong;
+the sanitizer stops at any read or write out of bounds and any use after free (leak checks are off: the
+interpreter's own allocations would drown them);
 and whatever the extension reads must give the pure-Python path's tables (``tests/decoders.py``), where
 msgspec must not refuse it. An input that fails either is written to ``tests/fixtures/native_fuzz/``
-(libFuzzer's ``crash-<sha1>``), which ``tests/trace/test_native.py`` replays through both decoders in CI: fix
+(libFuzzer's ``crash-<sha1>``; a sample of the inputs it grew is kept there too, as ``corpus-*``), which
+``tests/trace/test_native.py`` replays through both decoders in CI: fix
 the extension, keep the input.
 
     python benchmarks/fuzz_native.py [--seconds 600] [--corpus DIR] [--max-len 8192]

@@ -9,7 +9,10 @@ that copies follow each other, ids offset so that correlations and flows stay un
 - ``flows``: shaped like the V100 training trace of issue 41, whose events cost twice as much to
   decode as the two above: the V100 side of HTA's trace-diff example (no stacks, 2-13 args an event,
   ~250 bytes an event), with a ``cpu_instant_event`` ``[memory]`` event (modern Kineto's, taken in
-  turn from the H100 TimeSformer trace) inside every second ``cpu_op``: 30% flow events, 13% instants.
+  turn from the H100 TimeSformer trace) inside every second ``cpu_op``: 30% flow events, 13% instants;
+- ``resolver``: that V100 training trace itself, from HTA's ``tests/data/df_index_resolver`` (216,092 events: 26%
+  ``cpu_op``, 20% ``cuda_runtime``, 30% flows, 13% ``cpu_instant_event``, 9% kernels with ten args each, 16-digit
+  whole-microsecond timestamps, which the replication shifts into floats such as ``1669783687464181.0``).
 
 Each is written in three layouts (Kineto's pretty-printed multi-line events, one event a line,
 json.dump's single line with ", " separators), plain and gzip at once.
@@ -31,6 +34,9 @@ SOURCES = {
     "a100": "hta_trace_diff__control__control.json.gz",
     "v100": "kineto_v100_resnet50_dataloader_nw0.pt.trace.json.gz",
     "flows": "hta_trace_diff__test__test.json.gz",
+    # HTA's V100 training trace (tests/data/df_index_resolver): 30% flows, 13% [memory] instants, kernels with ten
+    # args, 16-digit timestamps written as floats once shifted (issue 52: 2.8 us an event where "flows" cost 1.4)
+    "resolver": "hta_df_index_resolver__df_index_resolver.json.gz",
 }
 MEMORY_EVENTS = "tracelens_h100_timesformer_infer_bf16.json.gz"  # cpu_instant_event [memory] events
 LAYOUTS = ("pretty", "lines", "compact")

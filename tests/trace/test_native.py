@@ -1,6 +1,7 @@
 """The decoder's choice (perfkit/trace/loader/native.py) and the two decoders' agreement (issue 52): the C
 extension and the pure-Python path give identical tables on every shipped and shared trace, on generated odd
-events, on broken bytes and on the inputs its fuzzer found (tests/fixtures/native_fuzz/); each chunk the
+events, on broken bytes and on inputs of its fuzzer (benchmarks/fuzz_native.py; tests/fixtures/native_fuzz/: a
+crash it finds is kept there as crash-<sha1>, and 64 of the inputs it grew are kept as corpus-*); each chunk the
 hostile suites decode is compared too (tests/decoders.py, watched in tests/conftest.py)."""
 from __future__ import annotations
 

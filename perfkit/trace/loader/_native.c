@@ -737,7 +737,7 @@ done:
 
 static PyMethodDef METHODS[] = {
     {"decode", decode, METH_O,
-     "decode(chunk) -> (n, codes, uniques, values, kinds), or a str saying what it does not handle "
+     "decode(chunk) -> (n, codes, uniques, values, kinds, objects), or a str saying what it does not handle "
      "(the caller then decodes the chunk with msgspec). See perfkit/trace/loader/native.py."},
     {NULL, NULL, 0, NULL},
 };
