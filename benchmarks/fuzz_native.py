@@ -1,4 +1,4 @@
-"""Coverage-guided fuzzing of perfkit's C decoder (``perfkit/trace/loader/_native.c``, issue 52).
+"""Coverage-guided fuzzing of perfkit's C decoder (``perfkit/trace/loader/cdecoder.c``, issue 52).
 
 Builds the extension again with clang under AddressSanitizer and libFuzzer's coverage (``-fsanitize=
 address,fuzzer-no-link``) into a scratch folder, and runs atheris over its entry point, ``decode(chunk)``,
@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FOUND = ROOT / "tests" / "fixtures" / "native_fuzz"
-SOURCE = ROOT / "perfkit" / "trace" / "loader" / "_native.c"
+SOURCE = ROOT / "perfkit" / "trace" / "loader" / "cdecoder.c"
 CLANGS = ("clang", "clang-19", "clang-18", "clang-17", "clang-16", "clang-15", "clang-14")
 EVENTS_A_SEED = 12
 SEEDS_A_TRACE = 8  # chunks of each shipped trace (x3 layouts): the corpus loads in seconds, not minutes
@@ -107,7 +107,7 @@ def _instrumented(clang: str, work: Path) -> Path:
            "CFLAGS": "-fsanitize=address,fuzzer-no-link -fno-omit-frame-pointer -g -O1"}
     subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(work / "lib"), "--build-temp",
                     str(work / "tmp")], cwd=ROOT, env=env, check=True, capture_output=True)
-    return next((work / "lib").rglob("_native*.so"))
+    return next((work / "lib").rglob("cdecoder*.so"))
 
 
 def _seed(corpus: Path, max_len: int) -> int:
@@ -135,14 +135,14 @@ def _fuzz(argv: list[str]) -> int:
     it reads compared with the pure path."""
     import atheris
 
-    spec = importlib.util.spec_from_file_location("perfkit.trace.loader._native", argv[0])
+    spec = importlib.util.spec_from_file_location("perfkit.trace.loader.cdecoder", argv[0])
     extension = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(extension)
     from decoders import assert_same_decoding
     from perfkit.trace.loader import decode, native
     from perfkit.trace.loader.fields import NativeFields
 
-    native._native = extension
+    native.cdecoder = extension
 
     def one(data: bytes) -> None:
         read = extension.decode(data)

@@ -38,8 +38,8 @@ ODD = settings(max_examples=300, deadline=None, derandomize=True, suppress_healt
 ])
 def test_the_decoder_chosen(monkeypatch, wanted, built, expected):
     monkeypatch.setenv(native.ENV, wanted)
-    monkeypatch.setattr(native, "_native", native._native if built else None)
-    if built and native._native is None:
+    monkeypatch.setattr(native, "cdecoder", native.cdecoder if built else None)
+    if built and native.cdecoder is None:
         pytest.skip("the C extension is not built here")
     assert native.chosen() == expected
 
@@ -49,7 +49,7 @@ def test_the_decoder_chosen(monkeypatch, wanted, built, expected):
 ])
 def test_a_decoder_that_cannot_be_had_is_refused(monkeypatch, wanted, built, needle):
     monkeypatch.setenv(native.ENV, wanted)
-    monkeypatch.setattr(native, "_native", object() if built else None)
+    monkeypatch.setattr(native, "cdecoder", object() if built else None)
     with pytest.raises(ParameterError, match=needle):
         native.chosen()
     assert native.describe().startswith("decoder: none")
@@ -62,21 +62,21 @@ def test_a_decoder_that_cannot_be_had_is_refused(monkeypatch, wanted, built, nee
 ])
 def test_the_version_says_which_decoder(monkeypatch, wanted, built, line):
     monkeypatch.setenv(native.ENV, wanted)
-    monkeypatch.setattr(native, "_native", object() if built else None)
+    monkeypatch.setattr(native, "cdecoder", object() if built else None)
     out = run_main("--version")
     assert out.rc == 0 and out.stdout.decode().splitlines()[1:] == [line]
 
 
 def test_loading_without_the_extension_uses_the_pure_path(monkeypatch):
     monkeypatch.delenv(native.ENV, raising=False)
-    monkeypatch.setattr(native, "_native", None)
+    monkeypatch.setattr(native, "cdecoder", None)
     trace = load_trace(SHIPPED[0], use_cache=False, workers=1)
     assert len(trace.events) > 0
 
 
 def test_forcing_an_unbuilt_extension_fails_the_load_in_one_line(monkeypatch):
     monkeypatch.setenv(native.ENV, "native")
-    monkeypatch.setattr(native, "_native", None)
+    monkeypatch.setattr(native, "cdecoder", None)
     out = run_main("summary", SHIPPED[0])
     assert out.rc == 2 and b"is not built" in out.stderr and b"Traceback" not in out.stderr
 
@@ -87,7 +87,7 @@ def test_a_machine_without_a_compiler_still_installs(tmp_path):
     done = subprocess.run([sys.executable, "setup.py", "build_ext", "--build-lib", str(tmp_path / "lib"),
                            "--build-temp", str(tmp_path / "tmp")], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert not list((tmp_path / "lib").rglob("_native*"))
+    assert not list((tmp_path / "lib").rglob("cdecoder*"))
 
 
 # --- the two decoders agree --------------------------------------------------------------------------

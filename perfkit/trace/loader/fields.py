@@ -106,7 +106,7 @@ _TIMES = ("ts", "dur")  # float64 fields (Event.ts/dur): msgspec makes a float o
 
 
 class NativeFields:
-    """The columns of a chunk that the C extension decoded (its ``decode``: see ``_native.c``), of
+    """The columns of a chunk that the C extension decoded (its ``decode``: see ``cdecoder.c``), of
     all its events or of ``rows`` of them."""
 
     def __init__(self, decoded: tuple, rows: np.ndarray | None = None):

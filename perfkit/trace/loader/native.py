@@ -1,6 +1,6 @@
 """Which decoder reads a chunk's events: the C extension, or msgspec's typed decode.
 
-The C extension (``perfkit/trace/loader/_native.c``, built by ``pip install`` where a C compiler is
+The C extension (``perfkit/trace/loader/cdecoder.c``, built by ``pip install`` where a C compiler is
 present) parses a chunk straight into columns (:class:`~perfkit.trace.loader.fields.NativeFields`),
 several times cheaper an event than decoding it into msgspec structs and gathering their fields. It
 reads only what it fully handles; a chunk holding anything else (a JSON error, a string where an id goes,
@@ -16,9 +16,9 @@ from ...errors import ParameterError
 from .fields import NativeFields
 
 try:
-    from . import _native
+    from . import cdecoder
 except ImportError:  # built without a C compiler: the pure-Python path
-    _native = None
+    cdecoder = None
 
 ENV = "PERFKIT_DECODER"
 CHOICES = ("native", "python")
@@ -28,7 +28,7 @@ BUILD = ("reinstall perfkit where a C compiler and the Python headers are presen
 
 def built() -> bool:
     """Whether the C extension is importable."""
-    return _native is not None
+    return cdecoder is not None
 
 
 def chosen() -> str:
@@ -41,7 +41,7 @@ def chosen() -> str:
         raise ParameterError(f"{ENV}={wanted!r}: the decoder is one of {', '.join(CHOICES)} (unset: native where "
                              "the C extension is built)")
     if wanted == "native" and not built():
-        raise ParameterError(f"{ENV}=native, but perfkit's C extension (perfkit.trace.loader._native) is not "
+        raise ParameterError(f"{ENV}=native, but perfkit's C extension (perfkit.trace.loader.cdecoder) is not "
                              f"built: {BUILD}; or unset {ENV} to use the pure-Python decoder")
     return wanted
 
@@ -62,5 +62,5 @@ def describe() -> str:
 def decode(data) -> NativeFields | str:
     """The fields of the events in ``data`` (a JSON array of events, any buffer), or a sentence saying
     what the C extension does not handle in it (the chunk then goes to msgspec)."""
-    decoded = _native.decode(data)
+    decoded = cdecoder.decode(data)
     return decoded if isinstance(decoded, str) else NativeFields(decoded)

@@ -60,11 +60,10 @@ class ParsedTrace:
 def parse_trace(path, *, salvage: bool = False, workers: int = 1, on_progress=None) -> ParsedTrace:
     """Parse one trace file, ``.json`` or gzip, in any JSON layout.
 
-    ``salvage``: keep the complete events of a file cut off mid-write (with a warning) instead of
-    raising :class:`TruncatedTraceError`. ``workers``: processes decoding chunks (1: this process).
-    ``on_progress(done, total)``: called as the file is read, in bytes of the file on disk.
-    Raises :class:`TraceError` for unreadable input and for input past a limit of :mod:`perfkit.limits`.
-    """
+    ``salvage``: keep the complete events of a file cut off mid-write (with a warning) instead of raising
+    :class:`TruncatedTraceError`. ``workers``: processes decoding chunks (1: this process). ``on_progress(done,
+    total)``: called as the file is read, in bytes of the file on disk. Raises :class:`TraceError` for unreadable
+    input and for input past a limit of :mod:`perfkit.limits`."""
     path = Path(path)
     for budget in (MAX_METADATA_BYTES, MAX_EVENT_BYTES, MAX_TABLE_BYTES):
         budget.value()  # a malformed variable is refused whether or not this file would reach the budget

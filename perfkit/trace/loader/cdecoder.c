@@ -1,4 +1,4 @@
-/* perfkit.trace.loader._native: the compiled decoder of one chunk of Chrome-trace events (issue 52).
+/* perfkit.trace.loader.cdecoder: the compiled decoder of one chunk of Chrome-trace events (issue 52).
  *
  * decode(chunk) reads the bytes of a JSON array of events (b"[{...},{...}]", any buffer) and returns,
  * for the fields perfkit reads (the ones perfkit/trace/loader/events.py declares), their columns:
@@ -742,7 +742,7 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_native", "perfkit's compiled chunk decoder.", -1, METHODS,
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "cdecoder", "perfkit's compiled chunk decoder.", -1, METHODS,
                                     NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&MODULE); }
+PyMODINIT_FUNC PyInit_cdecoder(void) { return PyModule_Create(&MODULE); }
