@@ -69,7 +69,7 @@ def _inconclusive_finding(s: dict) -> Finding:
     return Finding("medium", f"step times cannot be compared: {s['unreliable']} (median step "
                              f"{s['median_a_us'] / 1e3:,.3f} -> {s['median_b_us'] / 1e3:,.3f} ms)",
                    {k: s[k] for k in ("ratio", "low", "high", "n_a", "n_b")},
-                   f"Inconclusive: {ADVICE}; until then no op or kernel delta below is a cause.",
+                   f"Inconclusive: {ADVICE}; until then no op or kernel delta listed is a cause.",
                    "busy machine (load average above the CPUs), the A/B harness's noise rule, or a CI "
                    f"over {WIDE_CI:g}x wide")
 
