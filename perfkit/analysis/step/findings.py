@@ -12,7 +12,7 @@ from ..host_ops import COPY_OPS
 from .rules import (COMPILE_NOTE_SHARE, COMPILE_SHARE, COPY_OPS_SHARE, DATALOADER_NOTE_SHARE, HOST_AHEAD_MIN_US,
     LOW_UTILIZATION, MENTION_SHARE, TINY_KERNEL_MIN_COUNT, TINY_KERNEL_SHARE)
 from .host_work import host_compute_fix, top_host_work
-from .threads import threads_advice, threads_finding, workers_running
+from .intraop import threads_advice, threads_finding, workers_running
 from .warmup import warmup_text
 
 FIXES = {

@@ -1,4 +1,4 @@
-"""CPU threads (``analysis.step.threads``): a CPU-only trace's intra-op threads competing with other processes
+"""CPU threads (``analysis.step.intraop``): a CPU-only trace's intra-op threads competing with other processes
 (a busy recording, DataLoader workers beside threads that take every core) get the A/B to run; the thread-count
 advice is given only where the recorded count is off. One row each side of every threshold."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from perfkit.analysis.step.cpu_bound import cpu_bound
-from perfkit.analysis.step.threads import competition, threads_advice, threads_finding, workers_running
+from perfkit.analysis.step.intraop import competition, threads_advice, threads_finding, workers_running
 from perfkit.trace import load_trace
 from perfkit.trace.recorded import Machine
 
