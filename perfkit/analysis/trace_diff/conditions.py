@@ -9,7 +9,8 @@ A step-time verdict is withheld ("inconclusive", with why and what to do) when:
   CV over 50%, or a median that moves by half between the two halves of the window);
 * the CI of the ratio is **too wide** to size the change: its ends more than ``WIDE_CI`` apart.
 
-Said, without withholding the verdict: two machines **differently loaded** (their load per CPU apart by
+Said, without withholding the verdict: a faster/slower verdict over a trace that records no load; two
+machines **differently loaded** (their load per CPU apart by
 ``LOAD_GAP`` or more), or run with different CPU or torch thread counts; and a step-time change that lies
 mostly **outside every op** on any thread of the process (host stalls: the process waited for a CPU, for
 I/O or a lock, or ran Python the profiler did not record), which no op in the tables explains.
@@ -63,6 +64,10 @@ def condition_warnings(machines: tuple, step_change: dict, outside: tuple) -> li
     """Differently loaded machines, and a step change that lies outside every op (``outside``: each
     side's per-step us outside every op, ``outside_ops_us``)."""
     out = _machine_warnings(*machines)
+    unknown = [label for label, m in zip("AB", machines) if not m.known]
+    if unknown and step_change["verdict"] in ("faster", "slower"):
+        out.append(f"{' and '.join(unknown)} record{'s' if len(unknown) == 1 else ''} no machine load: whether "
+                   "another process competed for the CPUs is unknown (perfkit profile records it in the trace)")
     if step_change["n_a"] and step_change["n_b"]:
         delta = step_change["median_b_us"] - step_change["median_a_us"]
         moved = float(np.median(outside[1]) - np.median(outside[0])) if all(len(o) for o in outside) else 0.0

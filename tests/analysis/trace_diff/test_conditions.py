@@ -101,3 +101,15 @@ def test_diff_of_traces_recorded_under_different_load_is_inconclusive(tmp_path):
 def test_diff_of_quiet_recordings_keeps_its_verdict(tmp_path):
     r = diff(_recorded(tmp_path, "a", 0.3, 370_000), _recorded(tmp_path, "b", 0.2, 49_000))
     assert r.step_change["verdict"] == "faster" and not r.step_change["unreliable"]
+
+
+@pytest.mark.parametrize("machines, verdict, says", [
+    ((QUIET, QUIET), "faster", None),
+    ((QUIET, Machine()), "faster", "B records no machine load"),
+    ((Machine(), Machine()), "slower", "A and B record no machine load"),
+    ((Machine(), Machine()), "no detectable change", None),   # no claim to doubt
+])
+def test_a_claim_over_a_trace_without_recorded_load_says_so(machines, verdict, says):
+    out = condition_warnings(machines, dict(_change(0.9, 0.95), verdict=verdict), ([0.0], [0.0]))
+    found = [w for w in out if "no machine load" in w]
+    assert (says in found[0]) if says else not found
