@@ -12,7 +12,7 @@ from ..host_ops import COPY_OPS
 from .rules import (COMPILE_NOTE_SHARE, COMPILE_SHARE, COPY_OPS_SHARE, DATALOADER_NOTE_SHARE, HOST_AHEAD_MIN_US,
     LOW_UTILIZATION, MENTION_SHARE, TINY_KERNEL_MIN_COUNT, TINY_KERNEL_SHARE)
 from .host_work import host_compute_fix, top_host_work
-from .intraop import threads_advice, threads_finding, workers_running
+from .intraop import cpu_fix_parts, threads_finding, workers_running
 from .warmup import warmup_text
 
 FIXES = {
@@ -270,11 +270,14 @@ def _cpu_only_fix(e: dict, ops: pd.DataFrame, annotations: pd.DataFrame, devices
     ranges = "; ".join(f"{n} {t / 1e3:,.1f} ms in {c} call(s)" for n, t, c in
                        zip(annotations["name"].head(2), annotations["total_us"], annotations["count"]))
     ranges = f" The longest record_function ranges: {ranges}." if ranges else ""
-    loader = (f" The DataLoader takes {e['dataloader_share']:.0%} of the step: load in background workers "
-              "(DataLoader(num_workers>0, persistent_workers=True))."
-              if e["dataloader_share"] >= DATALOADER_NOTE_SHARE else "")
-    return (f"No GPU activity was recorded: the step is host time.{ranges} Speed up the host work where it goes "
-            f"(top ops by self time: {listed}): batch per-sample Python loops into tensor ops, {threads_advice(machine)}, "
+    loader = f" The DataLoader takes {e['dataloader_share']:.0%} of the step" + (
+        ", its workers already running: make each sample cheaper (batch the per-sample transforms); more workers "
+        "on shared cores compete with the ops." if workers_running(annotations) else
+        ": load in background workers (DataLoader(num_workers>0, persistent_workers=True)).")
+    loader = loader if e["dataloader_share"] >= DATALOADER_NOTE_SHARE else ""
+    compete, threads = cpu_fix_parts(machine, annotations)
+    return (f"No GPU activity was recorded: the step is host time.{ranges}{compete} Speed up the host work where it "
+            f"goes (top ops by self time: {listed}): batch per-sample Python loops into tensor ops{threads}, "
             f"move logging and bookkeeping out of the loop.{loader} If this job should use a GPU, "
             "check that the model and batches are on it (.to('cuda')) and profile with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA].")

@@ -55,6 +55,16 @@ def threads_advice(machine: Machine) -> str:
             "threads are often faster)")
 
 
+def cpu_fix_parts(machine: Machine, annotations) -> tuple[str, str]:
+    """Two parts of the CPU-only fix: a sentence on intra-op threads that compete for the cores with the A/B
+    to run ("" when nothing is seen to compete), and the thread-count clause of its list of host fixes
+    (``threads_advice``; "" when the sentence says it)."""
+    why = competition(machine, annotations)
+    if why:
+        return f" Its ops run on intra-op threads that compete for the cores ({'; '.join(why)}): {ab_text(machine)}.", ""
+    return "", f", {threads_advice(machine)}"
+
+
 def threads_finding(verdict: str, machine: Machine, annotations) -> list[Finding]:
     """A CPU-only trace whose intra-op threads compete with other processes: the A/B to run."""
     why = competition(machine, annotations) if verdict == "CPU-only trace" else []

@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 
 from perfkit.analysis.step.cpu_bound import cpu_bound
-from perfkit.analysis.step.intraop import competition, threads_advice, threads_finding, workers_running
+from perfkit.analysis.step import findings as sf
+from perfkit.analysis.step.intraop import (competition, cpu_fix_parts, threads_advice, threads_finding,
+                                           workers_running)
 from perfkit.trace import load_trace
 from perfkit.trace.recorded import Machine
 
@@ -69,3 +71,14 @@ def test_a_recorded_cpu_trace_gets_the_finding_and_no_physical_cores_advice(tmp_
     assert r.verdict == "CPU-only trace"
     assert any("compete for the cores" in f.title for f in r.findings)
     assert not any("physical cores" in f.fix for f in r.findings)
+
+
+@pytest.mark.parametrize("machine, competing", [(Machine(2.01, 2, 2), True), (Machine(2.0, 2, 1), False)])
+def test_the_cpu_only_fix_leads_with_competing_threads_or_lists_the_thread_advice(machine, competing):
+    ops = pd.DataFrame({"name": ["aten::conv2d"], "cat": ["cpu_op"], "self_pct": [90.0], "count": [3]})
+    ranges = pd.DataFrame({"name": [MULTI["name"][0]], "total_us": [4_500.0], "count": [3]})
+    fix = sf._cpu_only_fix({"dataloader_share": 0.18}, ops, ranges, (), machine)
+    lead, clause = cpu_fix_parts(machine, ranges)
+    assert (lead in fix and clause == "") if competing else (lead == "" and clause in fix)
+    assert ("compete for the cores" in fix) is competing and "physical cores" not in fix
+    assert "its workers already running" in fix and "num_workers>0" not in fix  # workers run already
