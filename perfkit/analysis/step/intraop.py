@@ -27,16 +27,16 @@ def competition(machine: Machine, annotations) -> list[str]:
         out.append(f"the machine was busy while recording ({machine.text()}): more runnable tasks than CPUs")
     threads, cpus = machine.torch_threads, machine.cpus
     if workers_running(annotations) and (threads is None or cpus is None or threads >= cpus):
-        took = (f"its {threads} intra-op threads already take the {cpus} CPUs" if threads and cpus else
-                "torch's default intra-op threads take one core each")
-        out.append(f"DataLoader workers run on the same cores ({took})")
+        took = (f"its {threads} intra-op threads, which already take the {cpus} CPUs" if threads and cpus else
+                "torch's default intra-op threads, one per physical core")
+        out.append(f"DataLoader workers share the cores with {took}")
     return out
 
 
 def ab_text(machine: Machine) -> str:
     """The A/B to run: the step with 1 intra-op thread against the count it ran with."""
     n = machine.torch_threads or machine.cpus or "N"
-    return (f"Time the step both ways: perfkit.compare(lambda: (torch.set_num_threads({n}), step()), "
+    return (f"time the step both ways: perfkit.compare(lambda: (torch.set_num_threads({n}), step()), "
             f"lambda: (torch.set_num_threads(1), step()), labels=('{n} threads', '1 thread')); keep the faster "
             "count (torch.set_num_threads at the start of the script, or OMP_NUM_THREADS)")
 
@@ -73,7 +73,11 @@ def threads_finding(verdict: str, machine: Machine, annotations) -> list[Finding
     return [Finding("medium", f"CPU ops run on intra-op threads that compete for the cores: {'; '.join(why)}",
                     {"load_1min": machine.load_1min, "cpus": machine.cpus, "torch_threads": machine.torch_threads,
                      "dataloader_workers": workers_running(annotations)},
-                    ab_text(machine) + ". Ops that wait for a descheduled thread make step times swing; the A/B "
+                    _sentence(ab_text(machine)) + ". Ops that wait for a descheduled thread make step times swing; the A/B "
                     "harness warns the same way on a loaded machine.",
                     "load average above the CPUs (perfkit.cpus.busy), or DataLoader workers beside intra-op "
                     "threads that take every core")]
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
