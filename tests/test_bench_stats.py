@@ -181,3 +181,9 @@ def test_unreliable_when_a_median_drifts_past_half(second_half, cv_ok):
 def test_unreliable_when_the_robust_cv_passes_half(spread, ok):
     noisy = [1.0 - spread, 1.0 - spread, 1.0, 1.0 + spread, 1.0 + spread]  # robust CV = 1.4826 * spread
     assert (stats.unreliable([1.0] * 5, noisy) == "") is ok
+
+
+def test_unreliable_names_no_drift_it_could_not_measure():
+    noisy = [0.5, 0.5, 1.0, 1.5, 1.5]
+    assert stats.unreliable([1.0] * 5, noisy) == "CV 74%"
+    assert stats.unreliable([1.0] * 10, noisy * 2).startswith("timing drifted +0%, CV ")
