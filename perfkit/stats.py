@@ -99,6 +99,38 @@ def robust_cv(samples) -> float:
     return float(1.4826 * np.median(np.abs(arr - med)) / med) if med > 0 else 0.0
 
 
+# Past these, timings support no verdict at all ("inconclusive: re-run on a quiet machine"): samples whose
+# median moves by half between the two halves of the run, or whose robust CV passes 50%, were timed on a
+# machine whose load changed under them; a bootstrap CI assumes one distribution per side. Measured: a
+# loaded 2-core machine gave an AMP A/B drift of -66% and a CV of 131%, and a speedup CI of 0.14-2.25
+# that read as "no change". The A/B harness (``ABResult.unreliable``) and ``perfkit trace-diff`` judge by these.
+UNRELIABLE_DRIFT = 0.5
+UNRELIABLE_CV = 0.5
+
+
+def half_move(samples) -> float:
+    """second-half median / first-half median - 1 of one side's samples (in run order); 0 under 10 samples."""
+    arr = np.asarray(samples, dtype=float)
+    half = len(arr) // 2
+    if half < 5:
+        return 0.0
+    first, second = np.median(arr[:half]), np.median(arr[half:])
+    return float(second / first - 1) if first > 0 else 0.0
+
+
+def unreliable(a, b) -> str:
+    """Why timings ``a`` and ``b`` (each in run order) support no verdict, "" when they do: a side's median
+    drifted by more than ``UNRELIABLE_DRIFT`` (``half_move``) or its ``robust_cv`` passed ``UNRELIABLE_CV``,
+    e.g. "timing drifted -66%, CV 131%" ("CV 126%" alone where a side is too short to show a drift)."""
+    drift = max((half_move(a), half_move(b)), key=abs)
+    spread = max(robust_cv(a), robust_cv(b))
+    if abs(drift) <= UNRELIABLE_DRIFT and spread <= UNRELIABLE_CV:
+        return ""
+    if min(len(a), len(b)) < 10:  # half_move needs 5 samples a half
+        return f"CV {spread:.0%}"
+    return f"timing drifted {drift:+.0%}, CV {spread:.0%}"
+
+
 def bootstrap_median_ratio(a, b, *, confidence: float = 0.95, resamples: int = 2000,
                            seed: int = 0, paired: bool = False) -> tuple[float, float]:
     """Percentile bootstrap CI of the median ratio B/A. Returns (low, high).

@@ -123,6 +123,25 @@ def test_cli_text_and_json(tmp_path, pair, capsys):
     assert out["step_change"]["verdict"] == "slower" and len(out["kernels"]) == 1
 
 
+def test_cli_says_inconclusive_for_traces_recorded_under_different_load(tmp_path, capsys):
+    paths = []
+    for name, load, step_us in (("busy", 3.4, 370_000), ("quiet", 0.2, 49_000)):
+        b = TraceBuilder()
+        b.metadata["perfkit_profile"] = {"load_1min": load, "cpus": 2, "torch_threads": 2}
+        for s in range(4):
+            b.step(s, s * step_us, step_us)
+            b.cpu_op("aten::convolution_backward", s * step_us + 10, step_us - 20)
+        paths.append(str(b.write(tmp_path / f"{name}.json")))
+    parser = argparse.ArgumentParser()
+    diff_cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["diff", *paths])
+    assert args.func(args) == 0
+    text = capsys.readouterr().out
+    assert ": inconclusive (A was recorded on a busy machine (load average 3.4 on 2 CPUs" in text
+    assert "quiet machine" in text and "A and B ran under different load" in text
+    assert "faster" not in text and "aten::convolution_backward -" not in text
+
+
 # --- real pairs ----------------------------------------------------------------------------------
 
 def raw(path):

@@ -168,3 +168,22 @@ def test_paired_needs_equal_lengths_and_nonzero_a():
         stats.ratio_test([1.0] * 6, [1.0] * 7, paired=True)
     result = stats.ratio_test([0.0] + [1.0, 1.1] * 3, [1.0, 1.2] * 3 + [1.0], paired=True)
     assert result.verdict == "insufficient data" and math.isnan(result.ratio)
+
+
+@pytest.mark.parametrize("second_half, cv_ok", [(1.49, True), (1.51, False)])
+def test_unreliable_when_a_median_drifts_past_half(second_half, cv_ok):
+    a = [1.0] * 10
+    b = [1.0] * 5 + [second_half] * 5
+    assert (stats.unreliable(a, b) == "") is cv_ok
+
+
+@pytest.mark.parametrize("spread, ok", [(0.33, True), (0.34, False)])
+def test_unreliable_when_the_robust_cv_passes_half(spread, ok):
+    noisy = [1.0 - spread, 1.0 - spread, 1.0, 1.0 + spread, 1.0 + spread]  # robust CV = 1.4826 * spread
+    assert (stats.unreliable([1.0] * 5, noisy) == "") is ok
+
+
+def test_unreliable_names_no_drift_it_could_not_measure():
+    noisy = [0.5, 0.5, 1.0, 1.5, 1.5]
+    assert stats.unreliable([1.0] * 5, noisy) == "CV 74%"
+    assert stats.unreliable([1.0] * 10, noisy * 2).startswith("timing drifted +0%, CV ")

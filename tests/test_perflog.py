@@ -12,6 +12,9 @@ from perfkit.report.perflog import (
     COLUMNS, FORMAT_VERSION, MIN_EFFECT, RUN_TO_RUN, Z, PerfLog, PerfLogError, infer_higher_is_better,
 )
 from perfkit.report.perflog.judge import Measurement, judge
+from perfkit.report.rows import trace_step_rows
+from perfkit.trace import load_trace
+from tracebuilder import TraceBuilder
 
 HOSTILE = "<script>alert(1)</script>"
 N_PROCS, N_ROWS = 8, 50
@@ -328,3 +331,14 @@ def test_display_frame_shows_the_subject(tmp_path):
     log.append(**_row("r1", 10.0))
     shown = display_frame(log.read())
     assert list(shown.columns[:3]) == ["run", "investigation", "subject"] and shown["subject"].tolist() == ["trace t.json.gz"]
+
+
+@pytest.mark.parametrize("load, note", [(2.0, ""), (2.01, "load average 2.0 on 2 cores while measuring"),
+                                        (None, "")])
+def test_a_trace_recorded_on_a_busy_machine_gets_its_quality_note(tmp_path, load, note):
+    b = TraceBuilder()
+    b.metadata["perfkit_profile"] = {"load_1min": load, "cpus": 2}
+    for s in range(3):
+        b.step(s, s * 1000, 1000)
+    (r,) = trace_step_rows("x", load_trace(b.write(tmp_path / "t.json"), use_cache=False), "t.json", "cpu")
+    assert r["quality"] == note

@@ -16,6 +16,8 @@ import perfkit
 from perfkit.cli import main
 from perfkit.profiling.timing import overhead_noise_pct, overhead_pct, overhead_warnings
 from perfkit.report.perflog import PerfLog
+from perfkit.trace import load_trace
+from perfkit.trace.recorded import recorded_machine
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +58,8 @@ def test_ppo_steps_come_from_the_optimizer_hook(tmp_path, capsys):
     assert _profiler_steps(r["trace"]) == ["ProfilerStep#4", "ProfilerStep#5"]  # wait 3 + warm-up 1, then 2
     assert r["trace"].endswith(".pt.trace.json.gz") and "/t/train-" in r["trace"]
     assert r["diagnosis"]["verdict"] and isinstance(r["overhead_pct"], float)
+    machine = recorded_machine(load_trace(r["trace"], use_cache=False))  # the load as recording started
+    assert machine.known and machine.cpus >= 1 and machine.torch_threads >= 1
 
 
 def test_mppi_without_optimizer_uses_step_function(tmp_path, capsys):

@@ -33,6 +33,7 @@ class TraceBuilder:
         self._next_id = 1
         self._python_stack: list[tuple[int, float]] = []
         self._devices: list[dict] | None = None
+        self.metadata: dict = {}  # more top-level keys (e.g. "perfkit_profile": {...})
 
     def device_properties(self, devices: list[dict]) -> None:
         """Write these ``deviceProperties`` entries instead of the one test GPU."""
@@ -143,7 +144,7 @@ class TraceBuilder:
             doc["distributedInfo"] = {"rank": self.rank, "world_size": world}
         if self.with_stack:
             doc["with_stack"] = 1
-        return doc
+        return {**doc, **self.metadata}
 
     def write(self, path) -> Path:
         """Write JSON (gzip when the name ends in .gz) and return the path."""

@@ -21,7 +21,8 @@ import pandas as pd
 from ..cpus import available_cores, busy, load_average
 from ..errors import ParameterError
 from ..results import Finding, html_section, html_table, html_text, html_warnings
-from ..stats import RatioTest, check_knobs, ratio_test, robust_cv
+from ..stats import UNRELIABLE_CV, UNRELIABLE_DRIFT, RatioTest, check_knobs, half_move, ratio_test, robust_cv
+from ..stats import unreliable as timing_unreliable
 from .timing import Clock, check_counts, collect, resolve_timing_device, sample_warnings, time_call
 
 # A drift between the first and second half of a run larger than this is reported (the
@@ -29,13 +30,6 @@ from .timing import Clock, check_counts, collect, resolve_timing_device, sample_
 DRIFT_WARN = 0.10
 # Fewer samples per side than this gives wide CIs; say so even when a verdict is reached.
 FEW_SAMPLES = 20
-# Past these the timing supports no verdict at all ("inconclusive: re-run on a quiet machine"): an
-# arm whose median moves by half between the two halves of the run, or whose robust CV passes 50%,
-# was timed on a machine whose load changed under it; the bootstrap CI assumes one distribution per
-# arm. Measured: a loaded 2-core machine gave an AMP A/B drift of -66% and a CV of 131%, and a
-# speedup CI of 0.14-2.25 that read as "no change".
-UNRELIABLE_DRIFT = 0.5
-UNRELIABLE_CV = 0.5
 
 
 @dataclass(frozen=True)
@@ -95,7 +89,7 @@ class ABResult:
     def drift(self) -> float:
         """The larger move of an arm's median from the first to the second half of its samples, as a
         signed fraction (-0.66: 66% lower); 0 for arms under 10 samples."""
-        moves = [_half_move(s) for s in (self.samples_a, self.samples_b)]
+        moves = [half_move(s) for s in (self.samples_a, self.samples_b)]
         return max(moves, key=abs)
 
     @property
@@ -106,11 +100,9 @@ class ABResult:
     @property
     def unreliable(self) -> str:
         """Why this timing supports no verdict ("" when it does): an arm's median drifted by more than
-        ``UNRELIABLE_DRIFT`` or its spread passed ``UNRELIABLE_CV``, e.g. "timing drifted -66%, CV 131%"."""
-        drift, spread = self.drift, self.spread
-        if abs(drift) <= UNRELIABLE_DRIFT and spread <= UNRELIABLE_CV:
-            return ""
-        return f"timing drifted {drift:+.0%}, CV {spread:.0%}"
+        ``UNRELIABLE_DRIFT`` or its spread passed ``UNRELIABLE_CV`` (``stats.unreliable``), e.g. "timing drifted
+        -66%, CV 131%"."""
+        return timing_unreliable(self.samples_a, self.samples_b)
 
     @property
     def speedup(self) -> float:
@@ -255,19 +247,10 @@ def _warnings(labels, samples, inner: int, test: RatioTest) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _half_move(samples) -> float:
-    """second-half median / first-half median - 1 of one arm's samples; 0 under 10 samples."""
-    half = len(samples) // 2
-    if half < 5:
-        return 0.0
-    first, second = np.median(samples[:half]), np.median(samples[half:])
-    return float(second / first - 1) if first > 0 else 0.0
-
-
 def _drift(labels, samples) -> list[str]:
     out = []
     for label, s in zip(labels, samples):
-        change = _half_move(s)
+        change = half_move(s)
         if abs(change) > DRIFT_WARN:
             out.append(f"{label}: median moved {change:+.0%} between the first and second half of the run "
                        "(throttling or other load); the ratio is interleaved, absolute times are not reliable")

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..profiling.launch import profile_job
 from ..profiling.session import profile_script
 from ..profiling.target import job_command
+from ..profiling.timing import spread_pct
 from ..report.publish.runner import run_all
 from ..report.terminal.memory import growth_lines
 from ..report.terminal.ranks import format_ranks
@@ -156,11 +157,14 @@ def trigger_text(t: dict) -> str:
 
 
 def step_time_text(r) -> str:
-    """'median 1.12 ms (1.04 to 2.06 ms over 3 steps, host clock)' of the recorded steps."""
+    """'median 1.12 ms (1.04 to 2.06 ms over 3 steps, spread +/-46%, host clock)' of the recorded steps
+    (spread: ``profiling.timing.spread_pct``)."""
     timed = [t for t in r.step_times_s if t is not None]
     text = f"median {r.step_median_s * 1e3:,.3g} ms"
     if len(timed) > 1:
         text += f" ({min(timed) * 1e3:,.3g} to {max(timed) * 1e3:,.3g} ms over {len(timed)} steps"
+        spread = spread_pct(timed)
+        text += f", spread +/-{spread:.0f}%" if spread is not None else ""
         return text + f", {r.overhead_clock} clock)"
     return text + f" ({r.overhead_clock} clock)"
 

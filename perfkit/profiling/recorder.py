@@ -37,6 +37,7 @@ import time
 import warnings
 from pathlib import Path
 
+from ..cpus import available_cores, load_average
 from ..errors import ParameterError, PerfkitError
 from ..limits import DUR_RANGE_US
 from ..text import printable
@@ -272,7 +273,7 @@ class Recorder:
         if self._tagged or self._prof.current_action not in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
             return
         self._prof.add_metadata_json("perfkit_profile", json.dumps(
-            {**self.metadata, "step_source": self.step_source, **self.schedule}))
+            {**self.metadata, "step_source": self.step_source, **self.schedule, **machine_now()}))
         self._tagged = True
 
     def _stop(self, *_signal) -> None:
@@ -383,3 +384,12 @@ def _import_torch():
         raise PerfkitError("torch is not installed in this environment: perfkit profile records with "
                            "torch.profiler; install torch (pip install torch) and run again") from exc
     return torch
+
+
+def machine_now() -> dict:
+    """How loaded the machine is as recording starts, for the trace's metadata (``trace.recorded``): the
+    1-minute load average (None where the OS has none), the CPUs this process may run on and torch's
+    intra-op thread count."""
+    import torch  # heavy, optional: only a recording gets here
+
+    return {"load_1min": load_average(), "cpus": available_cores(), "torch_threads": torch.get_num_threads()}

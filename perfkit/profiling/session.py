@@ -222,7 +222,7 @@ def finish(recorder: Recorder, *, error: str = "", exit_status: int = 0, scan=No
     why = overhead_unmeasurable(times, *sched, load)
     active = tuple(times[i] if i < len(times) else None for i in recorder.active_steps)
     warnings += overhead_warnings(pct, s["wait"], noise, load, why)
-    warnings += noise_warnings(active, load, clock) if recorder.traces else []  # nothing recorded: no figures
+    warnings += noise_warnings(active, load, clock, s["active"]) if recorder.traces else []  # nothing recorded: no figures
     timing = {"overhead_clock": clock, "overhead_noise_pct": noise, "step_times_s": active, "load": load,
               "overhead_unmeasurable": why}
     timing["problem"] = recorder.problem

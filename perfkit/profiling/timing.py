@@ -17,6 +17,9 @@ MIN_SIDE = 2  # timed steps each side of the overhead comparison needs (one step
 # Recorded steps whose spread (half their range over their median) exceeds this are noise for per-step
 # figures: pyperf's instability bar (it warns when the standard deviation exceeds 10% of the mean).
 STEADY_SPREAD_PCT = 10.0
+# Fewer recorded steps than this cannot rank causes whose share moves between steps: five 3-step profiles of
+# one script put the DataLoader at 27%, 10%, 8%, 20% and 14% of the step (4% unprofiled; issue 53).
+RANK_STEPS = 10
 
 
 def overhead_pct(step_times_s, wait: int, warmup: int, active: int) -> float | None:
@@ -125,9 +128,11 @@ def overhead_warnings(pct: float | None, wait: int, noise_pct: float | None = No
             f"than its cost over {max(wait - 1, 0)} of them); raise --wait for a steadier baseline"]
 
 
-def noise_warnings(active_s, load: tuple[float, int] | None, clock: str = "host") -> list[str]:
+def noise_warnings(active_s, load: tuple[float, int] | None, clock: str = "host", active: int = 0) -> list[str]:
     """Warnings when the recorded (active) steps' times ``active_s`` spread over ``STEADY_SPREAD_PCT`` or
-    the machine was busy (``load``, :func:`machine_load`): the per-step figures are then noise."""
+    the machine was busy (``load``, :func:`machine_load`): the per-step figures are then noise. ``active``:
+    the ``--active`` asked for; the advice names a larger count (:func:`more_active`), or says why more
+    steps will not help (a busy machine)."""
     out = []
     spread = spread_pct(active_s)
     if spread is not None and spread > STEADY_SPREAD_PCT:
@@ -135,9 +140,23 @@ def noise_warnings(active_s, load: tuple[float, int] | None, clock: str = "host"
         out.append(f"the {len(timed)} recorded steps took {min(timed) * 1e3:,.3g} to {max(timed) * 1e3:,.3g} ms "
                    f"({clock} clock; median {statistics.median(timed) * 1e3:,.3g} ms, spread +/-{spread:.0f}%, over "
                    f"the {STEADY_SPREAD_PCT:.0f}% pyperf calls unstable): per-step figures and the verdict may "
-                   "read noise; record more steps (--active 10) on an idle machine")
+                   f"read noise; {_more_steps_text(len(timed), active, busy(load))}")
     if busy(load):
         out.append(f"the machine was busy while profiling (load average {load[0]:.1f} over the last minute on "
                    f"{load[1]} CPU{'s' if load[1] != 1 else ''}): steps waited for a CPU, so step times and the "
                    "profiler's overhead are not measurable; profile on an idle machine")
     return out
+
+
+def more_active(recorded: int, active: int = 0) -> int:
+    """The ``--active`` to suggest after ``recorded`` steps of an ``--active active`` run: at least
+    ``RANK_STEPS``, and twice what was asked (never the same count again)."""
+    return max(RANK_STEPS, 2 * max(recorded, active))
+
+
+def _more_steps_text(recorded: int, active: int, busy_machine: bool) -> str:
+    if busy_machine:  # more steps of a loaded machine only sample its load longer
+        return "recording more steps will not steady them while the machine is busy: profile on an idle machine"
+    few = (f"{recorded} steps are too few to rank causes whose share moves this much between steps "
+           f"(under {RANK_STEPS}); " if recorded < RANK_STEPS else "")
+    return f"{few}record more steps (--active {more_active(recorded, active)}) on an idle machine"

@@ -70,8 +70,12 @@ class Evidence:
     @property
     def said(self) -> str:
         """The verdict the text states: the harness's, or "inconclusive: ..." when an interleaved
-        A/B's timing drifted or spread too far to support one (``prose.ab_word``)."""
-        return ab_word(self.ab) if self.ab is not None else self.verdict
+        A/B's timing drifted or spread too far to support one (``prose.ab_word``), or a trace diff withheld
+        its verdict (a busy machine, noisy steps, a CI too wide: ``trace_diff.conditions``)."""
+        if self.ab is not None:
+            return ab_word(self.ab)
+        why = getattr(self.diff, "step_change", {}).get("unreliable", "") if self.verdict == "inconclusive" else ""
+        return f"inconclusive: re-record on a quiet machine ({why})" if why else self.verdict
 
     def text(self) -> str:
         """One sentence: the fix's effect with its CI, how and where it was measured."""

@@ -127,7 +127,7 @@ def trace_diff_reply(d: dict) -> Reply:
               for title, key, what in (("host waits", "waits", "blocking calls"), ("ops", "ops", "cpu_op events"),
                                        ("kernels", "kernels", "kernel events"),
                                        ("ranges", "annotations", "record_function ranges"))]
-    return Reply(f"B is {s['verdict']}: median step {num(s['median_a_us'])} -> {num(s['median_b_us'])} us (B/A "
+    return Reply(f"B vs A: {s['verdict']}: median step {num(s['median_a_us'])} -> {num(s['median_b_us'])} us (B/A "
                  f"{num(s['ratio'])}, {s['reason']})", [
         findings(d["findings"]),
         Table("metrics", ("metric", "A", "B", "delta", "delta %"),

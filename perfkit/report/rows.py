@@ -21,6 +21,7 @@ from ..cpus import available_cores, busy, load_average
 from ..results import format_number
 from ..stats import exact
 from ..stats import step_ci
+from ..trace.recorded import recorded_machine
 from ..trace.steps import full_steps
 from .perflog import PerfLog, empty_log, format_delta, format_value
 
@@ -47,8 +48,15 @@ def load_note(load: float | None = None, cores: int | None = None) -> str:
 
 def live_note(subject: str) -> str:
     """The quality note of a live measurement; "" for a trace file (the analyzing machine's load
-    does not change what the trace recorded)."""
+    does not change what the trace recorded: ``recorded_note`` reads the recording's)."""
     return load_note() if subject.startswith("live ") else ""
+
+
+def recorded_note(trace) -> str:
+    """The quality note of a trace's step times: the load ``perfkit profile`` recorded in it when that
+    exceeded the CPUs (``trace.recorded``), else "" (nothing recorded, or a quiet machine)."""
+    machine = recorded_machine(trace)
+    return load_note(machine.load_1min, machine.cpus) if machine.known else ""
 
 
 def finite_rows(rows: Iterable[dict]) -> list[dict]:
@@ -64,7 +72,7 @@ def trace_step_rows(investigation: str, trace, subject: str, device: str) -> lis
     if ms.empty:
         return []
     return finite_rows([row(investigation, "median_step_ms", ms.median(), "ms", ci=step_ci(ms), subject=subject,
-                            device=device, quality=live_note(subject))])
+                            device=device, quality=live_note(subject) or recorded_note(trace))])
 
 
 def ab_rows(investigation: str, ab, names: tuple[str, str], subject: str, device: str) -> list[dict]:

@@ -92,7 +92,8 @@ def diff_verdict(result) -> str:
     s = result.step_change
     ci = f", CI {s['low']:.3g}-{s['high']:.3g}" if finite(s["low"], s["high"]) else ""
     ratio = f" (median step after/before {s['ratio']:.3g}x{ci})" if finite(s["ratio"]) else ""
-    return f"after vs before: {s['verdict']}{ratio}"
+    why = f": {s['unreliable']}" if s["verdict"] == "inconclusive" else ""
+    return f"after vs before: {s['verdict']}{ratio}{why}"
 
 
 def show_diff(pairing) -> None:

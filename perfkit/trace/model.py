@@ -33,6 +33,7 @@ class TraceFile:
     devices: tuple = ()
     distributed: dict = field(default_factory=dict)
     flags: dict = field(default_factory=dict)
+    recorder: dict = field(default_factory=dict)  # what ``perfkit profile`` wrote (``perfkit_profile``), {} if none
     events_read: int = 0
 
     @property

@@ -7,7 +7,7 @@ import pytest
 
 from perfkit.cli.profile import format_result, overhead_text
 from perfkit.profiling.session import ProfileResult
-from perfkit.profiling.timing import (STEADY_SPREAD_PCT, noise_warnings, overhead_noise_pct, overhead_pct,
+from perfkit.profiling.timing import (RANK_STEPS, STEADY_SPREAD_PCT, more_active, noise_warnings, overhead_noise_pct, overhead_pct,
                                       overhead_unmeasurable, overhead_warnings)
 
 IDLE, BUSY = (0.3, 2), (3.4, 2)  # (load average over the last minute, CPUs)
@@ -58,6 +58,25 @@ def test_noise_warnings_on_the_recorded_steps(times, says):
     assert (says in got[0] and "--active" in got[0]) if says else got == []
 
 
+@pytest.mark.parametrize("recorded, says_too_few", [(RANK_STEPS - 1, True), (RANK_STEPS, False)])
+def test_too_few_steps_to_rank_causes_are_said(recorded, says_too_few):
+    times = [0.100, 0.150] * (recorded // 2) + [0.100] * (recorded % 2)
+    said = noise_warnings(times, IDLE, active=recorded)[0]
+    assert ("too few to rank causes" in said) is says_too_few
+    assert f"--active {more_active(recorded, recorded)})" in said and f"--active {recorded})" not in said
+
+
+@pytest.mark.parametrize("recorded, active, n", [(3, 3, RANK_STEPS), (3, 0, RANK_STEPS), (5, 5, RANK_STEPS),
+                                                 (6, 6, 12), (10, 10, 20), (4, 10, 20)])
+def test_more_active_is_never_the_count_asked_for(recorded, active, n):
+    assert more_active(recorded, active) == n and n > active
+
+
+def test_more_steps_are_not_advised_on_a_busy_machine():
+    said = noise_warnings([0.1, 0.5, 0.2], BUSY, active=3)
+    assert "will not steady them while the machine is busy" in said[0] and "--active" not in said[0]
+
+
 def _result(**kw) -> ProfileResult:
     base = dict(trace=None, steps_recorded=3, step_source="optimizer", overhead_pct=2169.0, diagnosis={},
                 diagnosis_text="verdict   CPU-only trace", overhead_noise_pct=3.0,
@@ -68,7 +87,7 @@ def _result(**kw) -> ProfileResult:
 def test_the_screen_shows_the_median_step_and_no_unmeasurable_overhead():
     busy = _result(load=BUSY, overhead_unmeasurable=overhead_unmeasurable(WILD, 4, 1, 3, BUSY))
     text = format_result(busy)
-    assert "step time  median 200 ms (1.4 to 508 ms over 3 steps, host clock)" in text
+    assert "step time  median 200 ms (1.4 to 508 ms over 3 steps, spread +/-127%, host clock)" in text
     assert "overhead   not measurable: the machine was busy (load average 3.4 on 2 CPUs)\n" in text
     assert "2169" not in text and "2,169" not in text
     assert overhead_text(_result()) == "+2169.0% step time with the profiler on (host clock)"

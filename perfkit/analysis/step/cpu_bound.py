@@ -36,6 +36,7 @@ from ...results import findings_frame, html_section, html_table, html_text, html
 from ...text import jsonable
 from ...trace.ancestry import nest
 from ...trace.names import starts_with
+from ...trace.recorded import recorded_machine
 from ...trace.schema import LAUNCH_CATEGORIES
 from ...trace.steps import STEP_PREFIX, before_window, listed_steps, step_rows, step_windows, stub_steps, window_index
 from ..classify import launch_mask
@@ -169,7 +170,7 @@ def _cpu_bound(trace, tiny_kernel_us: float, thresholds: dict) -> CPUBoundResult
                   launches=launches, verdict=verdict, evidence=evidence, has_gpu=has_gpu,
                   tiny_kernel_us=float(tiny_kernel_us), compile=compile_facts(trace), warmup=warmup,
                   host_ops=host_compute_ops(trace, host, nested, in_steps, work=work), devices=tuple(trace.devices), stacks=trace.has_python_stacks)
-    findings = _findings(result, overall, copy_us=_outer_copy_us(host, nested))
+    findings = _findings(result, overall, copy_us=_outer_copy_us(host, nested), machine=recorded_machine(trace))
     warnings = (_warnings(trace, windows, steps, has_gpu, stub) + partial_gpu_warning(launches, has_gpu)
                 + before_window_warning(trace, links))
     return CPUBoundResult(findings=rank_findings(findings), warnings=warnings, **result)

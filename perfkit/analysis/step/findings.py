@@ -6,11 +6,13 @@ from __future__ import annotations
 import pandas as pd
 
 from ...results import Finding
+from ...trace.recorded import Machine
 from ..classify import graph_launch_mask
 from ..host_ops import COPY_OPS
 from .rules import (COMPILE_NOTE_SHARE, COMPILE_SHARE, COPY_OPS_SHARE, DATALOADER_NOTE_SHARE, HOST_AHEAD_MIN_US,
     LOW_UTILIZATION, MENTION_SHARE, TINY_KERNEL_MIN_COUNT, TINY_KERNEL_SHARE)
 from .host_work import host_compute_fix, top_host_work
+from .intraop import cpu_fix_parts, threads_finding, workers_running
 from .warmup import warmup_text
 
 FIXES = {
@@ -57,11 +59,12 @@ _RECOMPILE = ("It compiled in {k} of {n} steps, so it is recompiling: run with T
               "numbers or strings passed as arguments are baked into the graph).")
 
 
-def findings(r: dict, o: dict, copy_us: float) -> list[Finding]:
+def findings(r: dict, o: dict, copy_us: float, machine: Machine = Machine()) -> list[Finding]:
     """All findings of a cpu_bound result: ``r`` its fields, ``o`` its overall numbers, ``copy_us``
-    time in outermost copy/convert ops."""
+    time in outermost copy/convert ops, ``machine`` the load the trace recorded (``trace.recorded``)."""
     compiled = (r["compile"] or {}).get("compiled_regions", 0)
-    out = [verdict_finding(r["verdict"], r["evidence"], o, r, compiled)]
+    out = [verdict_finding(r["verdict"], r["evidence"], o, {**r, "machine": machine}, compiled)]
+    out += threads_finding(r["verdict"], machine, r.get("annotations"))
     out += _compile_finding(r["verdict"], o, r["steps"])
     if r["has_gpu"] and o["kernels"] > TINY_KERNEL_MIN_COUNT and o["tiny_kernels"] > TINY_KERNEL_SHARE * o["kernels"]:
         out.append(Finding(
@@ -91,12 +94,6 @@ def verdict_finding(verdict: str, evidence: dict, o: dict, tables: dict, compile
                    compile_us=o["compile_us"], median_queue_delay_us=o["median_queue_delay_us"])
     return Finding(_severity(verdict, evidence, o), _title(verdict, evidence, o, tables), numbers,
                    _fix(verdict, evidence, o, tables, compiled_regions), _threshold_text(evidence))
-
-
-def workers_running(annotations) -> bool:
-    """The trace's DataLoader iterator is the multi-process one: ``num_workers`` is already above 0."""
-    return annotations is not None and len(annotations) > 0 and \
-        annotations["name"].astype(str).str.contains("_MultiProcessingDataLoaderIter", regex=False).any()
 
 
 def copy_share(steps: pd.DataFrame) -> float:
@@ -211,7 +208,8 @@ def _fix(verdict: str, e: dict, o: dict, tables: dict, compiled_regions: int) ->
     if verdict == "compiling":
         return _compile_fix(tables["steps"])
     if verdict == "CPU-only trace":
-        return _cpu_only_fix(e, tables["ops"], tables["annotations"], tables.get("devices", ()))
+        return _cpu_only_fix(e, tables["ops"], tables["annotations"], tables.get("devices", ()),
+                             tables.get("machine", Machine()))
     if verdict == "GPU-bound (host ahead)":
         blocked = (f" The host time blocked in syncs ({e['sync_share']:.0%} of the step) is the host waiting for "
                    "that queue, not a cause." if e["sync_share"] >= MENTION_SHARE else "")
@@ -261,7 +259,7 @@ def _compile_fix(steps: pd.DataFrame) -> str:
                    "so a restart compiles less.")
 
 
-def _cpu_only_fix(e: dict, ops: pd.DataFrame, annotations: pd.DataFrame, devices=()) -> str:
+def _cpu_only_fix(e: dict, ops: pd.DataFrame, annotations: pd.DataFrame, devices=(), machine: Machine = Machine()) -> str:
     top = ops[ops["cat"] == "cpu_op"].head(3)
     cpu_kernels = ops["name"].astype(str).str.startswith(CPU_KERNEL_PREFIXES) if len(ops) else pd.Series(dtype=bool)
     if devices and cpu_kernels.any():  # the machine has a GPU and the model's ops ran on the CPU's kernels
@@ -272,12 +270,15 @@ def _cpu_only_fix(e: dict, ops: pd.DataFrame, annotations: pd.DataFrame, devices
     ranges = "; ".join(f"{n} {t / 1e3:,.1f} ms in {c} call(s)" for n, t, c in
                        zip(annotations["name"].head(2), annotations["total_us"], annotations["count"]))
     ranges = f" The longest record_function ranges: {ranges}." if ranges else ""
-    loader = (f" The DataLoader takes {e['dataloader_share']:.0%} of the step: load in background workers "
-              "(DataLoader(num_workers>0, persistent_workers=True))."
-              if e["dataloader_share"] >= DATALOADER_NOTE_SHARE else "")
-    return (f"No GPU activity was recorded: the step is host time.{ranges} Speed up the host work where it goes "
-            f"(top ops by self time: {listed}): batch per-sample Python loops into tensor ops, set torch.set_num_threads to the "
-            f"physical cores, move logging and bookkeeping out of the loop.{loader} If this job should use a GPU, "
+    loader = f" The DataLoader takes {e['dataloader_share']:.0%} of the step" + (
+        ", its workers already running: make each sample cheaper (batch the per-sample transforms); more workers "
+        "on shared cores compete with the ops." if workers_running(annotations) else
+        ": load in background workers (DataLoader(num_workers>0, persistent_workers=True)).")
+    loader = loader if e["dataloader_share"] >= DATALOADER_NOTE_SHARE else ""
+    compete, threads = cpu_fix_parts(machine, annotations)
+    return (f"No GPU activity was recorded: the step is host time.{ranges}{compete} Speed up the host work where it "
+            f"goes (top ops by self time: {listed}): batch per-sample Python loops into tensor ops{threads}, "
+            f"move logging and bookkeeping out of the loop.{loader} If this job should use a GPU, "
             "check that the model and batches are on it (.to('cuda')) and profile with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA].")
 

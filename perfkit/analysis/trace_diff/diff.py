@@ -5,8 +5,10 @@ profiler window are dropped, with a warning). Per op, kernel and ``record_functi
 counts and times of both sides, normalized per step (each side divided by its own number of
 steps) so runs with different step counts compare; status ``new`` (only in B: e.g. Triton kernels
 after torch.compile), ``vanished`` (only in A) or ``common``. Step time is compared as
-median(B)/median(A) with a bootstrap confidence interval and one of four verdicts: faster,
-slower, no detectable change, not enough data (fewer than ``MIN_STEPS`` steps on a side). GPU
+median(B)/median(A) with a bootstrap confidence interval and one of five verdicts: faster,
+slower, no detectable change, not enough data (fewer than ``MIN_STEPS`` steps on a side), inconclusive
+(a busy machine, step times too noisy or a CI too wide to compare: ``conditions``, which also says when the
+two ran differently loaded). GPU
 idle, host-device copies, syncs and host waits come from ``cpu_bound``, ``htod``, ``syncs`` and
 ``side`` of each side. Findings (``findings``) report regressions and improvements alike,
 and a host wait that moved between kinds as moved.
@@ -23,6 +25,7 @@ from ...results import findings_frame, html_section, html_table, html_text, html
 from ...stats import bootstrap_median_ratio
 from ...text import jsonable
 from ..htod import summarize_copies
+from .conditions import condition_warnings, judged, unreliable_reasons
 from .findings import findings as _findings, warnings as _warnings
 from .side import side as _side
 from .speedups import op_speedups
@@ -30,7 +33,7 @@ from .speedups import op_speedups
 MIN_STEPS = 3
 CONFIDENCE = 0.95
 RESAMPLES = 2000
-VERDICTS = ("faster", "slower", "no detectable change", "not enough data")
+VERDICTS = ("faster", "slower", "no detectable change", "not enough data", "inconclusive")
 NAME_COLUMNS = ["name", "status", "count_a", "count_b", "time_us_a", "time_us_b", "per_step_us_a", "per_step_us_b",
                 "delta_per_step_us", "delta_pct"]
 
@@ -107,7 +110,9 @@ def diff(a, b) -> DiffResult:
         if not hasattr(t, "events") or not hasattr(t, "steps"):
             raise ParameterError(f"diff({label}=...) needs a Trace (perfkit.load_trace(path)), got {type(t).__name__}")
     sides = [_side(t) for t in (a, b)]
-    step_change = compare_steps(sides[0]["step_us"], sides[1]["step_us"])
+    steps, machines = tuple(s["step_us"] for s in sides), tuple(s["machine"] for s in sides)
+    step_change = compare_steps(*steps)
+    step_change = judged(step_change, unreliable_reasons(step_change, steps, machines))
     tables = {key: compare_names(sides[0][key], sides[1][key], sides[0]["n"], sides[1]["n"])
               for key in ("ops", "top_ops", "kernels", "annotations", "waits")}
     tables["kernels"]["triton"] = tables["kernels"]["name"].str.startswith("triton_")
@@ -118,7 +123,8 @@ def diff(a, b) -> DiffResult:
                  sync_kinds=_sync_kinds(sides), step_change=step_change)
     findings = _findings(parts, sides)
     return DiffResult(labels=(_label(a), _label(b)), findings=rank_findings(findings),
-                      warnings=_warnings(a, b, sides) + tuple(speedup_notes), **parts)
+                      warnings=(*condition_warnings(machines, step_change, tuple(s["outside_us"] for s in sides)),
+                                *_warnings(a, b, sides), *speedup_notes), **parts)
 
 
 def _label(trace) -> str:

@@ -17,6 +17,7 @@ from ...results import Finding
 from ...text import us_text
 from ...trace.steps import stub_note
 from ..step.cpu_bound import PARTIAL_NOTE
+from .conditions import ADVICE, WIDE_CI
 
 # An op, kernel, range, copy or wait change is reported when it moves the per-step time by at least
 # this share of A's median step (perfkit rule: smaller moves are within step-to-step noise of most runs).
@@ -28,6 +29,8 @@ _RULE = f">= {CHANGE_SHARE:.0%} of A's median step (perfkit rule)"
 def findings(parts: dict, sides) -> list[Finding]:
     """All findings; ``parts`` are the DiffResult tables (``top_ops``: the outermost-op table)."""
     s = parts["step_change"]
+    if s["verdict"] == "inconclusive":  # no op, kernel or wait is blamed for a change the steps cannot show
+        return [_inconclusive_finding(s)]
     base = _base_us(s, sides[0])
     out = _step_findings(s) + _idle_findings(sides, base)
     out += _name_findings(parts["top_ops"], "op", base)
@@ -60,6 +63,15 @@ def _step_findings(s: dict) -> list[Finding]:
                     {k: s[k] for k in ("ratio", "low", "high", "n_a", "n_b")},
                     "Look at the op and kernel deltas below for where the time went." if severity == "high" else "",
                     s["reason"])]
+
+
+def _inconclusive_finding(s: dict) -> Finding:
+    return Finding("medium", f"step times cannot be compared: {s['unreliable']} (median step "
+                             f"{s['median_a_us'] / 1e3:,.3f} -> {s['median_b_us'] / 1e3:,.3f} ms)",
+                   {k: s[k] for k in ("ratio", "low", "high", "n_a", "n_b")},
+                   f"Inconclusive: {ADVICE}; until then no op or kernel delta listed is a cause.",
+                   "busy machine (load average above the CPUs), the A/B harness's noise rule, or a CI "
+                   f"over {WIDE_CI:g}x wide")
 
 
 def _idle_findings(sides, base_us: float) -> list[Finding]:

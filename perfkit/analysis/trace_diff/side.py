@@ -30,6 +30,8 @@ from ..htod import htod
 from ..host_ops import host_events, op_table
 from ..step.cpu_bound import cpu_bound, overall_numbers
 from ..sync_points.find import blocking_calls, syncs
+from ...trace.recorded import recorded_machine
+from .conditions import outside_ops_us
 
 # Inductor's annotation names carry a graph hash that differs between runs of the same model.
 _GRAPH_HASH = re.compile(r"^(## Call CompiledFxGraph )\w+( ##)$")
@@ -50,6 +52,8 @@ def side(trace) -> dict:
         "n": max(int(kept.sum()), 1),                     # full steps
         "step_us": windows.loc[kept, "dur_us"].to_numpy(dtype=float) if len(trace.steps) else np.array([]),
         "stubs": windows[stub].reset_index(drop=True),    # dropped windows: rank, step, start/end/dur
+        "outside_us": outside_ops_us(trace, windows[kept]) if len(trace.steps) else np.array([]),  # per full step
+        "machine": recorded_machine(trace),               # the load perfkit profile recorded (trace.recorded)
         "ops": _ops(host[full], nested[full]),
         "top_ops": _ops(host[top], nested[top]),
         "kernels": _kernels(trace, windows, stub_rows),

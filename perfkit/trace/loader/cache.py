@@ -49,7 +49,8 @@ from ...text import path_text
 from ..schema import EVENT_COLUMNS, FLOW_COLUMNS, NESTING_COLUMNS, SCHEMA_VERSION
 from ..steps import STEP_COLUMNS
 
-CACHE_FORMAT = 8  # 7: an event longer than a week (limits.DUR_RANGE_US) is dropped; 8: ProfilerStep# markers are boundaries
+CACHE_FORMAT = 9  # 7: an event longer than a week (limits.DUR_RANGE_US) is dropped; 8: ProfilerStep# markers are
+# boundaries; 9: what perfkit profile wrote (``perfkit_profile``: schedule, machine load) is kept
 _EDGE = 64 << 10
 _BINDING_KEY = b"perfkit.binding"
 _TABLES = {"events": EVENT_COLUMNS, "nesting": NESTING_COLUMNS, "flows": FLOW_COLUMNS}
@@ -81,6 +82,7 @@ class _Meta(msgspec.Struct):
     devices: list[dict]
     distributed: dict
     flags: dict
+    recorder: dict
     events_read: int
     steps: dict[str, list]
     step_warning: Union[str, None]

@@ -323,6 +323,7 @@ def _meta(meta_doc: dict, builder: ColumnBuilder) -> dict:
         "devices": devices,
         "distributed": meta_doc.get("distributedInfo") if isinstance(meta_doc.get("distributedInfo"), dict) else {},
         "flags": {k: meta_doc[k] for k in _FLAG_KEYS if k in meta_doc},
+        "recorder": meta_doc["perfkit_profile"] if isinstance(meta_doc.get("perfkit_profile"), dict) else {},
         "events_read": builder.n_seen,
         "warnings": [*_load_warnings(meta_doc, builder), *device_warnings, *time_warnings],
     }
@@ -333,7 +334,7 @@ def _trace_file(path: Path, meta: dict, rank: int) -> TraceFile:
         path=str(path), rank=rank, claimed_rank=meta["rank"],
         schema_version=meta["schema_version"], base_time_ns=meta["base_time_ns"], trace_name=meta["trace_name"],
         devices=tuple(meta["devices"]), distributed=meta["distributed"], flags=meta["flags"],
-        events_read=meta["events_read"],
+        recorder=meta["recorder"], events_read=meta["events_read"],
     )
 
 

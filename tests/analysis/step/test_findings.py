@@ -226,8 +226,8 @@ _VERDICT_CASES = [
         ("medium", "CPU-only trace: no GPU activity; host busy 60% of 2 step(s)",
          "No GPU activity was recorded: the step is host time. The longest record_function ranges: ## fwd ## 3.0 ms in "
          "2 call(s). Speed up the host work where it goes (top ops by self time: aten::add 40%, aten::copy_ 10%): batch "
-         "per-sample Python loops into tensor ops, set torch.set_num_threads to the physical cores, move logging and "
-         "bookkeeping out of the loop. The DataLoader takes 6% of the step: load in background workers "
+         "per-sample Python loops into tensor ops, time torch.set_num_threads(1) against the default with perfkit.compare "
+         "(on shared cores fewer threads are often faster), move logging and bookkeeping out of the loop. The DataLoader takes 6% of the step: load in background workers "
          "(DataLoader(num_workers>0, persistent_workers=True)). If this job should use a GPU, check that the model and "
          "batches are on it (.to('cuda')) and profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA].",
          "no GPU events and no kernel launches: all step time is host time"), id="CPU-only"),
@@ -378,8 +378,9 @@ def test_a_cpu_only_fix_with_nothing_recorded():
     assert sf._cpu_only_fix({"dataloader_share": 0.0}, empty, pd.DataFrame({"name": [], "total_us": [], "count": []}),
                             [{"name": "A100"}]) == (
         "No GPU activity was recorded: the step is host time. Speed up the host work where it goes (top ops by self "
-        "time: none recorded): batch per-sample Python loops into tensor ops, set torch.set_num_threads to the physical "
-        "cores, move logging and bookkeeping out of the loop. If this job should use a GPU, check that the model and "
+        "time: none recorded): batch per-sample Python loops into tensor ops, time torch.set_num_threads(1) against the "
+        "default with perfkit.compare (on shared cores fewer threads are often faster), move logging and bookkeeping "
+        "out of the loop. If this job should use a GPU, check that the model and "
         "batches are on it (.to('cuda')) and profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA].")
 
 
