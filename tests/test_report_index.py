@@ -148,3 +148,18 @@ def test_log_table_fits_a_page_with_notes_clipped_not_hidden(tmp_path):
     shown = log_table(PerfLog(root / "perf_log.csv").read())["note"].iloc[0]
     assert f'<td class="note" title="{shown}"><div>{shown}</div></td>' in page and shown.startswith("load average")
     assert '<col class="run"><col class="investigation"><col class="subject"><col class="metric">' in page
+
+
+def test_each_run_of_one_script_shows_its_own_name_in_the_index(tmp_path):
+    """Every `perfkit profile` of train_cnn.py writes traces/train_cnn-DATE-HHMMSS.pt.trace.json.gz: cut at the end
+    of its cell, each showed as "traces/train_cnn-2026-12-…". The cell shows the end that tells them apart, the
+    whole name on hover; a name that fits is shown as it is."""
+    root = tmp_path / "reports"
+    names = [f"traces/train_cnn-2026-12-02-{t}.pt.trace.json.gz" for t in ("143012", "150233")]
+    for run, name in zip(("2026-12-02/143100", "2026-12-02/150300"), names):
+        card = VerdictCard("cpu_bound", "CPU-only trace", (), "", f"trace {name}", "cpu").to_json()
+        _report(root, run, "cpu_bound", "ok", card=card)
+    page = build_index(root).read_text()
+    shown = {e.subject: e.shown_subject for e in scan_reports(root)}
+    assert shown == {names[0]: "…train_cnn-2026-12-02-143012", names[1]: "…train_cnn-2026-12-02-150233"}
+    assert all(f'<td title="{n}">{shown[n]}</td>' in page for n in names)

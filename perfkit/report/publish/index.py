@@ -29,6 +29,10 @@ from .records import load_run_record
 _BREAK_AFTER = re.compile(r"([/_.])")
 _DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIME_DIR = re.compile(r"^\d{6}(-\d+)?$")
+_TRACE_SUFFIX = re.compile(r"\.pt\.trace\.json(\.gz)?$")  # what every file of the profiler's handler ends with
+# What a report row's subject cell holds on one line at 1280 px (19% of the table, 0.9em): past it the
+# cell shows the end, where runs of one script differ (their date-time), not the start they share.
+SUBJECT_CHARS = 28
 LOG_ROWS_SHOWN = 200
 _MAX_TREND_POINTS = 200
 MAX_TREND_PLOTS = 24
@@ -51,6 +55,17 @@ class ReportEntry:
     verdict: str = ""
     number: str = ""
     prediction: str = ""
+
+    @property
+    def shown_subject(self) -> str:
+        """``subject`` as its one-line cell shows it (the whole on hover): a trace path without the suffix every
+        profiler trace shares (".pt.trace.json.gz"), its end when still too long: "…train_cnn-2026-12-02-143012" for
+        "traces/train_cnn-2026-12-02-143012.pt.trace.json.gz", where an ellipsis at the end left every run of
+        the script as "traces/train_cnn-2026-12-…"."""
+        text = self.subject
+        if " " not in text and "*" not in text:
+            text = _TRACE_SUFFIX.sub("", text) or text
+        return text if len(text) <= SUBJECT_CHARS else "…" + text[-(SUBJECT_CHARS - 1):]
 
 
 def build_index(reports_dir: str | os.PathLike | None = None, perf_log: str | os.PathLike | None = None) -> Path:
