@@ -21,7 +21,7 @@ import pandas as pd
 from ...atomic import write_text_atomic
 from ...errors import PerfkitError
 from ...workbook import reports_dir as default_reports
-from ..card import card_summary, flag_text, plain_line
+from ..card import card_summary, flag_text, plain_line, read_card
 from ..perflog import MIN_EFFECT, PerfLog, Z, display_frame, empty_log
 from ..plots import figure_png, perf_log_trend
 from .records import load_run_record
@@ -99,7 +99,8 @@ def _entry(root: Path, page: Path) -> ReportEntry:
     record = load_run_record(page.with_name(f"{page.stem}.run.json"))
     status = record.get("status") or _papermill_status(page.with_suffix(".ipynb"))
     rel = page.relative_to(root).as_posix()
-    card = card_summary(record.get("card") or {})
+    # a plain papermill run writes no run record: its card is the one the executed notebook displayed
+    card = card_summary(record.get("card") or _notebook_card(page.with_suffix(".ipynb")))
     return ReportEntry(run_id=page.parent.relative_to(root).as_posix(), name=page.stem, href=quote(rel, safe="/"),
                        status=status, error=plain_line(record.get("error", "")), subject=card.subject,
                        verdict=card.verdict, number=card.number, prediction=card.prediction)
@@ -168,6 +169,16 @@ def log_table(log: pd.DataFrame) -> pd.DataFrame:
     if not shown["change"].fillna("").astype(str).str.strip().any():
         shown = shown.drop(columns="change")
     return shown
+
+
+def _notebook_card(notebook: Path) -> dict:
+    """The verdict card an executed notebook displayed (``read_card``), {} when it has none or cannot be read."""
+    try:
+        import nbformat  # heavy optional dependency (the workbook extra), as papermill's output is
+
+        return read_card(nbformat.read(notebook, as_version=4))
+    except (ImportError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def _papermill_status(notebook: Path) -> str:
