@@ -27,6 +27,12 @@ class TraceError(PerfkitError):
         return type(self), (self.path, self.problem, self.fix)
 
 
+# How to keep the complete events of a cut-off file, in both places a user may be: the commands that take
+# --salvage (``cli/parsers.py``) and the loader's keyword.
+SALVAGE_HOW = ("on the command line `perfkit summary --salvage FILE` (or `perfkit export --salvage`), in Python "
+               "load_trace(FILE, salvage=True)")
+
+
 class TruncatedTraceError(TraceError):
     """The JSON stops mid-write; ``recoverable`` complete events could be salvaged."""
 
@@ -34,8 +40,7 @@ class TruncatedTraceError(TraceError):
         self.recoverable = recoverable
         super().__init__(
             path, problem,
-            f"{recoverable} complete events can be recovered: "
-            "load it with load_trace(..., salvage=True) or `perfkit summary --salvage`",
+            f"{recoverable} complete events can be recovered: {SALVAGE_HOW}",
         )
 
     def __reduce__(self):

@@ -63,3 +63,27 @@ def loaded_trace(path) -> "perfkit.trace.Trace":
 @functools.lru_cache(maxsize=None)
 def _loaded(path: str):
     return load_trace(path)
+
+
+# The first check (README: `pytest -q -m quick`): a few minutes on a loaded 2-core machine, one or two test files
+# of each layer (trace <- analysis, bench <- report <- cli, notebooks; the layout rules), none of them slow.
+# Every test in these files not marked slow or shared gets the `quick` mark (tests/test_quick_subset.py checks
+# that every layer is here).
+QUICK = {
+    "trace": ("tests/trace/test_steps.py", "tests/test_trace_errors.py"),
+    "analysis": ("tests/analysis/step/test_warmup.py", "tests/analysis/step/test_findings.py"),
+    "bench": ("tests/test_bench_compare.py", "tests/bench/test_peaks.py"),
+    "report": ("tests/report/test_prose.py", "tests/test_report_index.py"),
+    "cli": ("tests/cli/test_inputs.py",),
+    "profiling": ("tests/profiling/test_timing.py",),
+    "notebooks": ("tests/test_notebook_setup.py",),
+    "layout": ("tests/test_readme.py", "tests/test_layout.py"),
+}
+_QUICK_FILES = {ROOT / f for files in QUICK.values() for f in files}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if Path(item.fspath) in _QUICK_FILES and not item.get_closest_marker("slow") \
+                and not item.get_closest_marker("shared"):
+            item.add_marker(pytest.mark.quick)

@@ -213,3 +213,27 @@ def test_timing_that_spreads_past_half_its_median_supports_no_verdict():
     noisy = [0.2, 3.0, 1.0, 0.1, 2.5, 1.0, 0.3, 2.8, 1.0, 0.2] * 2  # the same in both halves: no drift
     ab = _ab(noisy, list(reversed(noisy)))
     assert ab.drift == 0 and ab.spread > compare_mod.UNRELIABLE_CV and "CV" in ab.unreliable
+
+
+def _drifting_slower() -> ABResult:
+    # B takes twice A in every round, and both arms' medians rise by 73% between the halves of the run
+    # (the issue's "slower" beside "timing drifted +73%")
+    a = [1.0 + 0.01 * (i % 3) for i in range(10)] + [1.73 + 0.01 * (i % 3) for i in range(10)]
+    return _ab(a, [2.0 * x for x in a])
+
+
+@pytest.mark.parametrize("drifts, stated", [(False, "slower"), (True, "inconclusive: re-run on a quiet machine")])
+def test_every_surface_of_an_ab_states_the_one_conclusion(drifts, stated):
+    from perfkit.report.prose import ab_verdict, ab_word
+    from perfkit.report.rows import ab_rows
+
+    steady = [1.0 + 0.01 * (i % 3) for i in range(20)]
+    ab = _drifting_slower() if drifts else _ab(steady, [1.3 * x for x in steady])
+    assert ab.verdict == "slower"  # the test on the ratio alone
+    assert ab.conclusion.startswith(stated) and bool(ab.unreliable) == drifts
+    surfaces = {"str": str(ab), "repr": repr(ab), "html": ab._repr_html_(), "summary": ab.summary()["verdict"],
+                "word": ab_word(ab), "line": ab_verdict("x", ab)}
+    assert {name: stated in text for name, text in surfaces.items()} == dict.fromkeys(surfaces, True)
+    assert {name: "slower" in text for name, text in surfaces.items()} == dict.fromkeys(surfaces, not drifts)
+    speedup = next(r for r in ab_rows("compare", ab, ("a_ms", "b_ms"), "live x", "cpu") if r["metric"] == "speedup")
+    assert ("inconclusive" in speedup["quality"]) == drifts  # the perf log judges no change on it

@@ -2,6 +2,7 @@
 verdict (host compute sent to CUDA graphs, a cold first launch, a sync after the last step, an
 unrecorded GPU), its surfaces agreeing, and the CLI."""
 import json
+import re
 
 import pytest
 
@@ -171,3 +172,16 @@ def test_a_host_ahead_of_the_gpu_is_not_read_as_the_step_time(tmp_path):
     in_step = perfkit.cpu_bound(host_ahead(tmp_path, gemm_us=300))  # 0.9 ms queued per 1 ms window: no note
     assert in_step.steps["queued_gpu_us"].tolist() == [900.0] * 3
     assert not any(w.startswith("the host ran ahead") for w in in_step.warnings)
+
+
+@pytest.mark.parametrize("name", ["ppo_item_logging", "ppo_sync_checks"])
+def test_a_cpu_only_title_and_its_bullet_state_one_host_busy_share(name):
+    """The title's "host busy N%" and the bullet "host busy N% of the step" are one figure, on one time base
+    (the step less its warm-up calls): on ppo_item_logging they read 63% over 66% when the title divided by
+    the whole window."""
+    from conftest import ROOT
+
+    d = diagnose(load_trace(ROOT / "data" / "traces" / "cpu" / f"{name}.json.gz"))
+    title = re.search(r"host busy (\d+)%", d.title).group(1)
+    bullets = [re.search(r"host busy (\d+)%", n["text"]) for n in d.numbers]
+    assert d.verdict == "CPU-only trace" and [b.group(1) for b in bullets if b] == [title]

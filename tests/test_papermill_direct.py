@@ -39,6 +39,7 @@ def _assert_indexed(folder: Path) -> None:
     assert len(pages) == 1
     index = (folder / "reports" / "index.html").read_text()
     assert re.search(r'href="[^"]*/sync_points\.html"', index)
+    assert "no verdict recorded" not in index  # the card the notebook displayed (issue 53)
     assert "sync_points" in (folder / "reports" / "perf_log.csv").read_text()
 
 

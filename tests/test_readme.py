@@ -26,6 +26,14 @@ def test_readme_says_how_long_the_suite_takes_and_how_to_run_the_quick_subset():
     assert '"-n auto' in (ROOT / "pyproject.toml").read_text()
     assert "add `-n 0`" in README  # `-p no:xdist` would leave addopts' -n unrecognized
     assert '.venv/bin/python -m pytest -q -m "not slow"' in README
+    assert ".venv/bin/python -m pytest -q -m quick" in README and "`QUICK`" in README  # tests/test_quick_subset.py
+    assert "On a loaded machine it takes" in README and "`-v` names each test" in README
+
+
+def test_readme_says_how_to_install_perfkit_into_ones_own_project():
+    """Beside the clone's two commands, with the extra pyproject.toml defines."""
+    assert 'pip install "/path/to/perfkit[workbook]"' in README and 'pip install -e ".[workbook]"' in README
+    assert "\nworkbook = [" in (ROOT / "pyproject.toml").read_text()
 
 
 def test_every_docs_link_in_the_readme_points_at_a_file():

@@ -148,3 +148,35 @@ def test_log_table_fits_a_page_with_notes_clipped_not_hidden(tmp_path):
     shown = log_table(PerfLog(root / "perf_log.csv").read())["note"].iloc[0]
     assert f'<td class="note" title="{shown}"><div>{shown}</div></td>' in page and shown.startswith("load average")
     assert '<col class="run"><col class="investigation"><col class="subject"><col class="metric">' in page
+
+
+def test_each_run_of_one_script_shows_its_own_name_in_the_index(tmp_path):
+    """Every `perfkit profile` of train_cnn.py writes traces/train_cnn-DATE-HHMMSS.pt.trace.json.gz: cut at the end
+    of its cell, each showed as "traces/train_cnn-2026-12-…". The cell shows the end that tells them apart, the
+    whole name on hover; a name that fits is shown as it is."""
+    root = tmp_path / "reports"
+    names = [f"traces/train_cnn-2026-12-02-{t}.pt.trace.json.gz" for t in ("143012", "150233")]
+    for run, name in zip(("2026-12-02/143100", "2026-12-02/150300"), names):
+        card = VerdictCard("cpu_bound", "CPU-only trace", (), "", f"trace {name}", "cpu").to_json()
+        _report(root, run, "cpu_bound", "ok", card=card)
+    page = build_index(root).read_text()
+    shown = {e.subject: e.shown_subject for e in scan_reports(root)}
+    assert shown == {names[0]: "…train_cnn-2026-12-02-143012", names[1]: "…train_cnn-2026-12-02-150233"}
+    assert all(f'<td title="{n}">{shown[n]}</td>' in page for n in names)
+
+
+def test_a_plain_papermill_run_is_indexed_with_the_verdict_its_notebook_displayed(tmp_path):
+    """The README's plain-papermill recipe writes no run record: the index read "no verdict recorded" although the
+    executed notebook displayed its card. A notebook without a card still says so."""
+    import nbformat
+
+    root = tmp_path / "reports"
+    for name, card in (("sync_points", _card("sync_points", "3 sync points per step")), ("htod", None)):
+        _report(root, "2026-12-02/143000", name)  # no .run.json
+        cell = nbformat.v4.new_code_cell("card")
+        cell.outputs = [nbformat.v4.new_output("display_data", data={MIME: card} if card else {"text/plain": "x"})]
+        nb = nbformat.v4.new_notebook(cells=[cell], metadata={"papermill": {"exception": None}})
+        nbformat.write(nb, root / "2026-12-02/143000" / f"{name}.ipynb")
+    page = build_index(root).read_text()
+    assert '<td title="3 sync points per step">3 sync points per step</td>' in page
+    assert page.count("no verdict recorded") == 1

@@ -119,3 +119,21 @@ def test_cli_summary_json_keys(tmp_path, capsys):
     assert out["events"]["total"] == 3 and out["steps"]["count"] == 1
     assert set(out["memcpy"]) == {"HtoD", "DtoH", "DtoD"}
     assert set(out["memcpy"]["HtoD"]) == {"count", "bytes", "time_us", "pageable_count", "pinned_count"}
+
+
+@pytest.mark.parametrize("cut", ["gzip", "json"])
+def test_a_cut_off_file_says_how_to_salvage_it_on_the_cli_and_in_python(tmp_path, capsys, cut):
+    """The advice names what each place can do: `--salvage` on the commands that take it, salvage=True in
+    Python (the truncated-gzip error named load_trace only, which `perfkit diagnose` cannot call); the commands
+    it names take the flag and recover the events."""
+    import perfkit.cli
+
+    text = kineto_text(GOOD)
+    data = gzip.compress(text)[:len(gzip.compress(text)) // 2] if cut == "gzip" else text[:text.index(b'"aten::add"')]
+    path = write(tmp_path, "cut.json.gz" if cut == "gzip" else "cut.json", data)
+    message = str(error_of(path))
+    assert "`perfkit summary --salvage FILE`" in message and "`perfkit export --salvage`" in message
+    assert "load_trace(FILE, salvage=True)" in message
+    assert perfkit.cli.main(["diagnose", str(path)]) != 0 and "--salvage" in capsys.readouterr().err
+    salvaged = perfkit.cli.main(["summary", "--salvage", "--json", str(path)])
+    assert salvaged == 0 or "no complete event can be recovered" in capsys.readouterr().err  # half a tiny gzip: none

@@ -36,8 +36,9 @@ class AMPResult:
 
     @property
     def verdict(self) -> str:
-        """"faster" means the autocast step is faster than fp32."""
-        return self.timing.verdict
+        """"faster" means the autocast step is faster than fp32; "inconclusive: ..." when the timing
+        supports none (``ABResult.conclusion``)."""
+        return self.timing.conclusion
 
     @property
     def speedup(self) -> float:
@@ -78,7 +79,7 @@ class AMPResult:
             out[f"syncs_per_step_{arm}"] = (self.syncs_per_step or {}).get(arm)
         if self.fused_timing is not None:
             out["fused_step_speedup"] = self.fused_timing.speedup
-            out["fused_verdict"] = self.fused_timing.verdict
+            out["fused_verdict"] = self.fused_timing.conclusion
         return out
 
     def __repr__(self) -> str:
@@ -148,7 +149,7 @@ def _sync_finding(r: AMPResult) -> Finding | None:
 
 def _fused_finding(r: AMPResult) -> Finding | None:
     ft = r.fused_timing
-    if ft is None or ft.verdict != "faster":
+    if ft is None or ft.conclusion != "faster":
         return None
     return Finding("low", f"fused {r.optimizer} step is {ft.speedup:.2f}x the {ft.labels[0]} speed",
                    {"speedup": ft.speedup, "ci_low": ft.speedup_ci[0], "ci_high": ft.speedup_ci[1]},

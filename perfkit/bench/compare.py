@@ -105,6 +105,13 @@ class ABResult:
         return timing_unreliable(self.samples_a, self.samples_b)
 
     @property
+    def conclusion(self) -> str:
+        """The verdict this result may state, on every surface (``str``, ``repr``, ``_repr_html_``, the
+        notebooks' cards and tables, the perf log's note): ``verdict``, or "inconclusive: re-run on a quiet
+        machine (WHY)" when the timing supports none (``unreliable``), whatever the test on the ratio said."""
+        return inconclusive_word(self.unreliable) if self.unreliable else self.verdict
+
+    @property
     def speedup(self) -> float:
         """1 / ratio: above 1 means B is faster (1.25 = "25% more calls per second")."""
         return 1.0 / self.ratio if self.ratio and math.isfinite(self.ratio) else math.nan
@@ -128,7 +135,7 @@ class ABResult:
         return {
             "a": a, "b": b, f"median_{a}_s": self.median_a, f"median_{b}_s": self.median_b,
             "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high,
-            "speedup": self.speedup, "p_value": self.p_value, "verdict": self.verdict,
+            "speedup": self.speedup, "p_value": self.p_value, "verdict": self.conclusion,
             "reason": self.test.reason, "n": self.n, "paired": self.test.paired,
             "confidence": self.test.confidence,
             "min_effect": self.test.min_effect, f"robust_cv_{a}": robust_cv(self.samples_a),
@@ -138,11 +145,16 @@ class ABResult:
     def __repr__(self) -> str:
         a, b = self.labels
         return (f"ABResult({b}/{a}={self.ratio:.4g} [{self.ci_low:.4g}, {self.ci_high:.4g}], "
-                f"p={self.p_value:.3g}, {self.verdict}, n={self.n})")
+                f"p={self.p_value:.3g}, {self.conclusion}, n={self.n})")
+
+    def __str__(self) -> str:
+        a, b = self.labels
+        return (f"{b} vs {a}: {self.conclusion}; median ratio {b}/{a} {self.ratio:.4g} "
+                f"[{self.ci_low:.4g}, {self.ci_high:.4g}], n={self.n}")
 
     def _repr_html_(self) -> str:
         a, b = self.labels
-        title = f"A/B: {b} vs {a} -> {self.verdict}"
+        title = f"A/B: {b} vs {a} -> {self.conclusion}"
         frame = pd.DataFrame([{k: v for k, v in self.summary().items() if k not in ("a", "b")}])
         env = html_text(", ".join(f"{k}={v}" for k, v in self.environment.items()))
         return html_section(title, html_table(frame), f"<p>{env}</p>", html_warnings(self.warnings))
@@ -188,6 +200,11 @@ def compare(a: Callable[[], object], b: Callable[[], object], *, repeats: int | 
     warnings = _warnings(labels, samples, inner, test) + _load_warning(env)
     return ABResult(tuple(labels), tuple(samples[0]), tuple(samples[1]), tuple(order), test,
                     inner, warmup, warnings, env)
+
+
+def inconclusive_word(why: str) -> str:
+    """The verdict of an A/B whose timing supports none, ``why`` being ``ABResult.unreliable``."""
+    return f"inconclusive: re-run on a quiet machine ({why})"
 
 
 def inconclusive_finding(timing: ABResult, what: str) -> Finding | None:

@@ -65,8 +65,9 @@ class CompileABResult:
 
     @property
     def verdict(self) -> str:
-        """The steady-state verdict: "faster" means compiled is faster than eager."""
-        return self.timing.verdict
+        """The steady-state verdict: "faster" means compiled is faster than eager; "inconclusive: ..."
+        when the timing supports none (``ABResult.conclusion``)."""
+        return self.timing.conclusion
 
     @property
     def speedup(self) -> float:

@@ -89,7 +89,7 @@ class OpSuiteResult:
         """One row per comparison: op, axis, a, b, speedup (time A / time B: above 1, B is
         faster), ci_low, ci_high, verdict ("faster" means B is faster), n."""
         rows = [{"op": c.op, "axis": c.axis, "a": c.a.label, "b": c.b.label, "speedup": c.ab.speedup,
-                 "ci_low": c.ab.speedup_ci[0], "ci_high": c.ab.speedup_ci[1], "verdict": c.ab.verdict, "n": c.ab.n}
+                 "ci_low": c.ab.speedup_ci[0], "ci_high": c.ab.speedup_ci[1], "verdict": c.ab.conclusion, "n": c.ab.n}
                 for c in self.comparisons]
         return pd.DataFrame(rows, columns=["op", "axis", "a", "b", "speedup", "ci_low", "ci_high", "verdict", "n"])
 
@@ -111,7 +111,7 @@ class OpSuiteResult:
 
 def _finding(c: OpComparison) -> Finding | None:
     """Faster/slower verdicts turned into advice; "no change" and "insufficient data" say nothing."""
-    if c.ab.verdict not in ("faster", "slower"):
+    if c.ab.conclusion not in ("faster", "slower"):
         return None
     lo, hi = c.ab.speedup_ci
     ev = {"speedup": c.ab.speedup, "ci": f"[{lo:.3g}, {hi:.3g}]", "n": c.ab.n}

@@ -11,7 +11,7 @@ def opsuite_verdict(suite) -> str:
     if not suite.comparisons:
         return f"op suite ({suite.preset}): {len(suite.timings)} timing(s), nothing compared"
     op = "matmul" if any(c.op == "matmul" for c in suite.comparisons) else suite.comparisons[0].op
-    parts = [f"{c.axis} {c.b.label} {c.ab.speedup:.3g}x ({c.ab.verdict})" for c in suite.comparisons if c.op == op]
+    parts = [f"{c.axis} {c.b.label} {c.ab.speedup:.3g}x ({c.ab.conclusion})" for c in suite.comparisons if c.op == op]
     devices = sorted({t.setting.device for t in suite.timings})
     return f"op suite ({suite.preset}) on {', '.join(devices)}: {op} " + ", ".join(parts)
 
@@ -26,7 +26,7 @@ def comparison_figure(suite, op: str, axis: str, name: str, writeup: str, why: s
                    else f"not measured: no {axis} comparison of {op} on this machine")
         return WriteupFigure(name, writeup, missing, "", why)
     return WriteupFigure(name, writeup, found.ab.speedup, "x",
-                         f"{found.b.label} vs {found.a.label}: {found.ab.verdict}; {why}",
+                         f"{found.b.label} vs {found.a.label}: {found.ab.conclusion}; {why}",
                          ci=measured_ci(*found.ab.speedup_ci))
 
 

@@ -36,9 +36,8 @@ def ab_verdict(what: str, result) -> str:
     speedup, CI 1.6-2.0)"; the verdict word is the result's own, unless its timing supports
     none (``ab_word``): "torch.compile: inconclusive: re-run on a quiet machine (timing drifted
     -66%, CV 131%)"."""
-    word = ab_word(result)
-    if word != result.verdict:
-        return f"{what}: {word}"
+    if getattr(getattr(result, "timing", result), "unreliable", ""):
+        return f"{what}: {ab_word(result)}"
     s = result.summary()
     ci = f", CI {s['ci_low']:.3g}-{s['ci_high']:.3g}" if finite(s["ci_low"], s["ci_high"]) else ""
     speed = f" ({s['speedup']:.3g}x speedup{ci})" if finite(s["speedup"]) else ""
@@ -48,7 +47,6 @@ def ab_verdict(what: str, result) -> str:
 def ab_word(result) -> str:
     """The verdict an A/B result's text may state: its own (faster, slower, no change, insufficient
     data), or "inconclusive: re-run on a quiet machine (WHY)" when its timing drifted or spread
-    too far to support any (``ABResult.unreliable``; ``result`` is an ABResult or holds one as
-    ``timing``)."""
-    why = getattr(getattr(result, "timing", result), "unreliable", "")
-    return f"inconclusive: re-run on a quiet machine ({why})" if why else result.verdict
+    too far to support any: ``ABResult.conclusion``, the one place that decides it (``result`` is an
+    ABResult or holds one as ``timing``)."""
+    return getattr(getattr(result, "timing", result), "conclusion", result.verdict)

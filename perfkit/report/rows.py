@@ -80,11 +80,13 @@ def ab_rows(investigation: str, ab, names: tuple[str, str], subject: str, device
     A with the A/B's own CI. Each is compared with the same metric of the previous run, never A
     with B. The arms' absolute times get a quality note when the machine was loaded or their
     medians drifted during the run; the speedup too when the machine was loaded (measured: a
-    compile A/B went from 1.05x to 0.59x between two runs at load average 4.4 on 2 cores)."""
+    compile A/B went from 1.05x to 0.59x between two runs at load average 4.4 on 2 cores) or the
+    A/B is inconclusive (``ABResult.conclusion``: its timing drifted or spread too far)."""
     a, b = (np.asarray(s, dtype=float) * 1e3 for s in (ab.samples_a, ab.samples_b))
     env = getattr(ab, "environment", {}) or {}
     drift = [w for w in getattr(ab, "warnings", ()) if "absolute times are not reliable" in w]
     load = load_note(env.get("load_avg_1min"), env.get("cpu_count"))
+    load = "; ".join(filter(None, [load, getattr(ab, "unreliable", "") and ab.conclusion]))
     note = "; ".join(filter(None, [load, *drift[:1]]))
     base = dict(subject=subject, device=device)
     lo, hi = ab.speedup_ci

@@ -278,7 +278,7 @@ def _numbers(verdict: str, e: dict, o: dict, result) -> list[dict]:
         first = {"label": top["what"], "value": 100 * top["share"], "unit": "%",
                  "text": f"{top['what']} {100 * top['share']:.0f}% of the step"}
         return [first, busy if verdict != "CPU-only trace" else step, launches if verdict != "CPU-only trace"
-                else share("host busy", "host_other")]
+                else share("host busy", "host_busy")]
     if verdict == "communication-bound":
         return [share("collectives not under compute", "comm_exposed"), busy, step]
     if verdict == "sync-bound":

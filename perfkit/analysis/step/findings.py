@@ -193,7 +193,8 @@ def _title(verdict: str, e: dict, o: dict, tables: dict) -> str:
         return (f"compiling: torch.compile compiled for {o['compile_us'] / 1e6:.2f} s of {o['wall_us'] / 1e6:.2f} s "
                 f"({e['compile_share']:.0%}) over {n} step(s)")
     if verdict == "CPU-only trace":
-        return f"CPU-only trace: no GPU activity; host busy {_pct(o['host_busy_us'], o['wall_us'])} of {n} step(s)"
+        # the share its bullet states ("host busy N% of the step"): of the step less its warm-up calls
+        return f"CPU-only trace: no GPU activity; host busy {e['host_busy_share']:.0%} of {n} step(s)"
     if verdict == "GPU-bound (host ahead)":
         return (f"GPU-bound (host ahead): kernels start a median {e['queue_delay_us'] / 1e3:.1f} ms after their launch "
                 f"({e['queue_delay_share']:.0%} of a step); GPU busy {o['gpu_busy_pct']:.0f}% of {n} step(s)")
@@ -345,7 +346,4 @@ def _ms(us: float) -> str:
 def _us(us: float) -> str:
     return "-" if us != us else f"{us / 1e3:,.2f} ms" if us >= 1e3 else f"{us:,.1f} us"
 
-
-def _pct(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.0f}%" if whole else "0%"
 

@@ -289,7 +289,7 @@ def _evidence(row: dict, thresholds: dict, has_gpu: bool) -> dict:
     step_wall = wall / steps
     delay = row["median_queue_delay_us"] if "median_queue_delay_us" in row else row["queue_delay_us"]
     share = {k: row.get(f"{k}_us", 0.0) / wall for k in (
-        "dataloader", "compile", "sync", "sync_comm", "sync_idle", "host_other", "launch_side", "host_compute",
+        "dataloader", "compile", "sync", "sync_comm", "sync_idle", "host_busy", "host_other", "launch_side", "host_compute",
         "python", "untraced", "dataloader_idle", "launch_side_idle", "host_compute_idle", "python_idle",
         "python_launch_idle", "untraced_launch_idle")}
     # GPU time during warm-up calls is out of the numerator as the calls are out of the denominator

@@ -6,7 +6,8 @@ module initializes: one-time costs that say nothing about the steady loop. Count
 read as launch overhead or host work ("launch 92% of GPU idle time" for one 421 ms first launch).
 
 Rule: a host op or runtime call is **warm-up** when it is among the first ``WARMUP_FIRST`` calls
-of its name on its rank, at least ``MIN_LATER`` calls of that name follow it, and it lasts at least
+of its name on its rank and in the step of the first of them (warm-up is the first steps: a slow call in a
+later step is a stall, an OS preemption or another process taking the core), at least ``MIN_LATER`` calls of that name follow it, and it lasts at least
 ``WARMUP_FACTOR`` times the median of those later calls and at least ``WARMUP_MIN_US``. A launch
 call is first by the kernel it launches (the GPU runtime loads each kernel's code on its first launch:
 the 7th ``hipLaunchKernel`` of a step, the first of ``add_``'s kernel, took 6.5 ms beside 5 us), and
@@ -120,7 +121,9 @@ def warmup_calls(trace, *, host: pd.DataFrame | None = None, links: pd.DataFrame
     frame = frame.join(later, on="group")
     slow = frame["dur_us"].to_numpy() >= np.maximum(WARMUP_FACTOR * frame["median"].fillna(np.inf).to_numpy(),
                                                     WARMUP_MIN_US)
-    first = order < WARMUP_FIRST
+    # ... and in the step of its name's first call: a slow call of a later step is a stall (a preemption),
+    # not a cold start, whatever its rank among the calls of its name (one call per step: the third is in step 3)
+    first = (order < WARMUP_FIRST) & (frame["step"].to_numpy() == groups["step"].transform("first").to_numpy())
     launch = frame["kernel"].to_numpy() >= 0
     if launch.any():
         # Launch calls: the first launch of each kernel, against all other calls of the launch's name.

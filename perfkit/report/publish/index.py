@@ -21,7 +21,7 @@ import pandas as pd
 from ...atomic import write_text_atomic
 from ...errors import PerfkitError
 from ...workbook import reports_dir as default_reports
-from ..card import card_summary, flag_text, plain_line
+from ..card import card_summary, flag_text, plain_line, read_card
 from ..perflog import MIN_EFFECT, PerfLog, Z, display_frame, empty_log
 from ..plots import figure_png, perf_log_trend
 from .records import load_run_record
@@ -29,6 +29,10 @@ from .records import load_run_record
 _BREAK_AFTER = re.compile(r"([/_.])")
 _DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIME_DIR = re.compile(r"^\d{6}(-\d+)?$")
+_TRACE_SUFFIX = re.compile(r"\.pt\.trace\.json(\.gz)?$")  # what every file of the profiler's handler ends with
+# What a report row's subject cell holds on one line at 1280 px (19% of the table, 0.9em): past it the
+# cell shows the end, where runs of one script differ (their date-time), not the start they share.
+SUBJECT_CHARS = 28
 LOG_ROWS_SHOWN = 200
 _MAX_TREND_POINTS = 200
 MAX_TREND_PLOTS = 24
@@ -51,6 +55,17 @@ class ReportEntry:
     verdict: str = ""
     number: str = ""
     prediction: str = ""
+
+    @property
+    def shown_subject(self) -> str:
+        """``subject`` as its one-line cell shows it (the whole on hover): a trace path without the suffix every
+        profiler trace shares (".pt.trace.json.gz"), its end when still too long: "…train_cnn-2026-12-02-143012" for
+        "traces/train_cnn-2026-12-02-143012.pt.trace.json.gz", where an ellipsis at the end left every run of
+        the script as "traces/train_cnn-2026-12-…"."""
+        text = self.subject
+        if " " not in text and "*" not in text:
+            text = _TRACE_SUFFIX.sub("", text) or text
+        return text if len(text) <= SUBJECT_CHARS else "…" + text[-(SUBJECT_CHARS - 1):]
 
 
 def build_index(reports_dir: str | os.PathLike | None = None, perf_log: str | os.PathLike | None = None) -> Path:
@@ -84,7 +99,8 @@ def _entry(root: Path, page: Path) -> ReportEntry:
     record = load_run_record(page.with_name(f"{page.stem}.run.json"))
     status = record.get("status") or _papermill_status(page.with_suffix(".ipynb"))
     rel = page.relative_to(root).as_posix()
-    card = card_summary(record.get("card") or {})
+    # a plain papermill run writes no run record: its card is the one the executed notebook displayed
+    card = card_summary(record.get("card") or _notebook_card(page.with_suffix(".ipynb")))
     return ReportEntry(run_id=page.parent.relative_to(root).as_posix(), name=page.stem, href=quote(rel, safe="/"),
                        status=status, error=plain_line(record.get("error", "")), subject=card.subject,
                        verdict=card.verdict, number=card.number, prediction=card.prediction)
@@ -153,6 +169,16 @@ def log_table(log: pd.DataFrame) -> pd.DataFrame:
     if not shown["change"].fillna("").astype(str).str.strip().any():
         shown = shown.drop(columns="change")
     return shown
+
+
+def _notebook_card(notebook: Path) -> dict:
+    """The verdict card an executed notebook displayed (``read_card``), {} when it has none or cannot be read."""
+    try:
+        import nbformat  # heavy optional dependency (the workbook extra), as papermill's output is
+
+        return read_card(nbformat.read(notebook, as_version=4))
+    except (ImportError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def _papermill_status(notebook: Path) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import orjson
 
-from ...errors import TraceError, TruncatedTraceError
+from ...errors import SALVAGE_HOW, TraceError, TruncatedTraceError
 from ...limits import MAX_EVENT_BYTES, MAX_METADATA_BYTES, MAX_TABLE_BYTES
 from .columns import ColumnBuilder
 from . import native
@@ -44,7 +44,7 @@ _SPACE = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 _ROW_BYTES = 192  # an events-table row is ~96 bytes; assembling the table briefly holds it twice
 _IN_FLIGHT = 3  # chunks queued per worker: keeps workers busy (0.05-0.2 s faster than 2), bounds memory
-_GZIP_FIX = "Copy the file again, or load_trace(..., salvage=True) to keep the events that decompress"
+_GZIP_FIX = f"Copy the file again, or keep the events that decompress: {SALVAGE_HOW}"
 
 
 @dataclass

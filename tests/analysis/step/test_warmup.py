@@ -260,3 +260,18 @@ def test_the_warm_up_text_names_the_longest_calls_and_steps():
 def test_the_warm_up_count_says_steps_and_calls(cats, text):
     found = pd.DataFrame() if cats is None else pd.DataFrame({"cat": pd.Series(cats, dtype=object)})
     assert warmup_count_text(found) == text
+
+
+@pytest.mark.parametrize("slow_step, found", [
+    pytest.param(0, ["aten::mm"], id="in-the-step-of-the-first-call: warm-up"),
+    pytest.param(1, [], id="the-second-call-a-step-later: a stall"),
+    pytest.param(2, [], id="the-third-call-two-steps-later: a stall (among the first WARMUP_FIRST, not warm-up)"),
+])
+def test_a_slow_call_in_a_later_step_is_a_stall_not_warm_up(tmp_path, slow_step, found):
+    """One call of aten::mm per step: only one in the step of its first call can be warm-up; a 20 ms call two steps
+    later, third of its name, was a preemption that read as warm-up."""
+    def build(b):
+        for step in range(6):
+            b.step(step, step * 30_000, 25_000)
+            b.cpu_op("aten::mm", step * 30_000 + 10, 20_000 if step == slow_step else 100)
+    assert warmup_calls(trace_of(tmp_path, build))["name"].tolist() == found
