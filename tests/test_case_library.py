@@ -116,7 +116,7 @@ def _fake_ab(a, b, labels=("A", "B"), ratio=0.5, low=0.4, high=0.6, device="cpu"
     test = SimpleNamespace(ratio=ratio, low=low, high=high)
     return SimpleNamespace(labels=labels, samples_a=tuple(a), samples_b=tuple(b), median_a=float(np.median(a)),
                            median_b=float(np.median(b)), ratio=ratio, ci_low=low, ci_high=high, verdict="faster",
-                           speedup=1 / ratio, speedup_ci=(1 / high, 1 / low), environment={"device": device},
+                           conclusion="faster", unreliable=None, speedup=1 / ratio, speedup_ci=(1 / high, 1 / low), environment={"device": device},
                            warnings=(), test=test)
 
 
