@@ -32,7 +32,8 @@ def cpu_result():
 
 def test_cpu_run_returns_verdict_and_loss_divergence(cpu_result):
     r = cpu_result
-    assert isinstance(r, AMPResult) and r.verdict in VERDICTS
+    assert isinstance(r, AMPResult)  # a loaded machine's drifting timing is stated as such, never a verdict
+    assert r.verdict in VERDICTS or (r.timing.unreliable and r.verdict == r.timing.conclusion)
     assert r.device == "cpu" and r.dtype == "bfloat16" and r.scaler is False
     assert len(r.losses_fp32) == len(r.losses_amp) == 6
     assert 0 < r.loss_max_abs_diff < 0.05  # bf16 rounding changes the loss, but only a little

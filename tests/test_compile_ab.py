@@ -100,7 +100,8 @@ def test_inductor_on_cpu_small_model():
     result = compile_ab(_tiny_mlp(), torch.randn(64, 16), backend="inductor", steps=30, warmup=2)
     assert isinstance(result, CompileABResult)
     assert result.graph_break_count == 0 and result.recompile_count == 0
-    assert result.verdict in VERDICTS
+    # a loaded machine's drifting timing is stated as such (ABResult.conclusion), never a verdict
+    assert result.verdict in VERDICTS or (result.timing.unreliable and result.verdict == result.timing.conclusion)
     assert result.compiled_first_call_s > result.timing.median_b
     assert result.compile_time_s > 0.05  # inductor generates and builds C++ on the first call
     if result.verdict == "faster":

@@ -37,7 +37,8 @@ def test_cpu_suite_times_every_op_and_compares_dtypes_and_threads(env, restore_t
     assert dict(zip(frame["op"], frame["unit"]))["matmul"] == "GFLOP/s"
     comparisons = result.comparisons_frame()
     assert sorted(comparisons["axis"].value_counts().items()) == [("dtype", len(OPS)), ("threads", len(OPS))]
-    assert set(comparisons["verdict"]) <= {"faster", "slower", "no change", "insufficient data"}
+    judged = {"faster", "slower", "no change", "insufficient data"}  # or the loaded machine's own answer:
+    assert all(v in judged or v.startswith("inconclusive: re-run on a quiet machine (") for v in comparisons["verdict"])
     assert torch.get_num_threads() == restore_threads  # put back
     html = result._repr_html_()
     assert "Op suite (custom)" in html and "Environment" in html  # the environment report beside it

@@ -215,6 +215,21 @@ def test_diff_breakdown_and_loss_curves():
     assert len(left.get_lines()[0].get_xdata()) == 3 and right.get_xlabel() == "step"
 
 
+@pytest.mark.parametrize("value, low, high", [(5.5, 1.0, 2.0), (1.5, 1.0, 2.0), (0.5, 1.0, 2.0)])
+def test_perf_log_trend_draws_each_interval_as_measured(tmp_path, value, low, high):
+    """A figure may lie outside its CI (the ratio of medians beside the paired CI): the interval is drawn from its
+    low to its high end wherever the point is (errorbar refused a negative length: a notebook failed under load)."""
+    from perfkit.report.perflog import PerfLog
+
+    log = PerfLog(tmp_path / "log.csv")
+    for i in range(2):
+        log.append(investigation="sync_points", metric="speedup", value=value, unit="x", device="cpu", ci_low=low,
+                   ci_high=high, run_id=f"2026-01-0{i + 1}/120000/sync_points")
+    ax = plots.perf_log_trend(log.read(), "sync_points").axes[0]
+    segments = [tuple(seg[:, 1]) for c in ax.collections for seg in c.get_segments()]
+    assert segments and set(segments) == {(low, high)}
+
+
 def test_perf_log_trend_marks_regressions(tmp_path):
     from perfkit.report.perflog import PerfLog
 

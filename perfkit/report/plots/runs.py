@@ -32,9 +32,11 @@ def _trend_panel(ax, key: tuple, rows: pd.DataFrame) -> None:
     ax.plot(x, y, marker="o", color="#4c72b0")
     low, high = rows["ci_low"].to_numpy(dtype=float), rows["ci_high"].to_numpy(dtype=float)
     has = np.isfinite(low) & np.isfinite(high)
-    if has.any():
-        ax.errorbar(x[has], y[has], yerr=[y[has] - low[has], high[has] - y[has]], fmt="none", color="#4c72b0",
-                    capsize=3, linewidth=1)
+    if has.any():  # the interval as measured: a figure may lie outside its CI (a ratio of medians beside the
+        # paired CI of the median ratio), which errorbar's lengths cannot draw
+        ax.vlines(x[has], low[has], high[has], color="#4c72b0", linewidth=1)
+        ax.plot(np.concatenate([x[has], x[has]]), np.concatenate([low[has], high[has]]), "_", color="#4c72b0",
+                markersize=6)
     for verdict, color in (("regressed", "#c44e52"), ("improved", "#55a868")):
         hit = (rows["verdict"] == verdict).to_numpy()
         ax.plot(x[hit], rows["value"].to_numpy(dtype=float)[hit], "o", color=color, label=verdict)
