@@ -57,29 +57,26 @@ def test_clock_skew_moves_a_node_after_its_dependency():
     assert order.index(0) < order.index(3) and order[:2] == [0, 3]
 
 
-def test_a_long_chain_of_skew_is_bumped_through():
-    """Ten GPU events on one stream, each recorded 1 us before the one ahead of it: bumping orders them all."""
-    n = 10
-    seg = {"start": np.array([100.0]), "run": np.array([0])}
+def _skewed_chain(n: int, host_start: float) -> list:
+    """The replay order of ``n`` GPU events on one stream, each recorded 1 us before the one ahead of it, after
+    one host segment starting at ``host_start``."""
+    seg = {"start": np.array([host_start]), "run": np.array([0])}
     runs = {"first": np.array([0]), "thread": np.array([0])}
     gpu = {"start": np.arange(n, 0, -1, dtype=float), "prev": np.arange(-1, n - 1), "launch_seg": np.full(n, -1),
            "cross": np.full(n, -1)}
     none = {"gpu": np.array([], dtype=np.int64), "run": np.array([], dtype=np.int64)}
-    order = list(od.topological_order(seg, runs, gpu, none, {"seg": none["gpu"], "run": none["run"]}))
-    assert order == [*range(1, n + 1), 0]
+    return list(od.topological_order(seg, runs, gpu, none, {"seg": none["gpu"], "run": none["run"]}))
+
+
+def test_a_long_chain_of_skew_is_bumped_through():
+    """Ten GPU events on one stream, each recorded 1 us before the one ahead of it: bumping orders them all."""
+    assert _skewed_chain(10, 100.0) == [*range(1, 11), 0]
 
 
 def test_a_chain_longer_than_the_bumps_falls_to_kahn():
     """Seventy events each recorded before the one ahead: 64 rounds of bumping leave edges pointing back, so
     Kahn's sort orders them (the same stream order)."""
-    n = 70
-    seg = {"start": np.array([1000.0]), "run": np.array([0])}
-    runs = {"first": np.array([0]), "thread": np.array([0])}
-    gpu = {"start": np.arange(n, 0, -1, dtype=float), "prev": np.arange(-1, n - 1), "launch_seg": np.full(n, -1),
-           "cross": np.full(n, -1)}
-    none = {"gpu": np.array([], dtype=np.int64), "run": np.array([], dtype=np.int64)}
-    order = list(od.topological_order(seg, runs, gpu, none, {"seg": none["gpu"], "run": none["run"]}))
-    assert order == [*range(1, n + 1), 0]
+    assert _skewed_chain(70, 1000.0) == [*range(1, 71), 0]
 
 
 def test_a_cycle_puts_its_nodes_last_in_key_order():
