@@ -40,7 +40,9 @@ result = perfkit.kernels(source.trace, device=None if device in ("auto", "cpu", 
 logged = rows.log_rows(perf_log_path, kernel_rows(result, source.subject, source.device), change=change,
                        run_id=run_label)
 verdict_card("gpu_kernels", result, logged, subject=source.subject, device=source.device,
-             verdict=gpu_kernels.kernel_verdict(result), prediction=perfkit.diagnose(source.trace).prediction)
+             verdict=gpu_kernels.kernel_verdict(result),
+             prediction=gpu_kernels.finding_prediction(result, perfkit.whatif(source.trace),
+                                                       perfkit.diagnose(source.trace).prediction))
 
 # %% [markdown]
 # ## Where the GPU time goes, by kernel

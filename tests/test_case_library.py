@@ -86,8 +86,8 @@ def test_range_change_compares_the_sample_range_by_name():
     change = perstep.range_change(before, after, SAMPLE_ANNOTATION)
     assert change["before_ms"] == pytest.approx(np.median(raw) / 1e3)
     assert change["ratio"] == pytest.approx(change["after_ms"] / change["before_ms"])
-    assert change["low"] <= change["ratio"] <= change["high"] and change["verdict"] in (
-        "faster", "slower", "no detectable change")
+    assert change["low"] <= change["ratio"] <= change["high"]
+    assert change["verdict"] == "inconclusive" and "spans more than 2x" in change["reason"]  # 3 steps, one warm-up
     assert perstep.range_text(change).startswith(f"{SAMPLE_ANNOTATION} ")
     with pytest.raises(ParameterError, match="no record_function range 'x'.*## train/update ##"):
         perstep.range_per_step(before, "x")

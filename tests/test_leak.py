@@ -230,3 +230,19 @@ def test_leaky_trainer_learns_and_is_deterministic():
 def test_leaky_config_errors(overrides, match):
     with pytest.raises(ParameterError, match=match):
         leaky.make(device="cpu", **overrides)
+
+
+class _Held:
+    pass
+
+
+@pytest.mark.parametrize("grew, floor, listed", [(30, 30.0, True), (29, 30.0, False), (1, 0.5, True),
+                                                  (0, 0.0, False)])
+def test_only_types_growing_past_the_objects_threshold_are_listed(grew, floor, listed):
+    from collections import Counter
+
+    from perfkit.bench.leak import _top_types
+
+    first, last = Counter({_Held: 5, int: 9}), Counter({_Held: 5 + grew, int: 9})
+    got = _top_types(first, last, 10, floor)
+    assert got == ((f"{__name__}._Held", 5, 5 + grew),) if listed else got == ()

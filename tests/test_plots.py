@@ -144,13 +144,15 @@ def test_names_with_dollar_are_literal_text():
     plots.figure_png(fig)  # renders without a mathtext error
 
 
-def test_ab_distribution_shows_both_sides_and_the_ratio_ci(ab):
+def test_ab_distribution_shows_both_sides_and_the_speedup_ci(ab):
     fig = plots.ab_distribution(ab)
     left, right = fig.axes
     assert [t.get_text() for t in left.get_xticklabels()] == ["short", "long"]
     assert left.get_ylabel() == "time per call (ms)"
     assert ab_word(ab) in left.get_title()  # its own verdict, or "inconclusive" on a machine too loaded for one
-    assert f"{ab.ratio:.3g}" in right.get_title() and right.get_ylabel() == "time ratio (CI)"
+    assert right.get_title() == f"speedup {ab.speedup:.3g}x" and right.get_ylabel().startswith("speedup")
+    point, *caps = (line.get_ydata()[0] for line in right.lines[1:])  # after the no-change line: point, CI caps
+    assert point == pytest.approx(ab.speedup) and sorted(caps) == pytest.approx(list(ab.speedup_ci))
     assert len(left.collections) >= 2  # violins and strip points
 
 

@@ -368,7 +368,9 @@ def test_the_fix_table_ranks_what_applies_and_says_why_the_rest_does_not():
     row = table.set_index("fix").loc["skip_warmup (mean step)"]  # a one-time cost is read on the mean step
     assert row["speedup"] == pytest.approx(w.replay.steps["measured_us"].mean() / w.prediction("skip_warmup")
                                            .predicted_mean_us)
-    assert table.set_index("fix").loc["host_compute", "decides"] == "measure"
+    roles = table.set_index("fix")["verdict"]
+    assert roles["host_compute"] == "upper bound: measure it" and roles["dataloader_workers"] == "decided it"
+    assert (roles == "decided it").sum() == 1 and roles["cuda_graphs"] == "" and roles["overlap_comm"] == ""
     assert table.set_index("fix").loc["overlap_comm", "assumes"] == "does not apply: no collective"
     text = cpu_bound_report.whatif_text(w)
     assert "the median step, 26.60 ms, replays within 0.0% (median)" in text

@@ -15,6 +15,8 @@ import pandas as pd
 
 from ..errors import ParameterError
 from .compile import compiled_regions as region_names
+from ..trace.recorded import recorded_machine
+from .trace_diff.conditions import judged, unreliable_reasons
 from .trace_diff.diff import compare_steps
 from .sync_points.find import syncs
 
@@ -85,9 +87,13 @@ def range_per_step(trace, name: str) -> np.ndarray:
 def range_change(before, after, name: str) -> dict:
     """The range ``name`` in two traces: ``compare_steps`` of its per-step times (``ratio`` =
     median after / median before, ``low``/``high`` its 95% bootstrap CI, ``verdict``), plus
-    ``before_ms`` and ``after_ms`` (medians per step), ``after_steps_ms`` (each step's) and ``name``."""
+    ``before_ms`` and ``after_ms`` (medians per step), ``after_steps_ms`` (each step's) and ``name``.
+    The verdict is withheld ("inconclusive", ``unreliable`` and ``reason`` say why) under the conditions
+    ``perfkit trace-diff`` withholds its own: a side recorded on a busy machine, times that vary too much, a
+    CI too wide to size the change (``trace_diff.conditions``)."""
     a, b = range_per_step(before, name), range_per_step(after, name)
     out = compare_steps(a, b)
+    out = judged(out, unreliable_reasons(out, (a, b), (recorded_machine(before), recorded_machine(after))))
     return {**out, "name": name, "before_ms": out["median_a_us"] / 1e3, "after_ms": out["median_b_us"] / 1e3,
             "after_steps_ms": tuple(b / 1e3)}
 
@@ -96,8 +102,9 @@ def range_text(change: dict) -> str:
     """A ``range_change`` in one line: "## train/sample ## 0.594 -> 0.508 ms per step: no
     detectable change (ratio 0.856, 95% CI 0.744-7.7)"."""
     ci = f", 95% CI {change['low']:.3g}-{change['high']:.3g}" if math.isfinite(change["low"]) else ""
+    why = f": {change['reason']}" if change.get("reason") else ""
     return (f"{change['name']} {change['before_ms']:,.3g} -> {change['after_ms']:,.3g} ms per step: "
-            f"{change['verdict']} (ratio {change['ratio']:.3g}{ci})")
+            f"{change['verdict']} (ratio {change['ratio']:.3g}{ci}){why}")
 
 
 def pageable_htod_per_step(result) -> float:

@@ -87,7 +87,8 @@ def hunt_leak(step, *, steps: int = 300, warmup: int = 30, sample_every: int = 1
     verdict, decided_by = _verdict(growth)
     warns = _warnings(rec, started_here)
     return LeakResult(verdict, decided_by, growth, tuple(map(tuple, rec.table.tolist())),
-                      _top_types(rec.first_types, rec.last_types, top), _top_lines(rec, top),
+                      _top_types(rec.first_types, rec.last_types, top, threshold_objects * steps / 1000),
+                      _top_lines(rec, top),
                       int(steps), int(warmup), int(sample_every), dev, elapsed, warns)
 
 
@@ -238,10 +239,14 @@ def _verdict(growth: tuple[SeriesGrowth, ...]) -> tuple[str, str]:
     return "inconclusive", next(g.series for g in primary if g.state == "unclear")
 
 
-def _top_types(first: Counter | None, last: Counter | None, top: int) -> tuple:
+def _top_types(first: Counter | None, last: Counter | None, top: int, floor: float = 1) -> tuple:
+    """The ``top`` object types that grew by ``floor`` or more between the two counts (the objects threshold
+    over the steps run: fewer is no per-step growth by the hunt's own rule, e.g. the one sample a system monitor
+    thread keeps), biggest growth first: (module.qualname, first, last)."""
     if first is None or last is None:
         return ()
-    diffs = [(f"{t.__module__}.{t.__qualname__}", first.get(t, 0), n) for t, n in last.items() if n > first.get(t, 0)]
+    diffs = [(f"{t.__module__}.{t.__qualname__}", first.get(t, 0), n) for t, n in last.items()
+             if n - first.get(t, 0) >= max(floor, 1)]
     diffs.sort(key=lambda r: r[2] - r[1], reverse=True)
     return tuple(diffs[:top])
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..profiling.launch import profile_job
 from ..profiling.session import profile_script
 from ..profiling.target import job_command
-from ..profiling.timing import spread_pct
+from ..profiling.timing import few_steps_text, spread_pct
 from ..report.publish.runner import run_all
 from ..report.terminal.memory import growth_lines
 from ..report.terminal.ranks import format_ranks
@@ -131,8 +131,9 @@ def format_job(r) -> str:
 
 def format_result(r) -> str:
     """The one screen: where the trace is, what was recorded, the profiler's cost, the diagnosis."""
+    few = "" if any("too few to rank causes" in w for w in r.warnings) else few_steps_text(r.steps_recorded)
     lines = [f"trace      {r.trace or '-'}",
-             f"steps      {r.steps_recorded} recorded (steps from: {r.step_source})"]
+             f"steps      {r.steps_recorded} recorded (steps from: {r.step_source}){'; ' + few if few else ''}"]
     if r.step_median_s is not None:
         lines.append(f"step time  {step_time_text(r)}")
     lines += [f"overhead   {overhead_text(r)}"]

@@ -154,6 +154,15 @@ def more_active(recorded: int, active: int = 0) -> int:
     return max(RANK_STEPS, 2 * max(recorded, active))
 
 
+def few_steps_text(recorded: int, active: int = 0) -> str:
+    """Why ``recorded`` steps (under ``RANK_STEPS``) cannot rank causes even when their times are steady, with
+    the ``--active`` to ask for; "" from ``RANK_STEPS`` steps on, or when nothing was recorded."""
+    if not 0 < recorded < RANK_STEPS:
+        return ""
+    return (f"too few to rank causes whose share moves between steps (under {RANK_STEPS}): "
+            f"--active {more_active(recorded, active)} for a ranking")
+
+
 def _more_steps_text(recorded: int, active: int, busy_machine: bool) -> str:
     if busy_machine:  # more steps of a loaded machine only sample its load longer
         return "recording more steps will not steady them while the machine is busy: profile on an idle machine"

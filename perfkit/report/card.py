@@ -86,7 +86,7 @@ class VerdictCard:
     subject: str
     device: str
     severity: str = "info"
-    prediction: str = ""  # what the top fix buys ("Predicted: 10.52 -> 7.12 ms a step (1.48x) with the syncs removed")
+    prediction: str = ""  # what the top fix buys ("Predicted: median step 10.52 -> 7.12 ms (1.48x) with the syncs removed")
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -191,7 +191,7 @@ def _change_text(verdict: str, delta: float) -> str:
     if verdict == "no baseline":
         return "first run"
     if verdict == "unchanged":
-        return "unchanged"
+        return "same figures as the previous run"  # the same trace analyzed again: not a measured "no change"
     if math.isnan(delta):
         return verdict
     word = "REGRESSED" if verdict == "regressed" else verdict

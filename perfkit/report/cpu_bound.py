@@ -232,22 +232,33 @@ def show_whatif(w) -> None:
 
 def whatif_table(w) -> pd.DataFrame:
     """A ``whatif`` result as a person reads it: one row per fix that applies, ranked: the step it predicts (ms;
-    the mean step for a one-time cost, said in ``step``), its speedup, what it saves of the step, whether it may
-    decide the verdict, and what the transform assumed; then the fixes that do not apply, with why."""
+    the mean step for a one-time cost, said in ``step``), its speedup, what it saves of the step, its part in the
+    verdict (``verdict_role``), and what the transform assumed; then the fixes that do not apply, with why."""
     rows = []
+    lead = w.lead.fix if w.lead is not None else None
     for p in w.fixes:
         if not p.applies:
             rows.append({"fix": p.fix, "predicted step (ms)": None, "speedup": None, "saves": "",
-                         "decides": "", "assumes": f"does not apply: {p.assumes}"})
+                         "verdict": "", "assumes": f"does not apply: {p.assumes}"})
             continue
         mean = p.fix in ("skip_warmup", "skip_compile")
         measured = float(w.replay.steps["measured_us"].mean()) if mean else w.step_us
         step = p.predicted_mean_us if mean else p.predicted_step_us
         rows.append({"fix": p.fix + (" (mean step)" if mean else ""), "predicted step (ms)": step / 1e3,
                      "speedup": measured / step if step > 0 else None, "saves": pct_text(p.share),
-                     "decides": "measure" if p.measure else ("yes" if p.decides else "no (profiler margin)"),
-                     "assumes": p.assumes})
-    return pd.DataFrame(rows, columns=["fix", "predicted step (ms)", "speedup", "saves", "decides", "assumes"])
+                     "verdict": verdict_role(p, lead), "assumes": p.assumes})
+    return pd.DataFrame(rows, columns=["fix", "predicted step (ms)", "speedup", "saves", "verdict", "assumes"])
+
+
+def verdict_role(p, lead: str | None) -> str:
+    """A fix's part in the verdict: "decided it" (``lead``: the fix, or measure, that saves most), "upper bound:
+    measure it" (the ``host_compute`` measure, a bound and not a fix), "no: within the profiler's margin" (a
+    saving the replay cannot tell from its own error), else "" (ranked by its saving, did not decide)."""
+    if p.fix == lead:
+        return "decided it"
+    if p.measure:
+        return "upper bound: measure it"
+    return "" if p.decides else "no: within the profiler's margin"
 
 
 def whatif_text(w) -> str:

@@ -7,11 +7,14 @@ import math
 
 import pandas as pd
 
+from ..analysis.step.whatif import MIN_SAVING
 from ..stats import exact
 from .rows import finite_rows
 from .rows import row
 
 NO_FINDING = "no kernel finding"
+# The fix ``perfkit whatif`` replays for a kernel finding's advice, by the evidence key only that finding carries.
+FINDING_FIXES = {"memory_bound_us": "fuse_elementwise", "fp32_cuda_core_us": "amp"}
 _NAME_CHARS = 90
 
 INVESTIGATION = "gpu_kernels"
@@ -23,6 +26,22 @@ def kernel_verdict(result) -> str:
     if not result.has_gpu:
         return f"{NO_FINDING}: no GPU kernels in this trace"
     return result.findings[0].title if result.findings else NO_FINDING
+
+
+def finding_prediction(result, w, step_prediction: dict) -> dict:
+    """The card's prediction (``{"sentence": ...}``): what the top kernel finding's fix buys replayed on the step
+    (``w``: the trace's ``whatif``), and when that is under ``MIN_SAVING`` of the step, that other work bounds the
+    step, with the whole step's prediction (``step_prediction``: ``diagnose(trace).prediction``); the
+    whole step's alone when the finding's fix is not one perfkit replays or the trace replays nothing."""
+    top = result.findings[0] if result.has_gpu and result.findings else None
+    fix = next((f for key, f in FINDING_FIXES.items() if top is not None and key in top.evidence), None)
+    if fix is None or w.replay.steps.empty or not w.prediction(fix).applies:
+        return step_prediction
+    p, step = w.prediction(fix), step_prediction["sentence"]
+    if p.share >= MIN_SAVING:
+        return {"sentence": f"Predicted: {w.fix_text(fix)}"}
+    return {"sentence": f"Replayed: {w.fix_text(fix)}, {p.share:.0%} of the step (under {MIN_SAVING:.0%}): other "
+                        f"work bounds the step. For the whole step: {step[0].lower()}{step[1:]}"}
 
 
 def short_name(name: str, limit: int = _NAME_CHARS) -> str:

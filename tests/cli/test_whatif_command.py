@@ -34,7 +34,7 @@ def test_the_text_ranks_the_fixes_and_says_why_the_others_do_not_apply(capsys):
     assert lines[0].startswith("step       26.") and "replay error median 0.0%" in lines[0]
     assert lines[2].startswith("dataloader_workers") and "does not apply: no collective" in text
     assert any(line.startswith("together") and "pin_copies+dataloader_workers" in line for line in lines)
-    assert "Predicted: 26.60 -> 5.82 ms a step (4.57x) with the DataLoader's work off the main thread" in text
+    assert "Predicted: median step 26.60 -> 5.82 ms (4.57x) with the DataLoader's work off the main thread" in text
 
 
 @pytest.mark.parametrize("names", ["foo", "host_compute", ","])

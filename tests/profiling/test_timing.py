@@ -66,6 +66,17 @@ def test_too_few_steps_to_rank_causes_are_said(recorded, says_too_few):
     assert f"--active {more_active(recorded, recorded)})" in said and f"--active {recorded})" not in said
 
 
+@pytest.mark.parametrize("recorded, warnings, says", [
+    (RANK_STEPS - 1, (), "; too few to rank causes whose share moves between steps (under 10): --active 18"),
+    (3, (), ": --active 10 for a ranking"), (RANK_STEPS, (), None), (0, (), None),
+    (3, ("the 3 recorded steps took ...: 3 steps are too few to rank causes ...",), None)])  # said once, in the warning
+def test_a_steady_short_profile_says_its_steps_cannot_rank_causes(recorded, warnings, says):
+    steps_line = format_result(_result(steps_recorded=recorded, warnings=warnings,
+                                       step_times_s=(0.1, 0.101, 0.1))).splitlines()[1]
+    assert ("too few" in steps_line) is (says is not None)
+    assert says is None or says in steps_line
+
+
 @pytest.mark.parametrize("recorded, active, n", [(3, 3, RANK_STEPS), (3, 0, RANK_STEPS), (5, 5, RANK_STEPS),
                                                  (6, 6, 12), (10, 10, 20), (4, 10, 20)])
 def test_more_active_is_never_the_count_asked_for(recorded, active, n):

@@ -143,7 +143,7 @@ def _diagnose(trace, name: str, kernel_fix: bool) -> Diagnosis:
 
 def _prediction(trace, result) -> dict:
     """What the top fix buys (``whatif``), or why there is no prediction (a trace the replay cannot run), with
-    ``sentence``: how every surface says it ("Predicted: 4.10 -> 2.90 ms a step (1.41x) with the syncs removed")."""
+    ``sentence``: how every surface says it ("Predicted: median step 4.10 -> 2.90 ms (1.41x) with the syncs removed")."""
     if result.evidence.get("decided_by") == "replay":
         out = whatif(trace).prediction_json()
     else:
@@ -155,7 +155,7 @@ def _prediction(trace, result) -> dict:
 
 
 def with_prediction(fix: str, prediction: dict) -> str:
-    """The fix and what it buys: "... Predicted: 4.10 -> 2.90 ms a step (1.41x) with the syncs removed."."""
+    """The fix and what it buys: "... Predicted: median step 4.10 -> 2.90 ms (1.41x) with the syncs removed."."""
     return f"{fix.rstrip()} {prediction['sentence']}."
 
 

@@ -39,7 +39,7 @@ TIE_SHARE = 0.01
 PROFILER_MARGIN = 0.10
 FIX_NAMES = tuple(name for name, _, _ in FIXES)
 CAUSES = {name: cause for name, _, cause in FIXES}
-# Each fix in the sentence every surface quotes: "4.10 -> 2.90 ms a step (1.41x) with <phrase>".
+# Each fix in the sentence every surface quotes: "median step 4.10 -> 2.90 ms (1.41x) with <phrase>".
 PHRASES = {"remove_syncs": "the syncs removed", "pin_copies": "the copies from pinned memory",
            "non_blocking": "non_blocking copies", "dataloader_workers": "the DataLoader's work off the main thread",
            "cuda_graphs": "the launches captured in CUDA graphs", "amp": "bf16 autocast",
@@ -108,7 +108,7 @@ class WhatIfResult:
 
     @property
     def prediction_text(self) -> str:
-        """The sentence every surface quotes: the top fix's predicted step ("4.10 -> 2.90 ms a step (1.41x) with
+        """The sentence every surface quotes: the top fix's predicted step ("median step 4.10 -> 2.90 ms (1.41x) with
         the syncs removed"), the bound the ``host_compute`` measure gives where it decided ("at best ..."; a fix
         that saves less is not quoted beside a verdict that says it will not help), what the replay misses when it
         is off, or why there is no prediction."""
@@ -116,19 +116,24 @@ class WhatIfResult:
         if self.replay.steps.empty:
             return f"no prediction: {self.rule}"
         if lead is not None and lead.measure:
-            return (f"at best {_span(self.step_us, lead.predicted_step_us)} a step ({lead.speedup:.2f}x) "
+            return (f"at best the median step {_span(self.step_us, lead.predicted_step_us)} ({lead.speedup:.2f}x) "
                     "if the host's own work took no time (a bound, not a fix: moved to the GPU, vectorized or "
                     "taken off the step)") + self._off()
         if top is None:
             return f"no fix perfkit models saves {MIN_SAVING:.0%} of a step"
-        if top.fix in _BY_MEAN:
+        return self.fix_text(top.fix) + self._off()
+
+    def fix_text(self, fix: str) -> str:
+        """What ``fix`` buys, as the prediction sentence says it: "median step 4.10 -> 2.90 ms (1.41x) with the syncs
+        removed" (the mean step for a one-time cost), or why it does not apply."""
+        p = self.prediction(fix)
+        if not p.applies:
+            return f"{PHRASES[fix]}: does not apply ({p.assumes})"
+        if fix in _BY_MEAN:
             mean = float(self.replay.steps["measured_us"].mean())
-            text = (f"mean step {_span(mean, top.predicted_mean_us)} "
-                    f"({mean / max(top.predicted_mean_us, 1e-9):.2f}x) with {PHRASES[top.fix]}")
-        else:
-            text = (f"{_span(self.step_us, top.predicted_step_us)} a step ({top.speedup:.2f}x) with "
-                    f"{PHRASES[top.fix]}")
-        return text + self._off()
+            return (f"mean step {_span(mean, p.predicted_mean_us)} ({mean / max(p.predicted_mean_us, 1e-9):.2f}x) "
+                    f"with {PHRASES[fix]}")
+        return f"median step {_span(self.step_us, p.predicted_step_us)} ({p.speedup:.2f}x) with {PHRASES[fix]}"
 
     def _off(self) -> str:
         off = self.replay.not_modeled

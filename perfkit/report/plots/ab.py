@@ -12,8 +12,8 @@ from .figure import label, message_figure, new_figure
 
 
 def ab_distribution(result, *, title: str | None = None):
-    """Left: every sample of both sides (violin + strip, ms per call). Right: the ratio
-    median(B)/median(A) with its confidence interval against 1 (no change)."""
+    """Left: every sample of both sides (violin + strip, ms per call). Right: the speedup of B over A
+    (median(A)/median(B)) with its confidence interval against 1 (no change)."""
     import seaborn as sns
 
     frame = result.to_frame().assign(ms=lambda f: f["seconds"] * 1e3)
@@ -29,7 +29,7 @@ def ab_distribution(result, *, title: str | None = None):
     note = f"\n({hidden} slow outlier sample(s) above {top:.3g} ms not drawn)" if hidden else ""
     left.set_title(label(title or f"{result.labels[1]} vs {result.labels[0]}: {ab_word(result)}", 100) + note,
                    fontsize=10 if hidden else None)
-    _ratio_panel(right, result)
+    _speedup_panel(right, result)
     fig.tight_layout()
     return fig
 
@@ -49,18 +49,20 @@ def _without_outliers(frame: pd.DataFrame) -> tuple[pd.DataFrame, int, float]:
     return frame[keep], int((~keep).sum()), float(top)
 
 
-def _ratio_panel(ax, result) -> None:
+def _speedup_panel(ax, result) -> None:
+    """The speedup of B over A (``ABResult.speedup``, the figure every card and table quotes) with its CI,
+    against 1 (no change)."""
     a, b = result.labels
     ax.axhline(1.0, color="#888888", linestyle="--", linewidth=1)
-    if math.isfinite(result.ratio):
-        low, high = result.ci_low, result.ci_high
-        yerr = [[result.ratio - low], [high - result.ratio]] if math.isfinite(low) and math.isfinite(high) else None
-        ax.errorbar([0], [result.ratio], yerr=yerr, fmt="o", capsize=6, color="#c44e52")
+    speedup, (low, high) = result.speedup, result.speedup_ci
+    if math.isfinite(speedup):
+        yerr = [[speedup - low], [high - speedup]] if math.isfinite(low) and math.isfinite(high) else None
+        ax.errorbar([0], [speedup], yerr=yerr, fmt="o", capsize=6, color="#c44e52")
     else:
-        ax.text(0.5, 0.5, "no ratio\n(not enough data)", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xticks([0], [label(f"{b}/{a}", 24)])
-    ax.set_ylabel("time ratio (CI)")
-    ax.set_title(f"ratio {result.ratio:.3g}", fontsize=9)
+        ax.text(0.5, 0.5, "no speedup\n(not enough data)", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xticks([0], [label(f"{b} vs {a}", 24)])
+    ax.set_ylabel("speedup, above 1: B faster (CI)")
+    ax.set_title(f"speedup {speedup:.3g}x", fontsize=9)
 
 
 def loss_curves(result, *, title: str | None = None):

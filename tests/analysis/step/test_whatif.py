@@ -93,7 +93,7 @@ def test_each_step_gets_the_verdict_of_its_own_saving(tmp_path):
 
 def test_the_sentence_quotes_the_median_step_its_prediction_and_the_fix(tmp_path):
     r = whatif(load(tmp_path, sync_steps()))
-    assert r.prediction_text == "1.00 -> 0.80 ms a step (1.25x) with the syncs removed"
+    assert r.prediction_text == "median step 1.00 -> 0.80 ms (1.25x) with the syncs removed"
     j = r.prediction_json()
     assert j["fix"] == "remove_syncs" and j["predicted_step_us"] == pytest.approx(800.0) and j["replay_error"]["worst"] == 0
 
@@ -149,7 +149,7 @@ def test_where_the_hosts_own_work_decides_the_sentence_is_its_bound_not_a_smalle
         b.launch("k", t0 + 850, 10, t0 + 865, 20)
     r = whatif(load(tmp_path, b))
     assert r.verdict == "host-compute-bound" and r.lead.fix == "host_compute"
-    assert r.prediction_text.startswith("at best 1.00 -> 0.30 ms a step (3.33x) if the host's own work took no time")
+    assert r.prediction_text.startswith("at best the median step 1.00 -> 0.30 ms (3.33x) if the host's own work took no time")
     j = r.prediction_json()
     assert j["fix"] == "host_compute" and j["bound"] and j["predicted_step_us"] == pytest.approx(300.0)
     assert r.top is None or r.top.fix != "host_compute"
@@ -190,7 +190,7 @@ def test_a_replay_off_on_some_steps_says_so_in_the_sentence_and_warns():
     rep = fake_replay(not_modeled={(0, 1): [("a copy stream", 0.3)], (0, 2): [("a copy stream", 0.2), ("a sync", 0.1)]},
                       worst=0.31)
     r = result(stepped("remove_syncs", [800.0] * 3), rep=rep)
-    assert r.prediction_text == ("1.00 -> 0.80 ms a step (1.25x) with the syncs removed (the replay is up to 31% off "
+    assert r.prediction_text == ("median step 1.00 -> 0.80 ms (1.25x) with the syncs removed (the replay is up to 31% off "
                                  "on 2 step(s): see perfkit whatif)")
     assert w._error_warnings(rep) == (
         "2 step(s) replay more than 10% away from what was measured (worst 31%): their predictions rest on a model "
