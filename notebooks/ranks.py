@@ -51,7 +51,7 @@ verdict_card("ranks", result, logged, subject=files.subject, device=ranks.ranks_
 # %%
 display(HTML(prose.prose(ranks.ranks_text(result))))
 display(plots.own_vs_wait(result))
-display(HTML(html_table(ranks.rank_files_table(result.ranks), max_rows=64)))
+display(HTML(html_table(ranks.per_rank_table(result.ranks), max_rows=64)))
 
 # %% [markdown]
 # ## Every rank and step

@@ -225,7 +225,7 @@ def test_step_anatomy_leads_with_the_sentence_and_points_at_perfetto(session, lo
     # DataLoader is named beside the verdict
     d = perfkit.diagnose(trace)
     assert card["verdict"].startswith("sync-bound; step ") and card["fix"] == d.fix
-    assert card["fix"].startswith(".item() reads a GPU scalar") and "Predicted: 13.72 -> 10.66 ms" in card["fix"]
+    assert card["fix"].startswith(".item() reads a GPU scalar") and "Predicted: median step 13.72 -> 10.66 ms" in card["fix"]
     assert d.decided_by == "replay" and "also: DataLoader 22% of the step" in d.title
     assert _figures(nb) >= 3 and "GPU idle for input" in html_text(nb)
     assert "Wrote " in html_text(nb) and len(perfkit.load_trace(out).events) > len(trace.events)

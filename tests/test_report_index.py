@@ -1,9 +1,11 @@
 import json
 import re
 
+import pytest
+
 from perfkit.report.card import MIME, VerdictCard, Number, read_card
 from perfkit.report.perflog import PerfLog
-from perfkit.report.publish.index import build_index, log_table, scan_reports
+from perfkit.report.publish.index import SUBJECT_CHARS, ReportEntry, build_index, log_table, scan_reports
 from perfkit.report.publish.records import RUN_RECORD_VERSION
 
 HOSTILE = "<script>alert(1)</script>"
@@ -163,6 +165,17 @@ def test_each_run_of_one_script_shows_its_own_name_in_the_index(tmp_path):
     shown = {e.subject: e.shown_subject for e in scan_reports(root)}
     assert shown == {names[0]: "…train_cnn-2026-12-02-143012", names[1]: "…train_cnn-2026-12-02-150233"}
     assert all(f'<td title="{n}">{shown[n]}</td>' in page for n in names)
+
+
+@pytest.mark.parametrize("subject, shown", [
+    ("mlp b64 f32 h128 l2 bfloat16 adam steps=10x20", "mlp b64 f32 h128 l2 bfloat1…"),  # words: what was run
+    ("validate preset=quick", "validate preset=quick"),
+    ("x" * SUBJECT_CHARS, "x" * SUBJECT_CHARS),
+    ("gpu/item_logging.pt.trace.json.gz", "gpu/item_logging"),
+    ("traces/ppo_train-2026-12-02-143012.pt.trace.json.gz", "…ppo_train-2026-12-02-143012"),
+])
+def test_the_subject_cell_keeps_the_part_that_tells_runs_apart(subject, shown):
+    assert ReportEntry("2026-12-02/143000", "n", "h", "ok", subject=subject).shown_subject == shown
 
 
 def test_a_plain_papermill_run_is_indexed_with_the_verdict_its_notebook_displayed(tmp_path):

@@ -104,6 +104,18 @@ def _bandwidth_sentence(table: pd.DataFrame) -> str:
                                                       "a floor)." if floor else ", from the last rank's arrival."))
 
 
+def per_rank_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A ``RanksResult.ranks`` table as its section's prose says it, mean per step: each time summed over a rank's
+    steps divided by its ``steps`` and named "... (ms/step)" (beside the median step and own time), late arrivals
+    as the count of steps; then :func:`rank_files_table`'s cleaning."""
+    summed = [c for c in frame.columns if c.endswith("_us") and not c.startswith("median_")]
+    steps = frame["steps"].where(frame["steps"] > 0)
+    out = frame.assign(**{c: frame[c] / steps for c in summed})
+    out = rank_files_table(out.rename(columns={c: f"{c.removesuffix('_us')}/step_us" for c in summed}))
+    out = out.rename(columns=lambda c: c.replace("/step (ms)", " (ms/step)"))
+    return out.rename(columns={"late_arrivals": "steps last at a collective"})
+
+
 def rank_files_table(frame: pd.DataFrame) -> pd.DataFrame:
     """A ``ranks`` table (per rank or per step) as shown: the ``file`` column as the file's name
     (a report must not carry local paths), times in ms (``in_ms``), no ``device`` column when

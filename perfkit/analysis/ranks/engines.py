@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 from ...cpus import available_cores
 from ...errors import MissingDependencyError, ParameterError
 from ...processes import give_main_a_spec
+from ...trace.loader.workers import will_fork
 
 ENGINES = ("local", "dask")
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -74,14 +75,18 @@ def _local(func: Callable, paths: list, workers: int, progress: bool, kwargs: di
 
 
 def _pool(func: Callable, paths: list, workers: int, bar, kwargs: dict) -> list:
-    """Calls in a pool of ``workers`` processes forked from a fork server that has imported
-    ``func``'s module once (not forked from this possibly threaded process; workers start without
-    re-importing pandas each)."""
+    """Calls in a pool of ``workers`` processes, forked from this process while it runs one thread (a script:
+    the workers then never run the script's ``__main__`` again, so a script without an ``if __name__ ==
+    "__main__":`` guard works), else from a fork server that has imported ``func``'s module once (a threaded
+    process such as a Jupyter kernel is not forked; workers start without re-importing pandas each)."""
     import multiprocessing
 
     give_main_a_spec()  # a Jupyter kernel's __main__ (after %reset too) has none
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([func.__module__])
+    if will_fork():
+        context = multiprocessing.get_context("fork")
+    else:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([func.__module__])
     out: list = [None] * len(paths)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         futures = {pool.submit(func, path, **kwargs): i for i, path in enumerate(paths)}

@@ -61,10 +61,14 @@ class ReportEntry:
         """``subject`` as its one-line cell shows it (the whole on hover): a trace path without the suffix every
         profiler trace shares (".pt.trace.json.gz"), its end when still too long: "…train_cnn-2026-12-02-143012" for
         "traces/train_cnn-2026-12-02-143012.pt.trace.json.gz", where an ellipsis at the end left every run of
-        the script as "traces/train_cnn-2026-12-…"."""
+        the script as "traces/train_cnn-2026-12-…". A live subject (words: "mlp b64 f32 h128 l2 bfloat16 adam
+        steps=10x20") keeps its beginning, which says what was run."""
         text = self.subject
-        if " " not in text and "*" not in text:
-            text = _TRACE_SUFFIX.sub("", text) or text
+        if len(text) <= SUBJECT_CHARS:
+            return text
+        if " " in text:
+            return text[:SUBJECT_CHARS - 1] + "…"
+        text = text if "*" in text else _TRACE_SUFFIX.sub("", text) or text
         return text if len(text) <= SUBJECT_CHARS else "…" + text[-(SUBJECT_CHARS - 1):]
 
 
