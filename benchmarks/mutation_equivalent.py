@@ -258,3 +258,12 @@ EQUIVALENT += [
     Equivalent(BANDWIDTH, "x_bandwidth_table", 'kind="stable", ignore_index=True)', 'ignore_index=True)',
                'the sort key is unique per row: any sort gives the same order'),
 ]
+
+
+DEVICES = "perfkit/analysis/gpu_kernels/devices.py"
+EQUIVALENT += [
+    Equivalent(DEVICES, "x_device_for", 'str(d.get("name") or "")', 'str(d.get("name") or "XXXX")',
+               'the generator keeps only devices whose name is truthy (`if d.get("name")`): the `or ""` is never read'),
+    Equivalent(DEVICES, "x_read_peaks", 'encoding="utf-8"', 'encoding="UTF-8"',
+               'Python looks codec names up in any case: "UTF-8" is "utf-8"'),
+]
