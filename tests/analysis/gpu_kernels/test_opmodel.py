@@ -501,3 +501,40 @@ def test_the_ridge_in_flop_per_byte():
     """100 TFLOP/s over 2,000 GB/s: a ridge of 50 FLOP/byte."""
     assert _roofline(_groups(intensity=50.0), FakeDevice(_PEAKS, mem_bw_gbs=2_000.0))[0] == ["compute"]
     assert _roofline(_groups(intensity=49.9), FakeDevice(_PEAKS, mem_bw_gbs=2_000.0))[0] == ["memory"]
+
+
+@pytest.mark.parametrize("row, matrix, vector, change", [
+    # a type the matrix units have no roof for: nothing to raise (the row's percentage was not of this device's roofs)
+    (dict(dtype="fp16"), {"bf16": 100.0}, {"fp32": 10.0}, None),
+    (dict(dtype="fp32"), {"bf16": 100.0}, {"fp32": 10.0}, None),  # fp32 matrix work, neither TF32 nor FP32 matrix
+    # fp32 on matrix units without TF32 (an AMD peaks file): the fp32 matrix roof, the one peak_of held it to
+    (dict(dtype="fp32"), {"bf16": 100.0, "fp32": 100.0}, {"fp32": 10.0}, ("matrix", "fp32")),
+    (dict(dtype="fp32", peak_tflops=100.0), {"fp32": 100.0, "tf32": 400.0}, {}, ("matrix", "fp32")),  # held to fp32
+    (dict(dtype="fp32", peak_tflops=400.0), {"fp32": 100.0, "tf32": 400.0}, {}, ("matrix", "tf32")),  # ran TF32
+    (dict(dtype="fp32"), {"fp32": 100.0, "tf32": 400.0}, {}, ("matrix", "tf32")),  # no peak given: TF32, as before
+    # vector units: the type's own roof, else fp32's; none without either (a matrix-only peaks file)
+    (dict(dtype="fp64", unit="vector"), {"bf16": 100.0}, {"fp64": 5.0, "fp32": 10.0}, ("vector", "fp64")),
+    (dict(dtype="fp64", unit="vector", peak_tflops=10.0), {}, {"fp64": 5.0, "fp32": 10.0}, ("vector", "fp64")),
+    (dict(dtype="bf16", unit="vector"), {"bf16": 100.0}, {}, None),
+])
+def test_raised_roofs_raises_the_roof_the_row_was_held_to_or_none(row, matrix, vector, change):
+    measured = Device("X", "X", matrix, vector, 1000.0, "test", True)
+    rows = _shapes(a=dict(tflops_per_s=500.0, pct_of_peak=150.0) | row)
+    raised, notes = raised_roofs(measured, rows)
+    if change is None:  # never a KeyError: the device is left as it is, with nothing to say
+        assert (raised, notes) == (measured, [])
+        return
+    unit, key = change
+    old = getattr(measured, unit)[key]
+    assert getattr(raised, unit) == getattr(measured, unit) | {key: 500.0}
+    assert notes[0].startswith(f"1 op shape(s) ran faster than the peaks file says ({unit} {key} {old:g} -> 500.0 "
+                               "TFLOP/s): ")
+
+
+def test_raised_roofs_counts_only_the_rows_whose_roof_it_raised():
+    measured = Device("X", "X", {"bf16": 100.0}, {"fp32": 10.0}, 1000.0, "test", True)
+    rows = _shapes(a=dict(dtype="fp16", tflops_per_s=500.0, pct_of_peak=150.0),
+                   b=dict(tflops_per_s=200.0, pct_of_peak=200.0))
+    raised, notes = raised_roofs(measured, rows)
+    assert raised.matrix == {"bf16": 200.0} and notes[0].startswith("1 op shape(s) ran faster than the peaks file says "
+                                                                    "(matrix bf16 100 -> 200.0 TFLOP/s)")
