@@ -205,7 +205,7 @@ def _roofline(g: pd.DataFrame, device) -> tuple[list, list]:
     read, written = g["read_bytes"] / g["calls"], (g["bytes"] - g["read_bytes"]) / g["calls"]
     for flops, ai, peak, tflops, gbs, per_read, per_write in zip(g["flops"], g["intensity"], g["peak_tflops"],
                                                                  g["tflops_per_s"], g["gbs"], read, written):
-        if not bw or peak is None or pd.isna(ai) or pd.isna(flops):
+        if not bw or pd.isna(peak) or pd.isna(ai) or pd.isna(flops):  # a column of peaks holds NaN, not None
             bound.append(None)
             pct.append(None)
             continue
