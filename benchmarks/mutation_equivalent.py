@@ -318,4 +318,11 @@ EQUIVALENT += [
     *_same(OPMODEL, "x_shape_table", 'pd.Series(float("nan"), index=g.index)',
            ('pd.Series(None, index=g.index)', 'pd.Series(index=g.index)', 'pd.Series(float("NAN"), index=g.index)'),
            'a Series of None, or of nothing, on an index is float64 NaN too'),
+    *_same(OPMODEL, "x_shape_table", 'pd.Series(float("nan"), index=g.index)',
+           ('pd.Series(float("nan"), index=None)', 'pd.Series(float("nan"), )'),
+           'np.fmax aligns the one-row NaN Series on g\'s index, NaN on every other row, and ignores NaN: the compute '
+           'time either way'),
+    Equivalent(OPMODEL, "x__impossible_rates", '= np.nan', '= None', 'the columns are float64: None is stored as NaN'),
+    Equivalent(OPMODEL, "x_op_instances", 'if col in text else ""', 'if col in text else "XXXX"',
+               'parse_args reads text that is not JSON as [], as it reads ""'),
 ]

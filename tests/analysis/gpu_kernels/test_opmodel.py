@@ -507,6 +507,7 @@ def test_the_ridge_in_flop_per_byte():
     # a type the matrix units have no roof for: nothing to raise (the row's percentage was not of this device's roofs)
     (dict(dtype="fp16"), {"bf16": 100.0}, {"fp32": 10.0}, None),
     (dict(dtype="fp32"), {"bf16": 100.0}, {"fp32": 10.0}, None),  # fp32 matrix work, neither TF32 nor FP32 matrix
+    (dict(dtype="fp16"), {"bf16": 100.0, "fp32": 50.0}, {}, None),  # on matrix units no type falls back to fp32's
     # fp32 on matrix units without TF32 (an AMD peaks file): the fp32 matrix roof, the one peak_of held it to
     (dict(dtype="fp32"), {"bf16": 100.0, "fp32": 100.0}, {"fp32": 10.0}, ("matrix", "fp32")),
     (dict(dtype="fp32", peak_tflops=100.0), {"fp32": 100.0, "tf32": 400.0}, {}, ("matrix", "fp32")),  # held to fp32
@@ -581,6 +582,8 @@ def test_op_instances_read_label_zero_as_an_op_and_the_ops_own_family(tmp_path):
     inst = op_instances(trace, links, shapes).set_index("op")
     assert inst.loc["aten::ne", "bytes"] == 5000  # under isnan (label 0): one tensor read
     assert inst.loc["aten::mm", "family"] == "gemm" and inst.loc["aten::mm", "flops"] == 2 * 64 ** 3
+    unclassed = links.assign(**{"class": "other"})  # the op's own family first, its kernels' class after
+    assert op_instances(trace, unclassed, shapes).set_index("op").loc["aten::mm", "family"] == "gemm"
     first = op_instances(trace, links.assign(owner=np.where(links["owner"] >= 0, 0, -1)), shapes)
     assert list(first["label"]) == [0] and list(first["op"]) == ["aten::isnan"]  # an owner of label 0 is one
     bare = op_instances(trace, links, shapes.drop(columns=["concrete_inputs"]))  # an older shapes table
@@ -647,6 +650,10 @@ def test_with_models_reads_the_concrete_inputs():
                         "parent_op": ""}, index=[1, 2])
     causal, full = _with_models(per)["flops"]
     assert full == 4.0 * 64 * 16 * 512 * 512 * 64 and causal == full / 2  # the causal flag is a concrete input
+    addmm = pd.DataFrame({"op": "aten::addmm", "family": "gemm", "input_dims": "[[64], [64, 64], [64, 64]]",
+                          "input_types": json.dumps(["float", BF16, BF16]), "concrete_inputs": "", "parent_op": ""},
+                         index=[3])
+    assert list(_with_models(addmm)["dtype"]) == ["bf16"]  # the model's type (its GEMM's), not the fp32 bias's
 
 
 def test_ties_keep_their_first_seen_order_in_a_long_table():
