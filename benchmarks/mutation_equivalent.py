@@ -217,8 +217,6 @@ EQUIVALENT += [
            ('np.full(len(kernels), -1, dtype=None)', 'np.full(len(kernels), -1, )'),
            'np.full of an int fill makes an int64 array without being told'),
     *_same(BANDWIDTH, "x__recorded_ancestor", 'cur.fillna(-1)', ('cur.fillna(-2)',), NEGATIVE_END),
-    *_same(BANDWIDTH, "x__recorded_ancestor", 'np.full(len(kernels), -1, dtype=np.int64)',
-           ('np.full(len(kernels), -2, dtype=np.int64)',), NEGATIVE_END),
     *_same(BANDWIDTH, "x__recorded_ancestor", 'np.where(found, -1, parent[at])', ('np.where(found, -2, parent[at])',),
            NEGATIVE_END),
     *_same(BANDWIDTH, "x_kernel_messages", 'comm.index, -1), index=comm.index, dtype=np.int64)',
