@@ -217,8 +217,6 @@ EQUIVALENT += [
            ('np.full(len(kernels), -1, dtype=None)', 'np.full(len(kernels), -1, )'),
            'np.full of an int fill makes an int64 array without being told'),
     *_same(BANDWIDTH, "x__recorded_ancestor", 'cur.fillna(-1)', ('cur.fillna(-2)',), NEGATIVE_END),
-    *_same(BANDWIDTH, "x__recorded_ancestor", 'np.full(len(kernels), -1, dtype=np.int64)',
-           ('np.full(len(kernels), -2, dtype=np.int64)',), NEGATIVE_END),
     *_same(BANDWIDTH, "x__recorded_ancestor", 'np.where(found, -1, parent[at])', ('np.where(found, -2, parent[at])',),
            NEGATIVE_END),
     *_same(BANDWIDTH, "x_kernel_messages", 'comm.index, -1), index=comm.index, dtype=np.int64)',
@@ -257,4 +255,72 @@ EQUIVALENT += [
            SORT_KIND + ': and (step, name, occurrence) is unique per row'),
     Equivalent(BANDWIDTH, "x_bandwidth_table", 'kind="stable", ignore_index=True)', 'ignore_index=True)',
                'the sort key is unique per row: any sort gives the same order'),
+]
+
+
+DEVICES = "perfkit/analysis/gpu_kernels/devices.py"
+EQUIVALENT += [
+    Equivalent(DEVICES, "x_device_for", 'str(d.get("name") or "")', 'str(d.get("name") or "XXXX")',
+               'the generator keeps only devices whose name is truthy (`if d.get("name")`): the `or ""` is never read'),
+    Equivalent(DEVICES, "x_read_peaks", 'encoding="utf-8"', 'encoding="UTF-8"',
+               'Python looks codec names up in any case: "UTF-8" is "utf-8"'),
+]
+
+
+OPMODEL = "perfkit/analysis/gpu_kernels/opmodel.py"
+RANGE_INDEX = "g has the RangeIndex reset_index gave it, which a Series built from a list gets too"
+ASTYPE_NONE = "astype(None) is astype(float64)"
+FILLED_BOOL = "the filled column of pandas' nullable booleans gives a numpy bool array whatever dtype is asked"
+PARENT_NAME = "parent_op only tells model() whether an op sits under aten::isnan: any other name, or None, is the same"
+EQUIVALENT += [
+    Equivalent(OPMODEL, "x__first_type", 'if isinstance(t, str) else None', 'if (isinstance(t, str)) or True else None',
+               'torch_dtype of a non-string returns None too'),
+    *_same(OPMODEL, "x__grouped", 'pd.Series(bound, index=g.index, dtype=object)',
+           ('pd.Series(bound, index=None, dtype=object)', 'pd.Series(bound, dtype=object)'), RANGE_INDEX),
+    *_same(OPMODEL, "x__grouped", 'pd.Series(pct, index=g.index, dtype=float)',
+           ('pd.Series(pct, index=None, dtype=float)', 'pd.Series(pct, dtype=float)'), RANGE_INDEX),
+    Equivalent(OPMODEL, "x__grouped", 'kind="stable", ignore_index=True)', 'kind="STABLE", ignore_index=True)', STABLE),
+    Equivalent(OPMODEL, "x__grouped", 'groupby(keys, sort=False)', 'groupby(keys, sort=None)', SORT_NONE),
+    Equivalent(OPMODEL, "x__listed", 'to_dict("records")', 'to_dict("RECORDS")', RECORDS),
+    Equivalent(OPMODEL, "x_raised_roofs", 'to_dict("records")', 'to_dict("RECORDS")', RECORDS),
+    Equivalent(OPMODEL, "x__per_owner", 'tc.fillna(False).to_numpy(dtype=bool)', 'tc.fillna(False).to_numpy(dtype=None)',
+               FILLED_BOOL),
+    Equivalent(OPMODEL, "x__per_owner", '(~tc.fillna(True)).to_numpy(dtype=bool)',
+               '(~tc.fillna(True)).to_numpy(dtype=None)', FILLED_BOOL),
+    Equivalent(OPMODEL, "x__per_owner", 'kind="stable")', 'kind="STABLE")', STABLE),
+    Equivalent(OPMODEL, "x__roofline", 'if device is not None else 0.0', 'if device is not None else 1.0',
+               'without a device bw is 0 too, and no row gets as far as the L2 test'),
+    Equivalent(OPMODEL, "x__with_models", 'itertuples(index=False)', 'itertuples(index=None)',
+               'itertuples reads index=None as False (a falsy flag)'),
+    *_same(OPMODEL, "x__with_models", 'merge(models, on=keys, how="left")',
+           ('merge(models, on=None, how="left")', 'merge(models, how="left")'),
+           'per and models share exactly the key columns, which merge joins on when told none'),
+    Equivalent(OPMODEL, "x__with_models", 'merge(models, on=keys, how="left")', 'merge(models, on=keys, )',
+               'models holds a row for each distinct key of per: an inner join keeps every row of per, in its order'),
+    Equivalent(OPMODEL, "x_capped", 'table["pct_of_peak"].astype(float)', 'table["pct_of_peak"].astype(None)',
+               ASTYPE_NONE),
+    Equivalent(OPMODEL, "x_raised_roofs", 'shapes["pct_of_peak"].astype(float)', 'shapes["pct_of_peak"].astype(None)',
+               ASTYPE_NONE),
+    Equivalent(OPMODEL, "x_shape_table", 'g["peak_tflops"].astype(float)', 'g["peak_tflops"].astype(None)',
+               ASTYPE_NONE),
+    Equivalent(OPMODEL, "x_capped", 'table.loc[over, "pct_of_peak"] = np.nan', 'table.loc[over, "pct_of_peak"] = None',
+               'the column is float64: None is stored in it as NaN'),
+    *_same(OPMODEL, "x_op_instances", '.astype(str), "")', ('.astype(str), None)', '.astype(str), "XXXX")'),
+           PARENT_NAME),
+    Equivalent(OPMODEL, "x_op_instances", 'np.clip(parents, 0, None)', 'np.clip(parents, None, None)',
+               'a parent label is never above the last; a negative one reads the last name, which np.where drops'),
+    Equivalent(OPMODEL, "x_op_instances", 'reset_index(names="label")', 'reset_index(names=None)',
+               'the index is named label already (_with_models sets it)'),
+    Equivalent(OPMODEL, "x_shape_table", 'if device is not None else 0.0', 'if device is not None else 1.0',
+               'without a device no group has a peak, and roofline_us is kept only where there is one'),
+    *_same(OPMODEL, "x_shape_table", 'pd.Series(float("nan"), index=g.index)',
+           ('pd.Series(None, index=g.index)', 'pd.Series(index=g.index)', 'pd.Series(float("NAN"), index=g.index)'),
+           'a Series of None, or of nothing, on an index is float64 NaN too'),
+    *_same(OPMODEL, "x_shape_table", 'pd.Series(float("nan"), index=g.index)',
+           ('pd.Series(float("nan"), index=None)', 'pd.Series(float("nan"), )'),
+           'np.fmax aligns the one-row NaN Series on g\'s index, NaN on every other row, and ignores NaN: the compute '
+           'time either way'),
+    Equivalent(OPMODEL, "x__impossible_rates", '= np.nan', '= None', 'the columns are float64: None is stored as NaN'),
+    Equivalent(OPMODEL, "x_op_instances", 'if col in text else ""', 'if col in text else "XXXX"',
+               'parse_args reads text that is not JSON as [], as it reads ""'),
 ]

@@ -205,7 +205,7 @@ def _roofline(g: pd.DataFrame, device) -> tuple[list, list]:
     read, written = g["read_bytes"] / g["calls"], (g["bytes"] - g["read_bytes"]) / g["calls"]
     for flops, ai, peak, tflops, gbs, per_read, per_write in zip(g["flops"], g["intensity"], g["peak_tflops"],
                                                                  g["tflops_per_s"], g["gbs"], read, written):
-        if not bw or peak is None or pd.isna(ai) or pd.isna(flops):
+        if not bw or pd.isna(peak) or pd.isna(ai) or pd.isna(flops):  # a column of peaks holds NaN, not None
             bound.append(None)
             pct.append(None)
             continue
@@ -222,28 +222,45 @@ def raised_roofs(device, shapes: pd.DataFrame) -> tuple:
     """(device, warnings): a measured device (``device.measured``) whose roofs this trace beats gets them
     raised to the best rate it reached, with a warning (a measured peak is a floor of what the card does:
     an H200's 8192-cube bf16 GEMM measured 797 TFLOP/s, a 1024x32768x4096 one in a training step ran 837).
-    Datasheet peaks are left alone (a rate above them is a modeling error, ``capped``)."""
+    Datasheet peaks are left alone (a rate above them is a modeling error, ``capped``). Each row raises the roof
+    ``peak_of`` held it to (``_roof_of``); a row whose roof the device lacks (fp16 work, a peaks file without fp16)
+    raises none: with no roof it has no percentage."""
     if device is None or not device.measured or shapes.empty:
         return device, []
     over = shapes[(shapes["pct_of_peak"].astype(float) > 100.0) & (shapes["bound"] != L2_BOUND)]
     if over.empty:
         return device, []
     matrix, vector, bw = dict(device.matrix), dict(device.vector), device.mem_bw_gbs
+    beaten = 0
     for r in over.to_dict("records"):
         if r["bound"] == "memory":
-            bw = max(bw, float(r["gbs"]))
+            bw, beaten = max(bw, float(r["gbs"])), beaten + 1
             continue
         peaks = matrix if r["unit"] == "matrix" else vector
-        key = ("tf32" if r["dtype"] == "fp32" and r["unit"] == "matrix" else r["dtype"]) if r["dtype"] in peaks or \
-            r["unit"] == "matrix" else "fp32"
-        peaks[key] = max(peaks.get(key, 0.0), float(r["tflops_per_s"]))
+        key = _roof_of(device.matrix if r["unit"] == "matrix" else device.vector, r["unit"], r["dtype"],
+                       r.get("peak_tflops"))
+        if key is None:  # no roof of this device for it: peak_of gives it none, so it has no percentage to show
+            continue
+        peaks[key], beaten = max(peaks[key], float(r["tflops_per_s"])), beaten + 1
+    if not beaten:
+        return device, []
     raised = dataclasses.replace(device, matrix=matrix, vector=vector, mem_bw_gbs=bw)
     changes = [f"{u} {k} {old[k]:g} -> {new[k]:.1f} TFLOP/s" for u, old, new in
                (("matrix", device.matrix, matrix), ("vector", device.vector, vector)) for k in new
-               if new[k] != old.get(k)] + ([f"memory {device.mem_bw_gbs:g} -> {bw:.0f} GB/s"] if bw != device.mem_bw_gbs else [])
-    return raised, [f"{len(over)} op shape(s) ran faster than the peaks file says ({', '.join(changes)}): measured "
+               if new[k] != old[k]] + ([f"memory {device.mem_bw_gbs:g} -> {bw:.0f} GB/s"] if bw != device.mem_bw_gbs else [])
+    return raised, [f"{beaten} op shape(s) ran faster than the peaks file says ({', '.join(changes)}): measured "
                     "peaks are a floor of what the card does, so those roofs are raised to the rates reached here; "
                     "measure again (perfkit validate --write-peaks) to keep a file that holds"]
+
+
+def _roof_of(peaks: dict, unit: str, dtype, peak):
+    """The key of ``peaks`` (one unit's) whose roof ``peak_of`` held a row of ``unit`` and ``dtype`` to: on matrix
+    units fp32 work's is TF32 or FP32 (the one at the row's ``peak``, else TF32), on vector units a type without
+    its own is held to FP32's; None when the device has no such roof."""
+    if unit == "matrix" and dtype == "fp32":
+        keys = [k for k in ("tf32", "fp32") if k in peaks]
+        return next((k for k in keys if peaks[k] == peak), keys[0] if keys else None)
+    return next((k for k in ((dtype,) if unit == "matrix" else (dtype, "fp32")) if k in peaks), None)
 
 
 def capped(table: pd.DataFrame, what: str) -> tuple:

@@ -196,3 +196,59 @@ def test_read_peaks_reports_a_file_it_cannot_decode(tmp_path):
     with pytest.raises(ParameterError, match=f"peaks file '{tmp_path / 'none.json'}' not found: write one with perfkit "
                                              f"validate --write-peaks {tmp_path / 'none.json'}"):
         read_peaks(tmp_path / "none.json")
+
+
+def test_a_datasheet_entry_is_built_with_floats_and_no_cache_unless_given():
+    from perfkit.analysis.gpu_kernels.devices import _d
+
+    assert _d("K", "N", [("bf16", 1.0)], [("fp32", 2.0)], 900, "sheet") == Device("K", "N", {"bf16": 1.0}, {"fp32": 2.0},
+                                                                                    900.0, "sheet", l2_mb=0.0)
+    entry = _d("K", "N", {}, {}, "1.5", "s", l2_mb="6")
+    assert (entry.mem_bw_gbs, entry.l2_mb) == (1.5, 6.0)
+
+
+def test_device_for_finds_an_unknown_cards_peaks_by_its_own_name():
+    peaks = _parse_peaks({"perfkit_peaks": 1, "mystery A": H200["NVIDIA H200"]}, "p.json")
+    assert device_for([{"name": "mystery A"}], None, peaks) == (peaks["mystery A"], "mystery A")
+
+
+def test_device_for_names_every_card_the_peaks_file_holds_and_what_to_do():
+    peaks = _parse_peaks({"perfkit_peaks": 1, "a": H200["NVIDIA H200"], "b": H200["NVIDIA H200"]}, "p.json")
+    with pytest.raises(ParameterError) as err:
+        device_for([{"name": "mystery"}], None, peaks)
+    assert str(err.value) == ("the peaks file holds 'a', 'b', not 'mystery': measure this GPU's peaks with perfkit "
+                              "validate --write-peaks FILE on it, or pass --device with a name in the file")
+
+
+def test_read_peaks_names_the_file_it_cannot_read(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text("{")
+    with pytest.raises(ParameterError) as err:
+        read_peaks(path)
+    assert str(err.value).startswith(f"peaks file {str(path)!r} is not a JSON peaks file (")
+    assert str(err.value).endswith("): write one with perfkit validate --write-peaks FILE")
+
+
+def test_write_peaks_makes_its_folders_follows_a_link_and_names_the_file_it_refuses(tmp_path):
+    path = write_peaks(tmp_path / "a" / "b" / "p.json", H200)
+    assert read_peaks(path) == read_peaks(path)  # written, folders and all
+    (tmp_path / "real.json").write_text("{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    write_peaks(tmp_path / "link.json", H200)  # a path the user names: the file it links to is written
+    assert (tmp_path / "link.json").is_symlink() and json.loads((tmp_path / "real.json").read_text())["perfkit_peaks"] == 1
+    with pytest.raises(ParameterError, match=f"peaks file {str(tmp_path / 'bad.json')!r}: the entry 'X'"):
+        write_peaks(tmp_path / "bad.json", {"X": 1})
+
+
+def test_a_peaks_file_is_read_as_utf8_whatever_the_locale(tmp_path):
+    import locale
+
+    path = tmp_path / "p.json"
+    doc = {"perfkit_peaks": 1, "NVIDIA H200": dict(H200["NVIDIA H200"], source="mesuré à 20 °C")}
+    path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    before = locale.setlocale(locale.LC_CTYPE)
+    try:
+        locale.setlocale(locale.LC_CTYPE, "C")  # an ASCII locale: open() without an encoding would fail here
+        assert read_peaks(path)["NVIDIA H200"].source == "mesuré à 20 °C"
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)

@@ -501,3 +501,180 @@ def test_the_ridge_in_flop_per_byte():
     """100 TFLOP/s over 2,000 GB/s: a ridge of 50 FLOP/byte."""
     assert _roofline(_groups(intensity=50.0), FakeDevice(_PEAKS, mem_bw_gbs=2_000.0))[0] == ["compute"]
     assert _roofline(_groups(intensity=49.9), FakeDevice(_PEAKS, mem_bw_gbs=2_000.0))[0] == ["memory"]
+
+
+@pytest.mark.parametrize("row, matrix, vector, change", [
+    # a type the matrix units have no roof for: nothing to raise (the row's percentage was not of this device's roofs)
+    (dict(dtype="fp16"), {"bf16": 100.0}, {"fp32": 10.0}, None),
+    (dict(dtype="fp32"), {"bf16": 100.0}, {"fp32": 10.0}, None),  # fp32 matrix work, neither TF32 nor FP32 matrix
+    (dict(dtype="fp16"), {"bf16": 100.0, "fp32": 50.0}, {}, None),  # on matrix units no type falls back to fp32's
+    # fp32 on matrix units without TF32 (an AMD peaks file): the fp32 matrix roof, the one peak_of held it to
+    (dict(dtype="fp32"), {"bf16": 100.0, "fp32": 100.0}, {"fp32": 10.0}, ("matrix", "fp32")),
+    (dict(dtype="fp32", peak_tflops=100.0), {"fp32": 100.0, "tf32": 400.0}, {}, ("matrix", "fp32")),  # held to fp32
+    (dict(dtype="fp32", peak_tflops=400.0), {"fp32": 100.0, "tf32": 400.0}, {}, ("matrix", "tf32")),  # ran TF32
+    (dict(dtype="fp32"), {"fp32": 100.0, "tf32": 400.0}, {}, ("matrix", "tf32")),  # no peak given: TF32, as before
+    # vector units: the type's own roof, else fp32's; none without either (a matrix-only peaks file)
+    (dict(dtype="fp64", unit="vector"), {"bf16": 100.0}, {"fp64": 5.0, "fp32": 10.0}, ("vector", "fp64")),
+    (dict(dtype="fp64", unit="vector", peak_tflops=10.0), {}, {"fp64": 5.0, "fp32": 10.0}, ("vector", "fp64")),
+    (dict(dtype="bf16", unit="vector"), {"bf16": 100.0}, {}, None),
+])
+def test_raised_roofs_raises_the_roof_the_row_was_held_to_or_none(row, matrix, vector, change):
+    measured = Device("X", "X", matrix, vector, 1000.0, "test", True)
+    rows = _shapes(a=dict(tflops_per_s=500.0, pct_of_peak=150.0) | row)
+    raised, notes = raised_roofs(measured, rows)
+    if change is None:  # never a KeyError: the device is left as it is, with nothing to say
+        assert (raised, notes) == (measured, [])
+        return
+    unit, key = change
+    old = getattr(measured, unit)[key]
+    assert getattr(raised, unit) == getattr(measured, unit) | {key: 500.0}
+    assert notes[0].startswith(f"1 op shape(s) ran faster than the peaks file says ({unit} {key} {old:g} -> 500.0 "
+                               "TFLOP/s): ")
+
+
+def test_raised_roofs_counts_only_the_rows_whose_roof_it_raised():
+    measured = Device("X", "X", {"bf16": 100.0}, {"fp32": 10.0}, 1000.0, "test", True)
+    rows = _shapes(a=dict(dtype="fp16", tflops_per_s=500.0, pct_of_peak=150.0),
+                   b=dict(tflops_per_s=200.0, pct_of_peak=200.0))
+    raised, notes = raised_roofs(measured, rows)
+    assert raised.matrix == {"bf16": 200.0} and notes[0].startswith("1 op shape(s) ran faster than the peaks file says "
+                                                                    "(matrix bf16 100 -> 200.0 TFLOP/s)")
+
+
+# -- each survivor of the mutation run: the exact line of each rule, the columns each step keeps --------------------
+def test_per_owner_sums_time_by_tensor_core_use_and_names_the_longest_class():
+    from perfkit.analysis.gpu_kernels.opmodel import _per_owner
+
+    owned = pd.DataFrame({"owner": [5, 5, 7, 7], "dur_us": [30.0, 10.0, 3.0, 5.0], "class": ["gemm", "elementwise",
+                                                                                         "gemm", "elementwise"],
+                          "tensor_core": pd.array([True, None, False, False], dtype="boolean"),
+                          "name_dtype": ["bf16", None, "tf32", None]})
+    per = _per_owner(owned)
+    assert list(per.index) == [5, 7] and list(per["main_class"]) == ["gemm", "elementwise"]  # the longest class
+    assert list(per["kernel_us"]) == [40.0, 8.0] and list(per["tc_us"]) == [30.0, 0.0]
+    assert list(per["notc_us"]) == [0.0, 3.0] and list(per["tf32"]) == [False, True]  # off them: matrix work only
+    assert per["tc_us"].dtype == np.float64 and per["notc_us"].dtype == np.float64
+
+
+def _owner_trace(tmp_path):
+    """The trace's first event (label 0) an isnan around an ne, then an mm whose one kernel is of no class."""
+    from tracebuilder import TraceBuilder
+
+    from perfkit.analysis.gpu_kernels.attribute import kernel_links
+    from perfkit.trace import load_trace
+    from perfkit.trace.loader.shapes import op_shapes
+
+    b = TraceBuilder(gpu_name="NVIDIA H100 80GB HBM3")
+    b.cpu_op("aten::isnan", 0, 100)
+    _op(b, "aten::ne", 10, [[1000], [1000]], ["float", "float"])
+    b.launch(NE, 20, 5, gpu_ts=200, gpu_dur=5)
+    _op(b, "aten::mm", 300, [[64, 64], [64, 64]], ["float", "float"])
+    b.launch("mystery_kernel", 310, 5, gpu_ts=400, gpu_dur=10)
+    trace = load_trace(b.write(tmp_path / "t.json"), use_cache=False)
+    return trace, kernel_links(trace), op_shapes(trace, use_cache=False)
+
+
+def test_op_instances_read_label_zero_as_an_op_and_the_ops_own_family(tmp_path):
+    from perfkit.analysis.gpu_kernels.opmodel import op_instances
+
+    trace, links, shapes = _owner_trace(tmp_path)
+    assert trace.events["name"].iloc[0] == "aten::isnan"
+    inst = op_instances(trace, links, shapes).set_index("op")
+    assert inst.loc["aten::ne", "bytes"] == 5000  # under isnan (label 0): one tensor read
+    assert inst.loc["aten::mm", "family"] == "gemm" and inst.loc["aten::mm", "flops"] == 2 * 64 ** 3
+    unclassed = links.assign(**{"class": "other"})  # the op's own family first, its kernels' class after
+    assert op_instances(trace, unclassed, shapes).set_index("op").loc["aten::mm", "family"] == "gemm"
+    first = op_instances(trace, links.assign(owner=np.where(links["owner"] >= 0, 0, -1)), shapes)
+    assert list(first["label"]) == [0] and list(first["op"]) == ["aten::isnan"]  # an owner of label 0 is one
+    bare = op_instances(trace, links, shapes.drop(columns=["concrete_inputs"]))  # an older shapes table
+    assert list(bare["flops"]) == list(inst.reset_index()["flops"])
+
+
+def test_copies_fills_and_collectives_are_not_modeled():
+    from perfkit.analysis.gpu_kernels.opmodel import _with_models
+
+    per = pd.DataFrame({"op": ["aten::copy_", "aten::fill_", "nccl:all_reduce", "aten::mystery"],
+                        "family": ["memcpy", "memset", "comm", "other"], "input_dims": "", "input_types": "",
+                        "concrete_inputs": "", "parent_op": ""}, index=[3, 4, 5, 6])
+    reasons = list(_with_models(per)["reason"])
+    assert reasons[:3] == ["copies and collectives are not modeled"] * 3 and reasons[3] != reasons[0]
+
+
+def test_impossible_rates_at_their_exact_lines():
+    from perfkit.analysis.gpu_kernels.opmodel import MAX_GBS, MAX_TFLOPS, _impossible_rates
+
+    def modeled(flops, nbytes):
+        per = pd.DataFrame({"kernel_us": [1.0], "flops": [flops], "bytes": [nbytes], "read_bytes": [0.0],
+                            "modeled": [True], "reason": [""]})
+        return bool(_impossible_rates(per).loc[0, "modeled"])
+
+    assert modeled(MAX_TFLOPS * 1e6, 0.0) and modeled(0.0, MAX_GBS * 1e3)  # at the line: a GPU could
+    assert not modeled(MAX_TFLOPS * 1e6 * (1 + 1e-7), 0.0) and not modeled(0.0, MAX_GBS * 1e3 * (1 + 1e-7))
+
+
+def test_grouped_rates_exactly_and_first_seen_order_at_a_tie():
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    g = _grouped(_instances({"op": "b", "flops": 3e9, "bytes": 3e6}, {"op": "a"}), ["op", "family", "dtype"], None)
+    assert list(g["op"]) == ["b", "a"]  # 10 us each: as first seen
+    assert g.loc[0, "tflops_per_s"] == 3e9 / 10.0 / 1e6 and g.loc[0, "gbs"] == 3e6 / 10.0 / 1e3
+
+
+def test_the_l2_and_the_ridge_to_the_byte():
+    # 1 byte over L2 per call (50 MB) reads past it; an intensity a hair under the ridge (50 FLOP/byte) is memory
+    assert _roofline(_groups(gbs=1_500.0, read_bytes=50e6 + 1, bytes=50e6 + 1), FakeDevice(_PEAKS))[0] == ["memory"]
+    assert _roofline(_groups(intensity=50.0 - 1e-8), FakeDevice(_PEAKS, mem_bw_gbs=2_000.0))[0] == ["memory"]
+
+
+def test_shape_table_roofline_exactly_and_on_every_row_without_a_memory_figure(ops_trace):
+    from perfkit.analysis.gpu_kernels.opmodel import SHAPE_COLUMNS, op_instances, shape_table
+
+    inst = op_instances(*ops_trace)
+    h100 = DEVICES["H100-SXM"]
+    small = shape_table(inst, h100).iloc[2]
+    assert small["roofline_us"] == 2 * 128 ** 3 / (h100.peak_tflops("fp32", "vector") * 1e6)
+    no_bw = shape_table(inst, dataclasses.replace(h100, mem_bw_gbs=0.0))
+    assert list(no_bw["roofline_us"]) == list(no_bw["flops"] / (no_bw["peak_tflops"].astype(float) * 1e6))
+    assert list(shape_table(pd.DataFrame(), h100).columns) == SHAPE_COLUMNS  # no instances at all
+
+
+def test_with_models_reads_the_concrete_inputs():
+    import json
+
+    from perfkit.analysis.gpu_kernels.opmodel import _with_models
+
+    op, n = "aten::_efficient_attention_forward", 11
+    dims, types = json.dumps([[64, 512, 16, 64]] * 3 + [[]] * (n - 3)), json.dumps(["float"] * 3 + [""] * (n - 3))
+    per = pd.DataFrame({"op": op, "family": "attention", "input_dims": dims, "input_types": types,
+                        "concrete_inputs": [json.dumps([""] * 8 + ["0.", flag, "True"]) for flag in ("1", "0")],
+                        "parent_op": ""}, index=[1, 2])
+    causal, full = _with_models(per)["flops"]
+    assert full == 4.0 * 64 * 16 * 512 * 512 * 64 and causal == full / 2  # the causal flag is a concrete input
+    addmm = pd.DataFrame({"op": "aten::addmm", "family": "gemm", "input_dims": "[[64], [64, 64], [64, 64]]",
+                          "input_types": json.dumps(["float", BF16, BF16]), "concrete_inputs": "", "parent_op": ""},
+                         index=[3])
+    assert list(_with_models(addmm)["dtype"]) == ["bf16"]  # the model's type (its GEMM's), not the fp32 bias's
+
+
+def test_ties_keep_their_first_seen_order_in_a_long_table():
+    """A sort that is not stable reorders ties past 16 rows: the groups, and each owner's longest class."""
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped, _per_owner
+
+    rows = ({"op": f"op{i:02d}", "kernel_us": 10.0 if i % 2 else 5.0, "tc_us": 0.0} for i in range(40))
+    g = _grouped(_instances(*rows), ["op", "family", "dtype"], None)
+    assert list(g["op"]) == [f"op{i:02d}" for i in range(1, 40, 2)] + [f"op{i:02d}" for i in range(0, 40, 2)]
+    durations = [5.0, 5.0, 1.0, 9.0] * 10  # even owners: a tie; odd ones: gemm is longer
+    owned = pd.DataFrame({"owner": np.repeat(np.arange(20), 2), "dur_us": durations, "class": ["elementwise", "gemm"] * 20,
+                          "tensor_core": pd.array([None] * 40, dtype="boolean"), "name_dtype": None})
+    assert list(_per_owner(owned)["main_class"]) == ["elementwise", "gemm"] * 10  # a tie: the first class grouped
+
+
+def test_a_group_without_a_peak_has_no_bound_beside_one_with_a_peak():
+    """A type no peak is known for has no roof, whatever the other rows: beside a row with a peak its peak is NaN,
+    not None (it was held to the memory roof there, and shown a percentage of it)."""
+    from perfkit.analysis.gpu_kernels.opmodel import _grouped
+
+    g = _grouped(_instances({"op": "a"}, {"op": "b", "dtype": None}), ["op", "family", "dtype"], DEVICES["H100-SXM"])
+    assert g["bound"].dtype == object and list(g["bound"]) == ["compute", None] and np.isnan(g.loc[1, "pct_of_peak"])
+    alone = _grouped(_instances({"op": "b", "dtype": None}), ["op", "family", "dtype"], DEVICES["H100-SXM"])
+    assert list(alone["bound"]) == [None]

@@ -507,3 +507,22 @@ def test_the_rates_exactly():
 
 def test_no_link_for_an_unknown_gpu():
     assert bw.link_for(["NVIDIA Mystery"]) is None and bw.link_for([]) is None
+
+
+class _LaunchTrace:
+    """Labels 0-3: a recording op (0) around a launch (1), an op (2) around two launches (3); kernels 4, 5, 6:
+    kernel 4 listed twice (its first launch is 1), kernel 6 launched by nothing."""
+    events = pd.DataFrame({"parent": [-1, 0, -1, 2, -1, -1, -1]})
+
+    def launches(self, kinds):
+        assert kinds == ("kernel",)
+        return pd.DataFrame({"gpu_index": [4, 4, 5], "cpu_index": [1, 3, 3]})
+
+
+def test_recorded_ancestor_of_each_kernel_or_none():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a kernel with no launch is -1, never a NaN cast to a label
+        out = bw._recorded_ancestor(_LaunchTrace(), pd.Index([4, 5, 6]), pd.Index([0]))
+    assert list(out) == [0, -1, -1]
