@@ -205,6 +205,10 @@ def _row(excess=1000.0, **parts):
     (_row(excess=-5.0, start_late_us=0.0, first_launch_us=0.0), "unattributed"),
     (_row(excess=0.0, start_late_us=10.0), "unattributed"),         # a late start of no excess explains nothing
     (_row(excess=0.0, first_launch_us=10.0), "unattributed"),
+    (_row(excess=1.0, start_late_us=0.5), "late start"),            # any excess above 0 counts, however small
+    (_row(excess=1.0, first_launch_us=0.5), "first launch"),
+    (_row(excess=1.0, host_us=1.0), "host"),                        # a part of 1 us of an excess of 1 us
+    (_row(excess=2.0, host_us=0.5), "host"),                        # a part under 1 us that holds a fifth
 ])
 def test_the_cause_table(row, cause):
     assert sg._cause(row) == cause
@@ -239,16 +243,6 @@ def test_by_rank_summarizes_each_straggling_rank():
     assert isinstance(r3["rank"], int) and isinstance(r3["steps"], int)
     empty = sg.by_rank(found.iloc[:0], pd.Series(dtype=int))
     assert empty.empty and list(empty.columns) == list(out.columns)
-
-
-@pytest.mark.parametrize("row, cause", [
-    (_row(excess=1.0, start_late_us=0.5), "late start"),         # any excess above 0 counts, however small
-    (_row(excess=1.0, first_launch_us=0.5), "first launch"),
-    (_row(excess=1.0, host_us=1.0), "host"),                     # a part of 1 us of an excess of 1 us
-    (_row(excess=2.0, host_us=0.5), "host"),                     # a part under 1 us that holds a fifth
-])
-def test_the_cause_of_a_tiny_excess(row, cause):
-    assert sg._cause(row) == cause
 
 
 def test_cause_reads_a_missing_first_launch_as_none():
