@@ -52,6 +52,14 @@ def _sync(count=0, blocked_us=0.0, steps=1, confirmed=True):
     ("CPU-only trace", _e(own_work_idle_share=0.5), _sync(), ""),
     ("GPU activity not recorded", _e(own_work_idle_share=0.5), _sync(), ""),
     ("host activity not recorded", _e(own_work_idle_share=0.5), _sync(), ""),
+    ("sync-bound", _e(sync_share=0.5, gpu_busy_share=0.1), _sync(2, 600.0, 2), ""),               # each its own
+    ("launch-bound", _e(issuing_idle_share=0.5), _sync(), ""),
+    ("host-compute-bound", _e(own_work_idle_share=0.5), _sync(), ""),
+    ("communication-bound", _e(comm_exposed_share=0.5), _sync(), ""),
+    ("launch-bound", _e(dataloader_idle_share=0.3, comm_exposed_share=0.3), _sync(),
+     "DataLoader 30% of the step"),                                                                 # a tie: the first
+    ("input-bound", _e(sync_share=0.3, gpu_busy_share=0.1), _sync(1, 12_345.0, 1),
+     "1 sync point(s) per step, 12.35 ms blocked each step"),
     ("launch-bound", _e(dataloader_idle_share=np.nan, own_work_idle_share=0.2), _sync(),
      "the host's own work 20% of the step with the GPU idle"),                                      # NaN is no cause
 ])
@@ -78,6 +86,9 @@ def _steps(**over) -> pd.DataFrame:
     ({"dataloader_warmup_us": 40.0}, "dataloader", 0.05),         # its warm-up part taken out
     ({"warmup_us": 1000.0}, "dataloader", np.nan),                # nothing left after warm-up
     ({"wall_us": 0.0, "warmup_us": 0.0}, "warmup", np.nan),       # an empty window
+    ({"wall_us": 0.0, "warmup_us": 5.0}, "warmup", np.nan),       # no window: no share, not infinity
+    ({"wall_us": 0.5, "warmup_us": 0.25}, "warmup", 0.5),         # under a microsecond is a window
+    ({"warmup_us": 999.5, "dataloader_us": 0.25}, "dataloader", 0.5),
 ])
 def test_step_rows_are_shares_of_the_step_less_its_warm_up(over, key, share):
     rows = _step_rows(_steps(**over))
@@ -199,6 +210,8 @@ def test_outside_steps_never_counts_negative_time():
                                             "blocking 2.50 ms (before the first or after the last step)"),
 ])
 def test_outside_note(syncs, says):
+    assert outside_note({"host_busy_us": 12_345.0, "syncs": {"count": 2, "blocked_us": 12_345.0}}).startswith(
+        "outside the profiled steps: 12.35 ms of host work, 2 sync point(s) blocking 12.35 ms (")
     note = outside_note({"host_busy_us": 1500.0, "syncs": syncs})
     assert note.startswith(says) and note.endswith("not in the per-step figures or the verdict")
 
@@ -286,6 +299,7 @@ def fake(monkeypatch):
 
         def record(name, value):
             def f(*args, **kw):
+                assert args and args[0] is not None, f"{name} called without the trace"
                 calls.append((name, args, kw))
                 if isinstance(value, Exception):
                     raise value
@@ -554,3 +568,110 @@ def test_the_diagnosis_repr_and_html():
     assert html.startswith("<div class='perfkit-result'><h4>Diagnosis: input-bound</h4>"
                            "<p>input-bound &lt;x&gt;</p><ul><li>a &lt;1%</li><li>b &amp; c</li></ul>Fix: Do &lt;this&gt;.")
     assert "<table" in html and html.endswith("<ul class='perfkit-warnings'><li>w &lt;1&gt;</li></ul></div>")
+
+
+def test_outside_steps_adds_up_the_ranks_and_counts_host_work_only():
+    trace = _trace([{"ts_us": 10.0, "dur_us": 20.0}, {"ts_us": 200.0, "dur_us": 30.0},
+                    {"ts_us": 80.0, "dur_us": 20.0},                                     # ends as the window starts
+                    {"ts_us": 300.0, "dur_us": 10.0, "cat": "kernel"},                   # GPU work: not the host's
+                    {"ts_us": 310.0, "dur_us": 5.0, "cat": "gpu_memcpy", "bytes": 100.0},
+                    {"ts_us": 0.0, "dur_us": 40.0, "rank": 1}, {"ts_us": 400.0, "dur_us": 60.0, "rank": 1},
+                    {"ts_us": 410.0, "dur_us": 5.0, "rank": 1, "cat": "gpu_memcpy", "bytes": 50.0}])
+    windows = pd.DataFrame({"rank": [0, 1], "step": [1, 1], "start_us": [100.0, 100.0], "end_us": [200.0, 300.0]})
+    points = pd.DataFrame({"rank": [0, 1, 1], "step": [1, 1, 5], "blocked_us": [5.0, 7.0, 11.0]})
+    out = outside_steps(trace, SimpleNamespace(sync_points=points), windows)
+    assert out["before_us"] == 90.0 + 100.0 and out["after_us"] == 115.0 + 160.0
+    assert out["host_busy_us"] == (20.0 + 20.0 + 30.0) + (40.0 + 60.0)
+    assert out["syncs"] == {"count": 1, "blocked_us": 11.0} and out["copies"] == {"count": 2, "bytes": 150}
+
+
+@pytest.mark.parametrize("queued, text", [
+    (25_000.0, "mean step 10.00 ms over 4 full step(s); each queued 25.00 ms of GPU work (the host ran ahead)"),
+    (22_346.0, "mean step 10.00 ms over 4 full step(s); each queued 22.35 ms of GPU work (the host ran ahead)"),
+])
+def test_the_mean_step_says_how_much_the_host_queued(queued, text):
+    full = pd.DataFrame({"queued_gpu_us": [queued], "wall_us": [10_000.0]})
+    assert _numbers("GPU-bound", EVIDENCE, _overall(), _result(full_steps=full))[1]["text"] == text
+
+
+def _n(label, value, unit, text):
+    return {"label": label, "value": value, "unit": unit, "text": text}
+
+
+BUSY = _n("GPU busy", 37.4, "%", "GPU busy 37% of the step")
+STEP = _n("mean step", 10.0, "ms", "mean step 10.00 ms over 4 full step(s)")
+LAUNCHES = _n("launches per step", 412.0, "", "412 kernel launches per step")
+COPY = _n("CPU op aten::copy_", pytest.approx(20_000 / 37_000 * 100), "%", "CPU op aten::copy_ 54% of the step")
+
+
+@pytest.mark.parametrize("verdict, numbers", [
+    ("launch-bound", [LAUNCHES, _n("median kernel", 6.25, "us", "median kernel 6.2 us"),
+                      _n("host issuing GPU work while the GPU idles", 50.0, "%",
+                         "host issuing GPU work while the GPU idles 50% of the step")]),
+    ("host-compute-bound", [COPY, BUSY, LAUNCHES]),
+    ("CPU-only trace", [COPY, STEP, _n("host busy", 90.0, "%", "host busy 90% of the step")]),
+    ("communication-bound", [_n("collectives not under compute", 20.0, "%", "collectives not under compute 20% of the "
+                                                                            "step"), BUSY, STEP]),
+    ("sync-bound", [_n("host blocked in syncs", 30.0, "%", "host blocked in syncs 30% of the step"), BUSY, STEP]),
+    ("input-bound", [_n("DataLoader", 60.0, "%", "DataLoader 60% of the step"), BUSY, STEP]),
+    ("compiling", [_n("compiling", 70.0, "%", "compiling 70% of the step"),
+                   _n("compile time", 10_000.0, "s", "10,000.00 s compiling"), STEP]),
+    ("warm-up", [_n("warm-up", 80.0, "%", "warm-up holds 80% of the window"),
+                 _n("warm-up time", 100.0, "ms", "100.0 ms in 1 first call(s)"), STEP]),
+    ("GPU-bound (host ahead)", [_n("launch-to-kernel delay", 100.0, "ms",
+                                   "kernels start a median 100.0 ms after their launch"), BUSY, STEP]),
+    ("host activity not recorded", [_n("host events", 0, "", "0 host events recorded"), BUSY,
+                                    _n("kernels", 1234, "", "1,234 kernels recorded")]),
+    ("GPU activity not recorded", [LAUNCHES, _n("kernels recorded", 0, "", "0 kernels recorded"),
+                                   _n("GPUs listed", 2, "", "2 GPU(s) in deviceProperties")]),
+    ("GPU-bound", [BUSY, STEP, _n("collectives not under compute", 20.0, "%",
+                                  "collectives not under compute 20% of the step")]),
+])
+def test_each_number_in_full(verdict, numbers):
+    e = {**EVIDENCE, "queue_delay_us": 100_000.0}
+    o = _overall(compile_us=1e10, warmup_us=100_000.0 if verdict == "warm-up" else 3_000.0)
+    got = _numbers(verdict, e, o, _result())
+    assert got == numbers and all(type(n["value"]) is not bool for n in got)
+
+
+def test_a_diagnosis_keeps_the_warm_up_table_as_it_is_less_its_index(fake):
+    warm = pd.DataFrame({"name": ["a"], "cat": ["cpu_op"], "rank": [0], "ts_us": [1.0], "dur_us": [2.0],
+                         "later_median_us": [1.0]}, index=[4])
+    fake(cpu=_cpu(warmup=warm))
+    d = dg._diagnose(_ftrace(), "N", True)
+    assert list(d.warm_up.columns) == list(warm.columns) and d.warm_up.index.tolist() == [0]
+
+
+def test_host_work_under_a_microsecond_outside_the_steps_is_said(fake):
+    fake()
+    d = dg._diagnose(_ftrace([{"ts_us": 10.0, "dur_us": 0.5}, {"ts_us": 150.0, "dur_us": 10.0}]), "N", True)
+    assert any(w.startswith("outside the profiled steps: 0.00 ms of host work") for w in d.warnings)
+
+
+def test_a_kernel_warning_comes_after_cpu_bounds(fake):
+    fake(cpu=_cpu("GPU-bound"), kernels=PerfkitError("no shapes"))
+    assert dg._diagnose(_ftrace(), "N", True).warnings == ("cpu_bound's warning", "kernel findings unavailable: no shapes")
+
+
+def test_diagnose_passes_kernel_fix_on(fake):
+    fake(cpu=_cpu("GPU-bound"), kernels=[LEAD])
+    assert dg.diagnose(_ftrace())[1].fix.startswith("GEMMs in fp32: Use bf16.")
+    assert dg.diagnose(_ftrace(), kernel_fix=False)[1].fix.startswith("the verdict's fix.")
+
+
+@pytest.mark.parametrize("surface", ["diagnose", "verdict_line"])
+def test_a_host_compute_title_on_every_surface_says_where_the_python_time_goes(fake, monkeypatch, surface):
+    fake(cpu=_cpu("host-compute-bound"), hot=[("step", "train.py", 42)])
+    monkeypatch.setattr(dg, "_numbers", lambda *a: [dict(PY), {"label": "b"}, {"label": "c"}])
+    got = dg._diagnose(_ftrace(), "N", True) if surface == "diagnose" else SimpleNamespace(**dg.verdict_line(_ftrace()))
+    assert got.title == "host-compute-bound: the title; most in step (train.py:42)"
+
+
+def test_the_title_never_names_the_verdict_as_its_own_second_cause(fake):
+    cpu, sync = fake(cpu=_cpu("input-bound", evidence={"dataloader_idle_share": 0.9}))
+    assert dg._headline(_ftrace(), cpu, sync)[2] == "input-bound: the title"
+
+
+def test_a_sync_bound_verdict_line_without_a_confirmed_site_keeps_its_fix(fake):
+    fake(cpu=_cpu("sync-bound"))
+    assert dg.verdict_line(_ftrace())["fix"].startswith("the verdict's fix. No prediction")
