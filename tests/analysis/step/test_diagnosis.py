@@ -1,5 +1,7 @@
 """``analysis.step.diagnosis``: the cause named beside the verdict, the per-step share rows, the three numbers
-behind each verdict, and what ran outside the profiled steps, each from small synthetic evidence."""
+behind each verdict, and what ran outside the profiled steps, each from small synthetic evidence; then the diagnosis
+put together (``diagnose``, ``verdict_line``, the fixes, the prediction, the JSON and HTML) on fakes of the analyses it
+reads (cpu_bound, syncs, hotspots, kernels, whatif), which refuse a call without the trace."""
 import json
 from types import SimpleNamespace
 
@@ -7,9 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfkit.analysis.step import diagnosis as dg
 from perfkit.analysis.step.diagnosis import (SHARES, _numbers, _step_rows, outside_note, outside_steps, second_cause,
                                              with_prediction)
 from perfkit.analysis.step.rules import LAUNCH_MIN_PER_STEP, QUEUED_OVER_WALL, SECOND_CAUSE_SHARE, SYNCS_BEFORE_GRAPHS
+from perfkit.errors import PerfkitError
+from perfkit.results import Finding
 
 EDGE = SECOND_CAUSE_SHARE
 
@@ -222,9 +227,6 @@ def test_with_prediction_appends_the_sentence_once():
 
 # -- the diagnosis put together: cpu_bound, syncs, hotspots, kernels and whatif replaced by fakes that say what the
 # -- diagnosis must do with what they return (the analyses themselves have their own test files) -----------------
-from perfkit.analysis.step import diagnosis as dg  # noqa: E402
-from perfkit.errors import PerfkitError  # noqa: E402
-from perfkit.results import Finding  # noqa: E402
 
 
 def _windows(verdicts=("input-bound",), **over) -> pd.DataFrame:
@@ -447,7 +449,8 @@ def test_a_gpu_bound_fix_is_the_leading_kernel_finding(fake, verdict, kernel_fix
     assert d.fix == f"{fix}No prediction: no full step to replay: the verdict comes from the share rules."
     assert any(c[0] == "kernels" for c in fake.calls) is (verdict == "GPU-bound" and kernel_fix and not copy_us)
     led = fix.startswith("GEMMs")
-    assert (d.numbers[-1] == {"label": "leading kernel finding", "value": None, "unit": "", "text": "GEMMs in fp32"}) is led
+    lead = {"label": "leading kernel finding", "value": None, "unit": "", "text": "GEMMs in fp32"}
+    assert (d.numbers[-1] == lead) is led
     assert len(d.numbers) == 3 and d.numbers[0]["label"] == ("GPU busy" if verdict == "GPU-bound" else "DataLoader")
 
 
@@ -503,8 +506,8 @@ def test_a_host_compute_title_says_where_the_python_time_goes(fake, monkeypatch,
 
 def test_the_title_names_the_cause_behind_the_verdict(fake):
     cpu, sync = fake(cpu=_cpu("input-bound", evidence={"comm_exposed_share": 0.2}))
-    assert dg._headline(_ftrace(), cpu, sync)[2] == "input-bound: the title; also: collectives not under compute 20% of " \
-                                                     "the step"
+    assert dg._headline(_ftrace(), cpu, sync)[2] == ("input-bound: the title; also: collectives not under compute 20% "
+                                                     "of the step")
 
 
 def test_the_top_python_function_without_hotspots_is_empty(fake):
@@ -565,8 +568,8 @@ def test_the_diagnosis_repr_and_html():
     d = _diagnosis()
     assert repr(d) == "<Diagnosis input-bound <x>>"
     html = d._repr_html_()
-    assert html.startswith("<div class='perfkit-result'><h4>Diagnosis: input-bound</h4>"
-                           "<p>input-bound &lt;x&gt;</p><ul><li>a &lt;1%</li><li>b &amp; c</li></ul>Fix: Do &lt;this&gt;.")
+    assert html.startswith("<div class='perfkit-result'><h4>Diagnosis: input-bound</h4><p>input-bound &lt;x&gt;</p>"
+                           "<ul><li>a &lt;1%</li><li>b &amp; c</li></ul>Fix: Do &lt;this&gt;.")
     assert "<table" in html and html.endswith("<ul class='perfkit-warnings'><li>w &lt;1&gt;</li></ul></div>")
 
 
@@ -650,7 +653,8 @@ def test_host_work_under_a_microsecond_outside_the_steps_is_said(fake):
 
 def test_a_kernel_warning_comes_after_cpu_bounds(fake):
     fake(cpu=_cpu("GPU-bound"), kernels=PerfkitError("no shapes"))
-    assert dg._diagnose(_ftrace(), "N", True).warnings == ("cpu_bound's warning", "kernel findings unavailable: no shapes")
+    assert dg._diagnose(_ftrace(), "N", True).warnings == ("cpu_bound's warning",
+                                                           "kernel findings unavailable: no shapes")
 
 
 def test_diagnose_passes_kernel_fix_on(fake):
