@@ -324,3 +324,25 @@ EQUIVALENT += [
     Equivalent(OPMODEL, "x_op_instances", 'if col in text else ""', 'if col in text else "XXXX"',
                'parse_args reads text that is not JSON as [], as it reads ""'),
 ]
+
+DIAGNOSIS = "perfkit/analysis/step/diagnosis.py"
+FLOAT_COLUMN = "the schema's ts_us and dur_us are float64 (trace/schema.py): to_numpy() of a float64 column is that array"
+EQUIVALENT += [
+    Equivalent(DIAGNOSIS, "x__step_rows", ".where(lambda w: w > 0)", ".where(lambda w: w >= 0)",
+               "a step with nothing left after warm-up is 0 here, and base.where(base > 0) makes that 0 NaN below"),
+    Equivalent(DIAGNOSIS, "x_outside_steps", 'ts = ev["ts_us"].to_numpy(dtype=np.float64)',
+               'ts = ev["ts_us"].to_numpy(dtype=None)', FLOAT_COLUMN),
+    Equivalent(DIAGNOSIS, "x_outside_steps", 'end = ts + ev["dur_us"].to_numpy(dtype=np.float64)',
+               'end = ts + ev["dur_us"].to_numpy(dtype=None)', FLOAT_COLUMN),
+    Equivalent(DIAGNOSIS, "x_outside_steps", 'ev["bytes"].to_numpy(dtype=np.float64)', 'ev["bytes"].to_numpy(dtype=None)',
+               "bytes is int64 (trace/schema.py, -1 unknown): clipped at 0 and summed, int64 and float64 give one count"),
+    *_same(DIAGNOSIS, "x_outside_steps", 'windows["rank"].astype(int)', ('windows["rank"].astype(None)',),
+           "astype(None) is astype(float64), and a whole float hashes and compares equal to the int int() makes"),
+    *_same(DIAGNOSIS, "x_outside_steps", 'windows["step"].astype(int)', ('windows["step"].astype(None)',),
+           "astype(None) is astype(float64), and a whole float hashes and compares equal to the int int() makes"),
+    *_same(DIAGNOSIS, "x_outside_steps", ', dtype=bool)', (', dtype=None)', ', )'),
+           "numpy makes a list of bools a bool array; an empty list is an empty float array, which selects no row "
+           "and sums to 0 as an empty bool array does"),
+    Equivalent(DIAGNOSIS, "xǁDiagnosisǁto_json", 'to_dict("records")', 'to_dict("RECORDS")',
+               "pandas reads to_dict's orient in any case"),
+]
