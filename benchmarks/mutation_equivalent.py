@@ -324,3 +324,47 @@ EQUIVALENT += [
     Equivalent(OPMODEL, "x_op_instances", 'if col in text else ""', 'if col in text else "XXXX"',
                'parse_args reads text that is not JSON as [], as it reads ""'),
 ]
+
+
+HTOD = "perfkit/analysis/htod.py"
+FLOAT_COLUMNS = 'dur_us, launch_us and sync_us are float64 columns (trace/schema; a reindex that leaves NaN stays float)'
+NO_NAN_OP = ('a copy\'s launch is a runtime or driver call, always a row of host_events, and nest() gives -1, never NaN, '
+             'where no op encloses it: fillna fills nothing')
+NEGATIVE_LABEL = 'any negative label is "no op": _names takes labels >= 0 only'
+THREAD_KEYS = ('pid and tid only sort the calls thread by thread and compare neighbours: the trace\'s categorical '
+               'columns do both as strings do')
+EQUIVALENT += [
+    Equivalent(HTOD, "x__attach_launch", 'drop_duplicates("gpu_index")', 'drop_duplicates(None)',
+               'trace.launches() has one row per GPU event: dropping duplicates by gpu_index or by every column '
+               'drops nothing'),
+    *_same(HTOD, "x__attach_ops", 'dtype=np.int64', ('dtype=None',), 'np.full of -1 is int64 already'),
+    *_same(HTOD, "x__attach_ops", ', dtype=np.int64)', (', )',), 'np.full of -1 is int64 already'),
+    *_same(HTOD, "x__attach_ops", 'np.full(len(copies), -1,', ('np.full(len(copies), -2,',), NEGATIVE_LABEL),
+    *_same(HTOD, "x__attach_ops", '.fillna(-1)', ('.fillna(None)', '.fillna(+1)', '.fillna(-2)'), NO_NAN_OP),
+    Equivalent(HTOD, "x__findings", 'pageable["launch_us"].fillna(0.0)', 'pageable["launch_us"].fillna(None)',
+               'fillna(None) fills nothing (pandas 3) and the sum skips the NaN of a copy without launch: the same total'),
+    Equivalent(HTOD, "x__followed_by_sync", 'pid=calls["pid"].astype(str), ', '', THREAD_KEYS),
+    Equivalent(HTOD, "x__followed_by_sync", 'tid=calls["tid"].astype(str))', ')', THREAD_KEYS),
+    *_same(HTOD, "x__followed_by_sync", 'kind="stable")', ('kind=None)', 'kind="XXstableXX")', 'kind="STABLE")'),
+           SORT_KIND),
+    Equivalent(HTOD, "x__followed_by_sync", ', kind="stable")', ', )', SORT_KIND),
+    Equivalent(HTOD, "x__followed_by_sync", '.to_numpy(dtype=float)', '.to_numpy(dtype=None)', FLOAT_COLUMNS),
+    Equivalent(HTOD, "x__gbps", 'float("nan")', 'float("NAN")', NAN_SPELLING),
+    *_same(HTOD, "x__names", 'None, dtype=object)', ('None, dtype=None)', 'None, )'),
+           'np.full of None is an object array whatever dtype is asked'),
+    Equivalent(HTOD, "x__overlap_other_streams", 'if copies.empty or kernels.empty:',
+               'if copies.empty and kernels.empty:',
+               'with no copies the loop has no key, and with no kernels each copy\'s cover is 0: zeros either way'),
+    Equivalent(HTOD, "x__overlap_other_streams", 'itertuples(index=False)', 'itertuples(index=None)',
+               'itertuples reads index=None as False'),
+    Equivalent(HTOD, "x__severity", 'else 1.0', 'else 2.0', "a share of 1.0 or 2.0 is 'high' either way (HIGH_SHARE is 0.05)"),
+    Equivalent(HTOD, "x_summarize_copies", 'table["time_us"].where(table["time_us"] > 0)',
+               'table["time_us"].where(table["time_us"] >= 0)',
+               'overlap_us is part of time_us: where the time is 0 so is the overlap, and 0 / 0 is the NaN the where gives'),
+    *_same(HTOD, "x_summarize_copies", 'to_numpy(dtype=np.float64)', ('to_numpy(dtype=None)',), FLOAT_COLUMNS),
+    *_same(HTOD, "x_summarize_copies", 'known_us=copies["dur_us"].where(known, 0.0)',
+           ('known_us=copies["dur_us"].where(known, None)', 'known_us=copies["dur_us"].where(known, )'),
+           'the NaN left for an unknown size is skipped by the sum, and a group of unknown sizes sums to 0 either way'),
+    Equivalent(HTOD, "x_summarize_copies", '], sort=True)', '], )', 'groupby sorts by its keys by default'),
+    Equivalent(HTOD, "xǁHtoDResultǁto_json", 'to_dict("records")', 'to_dict("RECORDS")', RECORDS),
+]

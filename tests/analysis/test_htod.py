@@ -309,14 +309,17 @@ def _first_event_trace(first: str) -> TraceBuilder:
     if first == "op":
         b.cpu_op("aten::copy_", 0, 50)
     b.memcpy("HtoD", "Pinned", 0 if first == "launch" else 10, 5, gpu_ts=20, gpu_dur=5, nbytes=64)
+    if first == "launch":
+        b.cpu_op("aten::copy_", 0, 50)     # at the launch's time, written after it: the launch keeps label 0
     b.step(0, 60, 1000)
     b.gpu("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 70, 5, stream=7)   # no launch call, size unknown
     b.memcpy("HtoD", "Pageable", 200, 8, gpu_ts=210, gpu_dur=4, nbytes=0)
     return b
 
 
-@pytest.mark.parametrize("first, op", [("launch", None), ("op", "aten::copy_")])
-def test_labels_from_0_and_a_copy_without_launch(tmp_path, first, op):
+@pytest.mark.parametrize("first", ["launch", "op"])
+def test_labels_from_0_and_a_copy_without_launch(tmp_path, first):
+    op = "aten::copy_"
     r = htod(_load(tmp_path, _first_event_trace(first)))
     c = r.copies
     assert c["launch"].tolist()[1] == -1 and c["launch"].dtype == np.int64
@@ -348,6 +351,31 @@ def test_a_launch_that_is_the_first_event_keeps_its_source_line(tmp_path):
     b.step(0, 1, 1000)
     r = htod(_load(tmp_path, b))
     assert r.copies["launch"].tolist() == [0] and (r.copies["file"][0], r.copies["line"][0]) == ("train.py", 7)
+    assert not any("no launch call" in w for w in r.warnings)
+
+
+def test_a_sync_is_found_on_a_process_and_thread_named_in_text(tmp_path):
+    b = TraceBuilder(pid="host", tid="main")
+    b.step(0, 0, 100)
+    b.memcpy("HtoD", "Pinned", 0, 5, gpu_ts=20, gpu_dur=5, nbytes=64)
+    b.sync("cudaStreamSynchronize", 6, 5)
+    assert htod(_load(tmp_path, b)).copies["followed_by_sync"].tolist() == [True]
+
+
+def test_findings_per_step_in_ms_with_every_sync_call_named(tmp_path):
+    b = TraceBuilder()
+    for step in (0, 1):
+        b.step(step, 50_000 * step, 50_000)
+        ts = 50_000 * step + 100
+        b.memcpy("HtoD", "Pageable", ts, 20, gpu_ts=ts + 30, gpu_dur=5_000, nbytes=64)
+        b.sync(("cudaStreamSynchronize", "cudaDeviceSynchronize")[step], ts + 25, 5_000)
+    r = htod(_load(tmp_path, b))
+    pageable, synced = (next(f for f in r.findings if key in f.title) for key in ("pageable", "host sync"))
+    assert pageable.title == ("2 HtoD copies from pageable memory: host blocked 10.04 ms in their copy calls and the "
+                              "syncs after them (GPU copy time 10.00 ms)")
+    assert synced.title == "2 HtoD copies are each followed by a host sync (10.00 ms blocked)"
+    assert (pageable.evidence["per_step"], synced.evidence["per_step"]) == (1.0, 1.0)
+    assert synced.evidence["sync_calls"] == "cudaDeviceSynchronize, cudaStreamSynchronize"
 
 
 @pytest.mark.parametrize("gap, synced", [(100, True), (101, False)])
@@ -443,6 +471,7 @@ def test_summary_rates_skip_unknown_sizes_and_empty_times():
     assert d["overlap_pct"] == 0.0
     assert np.isnan(dd["gb_per_s"]) and np.isnan(dd["effective_gb_per_s"]) and np.isnan(dd["overlap_pct"])
     assert pd.api.types.is_integer_dtype(s["bytes"])
+    assert (s[["gb_per_s", "effective_gb_per_s", "overlap_pct", "per_step"]].dtypes == np.float64).all()
 
 
 def test_summary_rows_sorted_by_direction_and_memory_and_empty_columns():
@@ -481,6 +510,7 @@ def test_unknown_memory_warning_counts_the_unlabelled_copies(tmp_path):
     b.step(0, 0, 100)
     b.memcpy("HtoD", "Host", 10, 5, 20, 5, 512, launch_name="hipMemcpyWithStream")
     b.memcpy("HtoD", "Pinned", 40, 5, 50, 5, 512)
+    b.memcpy("HtoD", "Pinned", 60, 5, 70, 5, 512)
     r = htod(_load(tmp_path, b))
     assert r.warnings[0] == "1 copies have no pageable/pinned label (ROCm writes only 'Host'): memory kind unknown"
-    assert _values(r.copies["sync_name"]) == ["hipMemcpyWithStream", None]
+    assert _values(r.copies["sync_name"]) == ["hipMemcpyWithStream", None, None]
