@@ -2,11 +2,14 @@
 refill after a sync, blocking on collectives."""
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from perfkit.analysis.host_ops import HOST_CATEGORIES, host_events
 from perfkit.analysis.step.cpu_bound import cpu_bound
-from perfkit.analysis.step.layers import LAYER_COLUMNS, step_layers
+from perfkit.analysis.step.layers import (LAYER_COLUMNS, host_compute_ops, mostly_under, refills, step_layers,
+                                          untraced_around)
 from perfkit.analysis.step.rules import DENSE_LAUNCH_GAP_US
 from perfkit.analysis.step.warmup import warmup_events
 from perfkit.trace import load_trace
@@ -122,19 +125,25 @@ def test_each_layer_of_a_step_with_every_kind_of_time(tmp_path):
     assert row.to_dict() == LAYERED
 
 
-def _cold_call(setup_us: float = 0.0) -> TraceBuilder:
+SETUP = {"op": TraceBuilder.cpu_op, "python": TraceBuilder.python,
+         "loader": lambda b, _, ts, dur: b.dataloader(ts, dur),
+         "compile": lambda b, _, ts, dur: b.annotation("compile_inner (dynamo_timed)", ts, dur)}
+
+
+def _cold_call(setup_us: float = 0.0, kind: str = "op", late_comm: bool = True, **kw) -> TraceBuilder:
     """A 2000 us first aten::addmm (warm-up: five 30 us calls follow) over 600 us of GPU work and a 500 us collective;
-    a 50 us op 50 us before it, or a set-up op of ``setup_us`` touching it; 400 us untraced after it."""
-    b = TraceBuilder()
+    a 50 us op 50 us before it, or a set-up span (``kind``) of ``setup_us`` touching it; 400 us untraced after it."""
+    b = TraceBuilder(with_stack=True, **kw)
     b.step(0, 0, 10_000)
     if setup_us:
-        b.cpu_op("aten::setup_once", 3000 - setup_us, setup_us)
+        SETUP[kind](b, "aten::setup_once" if kind == "op" else "setup.py(1): setup", 3000 - setup_us, setup_us)
     else:
         b.cpu_op("aten::zeros", 2900, 50)
     b.cpu_op("aten::addmm", 3000, 2000)
     b.launch("first_gemm", 3050, 20, 3100, 600)                  # GPU 3100-3700, inside the warm-up
     b.kernel("ncclDevKernel_AllReduce", 4000, 500, stream=9)     # exposed, inside the warm-up
-    b.kernel("ncclDevKernel_AllReduce", 8000, 100, stream=9)     # exposed, after it
+    if late_comm:
+        b.kernel("ncclDevKernel_AllReduce", 8000, 100, stream=9)     # exposed, after it
     for t in (5400, 5500, 5600, 5700, 5800):
         b.cpu_op("aten::addmm", t, 30)
         b.launch("gemm", t + 5, 5, t + 10, 10)
@@ -151,6 +160,20 @@ def test_warm_up_takes_its_gpu_work_and_exposed_collectives_along(tmp_path, setu
     assert row["warmup_us"] == warmup_us
     assert (row["gpu_busy_us"], row["gpu_busy_warmup_us"]) == (600 + 600 + 5 * 10, 600 + 500)
     assert (row["comm_exposed_us"], row["comm_exposed_warmup_us"]) == (600.0, 500.0)
+    traced = (setup_us or 50) + 100 + 5 * 30                     # the set-up op or aten::zeros, comm, later calls
+    assert row["untraced_us"] == 10_000 - warmup_us - traced
+    # between the later launches (5410-5505, ...): 5430-5500 untraced, four times; the warm-up is not counted twice
+    assert row["untraced_launch_idle_us"] == 4 * 70.0
+
+
+@pytest.mark.parametrize("kind", ["python", "loader", "compile"])
+def test_a_set_up_span_of_any_traced_kind_bounds_the_warm_up(tmp_path, kind):
+    assert _layers(tmp_path, _cold_call(2001, kind)).iloc[0]["warmup_us"] == 2000
+
+
+def test_exposed_collectives_all_inside_the_warm_up_are_all_its(tmp_path):
+    row = _layers(tmp_path, _cold_call(late_comm=False)).iloc[0]
+    assert (row["comm_exposed_us"], row["comm_exposed_warmup_us"]) == (500.0, 500.0)
 
 
 @pytest.mark.parametrize("under_us, comm", [(50, True), (49, False)])
@@ -215,3 +238,150 @@ def test_launching_is_linked_or_named_and_stays_on_its_thread(tmp_path):
     b.runtime("cudaEventRecord", 200, 10)           # neither: host work that issues nothing
     row = _layers(tmp_path, b).iloc[0]
     assert (row["launch_side_us"], row["host_compute_us"]) == (100.0, 10.0)
+
+
+def _host_ops(tmp_path, b):
+    trace = load_trace(b.write(tmp_path / "t.json"), use_cache=False)
+    host = host_events(trace, HOST_CATEGORIES)
+    return host_compute_ops(trace, host, nest(host), host["step"].to_numpy() >= 0)
+
+
+def test_host_compute_ops_are_the_outermost_ops_that_launch_nothing_inside_the_steps(tmp_path):
+    b = TraceBuilder()
+    # the first event (label 0), written before the step around it; a later External id keeps it inside the step
+    b.cpu_op("aten::to", 0, 100, external_id=1000)
+    b.cpu_op("aten::copy_", 10, 80)             # inside an op that launches nothing: part of aten::to
+    b.step(0, 0, 1000)
+    b.cpu_op("aten::add", 110, 20)
+    b.cpu_op("aten::add", 140, 10)
+    b.cpu_op("aten::mm", 200, 100)
+    b.launch("gemm", 210, 5, 220, 10)
+    b.cpu_op("aten::empty", 220, 5)             # inside an op that launches: counted
+    b.cpu_op("aten::zeros", 1100, 50)           # outside the steps
+    table = _host_ops(tmp_path, b)
+    assert table.to_dict("list") == {"name": ["aten::to", "aten::add", "aten::empty"], "calls": [1, 2, 1],
+                                     "total_us": [100.0, 30.0, 5.0]}
+    assert list(table.index) == [0, 1, 2]
+
+
+def test_host_compute_ops_of_equal_time_keep_the_order_they_first_ran_in(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    for name in ("aten::zz", "aten::mm", "aten::aa"):
+        b.cpu_op(name, len(name) * 10 + ord(name[-1]), 10)
+    assert _host_ops(tmp_path, b)["name"].tolist() == ["aten::zz", "aten::mm", "aten::aa"]
+
+
+def _only(kind: str) -> TraceBuilder:
+    b = TraceBuilder()
+    b.step(0, 0, 100)
+    if kind == "op":
+        b.cpu_op("aten::add", 0, 100)
+    elif kind == "launch":
+        b.launch("k", 0, 5, 5, 95)
+    elif kind == "kernel":
+        b.kernel("k", 0, 100)
+    elif kind == "annotation":
+        b.annotation("## forward ##", 0, 100)     # a range of the user's: neither host work nor a layer
+    else:
+        b.memset(0, 5, 10, 20)
+    return b
+
+
+@pytest.mark.parametrize("kind, layers", [
+    ("op", {"host_compute_us": 100, "host_other_us": 100, "host_busy_us": 100, "host_compute_idle_us": 100}),
+    ("launch", {"gpu_busy_us": 95, "launch_side_us": 5, "host_other_us": 5, "host_busy_us": 5,
+                "launch_side_idle_us": 5}),
+    ("kernel", {"gpu_busy_us": 100}),
+    ("annotation", {"untraced_us": 100}),
+    ("memset", {"gpu_busy_us": 20, "copy_busy_us": 20, "launch_side_us": 5, "host_other_us": 5, "host_busy_us": 5,
+                "launch_side_idle_us": 5, "untraced_us": 75}),
+])
+def test_a_step_of_one_kind_of_time_has_no_other_layer(tmp_path, kind, layers):
+    row = _layers(tmp_path, _only(kind)).iloc[0]
+    assert row.to_dict() == {c: float(layers.get(c, 0.0)) for c in LAYER_COLUMNS}
+
+
+def test_a_sync_that_returns_while_the_gpu_works_idles_it_only_after(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    b.launch("k1", 0, 5, 10, 490)                  # 10-500
+    b.sync("cudaEventSynchronize", 50, 50)         # returns at 100, the GPU busy until 500
+    b.launch("k2", 550, 5, 600, 100)               # next GPU work at 600: idle 500-600 is the sync's refill
+    assert _layers(tmp_path, b).iloc[0]["sync_idle_us"] == 100.0
+
+
+def test_refills_run_to_the_next_gpu_start_of_the_rank():
+    blocking = {0: (np.array([50.0, 800.0]), np.array([100.0, 900.0])), 1: (np.array([5.0]), np.array([10.0]))}
+    gpu = {0: (np.array([10.0, 600.0]), np.array([500.0, 700.0]))}
+    out = refills(blocking, gpu)
+    assert [a.tolist() for a in out[0]] == [[100.0], [600.0]] and [a.tolist() for a in out[1]] == [[], []]
+
+
+@pytest.mark.parametrize("covered, kept", [(50.0, True), (49.0, False)])
+def test_mostly_under_keeps_blocks_at_least_half_covered_rank_by_rank(covered, kept):
+    blocks = {0: (np.array([0.0]), np.array([10.0])), 1: (np.array([0.0, 500.0]), np.array([100.0, 600.0]))}
+    under = {1: (np.array([100.0 - covered]), np.array([100.0]))}
+    out = mostly_under(blocks, under)
+    assert 0 not in out and [a.tolist() for a in out[1]] == ([[0.0], [100.0]] if kept else [[], []])
+
+
+def test_untraced_around_each_warm_up_call_of_each_rank():
+    traced = {0: (np.array([0.0, 20.0, 40.0, 200.0]), np.array([10.0, 30.0, 100.0, 210.0]))}
+    cold = pd.DataFrame({"rank": [1, 0, 0, 0, 0, 0], "ts_us": [0.0, 45.0, -5.0, 50.0, 0.0, 200.0],
+                         "dur_us": [10.0, 29.0, 1.0, 30.0, 10.0, 10.0]})
+    # rank 1 has no traced time; 45+29 is under half its stretch of 60 us; -5 is before any; then 50+30 (the stretch
+    # 40-100, both gaps), 0+10 (the first stretch: the gap after only) and 200+10 (the last: the gap before only)
+    out = untraced_around(cold, traced)
+    assert out.values.tolist() == [[0, 30, 10], [0, 100, 100], [0, 10, 10], [0, 100, 100]]
+    assert out["rank"].dtype.kind == "i" and (out[["ts_us", "dur_us"]].dtypes == np.float64).all()
+
+
+def test_python_issues_work_only_with_a_launch_of_its_own_thread(tmp_path):
+    b = TraceBuilder(with_stack=True)
+    b.step(0, 0, 1000)
+    b.python("model.py(9): fwd", 600, 50)
+    b.launch("k1", 610, 0.5, 900, 10)
+    b.runtime("cudaLaunchKernel", 720, 0.5)        # on the frame's thread, outside it
+    b.python("env.py(3): step", 700, 50, tid=2)    # another thread's frame, around that time
+    row = _layers(tmp_path, b).iloc[0]
+    assert (row["python_idle_us"], row["python_launch_idle_us"]) == (49.5 + 49.5, 49.5)   # each less a launch
+
+
+@pytest.mark.parametrize("gap, dense_us", [(0.5, 1.0), (45, 90.0)])
+def test_dense_launch_gaps_of_every_thread_count(tmp_path, gap, dense_us):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    for tid, ts in ((None, 100), (2, 300)):
+        b.launch("k", ts, 5, 800, 2, tid=tid)
+        b.launch("k", ts + 5 + gap, 5, 900, 2, tid=tid)
+    assert _layers(tmp_path, b).iloc[0]["untraced_launch_idle_us"] == dense_us
+
+
+def test_layers_keep_the_index_of_the_windows_asked_for(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 100)
+    b.step(1, 100, 100)
+    b.cpu_op("aten::add", 150, 10)
+    trace = load_trace(b.write(tmp_path / "t.json"), use_cache=False)
+    host = host_events(trace, HOST_CATEGORIES)
+    out = step_layers(trace, host, nest(host), step_windows(trace).iloc[1:], warmup_events(trace, host=host))
+    assert list(out.index) == [1] and out["host_compute_us"].tolist() == [10.0]
+
+
+def test_a_rank_without_steps_or_compiling_leaves_the_others_layers_whole(tmp_path):
+    """Rank 0: a frame and a compile span, no ProfilerStep. Rank 1: the cold call's step under a frame spanning it (the
+    loop's). Rank 1 has no compile time (not less its warm-up) and its loop frame is no Python at work."""
+    b = TraceBuilder(rank=0, world_size=2, with_stack=True)
+    b.python("x.py(1): f", 0, 50)
+    b.annotation("compile_inner (dynamo_timed)", 100, 100)
+    b.kernel("k", 0, 10)
+    one = _cold_call(rank=1, world_size=2)
+    one.python("train.py(1): main", 0, 10_000)
+    trace = load_trace([b.write(tmp_path / "r0.json"), one.write(tmp_path / "r1.json")], use_cache=False)
+    host = host_events(trace, HOST_CATEGORIES)
+    windows = step_windows(trace)
+    rows = step_layers(trace, host, nest(host), windows, warmup_events(trace, host=host))
+    row = rows[(windows["rank"] == 1).to_numpy()].iloc[0]
+    assert row["warmup_us"] == 2450.0
+    assert (row["compile_us"], row["python_us"], row["python_idle_us"]) == (0.0, 0.0, 0.0)
