@@ -410,6 +410,8 @@ EQUIVALENT += [
       for after in ('host_work(trace, host, None)', 'host_work(trace, host, )')],
     *_same(LAYERS, "x_host_compute_ops", 'observed=True, ', ('observed=None, ', '', 'observed=False, '),
            'host_events gives names as plain strings: observed applies to categorical keys only'),
+    Equivalent(LAYERS, "x_host_compute_ops", 'sort=False)["dur_us"]', 'sort=None)["dur_us"]',
+               'pandas reads sort=None as False'),
     *_same(LAYERS, "x_host_work", 'launching_ops(trace, work, links)',
            ('launching_ops(trace, work, None)', 'launching_ops(trace, work, )'), SAME_WORK),
     Equivalent(LAYERS, "x_launching_ops", 'if links is None else', 'if (links is None) or True else', SAME_WORK),

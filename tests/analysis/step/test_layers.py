@@ -249,8 +249,8 @@ def _host_ops(tmp_path, b):
 def test_host_compute_ops_are_the_outermost_ops_that_launch_nothing_inside_the_steps(tmp_path):
     b = TraceBuilder()
     # the first event (label 0), written before the step around it; a later External id keeps it inside the step
-    b.cpu_op("aten::to", 0, 100, external_id=1000)
-    b.cpu_op("aten::copy_", 10, 80)             # inside an op that launches nothing: part of aten::to
+    b.cpu_op("aten::to", 0, 20, external_id=1000)
+    b.cpu_op("aten::copy_", 5, 10)              # inside an op that launches nothing: part of aten::to
     b.step(0, 0, 1000)
     b.cpu_op("aten::add", 110, 20)
     b.cpu_op("aten::add", 140, 10)
@@ -259,9 +259,9 @@ def test_host_compute_ops_are_the_outermost_ops_that_launch_nothing_inside_the_s
     b.cpu_op("aten::empty", 220, 5)             # inside an op that launches: counted
     b.cpu_op("aten::zeros", 1100, 50)           # outside the steps
     table = _host_ops(tmp_path, b)
-    assert table.to_dict("list") == {"name": ["aten::to", "aten::add", "aten::empty"], "calls": [1, 2, 1],
-                                     "total_us": [100.0, 30.0, 5.0]}
-    assert list(table.index) == [0, 1, 2]
+    assert table.to_dict("list") == {"name": ["aten::add", "aten::to", "aten::empty"], "calls": [2, 1, 1],
+                                     "total_us": [30.0, 20.0, 5.0]}
+    assert list(table.index) == [0, 1, 2]       # renumbered in the order of time
 
 
 def test_host_compute_ops_of_equal_time_keep_the_order_they_first_ran_in(tmp_path):
