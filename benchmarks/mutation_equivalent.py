@@ -346,3 +346,107 @@ EQUIVALENT += [
     Equivalent(DIAGNOSIS, "xǁDiagnosisǁto_json", 'to_dict("records")', 'to_dict("RECORDS")',
                "pandas reads to_dict's orient in any case"),
 ]
+
+
+HTOD = "perfkit/analysis/htod.py"
+FLOAT_COLUMNS = 'dur_us, launch_us and sync_us are float64 columns (trace/schema; a reindex that leaves NaN stays float)'
+NO_NAN_OP = ('a copy\'s launch is a runtime or driver call, always a row of host_events, and nest() gives -1, never NaN, '
+             'where no op encloses it: fillna fills nothing')
+NEGATIVE_LABEL = 'any negative label is "no op": _names takes labels >= 0 only'
+THREAD_KEYS = ('pid and tid only sort the calls thread by thread and compare neighbours: the trace\'s categorical '
+               'columns do both as strings do')
+EQUIVALENT += [
+    Equivalent(HTOD, "x__attach_launch", 'drop_duplicates("gpu_index")', 'drop_duplicates(None)',
+               'trace.launches() has one row per GPU event: dropping duplicates by gpu_index or by every column '
+               'drops nothing'),
+    *_same(HTOD, "x__attach_ops", 'dtype=np.int64', ('dtype=None',), 'np.full of -1 is int64 already'),
+    *_same(HTOD, "x__attach_ops", ', dtype=np.int64)', (', )',), 'np.full of -1 is int64 already'),
+    *_same(HTOD, "x__attach_ops", 'np.full(len(copies), -1,', ('np.full(len(copies), -2,',), NEGATIVE_LABEL),
+    *_same(HTOD, "x__attach_ops", '.fillna(-1)', ('.fillna(None)', '.fillna(+1)', '.fillna(-2)'), NO_NAN_OP),
+    Equivalent(HTOD, "x__findings", 'pageable["launch_us"].fillna(0.0)', 'pageable["launch_us"].fillna(None)',
+               'fillna(None) fills nothing (pandas 3) and the sum skips the NaN of a copy without launch: the same total'),
+    Equivalent(HTOD, "x__followed_by_sync", 'pid=calls["pid"].astype(str), ', '', THREAD_KEYS),
+    Equivalent(HTOD, "x__followed_by_sync", 'tid=calls["tid"].astype(str))', ')', THREAD_KEYS),
+    *_same(HTOD, "x__followed_by_sync", 'kind="stable")', ('kind=None)', 'kind="XXstableXX")', 'kind="STABLE")'),
+           SORT_KIND),
+    Equivalent(HTOD, "x__followed_by_sync", ', kind="stable")', ', )', SORT_KIND),
+    Equivalent(HTOD, "x__followed_by_sync", '.to_numpy(dtype=float)', '.to_numpy(dtype=None)', FLOAT_COLUMNS),
+    Equivalent(HTOD, "x__gbps", 'float("nan")', 'float("NAN")', NAN_SPELLING),
+    *_same(HTOD, "x__names", 'None, dtype=object)', ('None, dtype=None)', 'None, )'),
+           'np.full of None is an object array whatever dtype is asked'),
+    Equivalent(HTOD, "x__overlap_other_streams", 'if copies.empty or kernels.empty:',
+               'if copies.empty and kernels.empty:',
+               'with no copies the loop has no key, and with no kernels each copy\'s cover is 0: zeros either way'),
+    Equivalent(HTOD, "x__overlap_other_streams", 'itertuples(index=False)', 'itertuples(index=None)',
+               'itertuples reads index=None as False'),
+    Equivalent(HTOD, "x__severity", 'else 1.0', 'else 2.0', "a share of 1.0 or 2.0 is 'high' either way (HIGH_SHARE is 0.05)"),
+    Equivalent(HTOD, "x_summarize_copies", 'table["time_us"].where(table["time_us"] > 0)',
+               'table["time_us"].where(table["time_us"] >= 0)',
+               'overlap_us is part of time_us: where the time is 0 so is the overlap, and 0 / 0 is the NaN the where gives'),
+    *_same(HTOD, "x_summarize_copies", 'to_numpy(dtype=np.float64)', ('to_numpy(dtype=None)',), FLOAT_COLUMNS),
+    *_same(HTOD, "x_summarize_copies", 'known_us=copies["dur_us"].where(known, 0.0)',
+           ('known_us=copies["dur_us"].where(known, None)', 'known_us=copies["dur_us"].where(known, )'),
+           'the NaN left for an unknown size is skipped by the sum, and a group of unknown sizes sums to 0 either way'),
+    Equivalent(HTOD, "x_summarize_copies", '], sort=True)', '], )', 'groupby sorts by its keys by default'),
+    Equivalent(HTOD, "xǁHtoDResultǁto_json", 'to_dict("records")', 'to_dict("RECORDS")', RECORDS),
+]
+
+
+LAYERS = "perfkit/analysis/step/layers.py"
+WINDOW_DTYPE = 'step windows\' start_us and end_us are float64 columns (trace/steps)'
+SIDE_LEFT = 'searchsorted\'s side is "left" by default'
+NO_ROWS = ('_empty() is a table of no rows: rank_unions and untraced_around group its rows, and there are none; '
+           'neither its column names nor its dtypes are read')
+INDEX_UNREAD = 'the intervals are grouped by rank and read as arrays (rank_unions): their index is never read'
+SAME_WORK = ('cpu_bound passes host_work(trace, host, links) itself, the same rows computed again here; without links '
+             'launching_ops reads trace.launches() itself, the same table')
+BLOCKING_IN_WORK = ('the blocking calls are runtime calls and copy launches, rows of work (host_work): a union that '
+                    'holds work holds them')
+EQUIVALENT += [
+    *[Equivalent(LAYERS, f, 'to_numpy(dtype=np.float64)', 'to_numpy(dtype=None)', SCHEMA_DTYPE)
+      for f in ("x__dense_launch_gaps", "x__drives_launches", "x__less", "x_untraced_around")],
+    *_same(LAYERS, "x__working_frames", 'to_numpy(dtype=np.float64)', ('to_numpy(dtype=None)',),
+           SCHEMA_DTYPE + '; ' + WINDOW_DTYPE),
+    Equivalent(LAYERS, "x__dense_launch_gaps", '(gap > 0)', '(gap >= 0)', 'a gap of 0 us is an interval of no length'),
+    Equivalent(LAYERS, "x__drives_launches", ', side="left")', ', )', SIDE_LEFT),
+    Equivalent(LAYERS, "x__drives_launches", 'if frames.empty or issuing.empty:', 'if frames.empty and issuing.empty:',
+               'with no launches no frame has a launch start inside it, and with no frames the loop has no thread'),
+    *_same(LAYERS, "x__empty", 'pd.Series(dtype=np.int64)', ('pd.Series(dtype=None)',), NO_ROWS),
+    *_same(LAYERS, "x__empty", 'pd.Series(dtype=np.float64)', ('pd.Series(dtype=None)',), NO_ROWS),
+    *_same(LAYERS, "x__empty", '"ts_us": pd.Series', ('"XXts_usXX": pd.Series', '"TS_US": pd.Series'), NO_ROWS),
+    *_same(LAYERS, "x__empty", '"dur_us": pd.Series', ('"XXdur_usXX": pd.Series', '"DUR_US": pd.Series'), NO_ROWS),
+    *_same(LAYERS, "x__less", 'ignore_index=True)', ('ignore_index=None)', ')', 'ignore_index=False)'), INDEX_UNREAD),
+    *_same(LAYERS, "x_step_layers", '], ignore_index=True)', ('], ignore_index=None)', '], )', '], ignore_index=False)'),
+           INDEX_UNREAD),
+    Equivalent(LAYERS, "x__working_frames", 'continue', 'break',
+               'trace.steps has a step for every rank with host events or frames (a "whole trace" step where none is '
+               'recorded): no rank with frames has no steps'),
+    Equivalent(LAYERS, "x__working_frames", 'start[at], side="left")', 'start[at], )', SIDE_LEFT),
+    *_same(LAYERS, "x__working_frames", 'np.zeros(at.sum(), dtype=bool)',
+           ('np.zeros(at.sum(), dtype=None)', 'np.zeros(at.sum(), )'),
+           'hit is written into the boolean loop mask: its 1.0 and 0.0 read as True and False'),
+    *[Equivalent(LAYERS, f, 'if work is None else work', 'if (work is None) or True else work', SAME_WORK)
+      for f in ("x_host_compute_ops", "x_step_layers")],
+    *[Equivalent(LAYERS, f, 'host_work(trace, host, links)', after, SAME_WORK)
+      for f in ("x_host_compute_ops", "x_step_layers")
+      for after in ('host_work(trace, host, None)', 'host_work(trace, host, )')],
+    *_same(LAYERS, "x_host_compute_ops", 'observed=True, ', ('observed=None, ', '', 'observed=False, '),
+           'host_events gives names as plain strings: observed applies to categorical keys only'),
+    Equivalent(LAYERS, "x_host_compute_ops", 'sort=False)["dur_us"]', 'sort=None)["dur_us"]',
+               'pandas reads sort=None as False'),
+    *_same(LAYERS, "x_host_work", 'launching_ops(trace, work, links)',
+           ('launching_ops(trace, work, None)', 'launching_ops(trace, work, )'), SAME_WORK),
+    Equivalent(LAYERS, "x_launching_ops", 'if links is None else', 'if (links is None) or True else', SAME_WORK),
+    Equivalent(LAYERS, "x_launching_ops", 'if len(calls) else linked', 'if (len(calls)) or True else linked',
+               'with no calls launch_mask and linked are both empty masks'),
+    Equivalent(LAYERS, "x_refills", 'np.empty(0)))', 'np.empty(1)))', 'the default\'s second array (ends) is never read'),
+    Equivalent(LAYERS, "x_refills", 'ends, side="left")', 'ends, )', SIDE_LEFT),
+    Equivalent(LAYERS, "x_step_layers", 'if len(warmup) else _empty()', 'if (len(warmup)) or True else _empty()',
+               'an empty warm-up table has the _SPAN columns: no rows either way'),
+    Equivalent(LAYERS, "x_step_layers", 'compiling, blocking, python', 'compiling, python', BLOCKING_IN_WORK),
+    Equivalent(LAYERS, "x_step_layers", 'compiling, blocking, driving', 'compiling, driving', BLOCKING_IN_WORK),
+    *_same(LAYERS, "x_untraced_around", '"rank", sort=False)', ('"rank", sort=None)', '"rank", )', '"rank", sort=True)'),
+           BY_RANK),
+    *_same(LAYERS, "x_working_frames", '"working_frames"', ('None', '"XXworking_framesXX"', '"WORKING_FRAMES"'),
+           CACHE_KEY),
+]

@@ -272,7 +272,10 @@ def _gbps(frame: pd.DataFrame) -> float:
 
 
 def _top_site(frame: pd.DataFrame) -> str:
-    site = frame.assign(where=[f"{f}:{int(ln)}" if isinstance(f, str) and not pd.isna(ln) else (op or "?")
+    """The source line (else the outermost op, else "?") of the most copy time. A missing op may be None or NaN (a
+    column of op names with some missing is a string column), and a NaN key would leave groupby nothing."""
+    site = frame.assign(where=[f"{f}:{int(ln)}" if isinstance(f, str) and not pd.isna(ln)
+                               else op if isinstance(op, str) else "?"
                                for f, ln, op in zip(frame["file"], frame["line"], frame["top_op"])])
     return str(site.groupby("where")["dur_us"].sum().idxmax())
 

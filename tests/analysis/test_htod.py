@@ -5,9 +5,12 @@ import json
 import re
 from collections import defaultdict
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from perfkit.analysis.htod import htod
+from perfkit.analysis.htod import (SUMMARY_COLUMNS, _COPY_COLUMNS, _gbps, _severity, _top_site, htod,
+                                  summarize_copies)
 from perfkit.trace import load_trace
 
 from conftest import shared_trace
@@ -224,3 +227,290 @@ def test_pageable_finding_counts_the_host_blocked_in_the_copy_calls():
     assert finding.evidence["host_blocked_us"] == pytest.approx(calls_us)
     assert calls_us > 50 * finding.evidence["time_us"]
     assert f"host blocked {calls_us / 1e3:.2f} ms" in finding.title
+
+
+# --- every rule on small evidence (mutation score, issue 56) --------------------------------------
+
+def _load(tmp_path, b):
+    return load_trace(b.write(tmp_path / "t.json"), use_cache=False)
+
+
+def _values(column):
+    """A column's values with every missing value (None, NaN, NA) as None."""
+    return [None if pd.isna(v) else v for v in column]
+
+
+def test_findings_say_exactly_what_they_measured(result):
+    """The fixture's two pageable copies (4 MB with a 20 us call and a 30 us sync after it; 1000 B with a 10 us
+    call), its pinned 2 MB copy and its one synced copy, in a 1000 us step."""
+    pageable, synced = (next(f for f in result.findings if key in f.title) for key in ("pageable", "host sync"))
+    assert pageable.title == ("2 HtoD copies from pageable memory: host blocked 0.06 ms in their copy calls and the "
+                              "syncs after them (GPU copy time 0.05 ms)")
+    assert pageable.evidence == {"count": 2, "steps": 1, "per_step": 2.0, "all_steps_wall_us": 1000.0,
+                                 "bytes": 4_001_000, "time_us": 50.0, "host_blocked_us": 60.0,
+                                 "gb_per_s": pytest.approx(4_001_000 / 50e3), "pinned_gb_per_s": 20.0,
+                                 "top_site": "train.py:10"}
+    assert pageable.fix == ("Pin the host memory: DataLoader(pin_memory=True), or tensor.pin_memory() once for buffers "
+                            "reused every step, and copy with non_blocking=True; pageable copies go through a staging "
+                            "buffer and block the host.")
+    assert pageable.threshold.startswith("any pageable HtoD copy; severity from the larger of host blocked and GPU")
+    assert synced.title == "1 HtoD copies are each followed by a host sync (0.03 ms blocked)"
+    assert synced.evidence == {"count": 1, "per_step": 1.0, "time_us": 40.0, "sync_us": 30.0,
+                               "sync_calls": "cudaStreamSynchronize", "top_site": "train.py:10"}
+    assert synced.fix == "Use tensor.to(device, non_blocking=True) from pinned memory so the host does not wait " \
+                         "for each copy."
+    assert synced.threshold == ("blocking call within 100 us after the copy's launch on the same thread; 'high' from "
+                                "5%, 'medium' from 1% of step wall time (perfkit rule)")
+    assert (pageable.severity, synced.severity) == ("high", "medium")   # 60 us and 30 us of 1000 us
+
+
+def test_the_copy_table_and_its_totals(result):
+    c = result.copies
+    assert list(c.columns) == _COPY_COLUMNS and list(c.index) == [0, 1, 2, 3]
+    assert (result.n_steps, result.wall_us) == (1, 1000.0)
+    assert _values(c["op"]) == ["aten::copy_", "aten::copy_", "aten::copy_", None]
+    assert _values(c["top_op"]) == ["aten::to", "aten::copy_", "aten::copy_", None]
+    assert c["sync_us"].tolist() == [30.0, 0.0, 0.0, 0.0] and c["line"].dtype == "Int64"
+    assert c["name"].tolist()[:2] == ["Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pinned -> Device)"]
+    assert not isinstance(c["name"].dtype, pd.CategoricalDtype) and c["launch"].dtype == np.int64
+    assert result.to_frame()["per_step"].tolist() == [1.0, 2.0, 1.0]   # DtoH pinned, HtoD pageable, HtoD pinned
+
+
+def test_json_and_html_hold_every_part(result):
+    j = result.to_json()
+    assert set(j) == {"summary", "sites", "htod_overlap_pct", "findings", "warnings"}
+    assert [r["count"] for r in j["summary"]] == [1, 2, 1] and len(j["sites"]) == 4
+    assert j["htod_overlap_pct"] == pytest.approx(100 * 80 / 150) and len(j["findings"]) == 2
+    html = result._repr_html_()
+    assert "<h4>Host-device copies</h4>" in html
+    for part in ("followed by a host sync", "effective_<wbr>gb", "top_<wbr>op"):   # findings, summary, sites
+        assert part in html
+
+
+def test_json_keeps_the_50_costliest_sites(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 10_000)
+    for i in range(51):
+        b.cpu_op(f"aten::op{i}", 100 * i, 50)
+        b.memcpy("HtoD", "Pinned", 100 * i + 1, 5, gpu_ts=100 * i + 10, gpu_dur=1 + i, nbytes=10)
+    r = htod(_load(tmp_path, b))
+    sites = r.to_json()["sites"]
+    assert len(r.sites) == 51 and len(sites) == 50 and sites[-1]["op"] == "aten::op1"
+
+
+def test_html_shows_the_warnings(tmp_path):
+    r = htod(load_trace(copies_builder(with_stack=False).write(tmp_path / "c.json"), use_cache=False))
+    assert "with_stack=True" in r._repr_html_()
+
+
+def _first_event_trace(first: str) -> TraceBuilder:
+    """A trace whose first event (label 0) is a copy's launch call or the op around it."""
+    b = TraceBuilder()
+    if first == "op":
+        b.cpu_op("aten::copy_", 0, 50)
+    b.memcpy("HtoD", "Pinned", 0 if first == "launch" else 10, 5, gpu_ts=20, gpu_dur=5, nbytes=64)
+    if first == "launch":
+        b.cpu_op("aten::copy_", 0, 50)     # at the launch's time, written after it: the launch keeps label 0
+    b.step(0, 60, 1000)
+    b.gpu("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 70, 5, stream=7)   # no launch call, size unknown
+    b.memcpy("HtoD", "Pageable", 200, 8, gpu_ts=210, gpu_dur=4, nbytes=0)
+    return b
+
+
+@pytest.mark.parametrize("first", ["launch", "op"])
+def test_labels_from_0_and_a_copy_without_launch(tmp_path, first):
+    op = "aten::copy_"
+    r = htod(_load(tmp_path, _first_event_trace(first)))
+    c = r.copies
+    assert c["launch"].tolist()[1] == -1 and c["launch"].dtype == np.int64
+    assert (c["launch"].tolist()[0] == 0) == (first == "launch")
+    assert _values(c["op"]) == [op, None, None] and _values(c["top_op"]) == [op, None, None]
+    assert c["launch_name"].tolist()[0] == "cudaMemcpyAsync" and pd.isna(c["launch_us"].tolist()[1])
+    assert r.warnings == ("1 copies have no launch call in the trace: no issuing op or sync check for them",
+                          "no Python stacks: copies cannot be tied to source lines; re-profile with with_stack=True")
+    pageable = next(f for f in r.findings if "pageable" in f.title)
+    # the unlaunched copy's call is 0 us, not NaN; its unknown size (-1) and the 0-byte copy add 0 bytes
+    assert (pageable.evidence["host_blocked_us"], pageable.evidence["bytes"]) == (8.0, 0)
+    assert (pageable.evidence["gb_per_s"], pageable.evidence["pinned_gb_per_s"]) == (0.0, pytest.approx(64 / 5e3))
+
+
+def test_a_copy_without_launch_alone_has_no_frame(tmp_path):
+    b = TraceBuilder(with_stack=True)
+    b.step(0, 0, 100)
+    b.python("train.py(3): main", 0, 100)
+    b.gpu("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 50, 5, bytes=8)
+    r = htod(_load(tmp_path, b))
+    assert r.copies["frame"].tolist() == [None] and r.copies["line"].dtype == "Int64"
+    assert r.copies["launch"].tolist() == [-1]
+
+
+def test_a_launch_that_is_the_first_event_keeps_its_source_line(tmp_path):
+    b = TraceBuilder(with_stack=True)
+    b.memcpy("HtoD", "Pinned", 0, 5, gpu_ts=20, gpu_dur=5, nbytes=64)
+    b.python("train.py(7): main", 0, 100)
+    b.step(0, 1, 1000)
+    r = htod(_load(tmp_path, b))
+    assert r.copies["launch"].tolist() == [0] and (r.copies["file"][0], r.copies["line"][0]) == ("train.py", 7)
+    assert not any("no launch call" in w for w in r.warnings)
+
+
+def test_a_sync_is_found_on_a_process_and_thread_named_in_text(tmp_path):
+    b = TraceBuilder(pid="host", tid="main")
+    b.step(0, 0, 100)
+    b.memcpy("HtoD", "Pinned", 0, 5, gpu_ts=20, gpu_dur=5, nbytes=64)
+    b.sync("cudaStreamSynchronize", 6, 5)
+    assert htod(_load(tmp_path, b)).copies["followed_by_sync"].tolist() == [True]
+
+
+def test_findings_per_step_in_ms_with_every_sync_call_named(tmp_path):
+    b = TraceBuilder()
+    for step in (0, 1):
+        b.step(step, 50_000 * step, 50_000)
+        ts = 50_000 * step + 100
+        b.memcpy("HtoD", "Pageable", ts, 20, gpu_ts=ts + 30, gpu_dur=5_000, nbytes=64)
+        b.sync(("cudaStreamSynchronize", "cudaDeviceSynchronize")[step], ts + 25, 5_000)
+    r = htod(_load(tmp_path, b))
+    pageable, synced = (next(f for f in r.findings if key in f.title) for key in ("pageable", "host sync"))
+    assert pageable.title == ("2 HtoD copies from pageable memory: host blocked 10.04 ms in their copy calls and the "
+                              "syncs after them (GPU copy time 10.00 ms)")
+    assert synced.title == "2 HtoD copies are each followed by a host sync (10.00 ms blocked)"
+    assert (pageable.evidence["per_step"], synced.evidence["per_step"]) == (1.0, 1.0)
+    assert synced.evidence["sync_calls"] == "cudaDeviceSynchronize, cudaStreamSynchronize"
+
+
+@pytest.mark.parametrize("gap, synced", [(100, True), (101, False)])
+def test_a_sync_counts_up_to_the_gap_after_the_launch_ends(tmp_path, gap, synced):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    b.memcpy("HtoD", "Pinned", 10, 50, gpu_ts=20, gpu_dur=5, nbytes=64)      # the call ends at 60
+    b.sync("cudaDeviceSynchronize", 60 + gap, 7)
+    b.runtime("cudaLaunchKernel", 900, 5, tid=2)                              # another thread after it
+    c = htod(_load(tmp_path, b)).copies
+    assert (bool(c["followed_by_sync"][0]), c["sync_name"][0], c["sync_us"][0]) == \
+        ((True, "cudaDeviceSynchronize", 7.0) if synced else (False, None, 0.0))
+
+
+def test_the_last_call_of_a_thread_is_followed_only_on_its_thread(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    b.runtime("cudaLaunchKernel", 0, 5)
+    b.memcpy("HtoD", "Pinned", 10, 5, gpu_ts=20, gpu_dur=5, nbytes=64)       # the thread's last call
+    b.runtime("cudaLaunchKernel", 300, 5, tid=2)
+    b.sync("cudaStreamSynchronize", 310, 5, tid=2)                           # two rows after the copy's call
+    c = htod(_load(tmp_path, b)).copies
+    assert not c["followed_by_sync"][0]
+
+
+def test_a_synchronous_copy_is_its_own_sync(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    b.memcpy("HtoD", "Pageable", 10, 50, gpu_ts=20, gpu_dur=5, nbytes=64, launch_name="cudaMemcpy")
+    c = htod(_load(tmp_path, b)).copies
+    assert (bool(c["followed_by_sync"][0]), c["sync_name"][0], c["sync_us"][0]) == (True, "cudaMemcpy", 0.0)
+
+
+def test_overlap_counts_kernels_of_other_streams_of_the_same_device(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    b.memcpy("HtoD", "Pinned", 10, 5, gpu_ts=100, gpu_dur=100, nbytes=64, stream=7)   # 100-200
+    b.memcpy("HtoD", "Pinned", 20, 5, gpu_ts=300, gpu_dur=100, nbytes=64, stream=9)   # 300-400
+    b.kernel("on_7", 150, 200, stream=7)        # 150-350: the copy on 9 for 50 us, not its own stream's
+    b.kernel("on_9", 180, 10, stream=9)         # 180-190: the copy on 7 for 10 us
+    b.kernel("other_gpu", 100, 300, stream=5, device=1)
+    c = htod(_load(tmp_path, b)).copies.sort_values("ts_us")
+    assert c["overlap_us"].tolist() == [10.0, 50.0]
+
+
+@pytest.mark.parametrize("time_us, wall_us, severity", [
+    (50, 1000, "high"), (49.9, 1000, "medium"), (10, 1000, "medium"), (9.9, 1000, "low"),
+    (5, 0, "high"),            # no step wall time: the share is taken as whole
+    (0.005, 1.0, "low"),       # a 1 us wall is a wall
+])
+def test_severity_by_share_of_step_wall_time(time_us, wall_us, severity):
+    assert _severity(time_us, wall_us) == severity
+
+
+def _frame(**columns):
+    return pd.DataFrame(columns)
+
+
+@pytest.mark.parametrize("nbytes, dur_us, gbps", [
+    ([1000, 0], [10, 10], 1000 / 20e3),   # a 0-byte copy of known size counts its time
+    ([1000, -1], [10, 30], 1000 / 10e3),  # an unknown size (-1) does not
+    ([1000], [0.5], 1000 / 0.5e3),
+    ([1000], [0.0], float("nan")),
+    ([-1], [10], float("nan")),
+])
+def test_gb_per_s_of_copies_of_known_size(nbytes, dur_us, gbps):
+    got = _gbps(_frame(bytes=nbytes, dur_us=dur_us))
+    assert got == pytest.approx(gbps, nan_ok=True)
+
+
+def _copy_rows(*rows):
+    """Copies with (direction, memory, bytes, dur_us, launch_us, sync_us, overlap_us, followed_by_sync)."""
+    cols = ["direction", "memory", "bytes", "dur_us", "launch_us", "sync_us", "overlap_us", "followed_by_sync"]
+    return pd.DataFrame(rows, columns=cols).astype({"bytes": np.int64, "dur_us": float, "launch_us": float,
+                                                      "sync_us": float, "overlap_us": float})
+
+
+def test_summary_rates_skip_unknown_sizes_and_empty_times():
+    nan = float("nan")
+    s = summarize_copies(_copy_rows(
+        ("HtoD", "pinned", 1000, 10.0, nan, nan, 5.0, False),
+        ("HtoD", "pinned", 0, 10.0, 2.0, 3.0, 0.0, True),       # known size 0: its time counts
+        ("HtoD", "pinned", -1, 40.0, 50.0, 0.0, 0.0, False),     # unknown size: time and bytes left out of rates
+        ("DtoH", "pinned", 100, 0.5, 0.0, 0.0, 0.0, False),      # under 1 us of copy time is still a rate
+        ("DtoD", "device", 100, 0.0, 0.0, 0.0, 0.0, False),      # no time at all: no rate
+    ), n_steps=2)
+    s = s.set_index(["direction", "memory"])
+    h, d, dd = s.loc[("HtoD", "pinned")], s.loc[("DtoH", "pinned")], s.loc[("DtoD", "device")]
+    assert (h["bytes"], h["time_us"], h["host_blocked_us"], h["followed_by_sync"]) == (1000, 60.0, 55.0, 1)
+    assert h["gb_per_s"] == pytest.approx(1000 / 20e3) and h["effective_gb_per_s"] == pytest.approx(1000 / 20e3)
+    assert h["overlap_pct"] == pytest.approx(100 * 5 / 60) and h["per_step"] == 1.5
+    assert d["gb_per_s"] == pytest.approx(100 / 0.5e3) and d["effective_gb_per_s"] == pytest.approx(100 / 0.5e3)
+    assert d["overlap_pct"] == 0.0
+    assert np.isnan(dd["gb_per_s"]) and np.isnan(dd["effective_gb_per_s"]) and np.isnan(dd["overlap_pct"])
+    assert pd.api.types.is_integer_dtype(s["bytes"])
+    assert (s[["gb_per_s", "effective_gb_per_s", "overlap_pct", "per_step"]].dtypes == np.float64).all()
+
+
+def test_summary_rows_sorted_by_direction_and_memory_and_empty_columns():
+    s = summarize_copies(_copy_rows(("HtoD", "pinned", 1, 1.0, 0.0, 0.0, 0.0, False),
+                                    ("DtoH", "pinned", 1, 1.0, 0.0, 0.0, 0.0, False)), n_steps=1)
+    assert s["direction"].tolist() == ["DtoH", "HtoD"]
+    assert list(summarize_copies(_copy_rows(), n_steps=1).columns) == SUMMARY_COLUMNS
+
+
+@pytest.mark.parametrize("file, line, op, site", [
+    ("train.py", 3, "aten::to", "train.py:3"),
+    ("train.py", None, "aten::to", "aten::to"),   # a file without a line is no site
+    (None, None, "aten::to", "aten::to"),
+    (None, None, None, "?"),
+    (None, None, float("nan"), "?"),   # a missing op in a column of op names (str dtype) is NaN, not None
+])
+def test_top_site_is_the_source_line_else_the_op(file, line, op, site):
+    frame = pd.DataFrame({"file": [file, "b.py"], "line": pd.array([line, 1], dtype="Int64"), "top_op": [op, "x"],
+                          "dur_us": [1.0, 0.5]})
+    assert _top_site(frame) == site
+
+
+def test_warnings_without_gpu_events_or_without_copies(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 100)
+    b.cpu_op("aten::add", 10, 5)
+    assert htod(_load(tmp_path, b)).warnings == (
+        "no GPU events: copies cannot be seen; re-profile with activities=[ProfilerActivity.CPU, "
+        "ProfilerActivity.CUDA]",)
+    b.launch("k", 20, 5, 30, 5)
+    assert htod(_load(tmp_path, b)).warnings == ("no memcpy events in the trace",)
+
+
+def test_unknown_memory_warning_counts_the_unlabelled_copies(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0, 100)
+    b.memcpy("HtoD", "Host", 10, 5, 20, 5, 512, launch_name="hipMemcpyWithStream")
+    b.memcpy("HtoD", "Pinned", 40, 5, 50, 5, 512)
+    b.memcpy("HtoD", "Pinned", 60, 5, 70, 5, 512)
+    r = htod(_load(tmp_path, b))
+    assert r.warnings[0] == "1 copies have no pageable/pinned label (ROCm writes only 'Host'): memory kind unknown"
+    assert _values(r.copies["sync_name"]) == ["hipMemcpyWithStream", None, None]

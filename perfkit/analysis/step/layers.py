@@ -116,8 +116,9 @@ def step_layers(trace, host: pd.DataFrame, nested: pd.DataFrame, windows: pd.Dat
     traced = cover(work, loader, compiling, blocking, python, gpu)
     out["untraced_us"] = np.maximum(windows["dur_us"].to_numpy() - base - traced, 0.0)
     between = blocks(_dense_launch_gaps(calls))
+    # cover() and traced both leave the warm-up out already (a second "- base" read 0 in any step with warm-up)
     out["untraced_launch_idle_us"] = np.minimum(np.maximum(
-        cover(work, loader, compiling, blocking, python, gpu, between) - base - traced, 0.0), out["untraced_us"])
+        cover(work, loader, compiling, blocking, python, gpu, between) - traced, 0.0), out["untraced_us"])
     stalled = _joined(blocking, refills(blocking, gpu))
     out["sync_comm_us"] = np.maximum(cover(loader, compiling, mostly_under(blocking, comm_blocks)) - dl_compile, 0.0)
     # The same layers counted only while the GPU idles: what the host did when the GPU waited.
