@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 from ...cpus import available_cores
 from ...errors import MissingDependencyError, ParameterError
-from ...processes import give_main_a_spec
+from ...processes import main_left_out, spawn_all_at_once
 from ...trace.loader.workers import will_fork
 
 ENGINES = ("local", "dask")
@@ -81,7 +81,6 @@ def _pool(func: Callable, paths: list, workers: int, bar, kwargs: dict) -> list:
     process such as a Jupyter kernel is not forked; workers start without re-importing pandas each)."""
     import multiprocessing
 
-    give_main_a_spec()  # a Jupyter kernel's __main__ (after %reset too) has none
     if will_fork():
         context = multiprocessing.get_context("fork")
     else:
@@ -89,7 +88,9 @@ def _pool(func: Callable, paths: list, workers: int, bar, kwargs: dict) -> list:
         context.set_forkserver_preload([func.__module__])
     out: list = [None] * len(paths)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(func, path, **kwargs): i for i, path in enumerate(paths)}
+        spawn_all_at_once(pool)
+        with main_left_out():  # workers start at the submits, none of them from the caller's __main__
+            futures = {pool.submit(func, path, **kwargs): i for i, path in enumerate(paths)}
         try:
             for future in as_completed(futures):
                 out[futures[future]] = _tick(bar, future.result())

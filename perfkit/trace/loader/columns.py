@@ -22,6 +22,7 @@ from ...limits import DUR_RANGE_US, ID_RANGES, STREAM_ALL, TIME_RANGE_US, span
 from .events import ABSENT
 from ..schema import EVENT_COLUMNS, FLOW_CATEGORIES, GPU_SIDE_CATEGORIES, INT_COLUMNS, LEGACY_PIDS, normalize_category
 from .values import Drops, checked_floats, checked_ints
+from .workers import release_freed_memory
 
 _STRING_COLUMNS = ("name", "cat", "ph", "pid", "tid")
 _KEEP_PH = ("X", "i", "I", "C", "B", "E")  # B/E: paired into X rows by perfkit.trace.loader.durations
@@ -280,6 +281,7 @@ class ColumnBuilder:
                 arrays = [p.pop(col) for p in self.parts]  # free each batch's column once merged
                 merged = np.concatenate(arrays) if arrays else np.empty(0, dtype=_dtype(col))
                 del arrays
+                release_freed_memory()  # the batches' column back to the system now, not after the last column
                 data[col] = self.encoders[col].categorical(merged) if col in _STRING_COLUMNS else merged
                 if col in _STRING_COLUMNS and self.drops:  # names seen only on dropped events
                     data[col] = data[col].remove_unused_categories()

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...errors import ParameterError
 from ...cpus import available_cores
-from ...processes import give_main_a_spec
+from ...processes import main_left_out, spawn_all_at_once
 
 
 def release_freed_memory() -> None:
@@ -97,15 +97,17 @@ def will_fork() -> bool:
 
 
 def process_pool(workers: int) -> ProcessPoolExecutor:
-    """A pool of ``workers`` processes able to run :mod:`perfkit.trace` functions."""
-    give_main_a_spec()
-    if will_fork():
-        context = multiprocessing.get_context("fork")
-    elif "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["perfkit.trace.loader.load"])
-    else:
-        context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
-    pool.submit(os.getpid)  # forks every worker now, before the caller starts threads of its own
+    """A pool of ``workers`` processes able to run :mod:`perfkit.trace` functions, started without the
+    caller's ``__main__`` (``processes.main_left_out``: a script needs no main guard)."""
+    with main_left_out():
+        if will_fork():
+            context = multiprocessing.get_context("fork")
+        elif "forkserver" in multiprocessing.get_all_start_methods():
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["perfkit.trace.loader.load"])
+        else:
+            context = multiprocessing.get_context("spawn")
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        spawn_all_at_once(pool)
+        pool.submit(os.getpid)  # starts every worker now, before the caller starts threads of its own
     return pool
