@@ -258,3 +258,12 @@ EQUIVALENT += [
     Equivalent(BANDWIDTH, "x_bandwidth_table", 'kind="stable", ignore_index=True)', 'ignore_index=True)',
                'the sort key is unique per row: any sort gives the same order'),
 ]
+
+ARGS = "perfkit/analysis/gpu_kernels/args.py"
+EQUIVALENT += [
+    *_same(ARGS, "x_compact", 'separators=(", ", ": ")', ('separators=None', ''),
+           'json.dumps without indent separates with ", " and ": " already: the explicit separators are its defaults'),
+    *_same(ARGS, "x_result_size", 'default=-1)', ('default=+1)', 'default=-2)'),
+           'the default is read only when no tensor has dimensions: then every 0-dim tensor of the highest category '
+           'passes the first filter whatever the default below 2, and the pool is cut to the highest category after'),
+]
