@@ -267,3 +267,25 @@ EQUIVALENT += [
            'the default is read only when no tensor has dimensions: then every 0-dim tensor of the highest category '
            'passes the first filter whatever the default below 2, and the pool is cut to the highest category after'),
 ]
+
+SITES = "perfkit/analysis/sync_points/sites.py"
+EQUIVALENT += [
+    *_same(SITES, "x_canonical_lines", '.to_numpy(dtype=object, na_value=None)',
+           ('.to_numpy(dtype=None, na_value=None)', '.to_numpy(na_value=None)', '.to_numpy(dtype=object, )'),
+           'the lines are only compared, replaced by ints and read back by pd.array(..., "Int64"): an int64 array '
+           '(no NA), an object array with None or with pd.NA all give the same Int64 column'),
+    *_same(SITES, "x_canonical_lines", 'pd.array(lines, dtype="Int64")', ('pd.array(lines, dtype=None)',
+                                                                          'pd.array(lines, )'),
+           'an object array of ints and None (a running frame always has a line) is inferred as Int64'),
+    Equivalent(SITES, "x_canonical_lines", 'if s <= lines[i]', 'if s < lines[i]',
+               'a call that began at the running frame\'s own line has its name, file(line): func, which '
+               '_first_lines leaves out as running: no start equals the line'),
+    *_same(SITES, "x_frames_running_at_start", 'kind="stable"', ('kind=None', '', 'kind="XXstableXX"',
+                                                                 'kind="STABLE"'), SORT_KIND),
+    *_same(SITES, "x_frames_running_at_start", 'observed=True, sort=False', (
+        'observed=True, sort=None', 'sort=False', 'observed=True, ', 'observed=True, sort=True'),
+           'the frames running are a union over the threads, in any order; pandas 3 groups observed=True by default'),
+    Equivalent(SITES, "x_in_torch", 'fillna("")', 'fillna("XXXX")', 'neither "" nor "XXXX" is a torch path'),
+    Equivalent(SITES, "x_in_torch", 'dtype=bool, count=len(files))', 'dtype=bool, )',
+               'count only sizes the array ahead: the iterator gives len(files) values either way'),
+]
