@@ -289,3 +289,29 @@ EQUIVALENT += [
     Equivalent(SITES, "x_in_torch", 'dtype=bool, count=len(files))', 'dtype=bool, )',
                'count only sizes the array ahead: the iterator gives len(files) values either way'),
 ]
+
+BYTES_MOVED = "perfkit/analysis/gpu_kernels/bytes_moved.py"
+EQUIVALENT += [
+    Equivalent(BYTES_MOVED, "x_memory_bound", 'parent: str = ""', 'parent: str = "XXXX"',
+               'the parent is only looked up in ALIASED, where neither "" nor "XXXX" is a parent'),
+    Equivalent(BYTES_MOVED, "x_memory_bound", 'len(reads) > 1', 'len(reads) >= 1',
+               'one read cut to its first is the same read'),
+    Equivalent(BYTES_MOVED, "x_memory_bound", 't.shape == reads[0].shape', 't.shape == reads[1].shape',
+               'every shape equals the first one exactly when every shape equals the second'),
+]
+
+ORDER = "perfkit/analysis/step/order.py"
+EQUIVALENT += [
+    *_same(ORDER, "x_topological_order", 'np.array_equal(bumped, key)', ('np.array_equal(None, key)',
+                                                                        'np.array_equal(bumped, None)'),
+           'stopping once a round moves nothing is speed only: the rounds after it would move nothing either'),
+    Equivalent(ORDER, "x_topological_order", 'np.arange(len(key)) >= n_run', 'np.arange(len(key)) > n_run',
+               'lexsort is stable and every run\'s id is below every GPU event\'s: a run goes first at one start '
+               'with or without the GPU flag'),
+    *_same(ORDER, "x_topological_order", 'np.empty(len(order), dtype=np.int64)',
+           ('np.empty(len(order), dtype=None)', 'np.empty(len(order), )'),
+           'the positions are whole numbers, compared only: the same as floats'),
+    Equivalent(ORDER, "x__kahn", 'np.arange(n + 1)', 'np.arange(n + 2)',
+               'starts[n + 1] is never read: a node\'s edges run from starts[i] to starts[i + 1], i < n'),
+    *_same(ORDER, "x__kahn", 'kind="stable"', ('kind="STABLE"',), STABLE),
+]
