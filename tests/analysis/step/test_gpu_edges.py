@@ -89,3 +89,26 @@ def test_a_blocking_copy_released_inside_its_call_is_the_calls_doing(tmp_path):
     g = graph(tmp_path, b)
     assert g.gpu["released_at_start"][0] == 1 and not np.isfinite(g.gpu["base"][0])
     assert g.gpu["launch_lat"][0] == pytest.approx(150.0)
+
+
+def test_each_event_carries_its_columns_and_the_notes_count_what_is_left_out(tmp_path):
+    """A launched kernel; one with no launch in the trace (its 30 us are unlaunched); one held 2 ms after its queue."""
+    b = TraceBuilder()
+    b.step(0, 0, 10_000)
+    b.launch("a", 10, 5, 20, 100)                       # 5 us after its launch returns
+    b.kernel("orphan", 3_000, 30, stream=9)
+    b.launch("c", 30, 5, 2_200, 50)                     # queued behind a (ends 120): 2,080 us unexplained
+    g = graph(tmp_path, b)
+    gpu = g.gpu
+    assert {"start", "end", "dur", "lane", "kind", "label", "prev", "gap", "launch_seg", "launch_at_end",
+            "launch_lat", "cross", "cross_lat", "base", "launch_point", "released_at_start", "wait_lost"} <= set(gpu)
+    by_start = {float(s - b.base_us): i for i, s in enumerate(gpu["start"])}
+    a, orphan, c = by_start[20.0], by_start[3_000.0], by_start[2_200.0]
+    assert gpu["dur"].tolist() == pytest.approx((gpu["end"] - gpu["start"]).tolist())
+    assert gpu["dur"][orphan] == pytest.approx(30.0) and gpu["label"].dtype == np.int64
+    assert gpu["launch_seg"][orphan] == -1 and gpu["launch_lat"][orphan] == 0.0 and np.isnan(gpu["launch_point"][orphan])
+    assert gpu["gap"][a] == 0.0 and gpu["cross_lat"][a] == 0.0 and gpu["released_at_start"][a] == 0
+    assert gpu["launch_lat"][a] == pytest.approx(5.0) and gpu["launch_point"][a] == pytest.approx(15.0 + b.base_us)
+    assert gpu["wait_lost"][c] == pytest.approx(2_080.0 - g.typical["gap"]) and gpu["wait_lost"][a] == 0.0
+    assert g.notes == {"unexplained_waits": 1, "unexplained_us": pytest.approx(gpu["wait_lost"][c]),
+                       "unlaunched": 1, "unlaunched_us": pytest.approx(30.0)}
