@@ -112,3 +112,22 @@ def test_each_event_carries_its_columns_and_the_notes_count_what_is_left_out(tmp
     assert gpu["wait_lost"][c] == pytest.approx(2_080.0 - g.typical["gap"]) and gpu["wait_lost"][a] == 0.0
     assert g.notes == {"unexplained_waits": 1, "unexplained_us": pytest.approx(gpu["wait_lost"][c]),
                        "unlaunched": 1, "unlaunched_us": pytest.approx(30.0)}
+
+
+SLACK = gpu_edges.QUEUE_SLACK_US
+
+
+@pytest.mark.parametrize("values, typical", [
+    ([0.0], 0.0), ([SLACK], SLACK),                  # both ends of the range a latency is typical in
+    ([-1.0, SLACK + 1.0], 9.0), ([], 9.0),           # none in range: the default
+    ([-1.0, 2.0, 4.0, SLACK + 1.0], 3.0),
+])
+def test_typical_is_the_median_within_the_queue_slack(values, typical):
+    assert gpu_edges._typical(np.array(values, dtype=float), 9.0) == pytest.approx(typical)
+
+
+def test_latency_on_each_kind_of_edge():
+    """Binding and kept: as recorded; binding and held: the typical; not binding: the typical, at most as recorded."""
+    obs, binding, kept = np.array([2.0, 1.0, 5.0, 1.0]), np.array([1, 1, 0, 0], bool), np.array([1, 0, 1, 1], bool)
+    assert gpu_edges._latency(obs, binding, kept, 3.0).tolist() == [2.0, 3.0, 3.0, 1.0]
+    assert gpu_edges._latency(np.array([np.inf]), np.array([True]), np.array([True]), 3.0).tolist() == [3.0]
