@@ -106,6 +106,9 @@ def test_each_event_carries_its_columns_and_the_notes_count_what_is_left_out(tmp
     a, orphan, c = by_start[20.0], by_start[3_000.0], by_start[2_200.0]
     assert gpu["dur"].tolist() == pytest.approx((gpu["end"] - gpu["start"]).tolist())
     assert gpu["dur"][orphan] == pytest.approx(30.0) and gpu["label"].dtype == np.int64
+    assert [gpu[c].dtype for c in ("launch_seg", "launch_at_end", "cross", "released_at_start")] == [
+        np.int64, bool, np.int64, np.int64]
+    assert gpu["cross"].tolist() == [-1, -1, -1]
     assert gpu["launch_seg"][orphan] == -1 and gpu["launch_lat"][orphan] == 0.0 and np.isnan(gpu["launch_point"][orphan])
     assert gpu["gap"][a] == 0.0 and gpu["cross_lat"][a] == 0.0 and gpu["released_at_start"][a] == 0
     assert gpu["launch_lat"][a] == pytest.approx(5.0) and gpu["launch_point"][a] == pytest.approx(15.0 + b.base_us)
