@@ -450,3 +450,60 @@ EQUIVALENT += [
     *_same(LAYERS, "x_working_frames", '"working_frames"', ('None', '"XXworking_framesXX"', '"WORKING_FRAMES"'),
            CACHE_KEY),
 ]
+
+ARGS = "perfkit/analysis/gpu_kernels/args.py"
+EQUIVALENT += [
+    *_same(ARGS, "x_compact", 'separators=(", ", ": ")', ('separators=None', ''),
+           'json.dumps without indent separates with ", " and ": " already: the explicit separators are its defaults'),
+    *_same(ARGS, "x_result_size", 'default=-1)', ('default=+1)', 'default=-2)'),
+           'the default is read only when no tensor has dimensions: then every 0-dim tensor of the highest category '
+           'passes the first filter whatever the default below 2, and the pool is cut to the highest category after'),
+]
+
+SITES = "perfkit/analysis/sync_points/sites.py"
+EQUIVALENT += [
+    *_same(SITES, "x_canonical_lines", '.to_numpy(dtype=object, na_value=None)',
+           ('.to_numpy(dtype=None, na_value=None)', '.to_numpy(na_value=None)', '.to_numpy(dtype=object, )'),
+           'the lines are only compared, replaced by ints and read back by pd.array(..., "Int64"): an int64 array '
+           '(no NA), an object array with None or with pd.NA all give the same Int64 column'),
+    *_same(SITES, "x_canonical_lines", 'pd.array(lines, dtype="Int64")', ('pd.array(lines, dtype=None)',
+                                                                          'pd.array(lines, )'),
+           'an object array of ints and None (a running frame always has a line) is inferred as Int64'),
+    Equivalent(SITES, "x_canonical_lines", 'if s <= lines[i]', 'if s < lines[i]',
+               'a call that began at the running frame\'s own line has its name, file(line): func, which '
+               '_first_lines leaves out as running: no start equals the line'),
+    *_same(SITES, "x_frames_running_at_start", 'kind="stable"', ('kind=None', '', 'kind="XXstableXX"',
+                                                                 'kind="STABLE"'), SORT_KIND),
+    *_same(SITES, "x_frames_running_at_start", 'observed=True, sort=False', (
+        'observed=True, sort=None', 'sort=False', 'observed=True, ', 'observed=True, sort=True'),
+           'the frames running are a union over the threads, in any order; pandas 3 groups observed=True by default'),
+    Equivalent(SITES, "x_in_torch", 'fillna("")', 'fillna("XXXX")', 'neither "" nor "XXXX" is a torch path'),
+    Equivalent(SITES, "x_in_torch", 'dtype=bool, count=len(files))', 'dtype=bool, )',
+               'count only sizes the array ahead: the iterator gives len(files) values either way'),
+]
+
+BYTES_MOVED = "perfkit/analysis/gpu_kernels/bytes_moved.py"
+EQUIVALENT += [
+    Equivalent(BYTES_MOVED, "x_memory_bound", 'parent: str = ""', 'parent: str = "XXXX"',
+               'the parent is only looked up in ALIASED, where neither "" nor "XXXX" is a parent'),
+    Equivalent(BYTES_MOVED, "x_memory_bound", 'len(reads) > 1', 'len(reads) >= 1',
+               'one read cut to its first is the same read'),
+    Equivalent(BYTES_MOVED, "x_memory_bound", 't.shape == reads[0].shape', 't.shape == reads[1].shape',
+               'every shape equals the first one exactly when every shape equals the second'),
+]
+
+ORDER = "perfkit/analysis/step/order.py"
+EQUIVALENT += [
+    *_same(ORDER, "x_topological_order", 'np.array_equal(bumped, key)', ('np.array_equal(None, key)',
+                                                                        'np.array_equal(bumped, None)'),
+           'stopping once a round moves nothing is speed only: the rounds after it would move nothing either'),
+    Equivalent(ORDER, "x_topological_order", 'np.arange(len(key)) >= n_run', 'np.arange(len(key)) > n_run',
+               'lexsort is stable and every run\'s id is below every GPU event\'s: a run goes first at one start '
+               'with or without the GPU flag'),
+    *_same(ORDER, "x_topological_order", 'np.empty(len(order), dtype=np.int64)',
+           ('np.empty(len(order), dtype=None)', 'np.empty(len(order), )'),
+           'the positions are whole numbers, compared only: the same as floats'),
+    Equivalent(ORDER, "x__kahn", 'np.arange(n + 1)', 'np.arange(n + 2)',
+               'starts[n + 1] is never read: a node\'s edges run from starts[i] to starts[i + 1], i < n'),
+    *_same(ORDER, "x__kahn", 'kind="stable"', ('kind="STABLE"',), STABLE),
+]

@@ -79,7 +79,8 @@ def memory_bound(family: str, name: str, dims: list, types: list, concrete: list
     largest = max(reads, key=lambda t: t.nbytes)
     flops = float(max(t.elements for t in (*reads, *([out] if out else []))))
     write_only = name in WRITE_ONLY_OPS and reads[0].index == 0
-    read = 0 if write_only else reads[0].nbytes if name == "aten::copy_" else sum(t.nbytes for t in reads)
+    # copy_(self, src) reads its source (argument 1), not the destination it writes (a dtype cast's sizes differ)
+    read = 0 if write_only else sum(t.nbytes for t in reads if t.index == 1 or name != "aten::copy_")
     return Model(family, flops, float(_moved(family, name, reads, out)), largest.dtype, float(read))
 
 
@@ -136,7 +137,6 @@ def upsample(family: str, dims: list, types: list, concrete: list):
     x = tensor(dims, types, 0)
     if x is None or len(x.shape) < 3:
         return "upsample input without shape"
-    spatial = len(x.shape) - 2
     try:
         out = _upsampled(x.shape[2:], concrete)
     except (TypeError, ValueError, OverflowError):
@@ -155,7 +155,7 @@ def _upsampled(spatial: list, concrete: list):
     given = [numbers(concrete, i) for i in range(2, len(concrete))]
     listed = next((v for v in given if v and len(v) == len(spatial)), None)
     singles = [v[0] for v in given if v and len(v) == 1 and str(v[0]) not in ("True", "False")]
-    factors = listed if listed and len(spatial) > 1 else listed or (singles if len(singles) == len(spatial) else None)
+    factors = listed or (singles if len(singles) == len(spatial) else None)
     return [math.floor(s * float(f)) for s, f in zip(spatial, factors)] if factors else None
 
 

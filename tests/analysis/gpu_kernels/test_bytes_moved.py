@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from perfkit.analysis.gpu_kernels.args import Tensor, result_size
-from perfkit.analysis.gpu_kernels.bytes_moved import OUT_ARITY, memory_bound, rotary, triton, upsample
+from perfkit.analysis.gpu_kernels.args import Model, Tensor, result_size
+from perfkit.analysis.gpu_kernels.bytes_moved import (
+    OUT_ARITY, ROTARY, _in_place, _iteration_space, _upsampled, memory_bound, rotary, triton, upsample,
+)
 
 X = [64, 512, 1024]
 N = 64 * 512 * 1024
@@ -99,3 +101,124 @@ def test_out_arity_is_the_out_overloads(name):
         others = [s for s in schemas if len(s.arguments) == n and not s.arguments[-1].is_out
                   and str(s.arguments[-1].type).startswith("Tensor")]
         assert outs and not others, (name, n)
+
+
+BF16, FP32 = "c10::BFloat16", "float"
+SMALL = 64 * 512 * 4  # bytes of a float [64, 512, 1]
+
+
+@pytest.mark.parametrize("family, name, dims, types, model", [
+    # a reduction writes no full-size result; softmax does; a vector norm is a reduction whatever its family
+    ("reduction", "aten::sum", [X, []], [FP32, "Scalar"], Model("reduction", N, 4 * N, "fp32", 4 * N)),
+    ("reduction", "aten::_softmax", [X, [], []], [FP32, "Scalar", "Scalar"],
+     Model("reduction", N, 8 * N, "fp32", 4 * N)),
+    ("elementwise", "aten::linalg_vector_norm", [X], [FP32], Model("elementwise", N, 4 * N, "fp32", 4 * N)),
+    # in place: every input read, the first written back in its own type (bf16, not the promoted fp32)
+    ("elementwise", "aten::add_", [X, X], [BF16, FP32], Model("elementwise", N, 8 * N, "fp32", 6 * N)),
+    ("elementwise", "aten::__and__", [X, X], ["bool", "long int"],    # a dunder op is out of place
+     Model("elementwise", N, 17 * N, "int64", 9 * N)),
+    ("elementwise", "aten::addcmul_", [X, [64, 512, 1], X], ["", FP32, FP32],   # self unknown: out of place, a floor
+     Model("elementwise", N, SMALL + 8 * N, "fp32", SMALL + 4 * N)),
+    # copy_ reads its source and writes its destination (a cast: the source's size read); a 0-dim third not counted
+    ("elementwise", "aten::copy_", [X, X, []], [BF16, FP32, "bool"], Model("elementwise", N, 6 * N, "fp32", 4 * N)),
+    ("elementwise", "aten::copy_", [X, X], [FP32, BF16], Model("elementwise", N, 6 * N, "fp32", 2 * N)),
+    ("elementwise", "aten::copy_", [X, X], ["", FP32], Model("elementwise", N, 8 * N, "fp32", 4 * N)),
+    # fill_ only writes, with a scalar or a 0-dim tensor value; without self's type, the value alone
+    ("elementwise", "aten::fill_", [X, []], ["c10::Half", "Scalar"], Model("elementwise", N, 2 * N, "fp16", 0)),
+    ("elementwise", "aten::fill_", [X, []], ["c10::Half", FP32], Model("elementwise", N, 2 * N, "fp16", 0)),
+    ("elementwise", "aten::fill_", [X, []], ["", FP32], Model("elementwise", 1, 8, "fp32", 4)),
+    # an out tensor of another type than the inputs, bigger than each: written in its type, the FLOPs its size
+    ("elementwise", "aten::mul", [[64, 1], [1, 512], [64, 512]], [BF16, BF16, FP32],
+     Model("elementwise", 64 * 512, 128 + 1024 + 64 * 512 * 4, "bf16", 128 + 1024)),
+    # the dtype is the largest input's; shapes that do not broadcast write the largest input's size
+    ("elementwise", "aten::mul", [X, [1]], [BF16, FP32], Model("elementwise", N, 6 * N + 4, "bf16", 2 * N + 4)),
+    ("elementwise", "aten::mul", [[2, 3], [4]], [FP32, FP32], Model("elementwise", 6, 64, "fp32", 40)),
+])
+def test_memory_bound_models(family, name, dims, types, model):
+    assert memory_bound(family, name, dims, types) == model
+
+
+GATHER = "gathers move only the rows they select: bytes not modeled"
+NO_TENSORS = "no tensor inputs with known types"
+NO_SHAPE = "upsample input without shape"
+NO_SCALES = "upsample without output_size or scale factors (Concrete Inputs not recorded)"
+
+
+@pytest.mark.parametrize("name, dims, types, concrete, reason", [
+    ("aten::index_select", [X, [], [64]], [FP32, "Scalar", "long int"], [], GATHER),
+    ("fbgemm::split_embedding_codegen_lookup_adagrad_function", [X], [FP32], [], GATHER),
+    ("aten::mul", [[], []], ["Scalar", "Scalar"], [], NO_TENSORS),
+    ("aten::abs", [[], X], ["", FP32], [], NO_TENSORS),           # only the out tensor known: nothing read
+    ("aten::upsample_nearest2d", [[1, 4, 10, 10], [], []], ["", "", ""], ["", "[20, 20]", ""], NO_SHAPE),
+    ("aten::upsample_nearest2d", [[4, 10], [], []], [FP32, "", ""], ["", "[20]", ""], NO_SHAPE),
+    ("aten::upsample_nearest2d", [[1, 4, 10, 10], [], []], [FP32, "", ""], ["", "[a, b]", ""],
+     "upsample with an unreadable output_size or scale factors"),
+    ("aten::upsample_nearest2d", [[1, 4, 10, 10], [], []], [FP32, "", ""], ["", "", ""], NO_SCALES),
+    ("aten::_upsample_bilinear2d_aa", [[1, 4, 10, 10], [], []], [FP32, "", ""], ["", "", "2."], NO_SCALES),
+])
+def test_memory_bound_says_why_it_has_no_model(name, dims, types, concrete, reason):
+    assert memory_bound("elementwise", name, dims, types, concrete) == reason
+
+
+@pytest.mark.parametrize("name, family", [("aten::upsample_nearest2d", "elementwise"),
+                                          ("aten::_upsample_bilinear2d_aa", "reduction")])
+def test_an_upsample_is_modeled_by_its_output_size(name, family):
+    m = memory_bound(family, name, [[1, 4, 10, 10], [], []], [FP32, "", ""], ["", "[20, 20]", ""])
+    assert m == Model(family, 1600, 4 * 400 + 4 * 1600, "fp32", 4 * 400)
+
+
+@pytest.mark.parametrize("spatial, concrete, out", [
+    ([10, 10], ["", "[20, 30]"], [20, 30]),
+    ([10, 10], ["", "None", "2.", "3."], [20, 30]),            # output_size not given: the scales after it
+    ([10, 10], ["", "", "False", "2.", "3."], [20, 30]),       # align_corners is not a scale
+    ([10, 10], ["", "", "True", "2.", "3."], [20, 30]),
+    ([10, 10], ["", "", "[2., 3.]"], [20, 30]),
+    ([10], ["", "", "", "3."], [30]),
+    ([10], ["", "", "[2.5]"], [25]),
+    ([10, 10], ["", "", "2."], None),                          # one scale for two dimensions
+    ([10, 10], ["", "", ""], None), ([10, 10], [], None),
+])
+def test_upsampled_size(spatial, concrete, out):
+    assert _upsampled(spatial, concrete) == out
+
+
+ROT_DIMS = [[8], [8, 16], [8, 4], [], [100, 4], []]
+ROT_TYPES = ["long int", BF16, BF16, "Scalar", BF16, "Scalar"]
+ROT_REASON = "rotary embedding without shapes for positions, query and cos/sin cache"
+
+
+def test_rotary_model():
+    m = rotary(ROT_DIMS, ROT_TYPES)
+    read = 8 * 8 + 2 * (128 + 32) + 8 * 4 * 2
+    assert m == Model("elementwise", 160, read + 2 * (128 + 32), "bf16", read)
+    assert memory_bound("elementwise", ROTARY, ROT_DIMS, ROT_TYPES) == m
+    no_key = rotary(ROT_DIMS, ROT_TYPES[:2] + [""] + ROT_TYPES[3:])
+    assert no_key == Model("elementwise", 128, 64 + 256 + 64 + 256, "bf16", 64 + 256 + 64)
+
+
+@pytest.mark.parametrize("i, dims_i, type_i", [(0, [8], ""), (1, [8, 16], ""), (4, [100, 4], ""),
+                                               (4, [100, 4, 1], BF16)])
+def test_rotary_without_its_shapes(i, dims_i, type_i):
+    dims, types = list(ROT_DIMS), list(ROT_TYPES)
+    dims[i], types[i] = dims_i, type_i
+    assert rotary(dims, types) == ROT_REASON
+
+
+def test_a_triton_kernels_dtype_is_its_largest_buffers():
+    m = triton([[1000], [900]], [FP32, "c10::Float8_e4m3fn"], ["", ""])
+    assert (m.family, m.flops, m.bytes, m.dtype) == ("triton", 1000, 4900, "fp32")
+    assert triton([[], []], ["Scalar", FP32], ["4", ""]) == "Triton kernel without tensor arguments (record_shapes=False)"
+
+
+@pytest.mark.parametrize("concrete, count, space", [
+    (["4", "8"], 2, 32), (["", "16", "8"], 3, 128), (["", "8"], 2, 8), (["", "x", "8"], 3, 8),
+    (["", "8"], 1, 0), (["", "", ""], 3, 0), ([], 2, 0),
+])
+def test_iteration_space_is_the_trailing_whole_numbers(concrete, count, space):
+    assert _iteration_space(concrete, count) == space
+
+
+@pytest.mark.parametrize("name, in_place", [("aten::add_", True), ("aten::add", False), ("aten::__and__", False),
+                                            ("aten::__iand__", False)])
+def test_in_place(name, in_place):
+    assert _in_place(name) is in_place

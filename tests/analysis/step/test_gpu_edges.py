@@ -89,3 +89,48 @@ def test_a_blocking_copy_released_inside_its_call_is_the_calls_doing(tmp_path):
     g = graph(tmp_path, b)
     assert g.gpu["released_at_start"][0] == 1 and not np.isfinite(g.gpu["base"][0])
     assert g.gpu["launch_lat"][0] == pytest.approx(150.0)
+
+
+def test_each_event_carries_its_columns_and_the_notes_count_what_is_left_out(tmp_path):
+    """A launched kernel; one with no launch in the trace (its 30 us are unlaunched); one held 2 ms after its queue."""
+    b = TraceBuilder()
+    b.step(0, 0, 10_000)
+    b.launch("a", 10, 5, 20, 100)                       # 5 us after its launch returns
+    b.kernel("orphan", 3_000, 30, stream=9)
+    b.launch("c", 30, 5, 2_200, 50)                     # queued behind a (ends 120): 2,080 us unexplained
+    g = graph(tmp_path, b)
+    gpu = g.gpu
+    assert {"start", "end", "dur", "lane", "kind", "label", "prev", "gap", "launch_seg", "launch_at_end",
+            "launch_lat", "cross", "cross_lat", "base", "launch_point", "released_at_start", "wait_lost"} <= set(gpu)
+    by_start = {float(s - b.base_us): i for i, s in enumerate(gpu["start"])}
+    a, orphan, c = by_start[20.0], by_start[3_000.0], by_start[2_200.0]
+    assert gpu["dur"].tolist() == pytest.approx((gpu["end"] - gpu["start"]).tolist())
+    assert gpu["dur"][orphan] == pytest.approx(30.0) and gpu["label"].dtype == np.int64
+    assert [gpu[c].dtype for c in ("launch_seg", "launch_at_end", "cross", "released_at_start")] == [
+        np.int64, bool, np.int64, np.int64]
+    assert gpu["cross"].tolist() == [-1, -1, -1]
+    assert gpu["launch_seg"][orphan] == -1 and gpu["launch_lat"][orphan] == 0.0 and np.isnan(gpu["launch_point"][orphan])
+    assert gpu["gap"][a] == 0.0 and gpu["cross_lat"][a] == 0.0 and gpu["released_at_start"][a] == 0
+    assert gpu["launch_lat"][a] == pytest.approx(5.0) and gpu["launch_point"][a] == pytest.approx(15.0 + b.base_us)
+    assert gpu["wait_lost"][c] == pytest.approx(2_080.0 - g.typical["gap"]) and gpu["wait_lost"][a] == 0.0
+    assert g.notes == {"unexplained_waits": 1, "unexplained_us": pytest.approx(gpu["wait_lost"][c]),
+                       "unlaunched": 1, "unlaunched_us": pytest.approx(30.0)}
+
+
+SLACK = gpu_edges.QUEUE_SLACK_US
+
+
+@pytest.mark.parametrize("values, typical", [
+    ([0.0], 0.0), ([SLACK], SLACK),                  # both ends of the range a latency is typical in
+    ([-1.0, SLACK + 1.0], 9.0), ([], 9.0),           # none in range: the default
+    ([-1.0, 2.0, 4.0, SLACK + 1.0], 3.0),
+])
+def test_typical_is_the_median_within_the_queue_slack(values, typical):
+    assert gpu_edges._typical(np.array(values, dtype=float), 9.0) == pytest.approx(typical)
+
+
+def test_latency_on_each_kind_of_edge():
+    """Binding and kept: as recorded; binding and held: the typical; not binding: the typical, at most as recorded."""
+    obs, binding, kept = np.array([2.0, 1.0, 5.0, 1.0]), np.array([1, 1, 0, 0], bool), np.array([1, 0, 1, 1], bool)
+    assert gpu_edges._latency(obs, binding, kept, 3.0).tolist() == [2.0, 3.0, 3.0, 1.0]
+    assert gpu_edges._latency(np.array([np.inf]), np.array([True]), np.array([True]), 3.0).tolist() == [3.0]

@@ -93,3 +93,35 @@ def test_kahn_takes_the_earliest_ready_node_first():
     assert out.dtype == np.int64 and list(out) == [0, 3, 2, 1]
     assert list(od._kahn(3, np.array([], dtype=np.int64), np.array([], dtype=np.int64), np.array([2.0, 0.0, 1.0]))) \
         == [1, 2, 0]
+
+
+def test_runs_chain_only_after_a_run_of_their_own_thread():
+    """Four runs on threads 0, 1, 1, 2: the one edge is run 1 -> run 2."""
+    seg = {"start": np.array([0.0, 1.0, 2.0, 3.0]), "run": np.arange(4)}
+    runs = {"first": np.arange(4), "thread": np.array([0, 1, 1, 2])}
+    gpu = {"start": np.array([]), "prev": np.array([], dtype=np.int64), "launch_seg": np.array([], dtype=np.int64),
+           "cross": np.array([], dtype=np.int64)}
+    none = {"gpu": np.array([], dtype=np.int64), "run": np.array([], dtype=np.int64)}
+    src, dst = od.edges(seg, runs, gpu, none, {"seg": none["gpu"], "run": none["run"]})
+    assert list(zip(src, dst)) == [(1, 2)]
+
+
+def test_a_cross_stream_edge_starts_at_the_event_waited_for():
+    src, dst = od.edges(*_graph(cross=(-1, -1, 1)))  # GPU event 2 waits for event 1 (node 4) on another stream
+    assert list(zip(src, dst)) == [(0, 1), (3, 4), (4, 5), (0, 3), (2, 5), (4, 5), (4, 2), (1, 2)]
+
+
+def test_a_skewed_node_moves_only_just_after_its_dependency():
+    """GPU event 0 recorded at 1.0, launched by the run at 2.0: it moves to just after 2.0, still before GPU event 1
+    (at 2.5, independent)."""
+    seg = {"start": np.array([2.0]), "run": np.array([0])}
+    runs = {"first": np.array([0]), "thread": np.array([0])}
+    gpu = {"start": np.array([1.0, 2.5]), "prev": np.array([-1, -1]), "launch_seg": np.array([0, -1]),
+           "cross": np.array([-1, -1])}
+    none = {"gpu": np.array([], dtype=np.int64), "run": np.array([], dtype=np.int64)}
+    assert list(od.topological_order(seg, runs, gpu, none, {"seg": none["gpu"], "run": none["run"]})) == [0, 1, 2]
+
+
+def test_kahn_of_a_graph_that_is_all_cycle_gives_node_ids():
+    out = od._kahn(2, np.array([0, 1]), np.array([1, 0]), np.array([1.0, 0.0]))
+    assert out.dtype == np.int64 and list(out) == [1, 0]
