@@ -33,7 +33,8 @@ def train(rank=None, world=None):
         for p in model.parameters():
             dist.all_reduce(p.grad)
         opt.step()
-    dist.destroy_process_group()
+    dist.barrier()  # both ranks leave together: a rank tearing gloo down while its peer still ran once aborted
+    dist.destroy_process_group()  # ("terminate called without an active exception"), and torchrun killed the peer
 if __name__ == "__main__":
     if "--spawn" in sys.argv:
         import torch.multiprocessing as mp
